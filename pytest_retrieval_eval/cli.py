@@ -1,0 +1,298 @@
+"""The ``retrieval-eval`` console script: the prep phase outside pytest, and cache listing.
+
+* ``retrieval-eval prep --data SPEC --model SPEC --cache DIR [...]`` builds the corpus and
+  embeds every text the cache lacks (resumable: run the same command again after Ctrl-C or a
+  crash), drawing a progress bar on stderr, and ends with one summary line on stdout.
+* ``retrieval-eval models --cache DIR`` lists the models whose vectors a cache holds.
+
+Option names and defaults match the pytest options (without the ``--retrieval-eval-`` prefix).
+A :class:`~pytest_retrieval_eval.errors.RetrievalEvalError` prints
+``retrieval-eval: error: <one line>`` and exits 2; Ctrl-C exits 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from .errors import RetrievalEvalError
+
+# The pytest options' defaults and validators, so both spellings behave alike.
+from .options import DEFAULT_DATA, DEFAULT_DATA_REPO, DEFAULT_MODEL
+from .options import choice as _choice
+from .options import max_length as _max_length
+from .options import positive_int as _positive_int
+
+__all__ = ["ProgressBar", "build_parser", "main"]
+
+PROG = "retrieval-eval"
+EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+
+def _directory(value: str) -> Path:
+    if not value.strip():
+        raise argparse.ArgumentTypeError("cache directory is empty; give a folder path")
+    path = Path(value).expanduser()
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{path} exists and is not a directory")
+    return path
+
+
+def _nonempty(value: str) -> str:
+    if not value.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return value.strip()
+
+
+# --------------------------------------------------------------------------- progress bar
+
+
+def _clock(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:02d}:{secs:02d}"
+
+
+class ProgressBar:
+    """A self-drawn progress bar: ``label [####....] done/total rate/s ETA mm:ss``.
+
+    Callable as a ``Progress`` (label, done, total). Redraws at most every ``interval``
+    seconds on a terminal; elsewhere (a pipe, a CI log) it prints one line per label change
+    and then at most every ``quiet_interval`` seconds.
+    """
+
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        *,
+        width: int = 30,
+        interval: float = 0.1,
+        quiet_interval: float = 30.0,
+    ) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.width = width
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.interval = interval if self.tty else quiet_interval
+        self._label: str | None = None
+        self._start = 0.0
+        self._first_done = 0
+        self._last_draw = 0.0
+        self._drawn = False
+        self._last_state: tuple[int, int | None] | None = None
+
+    def __call__(self, label: str, done: int, total: int | None) -> None:
+        now = time.monotonic()
+        if label != self._label:
+            self.finish()
+            self._label, self._start, self._first_done = label, now, done
+            self._last_draw, self._last_state = 0.0, None
+        final = total is not None and done >= total
+        if (done, total) == self._last_state:
+            return
+        if not final and now - self._last_draw < self.interval:
+            return
+        self._last_draw, self._last_state = now, (done, total)
+        self._draw(self.render(label, done, total, now - self._start, done - self._first_done))
+
+    def render(
+        self, label: str, done: int, total: int | None, elapsed: float, progressed: int
+    ) -> str:
+        """The bar's text (no line ending)."""
+        rate = progressed / elapsed if elapsed > 0 else 0.0
+        if total is not None:
+            frac = min(max(done / total, 0.0), 1.0) if total > 0 else 1.0
+            filled = int(frac * self.width)
+            bar = "#" * filled + "." * (self.width - filled)
+            eta = _clock((total - done) / rate) if rate > 0 else "--:--"
+            return f"{label} [{bar}] {done}/{total} {rate:.1f}/s ETA {eta}"
+        return f"{label} {done} {rate:.1f}/s {_clock(elapsed)}"
+
+    def _draw(self, text: str) -> None:
+        if self.tty:
+            self.stream.write("\r\x1b[2K" + text)
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+        self._drawn = True
+
+    def finish(self) -> None:
+        """End the current bar's line."""
+        if self._drawn and self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+        self._drawn = False
+        self._label = None
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of ``retrieval-eval``."""
+    from .cache import default_cache_dir
+
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Prep phase of pytest-retrieval-eval: embed a LongMemEval dataset once "
+        "into the vector cache, so `pytest --retrieval-eval` (and --no-model) runs need no "
+        "embedding.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    prep = sub.add_parser(
+        "prep", help="embed every text of a dataset that the cache lacks (resumable)",
+        description="Embed every session text and question of a dataset that the cache "
+        "lacks. Interrupted? Run the same command again: it embeds only what is missing.",
+    )
+    prep.add_argument("--data", type=_nonempty, default=DEFAULT_DATA, metavar="SPEC",
+                      help="sample (bundled), longmemeval_s, longmemeval_m, longmemeval_oracle "
+                      f"or a path to a LongMemEval JSON file (default: {DEFAULT_DATA})")
+    prep.add_argument("--data-repo", type=_nonempty, default=DEFAULT_DATA_REPO,
+                      metavar="REPO", help="Hugging Face dataset repo for named datasets "
+                      f"(default: {DEFAULT_DATA_REPO})")
+    prep.add_argument("--data-file", type=_nonempty, default=None, metavar="NAME",
+                      help="file name inside the dataset repo, overriding the named dataset's")
+    prep.add_argument("--model", type=_nonempty, default=DEFAULT_MODEL, metavar="ID|DIR",
+                      help="a Hugging Face model id or a local folder with onnx/model.onnx (or "
+                      f"model.onnx) and tokenizer.json (default: {DEFAULT_MODEL})")
+    prep.add_argument("--cache", type=_directory, default=None, metavar="DIR",
+                      help=f"cache folder (default: {default_cache_dir()})")
+    prep.add_argument("--pooling", type=_choice("mean", "cls"), default="mean",
+                      metavar="mean|cls",
+                      help="token pooling (default: mean, vipune's recipe)")
+    prep.add_argument("--max-length", type=_max_length, default=512, metavar="N",
+                      help="tokens kept per text, special tokens included (default: 512)")
+    prep.add_argument("--query-prefix", type=str, default="", metavar="TEXT",
+                      help="instruction prepended to questions (default: none, as vipune)")
+    prep.add_argument("--device", type=_choice("cpu", "cuda"), default="cpu",
+                      metavar="cpu|cuda",
+                      help="onnxruntime device (default: cpu)")
+    prep.add_argument("--threads", type=_positive_int, default=None, metavar="N",
+                      help="onnxruntime CPU threads (default: onnxruntime's choice)")
+    prep.add_argument("--batch-size", type=_positive_int, default=32, metavar="N",
+                      help="texts per embedding batch (default: 32)")
+    prep.add_argument("--chunk-size", type=_positive_int, default=1024, metavar="N",
+                      help="texts embedded between two cache commits (default: 1024)")
+    prep.add_argument("--offline", action="store_true",
+                      help="never touch the network (also HF_HUB_OFFLINE=1)")
+    prep.add_argument("--no-progress", action="store_true", help="draw no progress bar")
+
+    models = sub.add_parser("models", help="list the models whose vectors a cache holds")
+    models.add_argument("--cache", type=_directory, default=None, metavar="DIR",
+                        help=f"cache folder (default: {default_cache_dir()})")
+    models.add_argument("--no-bundled", action="store_true",
+                        help="leave out the vectors bundled with the package")
+    return parser
+
+
+def _cmd_prep(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from . import cache as cache_mod
+    from . import corpus as corpus_mod
+    from . import dataset as dataset_mod
+    from . import embedding as embedding_mod
+    from . import prep as prep_mod
+
+    started = time.perf_counter()
+    root: Path = args.cache if args.cache is not None else cache_mod.default_cache_dir()
+    bar = None if args.no_progress else ProgressBar(err)
+    try:
+        source = dataset_mod.resolve_dataset(
+            args.data, repo=args.data_repo, filename=args.data_file, offline=args.offline
+        )
+        corpus = corpus_mod.load_corpus(source, root, bar)
+        config = embedding_mod.EmbedConfig(
+            pooling=args.pooling, max_length=args.max_length, query_prefix=args.query_prefix,
+            device=args.device, threads=args.threads, batch_size=args.batch_size,
+        )
+        embedder = embedding_mod.load_embedder(args.model, config, offline=args.offline)
+        vectors = cache_mod.VectorCache(
+            root, embedder.fingerprint, embedder.dim, embedder.info(),
+            read_only_roots=[cache_mod.bundled_cache_dir()],
+        )
+        stats = prep_mod.run_prep(corpus, embedder, vectors, bar, chunk_size=args.chunk_size)
+    except KeyboardInterrupt as exc:
+        saved = exc.saved if isinstance(exc, prep_mod.PrepInterrupted) else 0
+        if bar is not None:
+            bar.finish()
+        err.write(f"{PROG}: interrupted; {saved} vectors saved, run the same command to "
+                  f"resume\n")
+        return EXIT_INTERRUPTED
+    finally:
+        if bar is not None:
+            bar.finish()
+    seconds = time.perf_counter() - started  # the whole command: corpus, model and prep
+    out.write(
+        f"prep: {stats.slots} slots, {stats.unique_texts} unique texts, {stats.embedded_now} "
+        f"embedded now, {stats.from_cache} from cache, {seconds:.1f}s (model "
+        f"{embedder.name}, fingerprint {embedder.fingerprint[:12]})\n"
+    )
+    return 0
+
+
+def _cmd_models(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from . import cache as cache_mod
+
+    root: Path = args.cache if args.cache is not None else cache_mod.default_cache_dir()
+    roots = [root] if args.no_bundled else [root, cache_mod.bundled_cache_dir()]
+    models = cache_mod.list_models(roots)
+    if not models:
+        out.write(f"no model vectors in {root}; make some with `{PROG} prep`\n")
+        return 0
+    for m in models:
+        where = ", ".join(
+            "bundled" if Path(r) == cache_mod.bundled_cache_dir() else str(r)
+            for r in m.get("roots", [])
+        )
+        out.write(
+            f"{m.get('name', '?')}  fingerprint {str(m.get('fingerprint', ''))[:12]}  dim "
+            f"{m.get('dim', '?')}  {m.get('vectors', 0)} vectors  pooling "
+            f"{m.get('pooling', '?')}  max_length {m.get('max_length', '?')}  query_prefix "
+            f"{str(m.get('query_prefix', ''))!r}  ({where})\n"
+        )
+    return 0
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``retrieval-eval``; returns the exit status."""
+    out, err = sys.stdout, sys.stderr
+    parser = build_parser()
+    args = parser.parse_args(argv)
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: TextIO | None = None, line: str | None = None) -> None:
+        err.write(f"{PROG}: warning: {_one_line(str(message))}\n")
+
+    previous = warnings.showwarning
+    warnings.showwarning = show
+    try:
+        if args.command == "prep":
+            return _cmd_prep(args, out, err)
+        return _cmd_models(args, out, err)
+    except RetrievalEvalError as exc:
+        err.write(f"{PROG}: error: {_one_line(str(exc))}\n")
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        err.write(f"{PROG}: interrupted\n")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `retrieval-eval models | head`
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    finally:
+        warnings.showwarning = previous
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,378 @@
+"""Where a LongMemEval dataset comes from, its content hash, and a streaming reader.
+
+* :func:`resolve_dataset` turns what the user typed (``sample``, a known dataset name, or a
+  filesystem path) into a :class:`DatasetSource`. Known names are fetched from the Hugging Face
+  Hub with :func:`huggingface_hub.hf_hub_download`, trying the local cache first so a copy
+  downloaded once keeps working offline.
+* :func:`file_sha256` hashes a file in chunks (memoised in-process on path, size and mtime).
+* :func:`iter_instances` streams the top-level JSON array with ``ijson`` (C backend when
+  available), holding one instance in memory at a time; every file-level fault becomes a
+  one-line :class:`~pytest_retrieval_eval.errors.DataError` naming the file, the fault and the
+  fix. Items that are not objects are yielded unchanged: :func:`pairs.parse_instance` rejects
+  them one by one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import DataError
+
+__all__ = [
+    "DEFAULT_REPO",
+    "KNOWN",
+    "SAMPLE_NAME",
+    "SAMPLE_PATH",
+    "DatasetSource",
+    "file_sha256",
+    "iter_instances",
+    "resolve_dataset",
+]
+
+KNOWN: dict[str, str] = {
+    "longmemeval_s": "longmemeval_s_cleaned.json",
+    "longmemeval_m": "longmemeval_m_cleaned.json",
+    "longmemeval_oracle": "longmemeval_oracle.json",
+}
+DEFAULT_REPO = "xiaowu0162/longmemeval-cleaned"
+SAMPLE_NAME = "sample"
+SAMPLE_PATH = Path(__file__).parent / "data" / "sample" / "longmemeval_sample.json"
+
+#: Bytes handed to the JSON parser per read; large reads keep the C parser busy.
+READ_BUFFER = 1 << 20
+_HASH_CHUNK = 1 << 20
+_GZIP_MAGIC = b"\x1f\x8b"
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+_UTF8_BOM = b"\xef\xbb\xbf"
+_WHITESPACE = b" \t\r\n"
+
+
+@dataclass(frozen=True)
+class DatasetSource:
+    """A resolved dataset: the name reports show and the local file holding it."""
+
+    name: str
+    path: Path
+
+
+def _valid_names() -> str:
+    return ", ".join([SAMPLE_NAME, *KNOWN])
+
+
+def _name_for_path(path: Path) -> str:
+    for name, filename in KNOWN.items():
+        if path.name == filename:
+            return name
+    return path.stem or path.name
+
+
+def _check_readable_file(path: Path, what: str) -> None:
+    if not path.exists():
+        raise DataError(
+            f"{what} {path} does not exist; pass an existing file or one of: {_valid_names()}"
+        )
+    if path.is_dir():
+        raise DataError(f"{what} {path} is a directory, not a file; pass the JSON file itself")
+    if not os.access(path, os.R_OK):
+        raise DataError(f"{what} {path} is not readable; fix its permissions")
+
+
+def _hub_offline(offline: bool) -> bool:
+    if offline:
+        return True
+    value = os.environ.get("HF_HUB_OFFLINE", "").strip().lower()
+    return value not in ("", "0", "false", "no", "off")
+
+
+def _one_line(text: str, limit: int = 160) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _from_hub(name: str, repo: str, filename: str, offline: bool) -> DatasetSource:
+    import huggingface_hub  # deferred: importing it costs ~0.3 s
+
+    try:
+        local = huggingface_hub.hf_hub_download(
+            repo_id=repo, filename=filename, repo_type="dataset", local_files_only=True
+        )
+        return DatasetSource(name, Path(local))
+    except Exception:  # not cached (LocalEntryNotFoundError and friends)
+        pass
+    if _hub_offline(offline):
+        raise DataError(
+            f"dataset {name} ({repo}/{filename}) is not in the local Hugging Face cache and "
+            f"offline mode is on; download it once with network access, or pass the path to a "
+            f"local copy"
+        )
+    try:
+        local = huggingface_hub.hf_hub_download(
+            repo_id=repo, filename=filename, repo_type="dataset"
+        )
+    except Exception as exc:
+        raise DataError(
+            f"dataset {name} could not be downloaded from the Hugging Face Hub repo {repo} "
+            f"({filename}): {type(exc).__name__}: {_one_line(str(exc), 120)}; download it once "
+            f"with network access, or pass the path to a local copy"
+        ) from None
+    return DatasetSource(name, Path(local))
+
+
+def resolve_dataset(
+    spec: str,
+    *,
+    repo: str = DEFAULT_REPO,
+    filename: str | None = None,
+    offline: bool = False,
+) -> DatasetSource:
+    """Resolve ``spec`` to a local file.
+
+    ``"sample"`` is the bundled sample; a name in :data:`KNOWN` (or any name when ``filename``
+    is given) is fetched from the dataset repo ``repo`` on the Hugging Face Hub (cache first;
+    no network when ``offline`` or ``HF_HUB_OFFLINE`` is set); anything else must be the path
+    of a readable file. Raises :class:`DataError` (one line) otherwise.
+    """
+    spec = spec.strip()
+    if not spec:
+        raise DataError(f"dataset name is empty; pass one of: {_valid_names()}, or a file path")
+    if spec == SAMPLE_NAME:
+        if not SAMPLE_PATH.is_file():
+            raise DataError(
+                f"bundled sample dataset {SAMPLE_PATH} is missing; reinstall pytest-retrieval-eval"
+            )
+        return DatasetSource(SAMPLE_NAME, SAMPLE_PATH)
+    if spec in KNOWN or filename is not None:
+        path = Path(spec).expanduser()
+        if spec not in KNOWN and path.is_file():
+            return DatasetSource(_name_for_path(path), path)
+        return _from_hub(spec, repo, filename or KNOWN[spec], offline)
+    path = Path(spec).expanduser()
+    if not path.exists():
+        raise DataError(
+            f"dataset {spec!r} is neither a known name nor an existing file; pass one of: "
+            f"{_valid_names()}, or the path to a LongMemEval JSON file"
+        )
+    _check_readable_file(path, "dataset file")
+    return DatasetSource(_name_for_path(path), path)
+
+
+_sha_memo: dict[tuple[str, int, int], str] = {}
+_sha_lock = threading.Lock()
+
+
+def file_sha256(path: Path, progress: Callable[[int, int], None] | None = None) -> str:
+    """Hex sha256 of the file's bytes, read in chunks.
+
+    Memoised in-process on (absolute path, size, mtime_ns), so a rewritten file is rehashed.
+    ``progress(bytes_done, bytes_total)`` is called after each chunk when given.
+    """
+    path = Path(path)
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise DataError(
+            f"dataset file {path} cannot be read ({exc.strerror}); pass an existing, readable file"
+        ) from None
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    with _sha_lock:
+        memo = _sha_memo.get(key)
+    if memo is not None:
+        return memo
+    digest = hashlib.sha256()
+    done = 0
+    try:
+        with open(path, "rb") as f:
+            buf = bytearray(_HASH_CHUNK)
+            view = memoryview(buf)
+            while True:
+                n = f.readinto(buf)
+                if not n:
+                    break
+                digest.update(view[:n])
+                done += n
+                if progress is not None:
+                    progress(done, st.st_size)
+    except OSError as exc:
+        raise DataError(
+            f"dataset file {path} cannot be read ({exc.strerror}); pass an existing, readable file"
+        ) from None
+    result = digest.hexdigest()
+    with _sha_lock:
+        _sha_memo[key] = result
+    return result
+
+
+def _ijson() -> Any:
+    """The fastest ijson backend available (yajl2_c, else the default)."""
+    import ijson
+
+    try:
+        return ijson.get_backend("yajl2_c")
+    except Exception:  # pragma: no cover - depends on the installed wheel
+        return ijson
+
+
+def _first_bytes(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(4096)
+
+
+def _invalid_utf8_offset(path: Path, approx_end: int) -> int | None:
+    """Byte offset of the first invalid UTF-8 sequence in the window before ``approx_end``."""
+    start = max(0, approx_end - READ_BUFFER - 8)
+    with open(path, "rb") as f:
+        f.seek(start)
+        window = f.read(approx_end - start + 8)
+    pos = 0
+    while pos < len(window):
+        try:
+            window[pos:].decode("utf-8")
+            return None
+        except UnicodeDecodeError as exc:
+            bad = pos + exc.start
+            if start > 0 and bad < 4:  # a character split by the window start
+                pos = bad + 1
+                continue
+            if exc.reason == "unexpected end of data" and bad >= len(window) - 4:
+                return None
+            return start + bad
+    return None
+
+
+def _check_head(path: Path) -> int:
+    """Check the start of the file; return how many leading bytes to skip (a UTF-8 BOM)."""
+    head = _first_bytes(path)
+    if not head:
+        raise DataError(
+            f"dataset file {path} is empty (0 bytes); download it again or pass another file"
+        )
+    if head.startswith(_GZIP_MAGIC):
+        raise DataError(
+            f"dataset file {path} is gzip-compressed; gunzip it first "
+            f"(gunzip -c {path.name} > {path.stem or path.name}.json)"
+        )
+    if head.startswith(b"PK\x03\x04"):
+        raise DataError(f"dataset file {path} is a zip archive, not JSON; unzip it first")
+    if head.startswith(_UTF16_BOMS) or (len(head) >= 2 and b"\x00" in head[:4]):
+        raise DataError(
+            f"dataset file {path} is not UTF-8 (it looks like UTF-16); re-save it as UTF-8 JSON"
+        )
+    skip = len(_UTF8_BOM) if head.startswith(_UTF8_BOM) else 0
+    body = head[skip:].lstrip(_WHITESPACE)
+    if not body:
+        if len(head) < 4096:
+            raise DataError(
+                f"dataset file {path} is empty (only whitespace); download it "
+                f"again or pass another file"
+            )
+        return skip  # a very long run of whitespace: let the parser decide
+    first = body[:1]
+    if first == b"[":
+        return skip
+    if first == b"{":
+        raise DataError(
+            f"dataset file {path} has a JSON object at the top level, not an array of "
+            f"instances (JSON Lines or a wrapper object?); pass a LongMemEval file, which is "
+            f"one JSON array"
+        )
+    if first in b'"-0123456789' or body.startswith((b"true", b"false", b"null")):
+        raise DataError(
+            f"dataset file {path} holds a single JSON value, not an array of "
+            f"instances; pass a LongMemEval file, which is one JSON array"
+        )
+    raise DataError(
+        f"dataset file {path} is not JSON (it starts with {body[:20]!r}); pass a "
+        f"LongMemEval JSON file"
+    )
+
+
+def _ends_with_bracket(path: Path, size: int) -> bool:
+    """Whether the file's last non-whitespace byte is ``]`` (a complete top-level array).
+
+    A parse error in a file that does not end so is reported as truncation: a download cut
+    mid-way can end inside a number, a literal or a multi-byte character, which the parser
+    reports as a lexical error rather than a premature end.
+    """
+    with open(path, "rb") as f:
+        f.seek(max(0, size - 4096))
+        tail = f.read()
+    return tail.rstrip(_WHITESPACE).endswith(b"]")
+
+
+def _parse_error(path: Path, exc: Exception, position: int) -> DataError:
+    message = str(exc)
+    if message.startswith(("b'", 'b"')):  # yajl2_c sometimes reports bytes
+        message = message[2:]
+    first_line = message.replace("\\n", "\n").splitlines()[0].strip() if message else ""
+    size = path.stat().st_size
+    if "premature EOF" in first_line or (
+        "trailing garbage" not in first_line and not _ends_with_bracket(path, size)
+    ):
+        return DataError(
+            f"dataset file {path} ends early at byte {size} (truncated, e.g. an interrupted "
+            f"download); download it again"
+        )
+    if "UTF8" in first_line or "UTF-8" in first_line:
+        offset = _invalid_utf8_offset(path, position)
+        where = f"at byte {offset}" if offset is not None else f"near byte {position}"
+        return DataError(
+            f"dataset file {path} is not valid UTF-8 ({where}); re-save it as UTF-8 JSON"
+        )
+    if "trailing garbage" in first_line:
+        return DataError(
+            f"dataset file {path} is not valid JSON: data follows the top-level array "
+            f"(near byte {position}); pass a file holding exactly one JSON array"
+        )
+    return DataError(
+        f"dataset file {path} is not valid JSON near byte {position} "
+        f"({_one_line(first_line, 80)}); download it again or fix the file"
+    )
+
+
+def iter_instances(path: Path) -> Iterator[tuple[int, object]]:
+    """Yield ``(index, item)`` for each element of the file's top-level JSON array.
+
+    Streams with ``ijson.items(f, "item")``: one instance is in memory at a time. Numbers
+    that are not integers come back as ``float``. File-level faults (missing, empty, gzip,
+    not UTF-8, not JSON, top level not an array, truncated) raise a one-line
+    :class:`DataError`.
+    """
+    path = Path(path)
+    _check_readable_file(path, "dataset file")
+    skip = _check_head(path)
+    backend = _ijson()
+    index = 0
+    try:
+        f = open(path, "rb")  # noqa: SIM115 - closed in finally; generator owns it
+    except OSError as exc:
+        raise DataError(
+            f"dataset file {path} cannot be read ({exc.strerror}); pass an existing, readable file"
+        ) from None
+    try:
+        if skip:
+            f.seek(skip)
+        items = backend.items(f, "item", use_float=True, buf_size=READ_BUFFER)
+        while True:
+            try:
+                item = next(items)
+            except StopIteration:
+                break
+            except Exception as exc:
+                if type(exc).__module__.startswith("ijson") or isinstance(exc, ValueError):
+                    raise _parse_error(path, exc, f.tell()) from None
+                raise
+            yield index, item
+            index += 1
+    except OSError as exc:
+        raise DataError(
+            f"dataset file {path} could not be read at byte {f.tell()} "
+            f"({exc.strerror}); check the disk and try again"
+        ) from None
+    finally:
+        f.close()

@@ -1,0 +1,294 @@
+"""Command-line options, their ini twins, and the validated settings they produce.
+
+Every option lives in one group, ``retrieval-eval``, with the prefix ``--retrieval-eval-``
+(plus ``--no-model``). Each has an ini twin named ``retrieval_eval_*``; the command line wins
+over the ini file, the ini file over the default. Values are checked by argparse ``type=``
+validators; the same validators check ini values, so a bad value is one usage error either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+MAX_K = 10_000  # vipune's MAX_SEARCH_LIMIT: no search may ask for more rows
+DEFAULT_KS = (1, 5, 10)
+DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
+DEFAULT_DATA = "sample"
+DEFAULT_DATA_REPO = "xiaowu0162/longmemeval-cleaned"
+DEFAULT_RETRIEVERS = ("hybrid",)
+BUILTIN_RETRIEVERS = ("hybrid", "semantic", "fts", "bm25", "oracle", "vipune")
+CUSTOM_RETRIEVER = "custom"  # ranked by the ``retrieval_eval_custom_retriever`` fixture
+_DOTTED = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+
+def parse_ks(value: str) -> tuple[int, ...]:
+    """``"1,5,10"`` -> ``(1, 5, 10)``: positive integers up to 10,000, sorted, unique."""
+    parts = [p.strip() for p in str(value).split(",") if p.strip()]
+    if not parts:
+        raise argparse.ArgumentTypeError(f"k list {value!r} is empty; give e.g. 1,5,10")
+    ks: set[int] = set()
+    for part in parts:
+        try:
+            k = int(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"k {part!r} is not a whole number; give a comma list such as 1,5,10"
+            ) from None
+        if k <= 0 or k > MAX_K:
+            raise argparse.ArgumentTypeError(
+                f"k {k} is out of range; each k must lie in 1..{MAX_K} "
+                "(vipune's MAX_SEARCH_LIMIT)"
+            )
+        ks.add(k)
+    return tuple(sorted(ks))
+
+
+def parse_retrievers(value: str) -> tuple[str, ...]:
+    """A comma list of retriever names or ``package.module:attr`` dotted paths."""
+    names = [p.strip() for p in str(value).split(",") if p.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("retriever list is empty; give e.g. hybrid")
+    valid = (*BUILTIN_RETRIEVERS, CUSTOM_RETRIEVER)
+    for name in names:
+        if name not in valid and not _DOTTED.match(name):
+            raise argparse.ArgumentTypeError(
+                f"unknown retriever {name!r}; choose from {', '.join(valid)} "
+                "or give a dotted path package.module:attr"
+            )
+    return tuple(dict.fromkeys(names))
+
+
+def positive_int(value: str) -> int:
+    """A whole number of at least 1."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{number} must be at least 1")
+    return number
+
+
+def positive_float(value: str) -> float:
+    """A number above 0 (seconds)."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not number > 0:
+        raise argparse.ArgumentTypeError(f"{number} must be above 0")
+    return number
+
+
+def max_length(value: str) -> int:
+    """A tokenizer truncation length in 2..512 (bge and MiniLM take 512 positions)."""
+    number = positive_int(value)
+    if not 2 <= number <= 512:
+        raise argparse.ArgumentTypeError(f"max length {number} must lie in 2..512")
+    return number
+
+
+def choice(*allowed: str) -> Callable[[str], str]:
+    """A validator accepting one of ``allowed``."""
+
+    def check(value: str) -> str:
+        if value not in allowed:
+            raise argparse.ArgumentTypeError(
+                f"{value!r} is not one of {', '.join(allowed)}"
+            )
+        return value
+
+    check.__name__ = "choice"
+    return check
+
+
+def text(value: str) -> str:
+    """Any string."""
+    return str(value)
+
+
+def boolean(value: str) -> bool:
+    """An ini boolean: true/false, yes/no, 1/0, on/off."""
+    lowered = str(value).strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise argparse.ArgumentTypeError(f"{value!r} is not a boolean (true/false)")
+
+
+@dataclass(frozen=True)
+class _Option:
+    flag: str  # command-line flag
+    dest: str  # argparse dest; the ini twin is the same name
+    parse: Callable[[str], Any]
+    default: Any
+    help: str
+    metavar: str | None = None
+    is_flag: bool = False  # store_true
+
+
+OPTIONS: tuple[_Option, ...] = (
+    _Option("--retrieval-eval", "retrieval_eval", boolean, False,
+            "score retrieval on LongMemEval: one item per pair and retriever, a recall@k "
+            "table by question type (default: off; the plugin then adds nothing)", is_flag=True),
+    _Option("--retrieval-eval-data", "retrieval_eval_data", text, DEFAULT_DATA,
+            "dataset: sample (bundled), longmemeval_s, longmemeval_m, longmemeval_oracle "
+            "(downloaded once from the Hugging Face Hub) or a path to a LongMemEval JSON file "
+            f"(default: {DEFAULT_DATA})", "SPEC"),
+    _Option("--retrieval-eval-data-repo", "retrieval_eval_data_repo", text, DEFAULT_DATA_REPO,
+            f"Hugging Face dataset repo for named datasets (default: {DEFAULT_DATA_REPO})",
+            "REPO"),
+    _Option("--retrieval-eval-data-file", "retrieval_eval_data_file", text, None,
+            "file name inside the dataset repo, overriding the named dataset's "
+            "(default: longmemeval_s_cleaned.json, longmemeval_m_cleaned.json or "
+            "longmemeval_oracle.json)", "NAME"),
+    _Option("--retrieval-eval-k", "retrieval_eval_k", parse_ks, DEFAULT_KS,
+            "comma list of cut-offs k, each in 1..10000 (default: 1,5,10)", "K[,K...]"),
+    _Option("--retrieval-eval-retriever", "retrieval_eval_retriever", parse_retrievers,
+            DEFAULT_RETRIEVERS,
+            "comma list of retrievers to score side by side: hybrid (vipune's search_hybrid "
+            "reference), semantic, fts, bm25 (LongMemEval's baseline), oracle (self-check), "
+            "vipune (the real binary), custom (the retrieval_eval_custom_retriever fixture) "
+            "or package.module:attr (default: hybrid)", "NAME[,NAME...]"),
+    _Option("--retrieval-eval-json", "retrieval_eval_json", text, None,
+            "write the JSON report to this path (default: none)", "PATH"),
+    _Option("--no-model", "retrieval_eval_no_model", boolean, False,
+            "model-free lane: load no model, touch no network; query and passage vectors "
+            "come from the prep cache (default: off, the model lane embeds each query live)",
+            is_flag=True),
+    _Option("--retrieval-eval-model", "retrieval_eval_model", text, None,
+            "embedding model: a Hugging Face id or a local folder with onnx/model.onnx (or "
+            f"model.onnx) and tokenizer.json (default: {DEFAULT_MODEL}; with --no-model, the "
+            "one model whose vectors the cache holds for the dataset)", "ID|DIR"),
+    _Option("--retrieval-eval-pooling", "retrieval_eval_pooling", choice("mean", "cls"), "mean",
+            "token pooling: mean (vipune's recipe) or cls (bge's card) (default: mean)",
+            "mean|cls"),
+    _Option("--retrieval-eval-max-length", "retrieval_eval_max_length", max_length, 512,
+            "tokens kept per text, special tokens included (default: 512)", "N"),
+    _Option("--retrieval-eval-query-prefix", "retrieval_eval_query_prefix", text, "",
+            "instruction prepended to queries before embedding (default: none, as vipune)",
+            "TEXT"),
+    _Option("--retrieval-eval-device", "retrieval_eval_device", choice("cpu", "cuda"), "cpu",
+            "onnxruntime device for embedding (default: cpu)", "cpu|cuda"),
+    _Option("--retrieval-eval-threads", "retrieval_eval_threads", positive_int, None,
+            "onnxruntime CPU threads (default: onnxruntime's choice)", "N"),
+    _Option("--retrieval-eval-batch-size", "retrieval_eval_batch_size", positive_int, 32,
+            "texts per embedding batch during prep (default: 32)", "N"),
+    _Option("--retrieval-eval-cache", "retrieval_eval_cache", text, None,
+            "cache folder for prep output, vectors and stores (default: "
+            "$RETRIEVAL_EVAL_CACHE_DIR, else ~/.cache/pytest-retrieval-eval; untouched by "
+            "--cache-clear)", "DIR"),
+    _Option("--retrieval-eval-store-dir", "retrieval_eval_store_dir", text, None,
+            "also keep each persona's vipune store here as <question_id>.sqlite for "
+            "inspection (default: stores live only in the cache)", "DIR"),
+    _Option("--retrieval-eval-vipune", "retrieval_eval_vipune", text, "vipune",
+            "the vipune binary for the vipune retriever (default: vipune on PATH)", "PATH"),
+    _Option("--retrieval-eval-vipune-timeout", "retrieval_eval_vipune_timeout", positive_float,
+            60.0, "seconds one vipune search may take before its item fails (default: 60)",
+            "SECONDS"),
+)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Register the option group and the ini twins."""
+    group = parser.getgroup("retrieval-eval", "retrieval evaluation (pytest-retrieval-eval)")
+    for opt in OPTIONS:
+        if opt.is_flag:
+            group.addoption(opt.flag, action="store_true", dest=opt.dest, default=None,
+                            help=opt.help)
+            parser.addini(opt.dest, help=opt.help, type="bool", default=opt.default)
+        else:
+            group.addoption(opt.flag, dest=opt.dest, type=opt.parse, default=None,
+                            metavar=opt.metavar, help=opt.help)
+            parser.addini(opt.dest, help=opt.help, type="string", default="")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The validated options of one run."""
+
+    enabled: bool
+    data: str
+    data_repo: str
+    data_file: str | None
+    ks: tuple[int, ...]
+    retrievers: tuple[str, ...]
+    json_path: Path | None
+    no_model: bool
+    model: str | None
+    pooling: str
+    max_length: int
+    query_prefix: str
+    device: str
+    threads: int | None
+    batch_size: int
+    cache_dir: Path | None
+    store_dir: Path | None
+    vipune: str
+    vipune_timeout: float
+
+    @property
+    def max_k(self) -> int:
+        return max(self.ks)
+
+
+def _value(config: pytest.Config, opt: _Option) -> Any:
+    cli = config.getoption(opt.dest)
+    if cli is not None:
+        return cli
+    if opt.is_flag:
+        return bool(config.getini(opt.dest))
+    raw = config.getini(opt.dest)
+    if isinstance(raw, str) and raw.strip():
+        try:
+            return opt.parse(raw.strip())
+        except argparse.ArgumentTypeError as exc:
+            raise pytest.UsageError(f"ini option {opt.dest}: {exc}") from None
+    return opt.default
+
+
+def read_settings(config: pytest.Config) -> Settings:
+    """Resolve every option (command line, then ini, then default) and check combinations."""
+    v = {opt.dest.removeprefix("retrieval_eval_") or "enabled": _value(config, opt)
+         for opt in OPTIONS}
+    v["enabled"] = v.pop("retrieval_eval")
+    cache = v.pop("cache") or os.environ.get("RETRIEVAL_EVAL_CACHE_DIR") or None
+    json_path = v.pop("json")
+    store_dir = v.pop("store_dir")
+    settings = Settings(
+        cache_dir=Path(cache).expanduser() if cache else None,
+        json_path=Path(json_path) if json_path else None,
+        store_dir=Path(store_dir) if store_dir else None,
+        ks=tuple(v.pop("k")),
+        retrievers=tuple(v.pop("retriever")),
+        **v,
+    )
+    check_combinations(settings)
+    return settings
+
+
+def check_combinations(settings: Settings) -> None:
+    """Reject option combinations that cannot work, as usage errors."""
+    if settings.no_model and settings.device == "cuda":
+        raise pytest.UsageError(
+            "--retrieval-eval-device cuda has nothing to run with --no-model "
+            "(no model is loaded); drop one of them"
+        )
+    if settings.json_path is not None and settings.json_path.is_dir():
+        raise pytest.UsageError(
+            f"--retrieval-eval-json {settings.json_path}: is a directory; give a file path"
+        )
+
+
+def option_names() -> Sequence[str]:
+    """Every flag this plugin adds (for the README and its test)."""
+    return [opt.flag for opt in OPTIONS]

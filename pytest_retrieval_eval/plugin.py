@@ -1,0 +1,209 @@
+"""pytest hooks: a thin layer over :mod:`.session`, :mod:`.options` and :mod:`.report`.
+
+Without ``--retrieval-eval`` (or ``retrieval_eval = true`` in the ini file) every hook returns
+at once: no item, no file touched, nothing printed.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from . import report as report_mod
+from .errors import RetrievalEvalError
+from .options import CUSTOM_RETRIEVER, add_options, read_settings
+from .retrievers import Retriever
+from .session import EvalSession, Plan, merge_worker_output, worker_output
+
+SESSION_KEY = pytest.StashKey[EvalSession]()
+MARKER = "retrieval_eval"
+WORKER_PLAN = "retrieval_eval_plan"
+WORKER_OUTPUT = "retrieval_eval"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def _session(config: pytest.Config) -> EvalSession | None:
+    return config.stash.get(SESSION_KEY, None)
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{MARKER}: a LongMemEval pair scored by pytest-retrieval-eval")
+    settings = read_settings(config)
+    if settings.enabled:
+        config.stash[SESSION_KEY] = EvalSession(settings)
+
+
+class _Progress:
+    """Progress of long steps (ingest, embedding) through the terminal reporter."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.tr = config.pluginmanager.get_plugin("terminalreporter")
+        self.last = 0.0
+        self.label = ""
+
+    def __call__(self, label: str, done: int, total: int | None) -> None:
+        if self.tr is None:
+            return
+        now = time.monotonic()
+        final = total is not None and done >= total
+        if label == self.label and not final and now - self.last < 0.5:
+            return
+        self.last, self.label = now, label
+        amount = f"{done}/{total}" if total else f"{done}"
+        line = f"retrieval-eval: {label} {amount}"
+        if self.tr.isatty:
+            self.tr.rewrite(line, erase=True)
+            if final:
+                self.tr.write_line("")
+        elif final or done == 0:
+            self.tr.write_line(line)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    state = _session(session.config)
+    if state is None:
+        return
+    config = session.config
+    try:
+        if _is_worker(config):
+            state.attach(Plan.from_dict(config.workerinput[WORKER_PLAN]))  # type: ignore[attr-defined]
+        else:
+            state.prepare(_Progress(config))
+        state.finish_setup()
+    except RetrievalEvalError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist controller: hand the prepared plan to each worker."""
+    state = _session(node.config)
+    if state is not None and state.plan is not None:
+        node.workerinput[WORKER_PLAN] = state.plan.to_dict()
+
+
+class RetrievalEvalCollector(pytest.Collector):
+    """Parent of every pair item: node id ``retrieval-eval``."""
+
+    def collect(self) -> list[pytest.Item | pytest.Collector]:  # pragma: no cover - fed directly
+        return []
+
+
+class QuestionTypeCollector(pytest.Collector):
+    """One per question type, so ``-k temporal-reasoning`` selects that category."""
+
+    def collect(self) -> list[pytest.Item | pytest.Collector]:  # pragma: no cover - fed directly
+        return []
+
+
+class PairItem(pytest.Function):
+    """One LongMemEval pair scored by one retriever."""
+
+    position: int
+    retriever: str
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.path, None, self.nodeid
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
+                     style: Any = None) -> str:
+        if isinstance(excinfo.value, RetrievalEvalError):
+            return f"{self.retriever}: {excinfo.value}"
+        return str(super().repr_failure(excinfo, style=style))
+
+
+def _pair_test(request: pytest.FixtureRequest) -> None:
+    item = request.node
+    state = request.config.stash[SESSION_KEY]
+    state.run_pair(item.position, item.retriever)
+
+
+def _custom_pair_test(request: pytest.FixtureRequest,
+                      retrieval_eval_custom_retriever: Retriever) -> None:
+    item = request.node
+    state = request.config.stash[SESSION_KEY]
+    state.run_pair(item.position, item.retriever, custom=retrieval_eval_custom_retriever)
+
+
+@pytest.fixture(scope="session")
+def retrieval_eval_custom_retriever() -> Retriever:
+    """Override in your root ``conftest.py`` to score your own store as retriever ``custom``."""
+    raise RetrievalEvalError(
+        "retriever 'custom' needs a session fixture named retrieval_eval_custom_retriever in "
+        "your root conftest.py returning an object with rank(persona, query, limit)"
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
+                                  items: list[pytest.Item]) -> None:
+    """Append one item per usable pair and retriever (before -k/-m deselect)."""
+    state = _session(config)
+    if state is None or state.corpus is None:
+        return
+    root = RetrievalEvalCollector.from_parent(session, name="retrieval-eval")
+    by_type: dict[str, QuestionTypeCollector] = {}
+    for position, pair in enumerate(state.corpus.pairs):
+        if pair.abstention:
+            continue
+        parent = by_type.get(pair.question_type)
+        if parent is None:
+            parent = QuestionTypeCollector.from_parent(root, name=pair.question_type)
+            by_type[pair.question_type] = parent
+        for name in state.settings.retrievers:
+            func = _custom_pair_test if name == CUSTOM_RETRIEVER else _pair_test
+            item = PairItem.from_parent(parent, name=f"{pair.question_id}[{name}]",
+                                        callobj=func, originalname=pair.question_id)
+            item.position = position
+            item.retriever = name
+            item.add_marker(MARKER)
+            items.append(item)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    state = _session(config)
+    if state is None or state.plan is None:
+        return
+    if _is_worker(config):
+        config.workeroutput[WORKER_OUTPUT] = worker_output(state)  # type: ignore[attr-defined]
+        return
+    path = state.settings.json_path
+    if path is not None:
+        report_mod.write_json(_report(state), path)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """xdist controller: merge what a worker scored."""
+    state = _session(node.config)
+    output = getattr(node, "workeroutput", {}).get(WORKER_OUTPUT)
+    if state is not None and output:
+        merge_worker_output(state, output)
+
+
+def _report(state: EvalSession) -> dict[str, Any]:
+    return report_mod.build_report(state.run_info(), state.results, state.errors)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
+                            config: pytest.Config) -> None:
+    state = _session(config)
+    if state is None or state.plan is None or _is_worker(config):
+        return
+    terminalreporter.write_sep("=", "retrieval-eval")
+    for line in report_mod.terminal_lines(_report(state)):
+        terminalreporter.write_line(line)
+    if state.settings.json_path is not None:
+        terminalreporter.write_line(f"JSON report: {state.settings.json_path}")

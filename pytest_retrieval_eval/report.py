@@ -1,0 +1,228 @@
+"""Summaries of a run: per-type aggregation, the terminal table, and the JSON report.
+
+Everything here is a pure function of plain data (dicts and lists that cross xdist's wire
+unchanged), so a serial run and a ``-n 2`` run that scored the same pairs print the same
+numbers: results are sorted by (retriever order, pair index) before anything is averaged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .metrics import mean_metrics, metric_key
+from .pairs import QUESTION_TYPES
+
+SCHEMA_VERSION = 1
+FAMILIES: tuple[tuple[str, str], ...] = (
+    ("recall", "R"),
+    ("recall_any", "any"),
+    ("recall_all", "all"),
+)
+
+PairResult = dict[str, Any]
+"""One scored (pair, retriever): retriever, index, question_id, question_type, gold,
+gold_source, ranked, metrics, notes, latency_ms."""
+
+
+def sort_results(results: Iterable[PairResult], retrievers: Sequence[str]) -> list[PairResult]:
+    """Deterministic order: retrievers as configured, then the pair's position in the file."""
+    order = {name: i for i, name in enumerate(retrievers)}
+    return sorted(results, key=lambda r: (order.get(r["retriever"], len(order)),
+                                          r["retriever"], r["index"]))
+
+
+def _type_order(qtype: str) -> tuple[int, str]:
+    return (QUESTION_TYPES.index(qtype) if qtype in QUESTION_TYPES else len(QUESTION_TYPES),
+            qtype)
+
+
+def summarize(results: Sequence[PairResult], retrievers: Sequence[str]) -> dict[str, Any]:
+    """``{retriever: {"overall": {n, metrics…}, "by_type": {type: {n, metrics…}}}}``."""
+    summary: dict[str, Any] = {}
+    for name in retrievers:
+        mine = [r for r in results if r["retriever"] == name]
+        by_type: dict[str, Any] = {}
+        for qtype in sorted({r["question_type"] for r in mine}, key=_type_order):
+            rows = [r["metrics"] for r in mine if r["question_type"] == qtype]
+            by_type[qtype] = {"n": len(rows), **mean_metrics(rows)}
+        summary[name] = {
+            "overall": {"n": len(mine), **mean_metrics(r["metrics"] for r in mine)},
+            "by_type": by_type,
+        }
+    return summary
+
+
+def drift(results: Sequence[PairResult], a: str, b: str, k: int) -> dict[str, int] | None:
+    """How many pairs got an identical top ``k`` from retrievers ``a`` and ``b``."""
+    tops: dict[str, dict[str, list[str]]] = {a: {}, b: {}}
+    for r in results:
+        if r["retriever"] in tops:
+            tops[r["retriever"]][r["question_id"]] = list(r["ranked"][:k])
+    both = set(tops[a]) & set(tops[b])
+    if not both:
+        return None
+    same = sum(1 for qid in both if tops[a][qid] == tops[b][qid])
+    return {"k": k, "pairs": len(both), "identical": same}
+
+
+def latency_summary(results: Sequence[PairResult]) -> dict[str, dict[str, float]]:
+    """Median and p95 milliseconds per retriever (retrieval) and for query embedding."""
+    buckets: dict[str, list[float]] = {}
+    for r in results:
+        lat = r.get("latency_ms") or {}
+        if lat.get("retrieval") is not None:
+            buckets.setdefault(r["retriever"], []).append(float(lat["retrieval"]))
+        if lat.get("query_embedding") is not None:
+            buckets.setdefault("query_embedding", []).append(float(lat["query_embedding"]))
+    out: dict[str, dict[str, float]] = {}
+    for name, values in buckets.items():
+        values.sort()
+        p95 = values[min(len(values) - 1, int(round(0.95 * (len(values) - 1))))]
+        out[name] = {"n": len(values), "median": statistics.median(values), "p95": p95}
+    return out
+
+
+def _fmt(value: float | None) -> str:
+    return "   -  " if value is None else f"{value:6.3f}"
+
+
+def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
+                ks: Sequence[int]) -> list[str]:
+    """The summary table: one row per question type present, then ``overall``.
+
+    One retriever: one table with recall@k and the any/all variants. Several: one block per
+    metric family with the retrievers side by side.
+    """
+    qtypes = sorted({t for name in retrievers for t in summary[name]["by_type"]},
+                    key=_type_order)
+    label_w = max([len("question type"), *(len(t) for t in qtypes)])
+    several = len(retrievers) > 1
+
+    def block(columns: list[tuple[str, str, str, int]]) -> list[str]:
+        heads = [f"{name} {short}@{k}" if several else f"{short}@{k}"
+                 for name, _, short, k in columns]
+        widths = [max(6, len(h)) for h in heads]
+        lines = ["  ".join([f"{'question type':<{label_w}}", f"{'n':>4}",
+                            *(f"{h:>{w}}" for h, w in zip(heads, widths))])]
+        for qtype in [*qtypes, "overall"]:
+            entries = [summary[name]["overall"] if qtype == "overall"
+                       else summary[name]["by_type"].get(qtype) for name in retrievers]
+            n = max(int(e["n"]) for e in entries if e is not None)
+            cells = []
+            for (name, family, _, k), w in zip(columns, widths):
+                entry = entries[retrievers.index(name)]
+                value = None if entry is None else entry.get(metric_key(family, k))
+                cells.append(f"{_fmt(value):>{w}}")
+            lines.append("  ".join([f"{qtype:<{label_w}}", f"{n:>4}", *cells]))
+        return lines
+
+    if not several:
+        return block([(retrievers[0], fam, short, k) for fam, short in FAMILIES for k in ks])
+    lines: list[str] = []
+    for family, short in FAMILIES:
+        lines.extend(["", f"{family}@k"] if lines else [f"{family}@k"])
+        lines.extend(block([(name, family, short, k) for name in retrievers for k in ks]))
+    return lines
+
+
+def header_lines(info: Mapping[str, Any]) -> list[str]:
+    """Dataset, gold source, lane, model, retrievers and pair counts."""
+    ds = info["dataset"]
+    model = info.get("model")
+    model_text = "none (oracle/bm25/fts need no vectors)" if not model else (
+        f"{model['name']} (fingerprint {str(model['fingerprint'])[:12]}, "
+        f"{model.get('pooling', 'mean')} pooling, dim {model.get('dim')})")
+    skipped = info["skipped"]
+    lines = [
+        f"dataset: {ds['name']} (sha256 {ds['sha256'][:16]}…)  gold: {ds['gold_source']}",
+        f"lane: {info['lane']}  model: {model_text}",
+        f"retrievers: {', '.join(info['retrievers'])}  k: {', '.join(map(str, info['ks']))}",
+        (f"pairs: {info['scored']} scored of {info['usable']} usable; skipped "
+         f"{skipped['abstention']} abstention, {skipped['rejected']} rejected, "
+         f"{skipped['not_selected']} not selected"),
+    ]
+    notes = info.get("notes") or {}
+    noted = [f"{k.replace('_', ' ')}: {v}" for k, v in notes.items() if v]
+    if noted:
+        lines.append("notes: " + "; ".join(noted))
+    if ds["gold_source"] != "answer_session_ids":
+        lines.append("gold: answer_session_ids absent for some pairs; their gold is the "
+                     "sessions with a has_answer turn (an approximation)")
+    return lines
+
+
+def terminal_lines(report: Mapping[str, Any]) -> list[str]:
+    """Everything the terminal summary prints, from a finished report."""
+    info = report["info"]
+    lines = header_lines(info)
+    if not report["summary"] or not any(
+            s["overall"]["n"] for s in report["summary"].values()):
+        return [*lines, "no pair was scored"]
+    lines.append("")
+    lines.extend(table_lines(report["summary"], report["retrievers"], report["ks"]))
+    for d in report.get("drift") or []:
+        lines.append(f"drift {d['a']} vs {d['b']}: {d['identical']} of {d['pairs']} pairs have "
+                     f"an identical top {d['k']}")
+    lat = report.get("latency_ms") or {}
+    if lat:
+        parts = [f"{name} {v['median']:.1f} ms (p95 {v['p95']:.1f})" for name, v in lat.items()]
+        lines.append("median latency per query: " + ", ".join(parts))
+    if report.get("errors"):
+        lines.append(f"errors: {len(report['errors'])} item(s) failed; see their failures above")
+    return lines
+
+
+def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
+                 errors: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The JSON report (schema documented in the README)."""
+    retrievers = list(info["retrievers"])
+    ks = list(info["ks"])
+    ordered = sort_results(results, retrievers)
+    drifts = []
+    if "hybrid" in retrievers and "vipune" in retrievers:
+        d = drift(ordered, "hybrid", "vipune", max(ks))
+        if d:
+            drifts.append({"a": "hybrid", "b": "vipune", **d})
+    scored_qids = {r["question_id"] for r in ordered}
+    full_info = {**info, "scored": len(scored_qids)}
+    full_info["skipped"] = {**info["skipped"],
+                            "not_selected": max(0, info["usable"] - len(scored_qids))}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "dataset": info["dataset"],
+        "lane": info["lane"],
+        "model": info.get("model"),
+        "ks": ks,
+        "retrievers": retrievers,
+        "pairs": ordered,
+        "summary": summarize(ordered, retrievers),
+        "skipped": full_info["skipped"],
+        "rejections": info.get("rejections", []),
+        "notes": info.get("notes", {}),
+        "drift": drifts,
+        "latency_ms": latency_summary(ordered),
+        "errors": sorted(errors, key=lambda e: (str(e.get("retriever")),
+                                                str(e.get("question_id")))),
+        "info": full_info,
+    }
+
+
+def write_json(report: Mapping[str, Any], path: Path) -> None:
+    """Write the report atomically (temp file + rename): never a half-written file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    public = {k: v for k, v in report.items() if k != "info"}
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(public, fh, indent=1, sort_keys=False)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,323 @@
+"""The state of one evaluation run, kept in ``config.stash`` (never in globals).
+
+:class:`EvalSession` is made in ``pytest_configure``. On the controller (or a serial run) it
+*prepares*: resolves the dataset, loads or builds the compact corpus, chooses the lane and the
+model, preps missing vectors, and fixes a JSON-able :class:`Plan`. xdist workers receive that
+plan through ``workerinput`` and only *attach* to it, so the dataset is read once and the model
+is never loaded twice for prep. Each item then calls :meth:`EvalSession.run_pair`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import cache as cache_mod
+from . import corpus as corpus_mod
+from . import dataset as dataset_mod
+from . import prep as prep_mod
+from . import retrievers as retrievers_mod
+from . import store as store_mod
+from .embedding import EmbedConfig, Embedder, load_embedder
+from .errors import CacheError, DataError, RetrievalEvalError
+from .metrics import dedupe, score_ranking
+from .options import DEFAULT_MODEL, Settings
+from .report import PairResult
+
+BUNDLED_CACHE = Path(__file__).parent / "data" / "sample" / "cache"
+Progress = Callable[[str, int, "int | None"], None]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the controller decided; crosses to xdist workers as a plain dict."""
+
+    corpus_path: str
+    cache_root: str
+    lane: str  # "model" or "model-free"
+    model: dict[str, Any] | None  # the embedder's info(): name, fingerprint, dim, pooling…
+    model_spec: str | None  # what to load for live query embedding (model lane only)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Plan:
+        return cls(**data)
+
+
+@dataclass
+class EvalSession:
+    """One run's settings, plan, loaded resources and results."""
+
+    settings: Settings
+    plan: Plan | None = None
+    corpus: corpus_mod.Corpus | None = None
+    results: list[PairResult] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    embedder: Embedder | None = None
+    vectors: cache_mod.VectorCache | None = None
+    dataset_info: dict[str, Any] = field(default_factory=dict)
+    _retrievers: dict[str, retrievers_mod.Retriever] = field(default_factory=dict)
+    _stores: store_mod.StoreCache | None = None
+    _personas: OrderedDict[int, retrievers_mod.Persona] = field(default_factory=OrderedDict)
+
+    # -- preparing (controller or serial run) ---------------------------------------------
+
+    @property
+    def cache_root(self) -> Path:
+        return self.settings.cache_dir or cache_mod.default_cache_dir()
+
+    def embed_config(self) -> EmbedConfig:
+        s = self.settings
+        return EmbedConfig(pooling=s.pooling,  # type: ignore[arg-type]
+                           max_length=s.max_length, query_prefix=s.query_prefix,
+                           device=s.device,  # type: ignore[arg-type]
+                           threads=s.threads, batch_size=s.batch_size)
+
+    def prepare(self, progress: Progress | None = None) -> Plan:
+        """Resolve data and model, build the corpus and the missing vectors; fix the plan."""
+        s = self.settings
+        source = dataset_mod.resolve_dataset(s.data, repo=s.data_repo, filename=s.data_file)
+        corpus = corpus_mod.load_corpus(source, self.cache_root, progress)
+        if not any(not p.abstention for p in corpus.pairs):
+            raise DataError(
+                f"dataset {source.name} ({source.path}): no usable pair "
+                f"({len(corpus.pairs)} parsed, {len(corpus.rejections)} rejected, all others "
+                "abstention); check the file or pick another --retrieval-eval-data"
+            )
+        self.corpus = corpus
+        if s.no_model:
+            model = self._choose_cached_model(corpus)
+            plan = Plan(str(corpus.path), str(self.cache_root), "model-free", model, None)
+        else:
+            spec = s.model or DEFAULT_MODEL
+            embedder = load_embedder(spec, self.embed_config())
+            self.embedder = embedder
+            self.vectors = self._vector_cache(embedder.info())
+            prep_mod.run_prep(corpus, embedder, self.vectors, progress)
+            plan = Plan(str(corpus.path), str(self.cache_root), "model", embedder.info(), spec)
+        self.plan = plan
+        return plan
+
+    def _vector_cache(self, model: Mapping[str, Any]) -> cache_mod.VectorCache:
+        return cache_mod.VectorCache(self.cache_root, str(model["fingerprint"]),
+                                     int(model["dim"]), model,
+                                     read_only_roots=[BUNDLED_CACHE])
+
+    def _needed_keys(self, corpus: corpus_mod.Corpus) -> list[str]:
+        keys: dict[str, None] = {}
+        for pair in corpus.pairs:
+            if not pair.abstention:
+                keys.update(dict.fromkeys(pair.text_keys))
+        return list(keys)
+
+    def _choose_cached_model(self, corpus: corpus_mod.Corpus) -> dict[str, Any] | None:
+        """``--no-model``: the one model whose cached vectors cover the dataset."""
+        if set(self.settings.retrievers) <= {"bm25", "oracle", "fts"}:
+            return None
+        s = self.settings
+        roots = [self.cache_root, BUNDLED_CACHE]
+        holding = cache_mod.models_holding(roots, self._needed_keys(corpus))
+        if s.model is not None:
+            holding = [m for m in holding if m.get("name") == s.model]
+            explicit = [m for m in holding if m.get("pooling") == s.pooling
+                        and m.get("query_prefix", "") == s.query_prefix
+                        and int(m.get("max_length", 512)) == s.max_length]
+            holding = explicit or holding
+        prep_cmd = (f"retrieval-eval prep --data {s.data} --model {s.model or DEFAULT_MODEL} "
+                    f"--cache {self.cache_root}")
+        if not holding:
+            named = f"model {s.model!r}" if s.model else "any model"
+            raise CacheError(
+                f"--no-model: the cache at {self.cache_root} holds no vectors of {named} for "
+                f"every session of dataset {corpus.dataset_name}; run `{prep_cmd}` first"
+            )
+        if len(holding) > 1:
+            names = ", ".join(f"{m['name']} ({str(m['fingerprint'])[:12]})" for m in holding)
+            raise CacheError(
+                f"--no-model: several models' vectors cover dataset {corpus.dataset_name} "
+                f"({names}); name one with --retrieval-eval-model"
+            )
+        model = dict(holding[0])
+        missing = self._vector_cache(model).missing(
+            [prep_mod.query_key(p.question, str(model.get("query_prefix", "")))
+             for p in corpus.pairs if not p.abstention])
+        if missing:
+            raise CacheError(
+                f"--no-model: the cache lacks {len(missing)} query vector(s) of model "
+                f"{model['name']} for dataset {corpus.dataset_name}; run `{prep_cmd}` first"
+            )
+        return model
+
+    # -- attaching (xdist worker) ----------------------------------------------------------
+
+    def attach(self, plan: Plan) -> None:
+        """Open what the controller prepared; load the model only for live query embedding."""
+        self.plan = plan
+        self.corpus = corpus_mod.open_corpus(Path(plan.corpus_path))
+        if plan.lane == "model" and plan.model_spec is not None:
+            self.embedder = load_embedder(plan.model_spec, self.embed_config())
+
+    def finish_setup(self) -> None:
+        """Resources every process needs once the plan is fixed."""
+        assert self.plan is not None and self.corpus is not None
+        corpus = self.corpus
+        if self.plan.model is not None and self.vectors is None:
+            self.vectors = self._vector_cache(self.plan.model)
+        self._stores = store_mod.StoreCache(Path(self.plan.cache_root) / "stores")
+        self.dataset_info = {
+            "name": corpus.dataset_name,
+            "sha256": corpus.dataset_sha256,
+            "gold_source": _gold_source(corpus),
+        }
+        for name in self.settings.retrievers:
+            if name != "custom":
+                self._retrievers[name] = retrievers_mod.get_retriever(name, self.settings)
+        if "vipune" in self._retrievers:
+            retrievers_mod.check_compatible(self.plan.model)
+
+    # -- items ------------------------------------------------------------------------------
+
+    def usable_pairs(self) -> list[corpus_mod.PairRecord]:
+        assert self.corpus is not None
+        return [p for p in self.corpus.pairs if not p.abstention]
+
+    def persona(self, pair: corpus_mod.PairRecord) -> retrievers_mod.Persona:
+        """The pair's memory rows, vectors and (lazily built) store; the last few are kept."""
+        cached = self._personas.get(pair.index)
+        if cached is not None:
+            self._personas.move_to_end(pair.index)
+            return cached
+        assert self.corpus is not None and self._stores is not None
+        corpus, stores = self.corpus, self._stores
+        fingerprint = str(self.plan.model["fingerprint"]) if self.plan and self.plan.model else ""
+        if self.vectors is not None:
+            vectors = self.vectors.get(list(pair.text_keys))
+        else:
+            vectors = np.zeros((len(pair.session_ids), 0), dtype=np.float32)
+        key = store_mod.persona_key(pair.session_ids, pair.text_keys, pair.created_at,
+                                    fingerprint)
+        texts: list[str] | None = None
+
+        def load_texts() -> list[str]:
+            nonlocal texts
+            if texts is None:
+                texts = corpus.texts(list(pair.text_keys))
+            return texts
+
+        def store_path() -> Path:
+            path = stores.get_or_build(key, lambda: list(zip(
+                pair.session_ids, load_texts(), vectors, pair.created_at)))
+            if self.settings.store_dir is not None:
+                store_mod.export_store(path, self.settings.store_dir / f"{pair.question_id}.sqlite")
+            return path
+
+        persona = retrievers_mod.Persona(
+            key=key, session_ids=tuple(pair.session_ids), created_at=tuple(pair.created_at),
+            vectors=vectors, texts=retrievers_mod.LazyTexts(load_texts), store_path=store_path)
+        self._personas[pair.index] = persona
+        while len(self._personas) > 4:
+            self._personas.popitem(last=False)
+        return persona
+
+    def query(self, pair: corpus_mod.PairRecord) -> tuple[retrievers_mod.Query, float | None]:
+        """The pair's query; its vector is embedded live (model lane, timed) or cached."""
+        vector: np.ndarray | None = None
+        elapsed_ms: float | None = None
+        if self.embedder is not None:
+            start = time.perf_counter()
+            vector = self.embedder.embed_query(pair.question)
+            elapsed_ms = (time.perf_counter() - start) * 1000.0
+        elif self.vectors is not None and self.plan is not None and self.plan.model is not None:
+            prefix = str(self.plan.model.get("query_prefix", ""))
+            vector = self.vectors.get([prep_mod.query_key(pair.question, prefix)])[0]
+        query = retrievers_mod.Query(
+            question_id=pair.question_id, question_type=pair.question_type,
+            question=pair.question, question_date=pair.question_date, vector=vector,
+            gold=tuple(pair.gold))
+        return query, elapsed_ms
+
+    def run_pair(self, index: int, retriever_name: str,
+                 custom: retrievers_mod.Retriever | None = None) -> PairResult:
+        """Rank one pair with one retriever, score it, and keep the result."""
+        assert self.corpus is not None
+        pair = self.corpus.pairs[index]
+        retriever = custom if custom is not None else self._retrievers[retriever_name]
+        try:
+            persona = self.persona(pair)
+            query, embed_ms = self.query(pair)
+            start = time.perf_counter()
+            ranked = dedupe(str(x) for x in retriever.rank(persona, query, self.settings.max_k))
+            retrieval_ms = (time.perf_counter() - start) * 1000.0
+        except RetrievalEvalError as exc:
+            self.errors.append({"retriever": retriever_name, "question_id": pair.question_id,
+                                "error": str(exc)})
+            raise
+        result: PairResult = {
+            "retriever": retriever_name,
+            "index": pair.index,
+            "question_id": pair.question_id,
+            "question_type": pair.question_type,
+            "gold": list(pair.gold),
+            "gold_source": pair.gold_source,
+            "ranked": ranked[: self.settings.max_k],
+            "metrics": score_ranking(ranked, pair.gold, self.settings.ks,
+                                     set(pair.session_ids)),
+            "notes": {k: v for k, v in pair.notes.items() if v},
+            "latency_ms": {"query_embedding": embed_ms, "retrieval": retrieval_ms},
+        }
+        self.results.append(result)
+        return result
+
+    def run_info(self) -> dict[str, Any]:
+        """Header facts of the run for the report (plain data)."""
+        assert self.plan is not None and self.corpus is not None
+        corpus = self.corpus
+        abstention = sum(1 for p in corpus.pairs if p.abstention)
+        stats = dict(corpus.stats)
+        notes = {
+            "repeated_session_ids": stats.get("repeated_session_ids", 0),
+            "histories_with_repeats": stats.get("histories_with_repeats", 0),
+            "gold_not_in_haystack": stats.get("gold_not_in_haystack", 0),
+            "oversize_sessions": stats.get("oversize_sessions", 0),
+            "empty_sessions": stats.get("empty_sessions", 0),
+            "gold_from_has_answer": stats.get("gold_from_has_answer", 0),
+        }
+        return {
+            "dataset": {**self.dataset_info, "stats": stats},
+            "lane": self.plan.lane,
+            "model": self.plan.model,
+            "ks": list(self.settings.ks),
+            "retrievers": list(self.settings.retrievers),
+            "usable": len(corpus.pairs) - abstention,
+            "skipped": {"abstention": abstention, "rejected": len(corpus.rejections)},
+            "rejections": [asdict(r) for r in corpus.rejections],
+            "notes": notes,
+        }
+
+
+def _gold_source(corpus: corpus_mod.Corpus) -> str:
+    sources = {p.gold_source for p in corpus.pairs if not p.abstention}
+    return sources.pop() if len(sources) == 1 else "mixed"
+
+
+def merge_worker_output(session: EvalSession, output: Mapping[str, Any]) -> None:
+    """Controller side: add what one xdist worker published."""
+    session.results.extend(output.get("results", []))
+    session.errors.extend(output.get("errors", []))
+
+
+def worker_output(session: EvalSession) -> dict[str, Any]:
+    """Worker side: what goes into ``config.workeroutput``."""
+    return {"results": session.results, "errors": session.errors}
+
+
+def usable_indices(pairs: Sequence[corpus_mod.PairRecord]) -> list[int]:
+    return [p.index for p in pairs if not p.abstention]

@@ -1,0 +1,117 @@
+"""Summary aggregation, table lines and the JSON report, from plain result dicts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_retrieval_eval import report
+from pytest_retrieval_eval.metrics import score_ranking
+
+KS = (1, 2)
+
+
+def result(retriever: str, index: int, qtype: str, ranked: list[str], gold: list[str],
+           qid: str | None = None) -> dict[str, Any]:
+    return {
+        "retriever": retriever, "index": index, "question_id": qid or f"q{index}",
+        "question_type": qtype, "gold": gold, "gold_source": "answer_session_ids",
+        "ranked": ranked, "metrics": score_ranking(ranked, gold, KS, set(ranked) | set(gold)),
+        "notes": {}, "latency_ms": {"query_embedding": None, "retrieval": 1.0 + index},
+    }
+
+
+def info(retrievers: list[str], usable: int = 3) -> dict[str, Any]:
+    return {
+        "dataset": {"name": "sample", "sha256": "ab" * 32, "gold_source": "answer_session_ids"},
+        "lane": "model-free", "model": {"name": "m", "fingerprint": "f" * 64, "dim": 4,
+                                        "pooling": "mean"},
+        "ks": list(KS), "retrievers": retrievers, "usable": usable,
+        "skipped": {"abstention": 2, "rejected": 1}, "rejections": [], "notes": {},
+    }
+
+
+RESULTS = [
+    result("a", 0, "temporal-reasoning", ["g", "x"], ["g"]),
+    result("a", 1, "temporal-reasoning", ["x", "g"], ["g"]),
+    result("a", 2, "multi-session", ["x", "y"], ["g", "h"]),
+    result("b", 0, "temporal-reasoning", ["x", "g"], ["g"]),
+    result("b", 1, "temporal-reasoning", ["x", "g"], ["g"]),
+    result("b", 2, "multi-session", ["g", "h"], ["g", "h"]),
+]
+
+
+def test_summary_by_type_and_overall() -> None:
+    s = report.summarize(RESULTS, ["a", "b"])
+    assert s["a"]["by_type"]["temporal-reasoning"]["n"] == 2
+    assert s["a"]["by_type"]["temporal-reasoning"]["recall@1"] == pytest.approx(0.5)
+    assert s["a"]["overall"]["recall@2"] == pytest.approx(2 / 3)
+    assert s["b"]["overall"]["recall@1"] == pytest.approx(0.5 / 3)
+    assert s["b"]["by_type"]["multi-session"]["recall_all@2"] == 1.0
+    # question types follow the dataset card's order, not insertion order
+    assert list(s["a"]["by_type"]) == ["temporal-reasoning", "multi-session"]
+
+
+def test_order_of_results_does_not_change_anything() -> None:
+    one = report.build_report(info(["a", "b"]), RESULTS, [])
+    two = report.build_report(info(["a", "b"]), list(reversed(RESULTS)), [])
+    assert one == two
+    assert [r["retriever"] for r in one["pairs"]] == ["a"] * 3 + ["b"] * 3
+
+
+def test_single_retriever_table() -> None:
+    rep = report.build_report(info(["a"]), RESULTS[:3], [])
+    lines = report.terminal_lines(rep)
+    head = next(line for line in lines if line.startswith("question type"))
+    assert head.split()[2:] == ["n", "R@1", "R@2", "any@1", "any@2", "all@1", "all@2"]
+    overall = next(line for line in lines if line.startswith("overall"))
+    assert overall.split()[1:4] == ["3", "0.333", "0.667"]
+    assert any("pairs: 3 scored of 3 usable; skipped 2 abstention, 1 rejected" in line
+               for line in lines)
+
+
+def test_several_retrievers_side_by_side() -> None:
+    lines = report.terminal_lines(report.build_report(info(["a", "b"]), RESULTS, []))
+    assert "recall@k" in lines and "recall_any@k" in lines and "recall_all@k" in lines
+    head = lines[lines.index("recall@k") + 1]
+    assert head.split()[2:] == ["n", "a", "R@1", "a", "R@2", "b", "R@1", "b", "R@2"]
+
+
+def test_drift_counts_identical_top_k() -> None:
+    res = [result("hybrid", 0, "multi-session", ["a", "b"], ["a"]),
+           result("vipune", 0, "multi-session", ["a", "b"], ["a"]),
+           result("hybrid", 1, "multi-session", ["a", "b"], ["a"]),
+           result("vipune", 1, "multi-session", ["b", "a"], ["a"])]
+    rep = report.build_report(info(["hybrid", "vipune"], usable=2), res, [])
+    assert rep["drift"] == [{"a": "hybrid", "b": "vipune", "k": 2, "pairs": 2, "identical": 1}]
+    assert any("1 of 2 pairs have an identical top 2" in line
+               for line in report.terminal_lines(rep))
+
+
+def test_not_selected_counts_deselected_pairs() -> None:
+    rep = report.build_report(info(["a"], usable=10), RESULTS[:3], [])
+    assert rep["skipped"]["not_selected"] == 7
+
+
+def test_json_is_written_atomically(tmp_path: Path) -> None:
+    rep = report.build_report(info(["a"]), RESULTS[:3], [])
+    target = tmp_path / "out" / "report.json"
+    report.write_json(rep, target)
+    data = json.loads(target.read_text())
+    assert data["schema_version"] == report.SCHEMA_VERSION
+    assert {"dataset", "lane", "model", "ks", "retrievers", "pairs", "summary",
+            "skipped"} <= set(data)
+    assert "info" not in data
+    assert [p.name for p in target.parent.iterdir()] == ["report.json"]
+
+
+def test_json_write_failure_leaves_nothing(tmp_path: Path) -> None:
+    rep = report.build_report(info(["a"]), RESULTS[:3], [])
+    rep["pairs"].append({"bad": object()})  # not JSON-serialisable
+    target = tmp_path / "report.json"
+    with pytest.raises(TypeError):
+        report.write_json(rep, target)
+    assert list(tmp_path.iterdir()) == []

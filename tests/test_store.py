@@ -1,0 +1,328 @@
+"""Persona stores: vipune's exact schema, row encoding, atomic builds, content-addressed reuse."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_retrieval_eval import store, vipune
+from pytest_retrieval_eval.errors import CacheError, DataError
+
+DIM = vipune.EMBEDDING_DIM
+WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "running",
+    "ran",
+    "runs",
+    "park",
+    "cat",
+    "dog",
+    "budget",
+    "garden",
+    "report",
+]
+
+
+def sample_rows(n: int = 6, seed: int = 0, dim: int = DIM) -> list[store.StoreRow]:
+    rng = np.random.default_rng(seed)
+    vectors = rng.standard_normal((n, dim)).astype(np.float32)
+    contents = [
+        " ".join(rng.choice(WORDS, size=int(rng.integers(3, 12))).tolist()) for _ in range(n)
+    ]
+    dates = [f"2023-05-{1 + i % 28:02d}T08:00:{i % 60:02d}+00:00" for i in range(n)]
+    return store.rows_from_arrays([f"sess_{i}" for i in range(n)], contents, vectors, dates)
+
+
+def master(path: Path | str) -> list[tuple[str, str, str, str | None]]:
+    return vipune.master_sql(path)
+
+
+# --------------------------------------------------------------------------- schema
+
+
+def test_schema_matches_vipune_statement_by_statement(tmp_path: Path) -> None:
+    path = store.build_store(tmp_path / "p.sqlite", sample_rows())
+    rows = master(path)
+    by_name = {name: sql for _, name, _, sql in rows}
+    expected_names = [
+        "memories",
+        "idx_memories_project",
+        "memories_fts",
+        "memories_fts_insert",
+        "memories_fts_delete",
+        "memories_fts_update",
+    ]
+    for name, stmt in zip(expected_names, vipune.DDL_STATEMENTS, strict=True):
+        # SQLite stores the statement text verbatim, minus "IF NOT EXISTS" and the final ';'.
+        assert stmt.endswith(";")
+        assert by_name[name] == stmt.replace(" IF NOT EXISTS", "", 1)[:-1], name
+    # ...and everything in sqlite_master (FTS5 shadow tables, autoindex, order) is what
+    # vipune's own create_schema produces.
+    fresh = sqlite3.connect(":memory:")
+    fresh.executescript(vipune.SCHEMA_SQL)
+    assert rows == vipune.master_sql(fresh)
+    fresh.close()
+    names = [name for _, name, _, _ in rows]
+    assert names.index("memories_fts_update") == len(names) - 1  # triggers last, as vipune
+
+
+def test_vipune_create_schema_is_a_no_op_on_a_built_store(tmp_path: Path) -> None:
+    path = store.build_store(tmp_path / "p.sqlite", sample_rows())
+    before = master(path)
+    conn = sqlite3.connect(path)
+    conn.executescript(vipune.SCHEMA_SQL)  # what Database::open runs
+    conn.close()
+    assert master(path) == before
+    assert store.is_valid_store(path)
+
+
+def test_rows_encoded_as_vipune_does(tmp_path: Path) -> None:
+    rows = sample_rows(3)
+    path = store.build_store(tmp_path / "p.sqlite", rows, project_id="proj-x")
+    conn = sqlite3.connect(path)
+    got = conn.execute(
+        "SELECT rowid, id, project_id, content, embedding, metadata, created_at, updated_at"
+        " FROM memories ORDER BY rowid"
+    ).fetchall()
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == store.VIPUNE_USER_VERSION
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    conn.close()
+    for n, (row, db_row) in enumerate(zip(rows, got, strict=True)):
+        rowid, sid, project, content, blob, metadata, created, updated = db_row
+        assert rowid == n + 1
+        assert (sid, project, content, metadata) == (row[0], "proj-x", row[1], None)
+        assert blob == np.asarray(row[2], dtype="<f4").tobytes() and len(blob) == 1536
+        assert created == updated == row[3]
+    loaded = vipune.load_rows(path, "proj-x")
+    assert loaded.ids == tuple(r[0] for r in rows)
+    assert np.array_equal(loaded.vectors, np.stack([r[2] for r in rows]))
+    assert not list(tmp_path.glob("*.tmp-*"))
+
+
+def test_rebuilt_fts_index_equals_trigger_built(tmp_path: Path) -> None:
+    rows = sample_rows(40, seed=5)
+    built = store.build_store(tmp_path / "fast.sqlite", rows)
+    slow = sqlite3.connect(tmp_path / "slow.sqlite")
+    slow.executescript(vipune.SCHEMA_SQL)  # vipune's path: inserts fire the FTS trigger
+    for sid, content, vec, created in rows:
+        slow.execute(
+            vipune.INSERT_SQL,
+            (sid, store.PROJECT_ID, content, vipune.vector_to_blob(vec), None, created, created),
+        )
+    slow.commit()
+    for query in ["alpha", "running park", "cat dog budget", "ran", "report garden alpha"]:
+        a = vipune.fts_search(built, query, store.PROJECT_ID, 100)
+        b = vipune.fts_search(slow, query, store.PROJECT_ID, 100)
+        assert a == b and a, query
+    assert (
+        slow.execute("SELECT * FROM memories_fts_docsize").fetchall()
+        == sqlite3.connect(built).execute("SELECT * FROM memories_fts_docsize").fetchall()
+    )
+    slow.close()
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def test_dates_empty_gets_placeholder_bad_is_rejected(tmp_path: Path) -> None:
+    rows = sample_rows(2)
+    rows[0] = (rows[0][0], rows[0][1], rows[0][2], "")
+    path = store.build_store(tmp_path / "p.sqlite", rows)
+    assert vipune.load_rows(path, store.PROJECT_ID).created_at[0] == store.EMPTY_DATE_PLACEHOLDER
+    rows[1] = (rows[1][0], rows[1][1], rows[1][2], "2023/05/30 (Tue) 23:40")
+    with pytest.raises(DataError, match="not RFC 3339"):
+        store.build_store(tmp_path / "q.sqlite", rows)
+    assert not (tmp_path / "q.sqlite").exists()
+
+
+def test_vector_checks(tmp_path: Path) -> None:
+    with pytest.raises(CacheError, match="exactly 384"):
+        store.build_store(tmp_path / "a.sqlite", sample_rows(2, dim=768), reference_only=False)
+    ref = store.build_store(tmp_path / "b.sqlite", sample_rows(2, dim=768), reference_only=True)
+    assert store.store_user_version(ref) == store.REFERENCE_USER_VERSION
+    assert store.is_valid_store(ref) and store.is_valid_store(ref, reference_only=True)
+    assert not store.is_valid_store(ref, reference_only=False)
+    mixed = sample_rows(1, dim=8) + sample_rows(1, dim=9)
+    with pytest.raises(CacheError, match="different models"):
+        store.build_store(tmp_path / "c.sqlite", mixed, reference_only=True)
+    bad = sample_rows(2)
+    bad[1][2][5] = np.nan
+    with pytest.raises(CacheError, match="NaN"):
+        store.build_store(tmp_path / "d.sqlite", bad)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.sqlite"]
+
+
+@pytest.mark.parametrize(("dim", "kind"), [(384, "vipune"), (768, "ref"), (0, "ref")])
+def test_store_kind_follows_the_vectors_by_default(tmp_path: Path, dim: int, kind: str) -> None:
+    path = store.build_store(tmp_path / "p.sqlite", sample_rows(3, dim=dim))
+    expected = store.VIPUNE_USER_VERSION if kind == "vipune" else store.REFERENCE_USER_VERSION
+    assert store.store_user_version(path) == expected
+    assert vipune.fts_search(path, "alpha beta gamma", store.PROJECT_ID, 10) is not None
+    assert len(vipune.load_rows(path, store.PROJECT_ID, dim=None).ids) == 3
+
+
+def test_export_store(tmp_path: Path) -> None:
+    path = store.build_store(tmp_path / "p.sqlite", sample_rows(3))
+    out = store.export_store(path, tmp_path / "out" / "q1.sqlite")
+    assert out.read_bytes() == path.read_bytes() and store.is_valid_store(out)
+    assert [p.name for p in out.parent.iterdir()] == ["q1.sqlite"]
+
+
+def test_duplicate_ids_rejected_and_nothing_left(tmp_path: Path) -> None:
+    rows = sample_rows(3)
+    rows[2] = (rows[0][0], *rows[2][1:])
+    with pytest.raises(DataError, match="share a session id"):
+        store.build_store(tmp_path / "p.sqlite", rows)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failed_build_keeps_the_previous_file(tmp_path: Path) -> None:
+    target = store.build_store(tmp_path / "p.sqlite", sample_rows(3))
+    before = target.read_bytes()
+
+    def exploding() -> Iterator[store.StoreRow]:
+        yield from sample_rows(2, seed=9)
+        raise KeyboardInterrupt  # a kill mid-build
+
+    with pytest.raises(KeyboardInterrupt):
+        store.build_store(target, exploding())
+    assert target.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["p.sqlite"]
+
+
+# --------------------------------------------------------------------------- keys
+
+
+def test_persona_and_store_keys() -> None:
+    ids, keys, dates = ["a", "b"], ["k1", "k2"], ["d1", "d2"]
+    base = store.persona_key(ids, keys, dates)
+    assert len(base) == 64 and base == store.persona_key(tuple(ids), tuple(keys), tuple(dates))
+    variants = [
+        store.persona_key(["b", "a"], keys, dates),
+        store.persona_key(ids, ["k1", "k3"], dates),
+        store.persona_key(ids, keys, ["d1", "d3"]),
+        store.persona_key(["a", "b", "c"], ["k1", "k2", "k3"], ["d1", "d2", "d3"]),
+        store.persona_key(["a,b"], ["k1k2"], ["d1d2"]),
+    ]
+    assert len({base, *variants}) == 6
+    with pytest.raises(ValueError):
+        store.persona_key(ids, keys, ["d1"])
+    s1 = store.store_key(base, "model-a")
+    assert s1 != store.store_key(base, "model-b") != store.store_key(base, "model-a", "other")
+    assert s1 == store.store_key(base, "model-a") and s1 != base
+    assert store.persona_key(ids, keys, dates, "model-a") == s1  # the session's one-step form
+
+
+# --------------------------------------------------------------------------- cache
+
+
+def test_cache_builds_once_then_reuses(tmp_path: Path) -> None:
+    cache = store.StoreCache(tmp_path / "stores")
+    key = store.store_key(store.persona_key(["a"], ["k"], [""]), "fp")
+    calls: list[int] = []
+
+    def rows_fn() -> list[store.StoreRow]:
+        calls.append(1)
+        return sample_rows(4)
+
+    first = cache.get_or_build(key, rows_fn)
+    assert first == (tmp_path / "stores" / key[:2] / f"{key}.sqlite").resolve()
+    mtime = first.stat().st_mtime_ns
+    second = cache.get_or_build(key, rows_fn)
+    assert second == first and calls == [1] and first.stat().st_mtime_ns == mtime
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "user_version", "schema", "empty"])
+def test_cache_rebuilds_an_untrusted_file(tmp_path: Path, damage: str) -> None:
+    cache = store.StoreCache(tmp_path)
+    key = "ab" * 32
+    path = cache.get_or_build(key, sample_rows)
+    if damage == "garbage":
+        path.write_bytes(b"not a database at all" * 100)
+    elif damage == "truncated":
+        path.write_bytes(path.read_bytes()[:4096])
+    elif damage == "empty":
+        path.write_bytes(b"")
+    else:
+        conn = sqlite3.connect(path)
+        if damage == "user_version":
+            conn.execute("PRAGMA user_version = 0")  # e.g. a store vipune itself wrote
+        else:
+            conn.execute("DROP TRIGGER memories_fts_update")
+        conn.commit()
+        conn.close()
+    assert not store.is_valid_store(path)
+    calls: list[int] = []
+    rebuilt = cache.get_or_build(key, lambda: calls.append(1) or sample_rows())
+    assert calls == [1] and store.is_valid_store(rebuilt)
+
+
+def test_cache_reference_only_is_a_different_kind(tmp_path: Path) -> None:
+    cache = store.StoreCache(tmp_path)
+    key = "cd" * 32
+    cache.get_or_build(key, lambda: sample_rows(2, dim=16), reference_only=True)
+    calls: list[int] = []
+    assert cache.get_or_build(key, lambda: calls.append(1) or sample_rows(2))  # any kind: reuse
+    assert calls == []
+    path = cache.get_or_build(key, lambda: calls.append(1) or sample_rows(2), reference_only=False)
+    assert calls == [1] and store.store_user_version(path) == store.VIPUNE_USER_VERSION
+
+
+def test_cache_rejects_bad_keys(tmp_path: Path) -> None:
+    cache = store.StoreCache(tmp_path)
+    for key in ["../etc/passwd", "ABCDEF0123456789", "short", ""]:
+        with pytest.raises(ValueError):
+            cache.path_for(key)
+
+
+def test_stale_partials_are_ignored_and_cleaned(tmp_path: Path) -> None:
+    cache = store.StoreCache(tmp_path)
+    key = "ef" * 32
+    target = cache.path_for(key)
+    target.parent.mkdir(parents=True)
+    partial = target.with_name(target.name + ".tmp-99999-0")
+    partial.write_bytes(b"half a database")  # a killed build
+    path = cache.get_or_build(key, sample_rows)
+    assert store.is_valid_store(path) and partial.exists()
+    assert cache.remove_stale_partials() == 0  # young: maybe still being written
+    old = time.time() - 7200
+    os.utime(partial, (old, old))
+    assert cache.remove_stale_partials() == 1 and not partial.exists()
+    assert path.exists()
+
+
+def _build_in_child(root: str, key: str, barrier_path: str) -> str:
+    while not os.path.exists(barrier_path):  # start together
+        time.sleep(0.001)
+    cache = store.StoreCache(root)
+    path = cache.get_or_build(key, lambda: sample_rows(30, seed=1))
+    return str(path)
+
+
+def test_concurrent_builds_of_one_key_both_succeed(tmp_path: Path) -> None:
+    key = "12" * 32
+    barrier = tmp_path / "go"
+    ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
+    with ctx.Pool(3) as pool:
+        pending = [
+            pool.apply_async(_build_in_child, (str(tmp_path / "c"), key, str(barrier)))
+            for _ in range(3)
+        ]
+        time.sleep(0.05)
+        barrier.touch()
+        paths = {p.get(timeout=60) for p in pending}
+    assert len(paths) == 1
+    path = Path(paths.pop())
+    assert store.is_valid_store(path)
+    assert len(vipune.load_rows(path, store.PROJECT_ID).ids) == 30
+    assert not list(path.parent.glob("*.tmp-*"))
