@@ -357,7 +357,7 @@ def _parse(index: int, raw: dict[str, object]) -> Instance:
         index=index,
         question_id=question_id,
         question_type=question_type,
-        question=question,
+        question=stripped,  # vipune trims the query before it embeds or searches
         question_date=question_date,
         gold=gold,
         gold_source=gold_source,

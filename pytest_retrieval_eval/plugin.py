@@ -7,17 +7,18 @@ at once: no item, no file touched, nothing printed.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from . import report as report_mod
 from .errors import RetrievalEvalError
 from .options import CUSTOM_RETRIEVER, add_options, read_settings
-from .retrievers import Retriever
-from .session import EvalSession, Plan, merge_worker_output, worker_output
 
-SESSION_KEY = pytest.StashKey[EvalSession]()
+if TYPE_CHECKING:  # the heavy modules (onnxruntime, pyarrow) load only when enabled
+    from .retrievers import Retriever
+    from .session import EvalSession
+
+SESSION_KEY = pytest.StashKey["EvalSession"]()
 MARKER = "retrieval_eval"
 WORKER_PLAN = "retrieval_eval_plan"
 WORKER_OUTPUT = "retrieval_eval"
@@ -40,6 +41,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", f"{MARKER}: a LongMemEval pair scored by pytest-retrieval-eval")
     settings = read_settings(config)
     if settings.enabled:
+        from .session import EvalSession
+
         config.stash[SESSION_KEY] = EvalSession(settings)
 
 
@@ -74,6 +77,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     state = _session(session.config)
     if state is None:
         return
+    from .session import Plan
+
     config = session.config
     try:
         if _is_worker(config):
@@ -114,7 +119,7 @@ class PairItem(pytest.Function):
     retriever: str
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
-        return self.path, None, self.nodeid
+        return self.path, None, ""
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
                      style: Any = None) -> str:
@@ -152,7 +157,9 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     state = _session(config)
     if state is None or state.corpus is None:
         return
-    root = RetrievalEvalCollector.from_parent(session, name="retrieval-eval")
+    root = RetrievalEvalCollector.from_parent(session, name="retrieval-eval",
+                                              nodeid="retrieval-eval")
+    ours: list[pytest.Item] = []
     by_type: dict[str, QuestionTypeCollector] = {}
     for position, pair in enumerate(state.corpus.pairs):
         if pair.abstention:
@@ -164,11 +171,15 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         for name in state.settings.retrievers:
             func = _custom_pair_test if name == CUSTOM_RETRIEVER else _pair_test
             item = PairItem.from_parent(parent, name=f"{pair.question_id}[{name}]",
-                                        callobj=func, originalname=pair.question_id)
+                                        callobj=func)
             item.position = position
             item.retriever = name
             item.add_marker(MARKER)
-            items.append(item)
+            ours.append(item)
+    items.extend(ours)
+    # Report them as collected, so "collected N items" and "-k" counts include them.
+    config.hook.pytest_collectreport(report=pytest.CollectReport(
+        root.nodeid, "passed", None, ours))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -177,11 +188,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if state is None or state.plan is None:
         return
     if _is_worker(config):
-        config.workeroutput[WORKER_OUTPUT] = worker_output(state)  # type: ignore[attr-defined]
+        config.workeroutput[WORKER_OUTPUT] = state.worker_output()  # type: ignore[attr-defined]
         return
-    path = state.settings.json_path
-    if path is not None:
-        report_mod.write_json(_report(state), path)
+    from . import report
+
+    state.report = report.build_report(state.run_info(), state.results, state.errors)
+    if state.settings.json_path is not None:
+        report.write_json(state.report, state.settings.json_path)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -190,20 +203,18 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     state = _session(node.config)
     output = getattr(node, "workeroutput", {}).get(WORKER_OUTPUT)
     if state is not None and output:
-        merge_worker_output(state, output)
-
-
-def _report(state: EvalSession) -> dict[str, Any]:
-    return report_mod.build_report(state.run_info(), state.results, state.errors)
+        state.merge_worker_output(output)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
                             config: pytest.Config) -> None:
     state = _session(config)
-    if state is None or state.plan is None or _is_worker(config):
+    if state is None or state.report is None or _is_worker(config):
         return
+    from .report import terminal_lines
+
     terminalreporter.write_sep("=", "retrieval-eval")
-    for line in report_mod.terminal_lines(_report(state)):
+    for line in terminal_lines(state.report):
         terminalreporter.write_line(line)
     if state.settings.json_path is not None:
         terminalreporter.write_line(f"JSON report: {state.settings.json_path}")

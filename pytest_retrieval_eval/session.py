@@ -64,6 +64,7 @@ class EvalSession:
     embedder: Embedder | None = None
     vectors: cache_mod.VectorCache | None = None
     dataset_info: dict[str, Any] = field(default_factory=dict)
+    report: dict[str, Any] | None = None
     _retrievers: dict[str, retrievers_mod.Retriever] = field(default_factory=dict)
     _stores: store_mod.StoreCache | None = None
     _personas: OrderedDict[int, retrievers_mod.Persona] = field(default_factory=OrderedDict)
@@ -276,6 +277,15 @@ class EvalSession:
         self.results.append(result)
         return result
 
+    def worker_output(self) -> dict[str, Any]:
+        """xdist worker side: what goes into ``config.workeroutput``."""
+        return {"results": self.results, "errors": self.errors}
+
+    def merge_worker_output(self, output: Mapping[str, Any]) -> None:
+        """xdist controller side: add what one worker published."""
+        self.results.extend(output.get("results", []))
+        self.errors.extend(output.get("errors", []))
+
     def run_info(self) -> dict[str, Any]:
         """Header facts of the run for the report (plain data)."""
         assert self.plan is not None and self.corpus is not None
@@ -308,16 +318,3 @@ def _gold_source(corpus: corpus_mod.Corpus) -> str:
     return sources.pop() if len(sources) == 1 else "mixed"
 
 
-def merge_worker_output(session: EvalSession, output: Mapping[str, Any]) -> None:
-    """Controller side: add what one xdist worker published."""
-    session.results.extend(output.get("results", []))
-    session.errors.extend(output.get("errors", []))
-
-
-def worker_output(session: EvalSession) -> dict[str, Any]:
-    """Worker side: what goes into ``config.workeroutput``."""
-    return {"results": session.results, "errors": session.errors}
-
-
-def usable_indices(pairs: Sequence[corpus_mod.PairRecord]) -> list[int]:
-    return [p.index for p in pairs if not p.abstention]
