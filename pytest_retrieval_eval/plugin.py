@@ -121,11 +121,13 @@ class PairItem(pytest.Function):
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, None, ""
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
-                     style: Any = None) -> str:
+    def repr_failure(  # type: ignore[override]
+        self, excinfo: pytest.ExceptionInfo[BaseException]
+    ) -> Any:
+        """A retriever's or the data's error is one line, not a traceback."""
         if isinstance(excinfo.value, RetrievalEvalError):
             return f"{self.retriever}: {excinfo.value}"
-        return str(super().repr_failure(excinfo, style=style))
+        return super().repr_failure(excinfo)
 
 
 def _pair_test(request: pytest.FixtureRequest) -> None:
@@ -159,7 +161,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         return
     root = RetrievalEvalCollector.from_parent(session, name="retrieval-eval",
                                               nodeid="retrieval-eval")
-    ours: list[pytest.Item] = []
+    ours: list[pytest.Item | pytest.Collector] = []
     by_type: dict[str, QuestionTypeCollector] = {}
     for position, pair in enumerate(state.corpus.pairs):
         if pair.abstention:
@@ -176,7 +178,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             item.retriever = name
             item.add_marker(MARKER)
             ours.append(item)
-    items.extend(ours)
+    items.extend(item for item in ours if isinstance(item, pytest.Item))
     # Report them as collected, so "collected N items" and "-k" counts include them.
     config.hook.pytest_collectreport(report=pytest.CollectReport(
         root.nodeid, "passed", None, ours))

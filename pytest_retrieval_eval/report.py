@@ -83,7 +83,7 @@ def latency_summary(results: Sequence[PairResult]) -> dict[str, dict[str, float]
     out: dict[str, dict[str, float]] = {}
     for name, values in buckets.items():
         values.sort()
-        p95 = values[min(len(values) - 1, int(round(0.95 * (len(values) - 1))))]
+        p95 = values[min(len(values) - 1, round(0.95 * (len(values) - 1)))]
         out[name] = {"n": len(values), "median": statistics.median(values), "p95": p95}
     return out
 
@@ -109,13 +109,13 @@ def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
                  for name, _, short, k in columns]
         widths = [max(6, len(h)) for h in heads]
         lines = ["  ".join([f"{'question type':<{label_w}}", f"{'n':>4}",
-                            *(f"{h:>{w}}" for h, w in zip(heads, widths))])]
+                            *(f"{h:>{w}}" for h, w in zip(heads, widths, strict=True))])]
         for qtype in [*qtypes, "overall"]:
             entries = [summary[name]["overall"] if qtype == "overall"
                        else summary[name]["by_type"].get(qtype) for name in retrievers]
             n = max(int(e["n"]) for e in entries if e is not None)
             cells = []
-            for (name, family, _, k), w in zip(columns, widths):
+            for (name, family, _, k), w in zip(columns, widths, strict=True):
                 entry = entries[retrievers.index(name)]
                 value = None if entry is None else entry.get(metric_key(family, k))
                 cells.append(f"{_fmt(value):>{w}}")

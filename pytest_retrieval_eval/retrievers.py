@@ -178,6 +178,9 @@ class HybridRetriever:
     """vipune ``search_hybrid`` reference: recency 0, RRF k = 25, pool clamp, id tie-break."""
 
     name = "hybrid"
+    #: The candidate pool grows with ``limit`` (``limit*10`` clamped to [50, 10000]), so the top
+    #: 5 of a limit-10 search may differ from a limit-5 search: rank once per pool size.
+    limit_sensitive = True
 
     def __init__(self, project_id: str = store_mod.PROJECT_ID) -> None:
         self.project_id = project_id
@@ -606,6 +609,7 @@ class VipuneBinaryRetriever:
     """
 
     name = "vipune"
+    limit_sensitive = True  # search_hybrid's candidate pool depends on --limit
 
     def __init__(
         self,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from . import dataset as dataset_mod
 from . import prep as prep_mod
 from . import retrievers as retrievers_mod
 from . import store as store_mod
+from . import vipune
 from .embedding import EmbedConfig, Embedder, load_embedder
 from .errors import CacheError, DataError, RetrievalEvalError
 from .metrics import dedupe, score_ranking
@@ -215,9 +216,10 @@ class EvalSession:
 
         def store_path() -> Path:
             path = stores.get_or_build(key, lambda: list(zip(
-                pair.session_ids, load_texts(), vectors, pair.created_at)))
+                pair.session_ids, load_texts(), vectors, pair.created_at, strict=True)))
             if self.settings.store_dir is not None:
-                store_mod.export_store(path, self.settings.store_dir / f"{pair.question_id}.sqlite")
+                target = self.settings.store_dir / f"{pair.question_id}.sqlite"
+                store_mod.export_store(path, target)
             return path
 
         persona = retrievers_mod.Persona(
@@ -255,12 +257,16 @@ class EvalSession:
             persona = self.persona(pair)
             query, embed_ms = self.query(pair)
             start = time.perf_counter()
-            ranked = dedupe(str(x) for x in retriever.rank(persona, query, self.settings.max_k))
+            rankings = self._rankings(retriever, persona, query)
             retrieval_ms = (time.perf_counter() - start) * 1000.0
         except RetrievalEvalError as exc:
             self.errors.append({"retriever": retriever_name, "question_id": pair.question_id,
                                 "error": str(exc)})
             raise
+        rankable = set(pair.session_ids)
+        metrics: dict[str, float] = {}
+        for k in self.settings.ks:
+            metrics.update(score_ranking(rankings[k], pair.gold, (k,), rankable))
         result: PairResult = {
             "retriever": retriever_name,
             "index": pair.index,
@@ -268,14 +274,36 @@ class EvalSession:
             "question_type": pair.question_type,
             "gold": list(pair.gold),
             "gold_source": pair.gold_source,
-            "ranked": ranked[: self.settings.max_k],
-            "metrics": score_ranking(ranked, pair.gold, self.settings.ks,
-                                     set(pair.session_ids)),
+            "ranked": rankings[self.settings.max_k][: self.settings.max_k],
+            "metrics": metrics,
             "notes": {k: v for k, v in pair.notes.items() if v},
             "latency_ms": {"query_embedding": embed_ms, "retrieval": retrieval_ms},
         }
         self.results.append(result)
         return result
+
+    def _rankings(self, retriever: retrievers_mod.Retriever, persona: retrievers_mod.Persona,
+                  query: retrievers_mod.Query) -> dict[int, list[str]]:
+        """The ranking each cut-off k is scored on.
+
+        Most retrievers rank once at the largest k. A ``limit_sensitive`` one (vipune's
+        hybrid search, whose candidate pool grows with the limit) is asked once per distinct
+        pool size, with the largest k of that pool, exactly as a caller asking vipune for k
+        results would see them.
+        """
+        ks = self.settings.ks
+        if getattr(retriever, "limit_sensitive", False):
+            groups: dict[int, list[int]] = {}
+            for k in ks:
+                groups.setdefault(vipune.candidate_pool(k), []).append(k)
+        else:
+            groups = {0: list(ks)}
+        out: dict[int, list[str]] = {}
+        for group in groups.values():
+            limit = max(group)
+            ranked = dedupe(str(x) for x in retriever.rank(persona, query, limit))[:limit]
+            out.update(dict.fromkeys(group, ranked))
+        return out
 
     def worker_output(self) -> dict[str, Any]:
         """xdist worker side: what goes into ``config.workeroutput``."""
