@@ -96,38 +96,44 @@ def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
                 ks: Sequence[int]) -> list[str]:
     """The summary table: one row per question type present, then ``overall``.
 
-    One retriever: one table with recall@k and the any/all variants. Several: one block per
-    metric family with the retrievers side by side.
+    One retriever: one table with recall@k and its any/all variants. Several: one block per
+    metric family, the retrievers side by side under a second header row.
     """
     qtypes = sorted({t for name in retrievers for t in summary[name]["by_type"]},
                     key=_type_order)
     label_w = max([len("question type"), *(len(t) for t in qtypes)])
-    several = len(retrievers) > 1
+    cell_w = 6
 
-    def block(columns: list[tuple[str, str, str, int]]) -> list[str]:
-        heads = [f"{name} {short}@{k}" if several else f"{short}@{k}"
-                 for name, _, short, k in columns]
-        widths = [max(6, len(h)) for h in heads]
-        lines = ["  ".join([f"{'question type':<{label_w}}", f"{'n':>4}",
-                            *(f"{h:>{w}}" for h, w in zip(heads, widths, strict=True))])]
+    def row(label: str, n: str, cells: Sequence[str]) -> str:
+        return "  ".join([f"{label:<{label_w}}", f"{n:>4}", *cells]).rstrip()
+
+    def body(columns: Sequence[tuple[str, str, int]]) -> list[str]:
+        lines = []
         for qtype in [*qtypes, "overall"]:
-            entries = [summary[name]["overall"] if qtype == "overall"
-                       else summary[name]["by_type"].get(qtype) for name in retrievers]
-            n = max(int(e["n"]) for e in entries if e is not None)
-            cells = []
-            for (name, family, _, k), w in zip(columns, widths, strict=True):
-                entry = entries[retrievers.index(name)]
-                value = None if entry is None else entry.get(metric_key(family, k))
-                cells.append(f"{_fmt(value):>{w}}")
-            lines.append("  ".join([f"{qtype:<{label_w}}", f"{n:>4}", *cells]))
+            entries = {name: summary[name]["overall"] if qtype == "overall"
+                       else summary[name]["by_type"].get(qtype) for name in retrievers}
+            n = max(int(e["n"]) for e in entries.values() if e is not None)
+            cells = [_fmt(None if entries[name] is None
+                          else entries[name].get(metric_key(family, k))).rjust(cell_w)
+                     for name, family, k in columns]
+            lines.append(row(qtype, str(n), cells))
         return lines
 
-    if not several:
-        return block([(retrievers[0], fam, short, k) for fam, short in FAMILIES for k in ks])
+    if len(retrievers) == 1:
+        name = retrievers[0]
+        columns = [(name, fam, k) for fam, _ in FAMILIES for k in ks]
+        heads = [f"{short}@{k}".rjust(cell_w) for _, short in FAMILIES for k in ks]
+        return [row("question type", "n", heads), *body(columns)]
+    group_w = len(ks) * (cell_w + 2) - 2
     lines: list[str] = []
     for family, short in FAMILIES:
-        lines.extend(["", f"{family}@k"] if lines else [f"{family}@k"])
-        lines.extend(block([(name, family, short, k) for name in retrievers for k in ks]))
+        if lines:
+            lines.append("")
+        names = [name[:group_w].center(group_w) for name in retrievers]
+        lines.append(row(f"{family}@k", "", names))
+        heads = [f"@{k}".rjust(cell_w) for _ in retrievers for k in ks]
+        lines.append(row("question type", "n", heads))
+        lines.extend(body([(name, family, k) for name in retrievers for k in ks]))
     return lines
 
 
