@@ -126,7 +126,7 @@ def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
         return [row("question type", "n", heads), *body(columns)]
     group_w = len(ks) * (cell_w + 2) - 2
     lines: list[str] = []
-    for family, short in FAMILIES:
+    for family, _ in FAMILIES:
         if lines:
             lines.append("")
         names = [name[:group_w].center(group_w) for name in retrievers]
