@@ -289,3 +289,39 @@ def test_no_model_without_cached_vectors_names_the_prep_command(
                  str(data_file))
     assert result.ret == USAGE_ERROR
     result.stderr.fnmatch_lines(["*--no-model*retrieval-eval prep --data*"])
+
+
+def test_store_dir_keeps_vipune_shaped_stores(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    import sqlite3
+
+    from pytest_retrieval_eval import vipune
+
+    stores = tmp_path / "stores"
+    qid = SAMPLE_USABLE[0]["question_id"]
+    result = run(pytester, "--retrieval-eval", "--no-model", "-k", qid,
+                 "--retrieval-eval-store-dir", str(stores))
+    assert result.ret == 0, result.stdout.str()
+    assert [p.name for p in stores.iterdir()] == [f"{qid}.sqlite"]
+    with sqlite3.connect(stores / f"{qid}.sqlite") as conn:
+        ids = [row[0] for row in conn.execute("SELECT id FROM memories ORDER BY rowid")]
+        blob_sizes = {row[0] for row in conn.execute("SELECT length(embedding) FROM memories")}
+    assert ids == list(dict.fromkeys(SAMPLE_USABLE[0]["haystack_session_ids"]))
+    assert blob_sizes == {vipune.EMBEDDING_BLOB_SIZE}
+
+
+def test_no_model_with_two_models_in_the_cache_asks_for_one(
+        pytester: pytest.Pytester, tmp_path: Path) -> None:
+    data_file = write_dataset(tmp_path / "lme.json", [make_instance("q1"), make_instance("q2")])
+    for seed in (1, 2):
+        model = make_model_dir(tmp_path, dim=8, seed=seed, name=f"tiny-{seed}")
+        prepped = run(pytester, "--retrieval-eval", "--retrieval-eval-data", str(data_file),
+                      "--retrieval-eval-model", str(model.path), "--collect-only")
+        assert prepped.ret == 0, prepped.stdout.str()
+    result = run(pytester, "--retrieval-eval", "--no-model", "--retrieval-eval-data",
+                 str(data_file))
+    assert result.ret == USAGE_ERROR
+    result.stderr.fnmatch_lines(["*several models*tiny-1*tiny-2*--retrieval-eval-model*"])
+    named = run(pytester, "--retrieval-eval", "--no-model", "--retrieval-eval-data",
+                str(data_file), "--retrieval-eval-model", "tiny-2")
+    named.assert_outcomes(passed=2)
+    named.stdout.fnmatch_lines(["lane: model-free  model: tiny-2 *"])
