@@ -454,6 +454,26 @@ class VectorCache:
         index = self._index
         return list(dict.fromkeys(k for k in keys if k not in index))
 
+    def verify(self) -> int:
+        """Check every shard (all roots) against its sidecar now; return how many were checked.
+
+        Raises :class:`CacheError` naming the first truncated, altered or unreadable shard. The
+        model-free lane calls it before any item runs, so a corrupt cache stops the run with
+        one line instead of failing items (prep quarantines such shards: :meth:`repair`).
+        """
+        for _attempt in range(3):
+            try:
+                self._ensure_index()
+                for shard in list(self._shards):
+                    self._verify(shard)
+                return len(self._shards)
+            except FileNotFoundError:
+                self._reset()  # a compaction replaced shards under us: re-index
+        raise CacheError(  # pragma: no cover - needs a compaction storm
+            f"cache at {self.directory} keeps changing while being read; retry when no "
+            f"compaction is running"
+        )
+
     def _verify(self, shard: _Shard) -> None:
         if shard.path in self._verified:
             return
@@ -626,7 +646,6 @@ class VectorCache:
             os.replace(tmp, final)
             os.replace(side_tmp, side)  # the commit point
             committed = True
-            self.added += rows
             _fsync_dir(self.directory)
         except BaseException:
             _unlink(tmp)
@@ -634,6 +653,9 @@ class VectorCache:
             if not committed:
                 _unlink(final)
             raise
+        finally:
+            if committed:  # counted even when an interrupt lands right after the commit
+                self.added += rows
         self._verified.add(final)
         return final
 

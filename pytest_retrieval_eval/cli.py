@@ -208,6 +208,17 @@ def _cmd_prep(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             args.data, repo=args.data_repo, filename=args.data_file, offline=args.offline
         )
         corpus = corpus_mod.load_corpus(source, root, bar)
+        if corpus.rejections:
+            first = corpus.rejections[0]
+            if bar is not None:
+                bar.finish()
+            err.write(
+                f"{PROG}: warning: {len(corpus.rejections)} of "
+                f"{len(corpus.rejections) + len(corpus.pairs)} instances of {source.name} are "
+                f"rejected (not embedded, not scored), e.g. instance {first.index} "
+                f"({first.question_id or 'no id'}): {_one_line(first.reason)}; "
+                f"`pytest --retrieval-eval --retrieval-eval-json PATH` lists them all\n"
+            )
         config = embedding_mod.EmbedConfig(
             pooling=args.pooling, max_length=args.max_length, query_prefix=args.query_prefix,
             device=args.device, threads=args.threads, batch_size=args.batch_size,

@@ -2,12 +2,14 @@
 
 ``load_corpus`` hashes the dataset file and looks for ``<cache_dir>/corpus/<sha256>.sqlite``.
 A complete file (a ``meta`` row ``complete=1`` with the current format version and the same
-sha256, and a file size matching its SQLite header) is opened read-only; anything else is
-rebuilt, never trusted. Building streams the JSON once (:func:`dataset.iter_instances` ->
-:func:`pairs.parse_instance`) into a temp file in the same directory and renames it into place
-under a :class:`filelock.FileLock`, so concurrent builders (xdist workers, two terminals) build
-it once: the others wait and open the result. :func:`open_corpus` opens a built file by path
-(xdist workers attach that way) and never rebuilds.
+sha256, a file size matching its SQLite header, and the whole file matching the sha256 in its
+``<sha256>.sqlite.sha256`` sidecar, written after it) is opened read-only; anything else
+(truncated, a flipped byte, no sidecar) is rebuilt, never trusted. Building streams the
+JSON once (:func:`dataset.iter_instances` -> :func:`pairs.parse_instance`) into a temp file
+in the same directory and renames it into place under a :class:`filelock.FileLock`, so
+concurrent builders (xdist workers, two terminals) build it once: the others wait and open the
+result; the builder first deletes temp files that a killed build left. :func:`open_corpus`
+opens a built file by path (xdist workers attach that way) and never rebuilds.
 
 Tables:
 
@@ -25,6 +27,7 @@ Tables:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import sqlite3
@@ -37,7 +40,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from .dataset import DatasetSource, file_sha256, iter_instances
+from .dataset import SHA256_MEMO_DIR, DatasetSource, file_sha256, iter_instances
 from .errors import CacheError, DataError
 from .pairs import Instance, Rejection, parse_instance, text_key
 
@@ -55,7 +58,7 @@ Progress = Callable[[str, int, "int | None"], None]
 """(label, done, total): how the plugin and the CLI report progress."""
 
 #: Bumped whenever the file layout or the parsing rules change: older files are rebuilt.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: a repeated question_id is rejected; the .sha256 sidecar
 _TEXT_BATCH_ROWS = 2000
 _TEXT_BATCH_BYTES = 32 << 20
 _SELECT_CHUNK = 500
@@ -289,10 +292,55 @@ class Corpus:
         )
 
 
-def _open_if_complete(path: Path, name: str | None, sha256: str | None) -> Corpus | None:
+_SIDECAR = ".sha256"
+_HASH_CHUNK = 1 << 20
+_checksum_memo: dict[tuple[str, int, int, int], str] = {}
+
+
+def _sidecar(path: Path) -> Path:
+    """``<corpus>.sqlite.sha256``: the file's sha256, written after it (the commit mark)."""
+    return path.with_name(path.name + _SIDECAR)
+
+
+def _hash_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_HASH_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _checksum_ok(path: Path) -> bool:
+    """True when ``path`` matches the sha256 in its sidecar (a flipped byte never passes).
+
+    Memoised in-process on (path, size, mtime, inode): a rewrite or a rename is hashed again.
+    """
+    try:
+        expected = _sidecar(path).read_text(encoding="ascii").split()[0].lower()
+        st = path.stat()
+    except (OSError, UnicodeDecodeError, IndexError):
+        return False
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+    actual = _checksum_memo.get(key)
+    if actual is None:
+        try:
+            actual = _hash_file(path)
+        except OSError:
+            return False
+        _checksum_memo[key] = actual
+    return actual == expected
+
+
+def _open_if_complete(
+    path: Path, name: str | None, sha256: str | None, *, verify: bool = True
+) -> Corpus | None:
     """Open ``path`` if it is a complete corpus (of this dataset, when ``sha256`` is given);
-    None if it is absent, incomplete, from another format version or damaged."""
+    None if it is absent, incomplete, from another format version or damaged. ``verify``
+    also checks the whole file against its ``.sha256`` sidecar (a truncated or altered file
+    is rebuilt, never trusted)."""
     if not path.is_file() or not _header_size_ok(path):
+        return None
+    if verify and not _checksum_ok(path):
         return None
     conn: sqlite3.Connection | None = None
     try:
@@ -318,9 +366,10 @@ def open_corpus(path: Path, dataset_name: str | None = None) -> Corpus:
     """Open a corpus file that :func:`load_corpus` built (how xdist workers attach).
 
     The dataset name defaults to the one recorded at build time. Raises :class:`CacheError`
-    (one line) when the file is missing, incomplete or damaged; it is never rebuilt here.
+    (one line) when the file is missing, incomplete or damaged; it is never rebuilt here. The
+    whole-file checksum is not recomputed here: the controller checked it moments before.
     """
-    corpus = _open_if_complete(Path(path), dataset_name, None)
+    corpus = _open_if_complete(Path(path), dataset_name, None, verify=False)
     if corpus is None:
         raise CacheError(
             f"corpus file {path} is missing, incomplete or damaged; run again without it "
@@ -337,6 +386,7 @@ class _Builder:
         self.batch: list[tuple[str, str]] = []
         self.batch_bytes = 0
         self.stats = dict.fromkeys(STAT_KEYS, 0)
+        self.first_index: dict[str, int] = {}  # question_id -> index of its first instance
 
     def add_text(self, key: str, text: str) -> None:
         self.batch.append((key, text))
@@ -355,6 +405,14 @@ class _Builder:
     def add(self, parsed: Instance | Rejection) -> None:
         stats = self.stats
         stats["instances"] += 1
+        if isinstance(parsed, Instance):
+            first = self.first_index.setdefault(parsed.question_id, parsed.index)
+            if first != parsed.index:  # items, reports and drift are keyed by question_id
+                parsed = Rejection(
+                    parsed.index, parsed.question_id,
+                    f"repeated question_id {parsed.question_id!r} (first used by instance "
+                    f"{first}); question ids must be unique",
+                )
         if isinstance(parsed, Rejection):
             stats["rejected"] += 1
             self.conn.execute(
@@ -425,6 +483,7 @@ def _instances(source: DatasetSource) -> Iterator[Instance | Rejection]:
 
 def _build(source: DatasetSource, sha256: str, target: Path, progress: Progress | None) -> None:
     tmp = target.with_name(f".{target.stem}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    side_tmp = tmp.with_name(tmp.name + _SIDECAR)
     label = f"ingest {source.name}"
     try:
         conn = sqlite3.connect(tmp, isolation_level=None)
@@ -453,10 +512,25 @@ def _build(source: DatasetSource, sha256: str, target: Path, progress: Progress 
             conn.close()
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
+        digest = _hash_file(tmp)
+        with open(side_tmp, "w", encoding="ascii") as f:
+            f.write(f"{digest}  {target.name}\n")
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, target)
+        os.replace(side_tmp, _sidecar(target))  # the commit mark: readers check against it
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(tmp)
+        for leftover in (tmp, side_tmp):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(leftover)
+
+
+def _remove_partials(target: Path) -> None:
+    """Delete temp files a killed build of ``target`` left (caller holds the build lock, so
+    no live builder of this target owns one)."""
+    for leftover in target.parent.glob(f".{target.stem}.*.tmp*"):
+        with contextlib.suppress(OSError):
+            leftover.unlink()
 
 
 def corpus_path(cache_dir: Path, sha256: str) -> Path:
@@ -468,7 +542,9 @@ def load_corpus(source: DatasetSource, cache_dir: Path, progress: Progress | Non
     """Open the corpus of ``source`` under ``cache_dir``, building it first if needed.
 
     The dataset is streamed once, ever, per content hash; later calls (and other processes)
-    open the SQLite file. Raises :class:`DataError` for an unusable dataset file and
+    open the SQLite file. The dataset's sha256 is memoised under ``<cache_dir>/sha256/`` per
+    file version (path, size, mtime, ctime, inode), so later runs do not read the file at all.
+    Raises :class:`DataError` for an unusable dataset file and
     :class:`CacheError` when the cache directory cannot be written.
     """
     sha256 = file_sha256(
@@ -476,6 +552,7 @@ def load_corpus(source: DatasetSource, cache_dir: Path, progress: Progress | Non
         None
         if progress is None
         else (lambda done, total: progress(f"sha256 {source.name}", done, total)),
+        memo_dir=Path(cache_dir) / SHA256_MEMO_DIR,  # hashed once per file version, ever
     )
     target = corpus_path(cache_dir, sha256)
     corpus = _open_if_complete(target, source.name, sha256)
@@ -488,18 +565,21 @@ def load_corpus(source: DatasetSource, cache_dir: Path, progress: Progress | Non
             corpus = _open_if_complete(target, source.name, sha256)
             if corpus is not None:
                 return corpus
+            _remove_partials(target)
             _build(source, sha256, target, progress)
     except OSError as exc:
+        where = f": {exc.filename}" if exc.filename else ""
         raise CacheError(
-            f"corpus file {target} cannot be written ({exc.strerror or exc}); make the cache "
-            f"directory writable or point RETRIEVAL_EVAL_CACHE_DIR elsewhere"
+            f"cache directory {cache_dir} cannot be written ({exc.strerror or exc}{where}); "
+            f"make it writable or choose another (--retrieval-eval-cache DIR, "
+            f"RETRIEVAL_EVAL_CACHE_DIR, or prep --cache DIR)"
         ) from None
     except sqlite3.Error as exc:
         raise CacheError(
             f"corpus file {target} could not be built ({exc}); check free disk space in "
             f"{target.parent} and run again"
         ) from None
-    corpus = _open_if_complete(target, source.name, sha256)
+    corpus = _open_if_complete(target, source.name, sha256, verify=False)
     if corpus is None:
         raise CacheError(
             f"corpus file {target} is unreadable right after it was built; "

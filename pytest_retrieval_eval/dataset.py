@@ -4,7 +4,8 @@
   filesystem path) into a :class:`DatasetSource`. Known names are fetched from the Hugging Face
   Hub with :func:`huggingface_hub.hf_hub_download`, trying the local cache first so a copy
   downloaded once keeps working offline.
-* :func:`file_sha256` hashes a file in chunks (memoised in-process on path, size and mtime).
+* :func:`file_sha256` hashes a file in chunks (memoised in-process, and on disk under a cache
+  root when asked, on the file's path, size, mtime, ctime and inode).
 * :func:`iter_instances` streams the top-level JSON array with ``ijson`` (C backend when
   available), holding one instance in memory at a time; every file-level fault becomes a
   one-line :class:`~pytest_retrieval_eval.errors.DataError` naming the file, the fault and the
@@ -14,7 +15,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -90,6 +93,15 @@ def _hub_offline(offline: bool) -> bool:
     return value not in ("", "0", "false", "no", "off")
 
 
+def _hf_cache_dir() -> Path | None:
+    """The Hub cache folder as the environment says *now* (huggingface_hub reads it at import)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    return None
+
+
 def _one_line(text: str, limit: int = 160) -> str:
     line = " ".join(str(text).split())
     return line if len(line) <= limit else line[: limit - 3] + "..."
@@ -98,9 +110,15 @@ def _one_line(text: str, limit: int = 160) -> str:
 def _from_hub(name: str, repo: str, filename: str, offline: bool) -> DatasetSource:
     import huggingface_hub  # deferred: importing it costs ~0.3 s
 
+    # The cache as the environment says now (huggingface_hub read HF_HOME at import).
+    where: dict[str, Any] = {}
+    cache_dir = _hf_cache_dir()
+    if cache_dir is not None:
+        where["cache_dir"] = cache_dir
     try:
         local = huggingface_hub.hf_hub_download(
-            repo_id=repo, filename=filename, repo_type="dataset", local_files_only=True
+            repo_id=repo, filename=filename, repo_type="dataset", local_files_only=True,
+            **where,
         )
         return DatasetSource(name, Path(local))
     except Exception:  # not cached (LocalEntryNotFoundError and friends)
@@ -113,7 +131,7 @@ def _from_hub(name: str, repo: str, filename: str, offline: bool) -> DatasetSour
         )
     try:
         local = huggingface_hub.hf_hub_download(
-            repo_id=repo, filename=filename, repo_type="dataset"
+            repo_id=repo, filename=filename, repo_type="dataset", **where
         )
     except Exception as exc:
         raise DataError(
@@ -162,15 +180,66 @@ def resolve_dataset(
     return DatasetSource(_name_for_path(path), path)
 
 
-_sha_memo: dict[tuple[str, int, int], str] = {}
+_StatKey = tuple[str, int, int, int, int, int]
+_sha_memo: dict[_StatKey, str] = {}
 _sha_lock = threading.Lock()
+#: Where :func:`file_sha256` keeps its on-disk memo under a cache root.
+SHA256_MEMO_DIR = "sha256"
 
 
-def file_sha256(path: Path, progress: Callable[[int, int], None] | None = None) -> str:
+def _stat_key(path: Path, st: os.stat_result) -> _StatKey:
+    """What identifies one version of a file without reading it: a rewrite, an in-place edit
+    (even one that restores the mtime: the ctime moves) or a replacement changes it."""
+    return (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino,
+            st.st_dev)
+
+
+def _memo_file(memo_dir: Path, key: _StatKey) -> Path:
+    name = hashlib.sha256(json.dumps(list(key)).encode("utf-8")).hexdigest()
+    return memo_dir / f"{name}.json"
+
+
+def _read_disk_memo(memo_dir: Path, key: _StatKey) -> str | None:
+    try:
+        record = json.loads(_memo_file(memo_dir, key).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("key") != list(key):
+        return None
+    digest = record.get("sha256")
+    if isinstance(digest, str) and len(digest) == 64 and all(
+        c in "0123456789abcdef" for c in digest
+    ):
+        return digest
+    return None
+
+
+def _write_disk_memo(memo_dir: Path, key: _StatKey, digest: str) -> None:
+    """Best effort: a read-only or full cache only costs the next run a rehash."""
+    target = _memo_file(memo_dir, key)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        memo_dir.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({"key": list(key), "sha256": digest}), encoding="utf-8")
+        os.replace(tmp, target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def file_sha256(
+    path: Path,
+    progress: Callable[[int, int], None] | None = None,
+    *,
+    memo_dir: Path | None = None,
+) -> str:
     """Hex sha256 of the file's bytes, read in chunks.
 
-    Memoised in-process on (absolute path, size, mtime_ns), so a rewritten file is rehashed.
-    ``progress(bytes_done, bytes_total)`` is called after each chunk when given.
+    Memoised in-process, and on disk under ``memo_dir`` when given (one small JSON file per
+    file version), on (absolute path, size, mtime_ns, ctime_ns, inode, device): a rewritten,
+    edited or replaced file is rehashed. Hashing LongMemEval_M (2.7 GB) costs seconds, so every
+    later run of the plugin reads the memo instead. ``progress(bytes_done, bytes_total)`` is
+    called after each chunk when the file is actually read.
     """
     path = Path(path)
     try:
@@ -179,10 +248,14 @@ def file_sha256(path: Path, progress: Callable[[int, int], None] | None = None) 
         raise DataError(
             f"dataset file {path} cannot be read ({exc.strerror}); pass an existing, readable file"
         ) from None
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    key = _stat_key(path, st)
     with _sha_lock:
         memo = _sha_memo.get(key)
+    if memo is None and memo_dir is not None:
+        memo = _read_disk_memo(Path(memo_dir), key)
     if memo is not None:
+        with _sha_lock:
+            _sha_memo[key] = memo
         return memo
     digest = hashlib.sha256()
     done = 0
@@ -205,6 +278,8 @@ def file_sha256(path: Path, progress: Callable[[int, int], None] | None = None) 
     result = digest.hexdigest()
     with _sha_lock:
         _sha_memo[key] = result
+    if memo_dir is not None:
+        _write_disk_memo(Path(memo_dir), key, result)
     return result
 
 
@@ -253,9 +328,13 @@ def _check_head(path: Path) -> int:
             f"dataset file {path} is empty (0 bytes); download it again or pass another file"
         )
     if head.startswith(_GZIP_MAGIC):
+        if path.suffix == ".gz":
+            plain = path.stem if path.stem.endswith(".json") else f"{path.stem}.json"
+        else:  # never suggest writing over the input itself
+            plain = f"{path.stem or path.name}.unpacked.json"
         raise DataError(
             f"dataset file {path} is gzip-compressed; gunzip it first "
-            f"(gunzip -c {path.name} > {path.stem or path.name}.json)"
+            f"(gunzip -c {path.name} > {plain}) and pass the unpacked file"
         )
     if head.startswith(b"PK\x03\x04"):
         raise DataError(f"dataset file {path} is a zip archive, not JSON; unzip it first")
@@ -323,6 +402,11 @@ def _parse_error(path: Path, exc: Exception, position: int) -> DataError:
         where = f"at byte {offset}" if offset is not None else f"near byte {position}"
         return DataError(
             f"dataset file {path} is not valid UTF-8 ({where}); re-save it as UTF-8 JSON"
+        )
+    if "integer overflow" in first_line:
+        return DataError(
+            f"dataset file {path} holds an integer beyond 64 bits near byte {position}, which "
+            f"the streaming JSON reader cannot read; fix that value (LongMemEval has none)"
         )
     if "trailing garbage" in first_line:
         return DataError(

@@ -84,10 +84,30 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         if _is_worker(config):
             state.attach(Plan.from_dict(config.workerinput[WORKER_PLAN]))  # type: ignore[attr-defined]
         else:
-            state.prepare(_Progress(config))
+            _prepare(state, config)
         state.finish_setup()
     except RetrievalEvalError as exc:
         raise pytest.UsageError(str(exc)) from None
+
+
+def _prepare(state: EvalSession, config: pytest.Config) -> None:
+    """Prepare, showing the cache's repair notices as one terminal line each."""
+    import warnings
+
+    from .cache import CacheWarning
+
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", CacheWarning)
+            state.prepare(_Progress(config))
+    finally:
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        for w in caught:
+            if issubclass(w.category, CacheWarning) and tr is not None:
+                tr.write_line(f"retrieval-eval: warning: {' '.join(str(w.message).split())}")
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -119,7 +139,8 @@ class PairItem(pytest.Function):
     retriever: str
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
-        return self.path, None, ""
+        # The domain is the failure's headline: "q1[vipune]", not pytest's "test session".
+        return self.path, None, self.name
 
     def repr_failure(  # type: ignore[override]
         self, excinfo: pytest.ExceptionInfo[BaseException]

@@ -137,6 +137,46 @@ def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
     return lines
 
 
+#: How the header words each data note (counts over the whole dataset).
+NOTE_TEXT: dict[str, str] = {
+    "repeated_session_ids": "{n} repeated session id(s) (first occurrence kept)",
+    "conflicting_repeats": "{n} of them with different content",
+    "histories_with_repeats": "{n} history(ies) with repeats",
+    "gold_not_in_haystack": "{n} pair(s) with gold ids not in the haystack (scored; those "
+                            "ids count as misses)",
+    "oversize_sessions": "{n} session(s) over vipune's {limit}-byte input limit (scored; "
+                         "vipune's add would refuse them)",
+    "empty_sessions": "{n} empty session(s) dropped",
+    "gold_from_has_answer": "{n} pair(s) with gold from has_answer turns",
+}
+#: Rejections the terminal header lists one by one; the JSON report lists them all.
+SHOWN_REJECTIONS = 5
+
+
+def note_lines(notes: Mapping[str, Any]) -> list[str]:
+    """The ``notes:`` line: data anomalies that were counted, not rejected."""
+    from .pairs import VIPUNE_MAX_INPUT_BYTES
+
+    noted = [NOTE_TEXT.get(k, f"{k.replace('_', ' ')}: {{n}}").format(
+                 n=v, limit=VIPUNE_MAX_INPUT_BYTES)
+             for k, v in notes.items() if v]
+    return ["notes: " + "; ".join(noted)] if noted else []
+
+
+def rejection_lines(rejections: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One line per rejected instance (the first few), each with its reason."""
+    if not rejections:
+        return []
+    lines = [f"rejected: {len(rejections)} instance(s) not scored, each with its reason:"]
+    for r in rejections[:SHOWN_REJECTIONS]:
+        qid = r.get("question_id") or "no question_id"
+        lines.append(f"  instance {r.get('index')} ({qid}): {r.get('reason')}")
+    if len(rejections) > SHOWN_REJECTIONS:
+        lines.append(f"  ... and {len(rejections) - SHOWN_REJECTIONS} more: the JSON report "
+                     "(--retrieval-eval-json) lists every one under \"rejections\"")
+    return lines
+
+
 def header_lines(info: Mapping[str, Any]) -> list[str]:
     """Dataset, gold source, lane, model, retrievers and pair counts."""
     ds = info["dataset"]
@@ -153,10 +193,8 @@ def header_lines(info: Mapping[str, Any]) -> list[str]:
          f"{skipped['abstention']} abstention, {skipped['rejected']} rejected, "
          f"{skipped['not_selected']} not selected"),
     ]
-    notes = info.get("notes") or {}
-    noted = [f"{k.replace('_', ' ')}: {v}" for k, v in notes.items() if v]
-    if noted:
-        lines.append("notes: " + "; ".join(noted))
+    lines.extend(note_lines(info.get("notes") or {}))
+    lines.extend(rejection_lines(info.get("rejections") or []))
     if ds["gold_source"] != "answer_session_ids":
         lines.append("gold: answer_session_ids absent for some pairs; their gold is the "
                      "sessions with a has_answer turn (an approximation)")

@@ -29,11 +29,11 @@ import signal
 import sqlite3
 import subprocess
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, overload, runtime_checkable
+from typing import Any, NamedTuple, Protocol, overload, runtime_checkable
 
 import numpy as np
 
@@ -45,6 +45,8 @@ __all__ = [
     "REGISTRY",
     "BM25Index",
     "BM25Retriever",
+    "DocTermCache",
+    "DocTerms",
     "FtsRetriever",
     "FunctionRetriever",
     "HybridRetriever",
@@ -75,6 +77,9 @@ class Persona:
     vectors: np.ndarray  # (n, dim) float32
     texts: Sequence[str]  # row contents (lazily loaded where possible)
     store_path: Callable[[], Path]  # builds (or reuses) the vipune store, returns its path
+    #: ``text_key(texts[i])`` per row (``pairs.text_key``), or empty when unknown. When given,
+    #: retrievers may cache per-text work under these keys across personas (``bm25`` does).
+    text_keys: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -245,9 +250,12 @@ class FtsRetriever:
 class BM25Index:
     """``rank_bm25.BM25Okapi`` statistics of one corpus, as arrays.
 
-    ``vocab`` maps a token to its id (ids in first-appearance order, the order of BM25Okapi's
-    ``idf`` dict); postings of token ``g`` are ``docs[indptr[g]:indptr[g+1]]`` (ascending) with
-    term frequencies ``tfs[...]``. ``idf`` already has the epsilon floor applied.
+    ``lookup`` maps query tokens to term ids (None for a token not in the corpus). Term ids
+    follow first appearance (the order of BM25Okapi's ``idf`` dict) for :meth:`build`, and the
+    shared vocabulary's order for :meth:`from_doc_terms`; either way the idf sum is taken in
+    first-appearance order, so the floats are BM25Okapi's. Postings of term ``g`` are
+    ``docs[indptr[g]:indptr[g+1]]`` (ascending) with term frequencies ``tfs[...]``. ``idf``
+    already has the epsilon floor applied.
     """
 
     n_docs: int
@@ -313,6 +321,100 @@ class BM25Index:
         df = np.bincount(post_terms, minlength=n_terms)
         indptr = np.zeros(n_terms + 1, dtype=np.int64)
         np.cumsum(df, out=indptr[1:])
+        return cls._from_postings(
+            n_docs, doc_len, indptr, docs, tfs, None, lookup, k1, b, epsilon
+        )
+
+    @classmethod
+    def from_doc_terms(
+        cls,
+        doc_terms: Sequence[DocTerms],
+        vocab: Mapping[str, int],
+        k1: float = 1.5,
+        b: float = 0.75,
+        epsilon: float = 0.25,
+    ) -> BM25Index:
+        """The index of documents given by their cached term counts (:class:`DocTermCache`).
+
+        Same floats as :meth:`build` over the documents' texts: a term's first appearance is
+        (first document holding it, its rank among that document's distinct tokens).
+        """
+        n_docs = len(doc_terms)
+        doc_len = np.fromiter((d.length for d in doc_terms), dtype=np.int64, count=n_docs)
+        sizes = np.fromiter((d.terms.shape[1] for d in doc_terms), dtype=np.int64, count=n_docs)
+        n_post = int(sizes.sum())
+        if n_post == 0:
+            empty = np.zeros(0, dtype=np.int64)
+            return cls._from_postings(n_docs, doc_len, np.zeros(1, dtype=np.int64), empty,
+                                      empty, None, lambda tokens: [None] * len(tokens),
+                                      k1, b, epsilon)
+        cat = np.concatenate([d.terms for d in doc_terms], axis=1)
+        ids = cat[0].astype(np.int64)
+        doc_of = np.repeat(np.arange(n_docs, dtype=np.int64), sizes)
+        starts_of_doc = np.zeros(n_docs, dtype=np.int64)
+        np.cumsum(sizes[:-1], out=starts_of_doc[1:])
+        rank_in_doc = np.arange(n_post, dtype=np.int64) - np.repeat(starts_of_doc, sizes)
+        # Term-major postings, documents ascending within a term: (term, doc) pairs are
+        # unique (a document lists each of its tokens once), so any sort of this key will do.
+        # Fast path: the posting's position rides in the low bits of one int64 sort key.
+        pair_key = ids * n_docs + doc_of
+        bits = max(n_post - 1, 1).bit_length()
+        if (int(pair_key.max()) + 1).bit_length() + bits <= 62:
+            packed = (pair_key << bits) | np.arange(n_post, dtype=np.int64)
+            packed.sort()
+            order = packed & ((1 << bits) - 1)
+            sorted_pairs = packed >> bits
+        else:  # pragma: no cover - needs a vocabulary of billions
+            order = np.argsort(pair_key)
+            sorted_pairs = pair_key[order]
+        sorted_ids = sorted_pairs // n_docs
+        docs = sorted_pairs - sorted_ids * n_docs
+        tfs = cat[1][order].astype(np.int64)
+        new_term = np.empty(n_post, dtype=bool)
+        new_term[0] = True
+        np.not_equal(sorted_ids[1:], sorted_ids[:-1], out=new_term[1:])
+        starts = np.flatnonzero(new_term)
+        terms = sorted_ids[starts]  # ascending vocabulary ids: term g of this index
+        indptr = np.append(starts, n_post).astype(np.int64)
+        # First appearance: the first posting of a term is its first document; there, the
+        # token's rank among the document's distinct tokens (kept in first-appearance order).
+        first_rank = rank_in_doc[order][starts]
+        appearance = np.argsort(docs[starts] * (int(sizes.max()) + 1) + first_rank)
+        n_terms = int(terms.size)
+
+        def lookup(tokens: Sequence[str]) -> list[int | None]:
+            out: list[int | None] = []
+            for token in tokens:
+                gid = vocab.get(token)
+                if gid is None:
+                    out.append(None)
+                    continue
+                pos = int(np.searchsorted(terms, gid))
+                out.append(pos if pos < n_terms and int(terms[pos]) == gid else None)
+            return out
+
+        return cls._from_postings(
+            n_docs, doc_len, indptr, docs, tfs, appearance, lookup, k1, b, epsilon
+        )
+
+    @classmethod
+    def _from_postings(
+        cls,
+        n_docs: int,
+        doc_len: np.ndarray,
+        indptr: np.ndarray,
+        docs: np.ndarray,
+        tfs: np.ndarray,
+        appearance: np.ndarray | None,
+        lookup: Callable[[Sequence[str]], list[int | None]],
+        k1: float,
+        b: float,
+        epsilon: float,
+    ) -> BM25Index:
+        """idf and length norms from postings; ``appearance`` lists term ids in
+        first-appearance order (None: the ids are already in that order)."""
+        n_terms = int(indptr.size) - 1
+        df = np.diff(indptr)
         total = int(doc_len.sum())
         if n_docs == 0 or total == 0 or n_terms == 0:
             # rank_bm25 divides by zero here; every score is 0 and the ranking is row order.
@@ -324,7 +426,8 @@ class BM25Index:
             [math.log(n_docs - f + 0.5) - math.log(f + 0.5) for f in range(n_docs + 1)]
         )
         raw = table[df]
-        idf_sum = float(np.add.accumulate(raw)[-1])  # left to right, first-appearance order
+        in_order = raw if appearance is None else raw[appearance]
+        idf_sum = float(np.add.accumulate(in_order)[-1])  # left to right, first appearance
         average_idf = idf_sum / n_terms
         eps = epsilon * average_idf
         idf = np.where(raw < 0, eps, raw)
@@ -466,17 +569,94 @@ def _tokenize_python(
     return gids, docs, lookup
 
 
+class DocTerms(NamedTuple):
+    """One text's ``text.split()`` counts: ``terms[0]`` vocabulary ids of its distinct tokens
+    in first-appearance order, ``terms[1]`` their counts (int32, shape ``(2, distinct)``);
+    ``length`` is the token count."""
+
+    terms: np.ndarray
+    length: int
+
+
+class DocTermCache:
+    """Term counts of each distinct text, by text key, over one growing vocabulary.
+
+    LongMemEval's personas share most sessions (LongMemEval_M: ~35,000 distinct texts in
+    ~250,000 slots), so each text is split and counted once and a new persona's BM25 index is
+    put together from cached counts (:meth:`BM25Index.from_doc_terms`). An LRU bounded by
+    ``max_postings`` (distinct tokens summed over texts; 8 bytes each) keeps memory in check;
+    vocabulary ids never change. Thread-safe.
+    """
+
+    def __init__(self, max_postings: int = 24_000_000) -> None:
+        self.max_postings = max_postings
+        self.vocab: dict[str, int] = {}
+        self._docs: OrderedDict[str, DocTerms] = OrderedDict()
+        self._postings = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._docs
+
+    def _count(self, text: str) -> DocTerms:
+        tokens = text.split()
+        counts = Counter(tokens)  # insertion order: first appearance
+        vocab = self.vocab
+        ids = [vocab.setdefault(token, len(vocab)) for token in counts]
+        terms = np.empty((2, len(ids)), dtype=np.int32)
+        terms[0] = ids
+        terms[1] = list(counts.values())
+        return DocTerms(terms, len(tokens))
+
+    def get(self, keys: Sequence[str], texts: Callable[[], Sequence[str]]) -> list[DocTerms]:
+        """Counts for ``keys`` in order; ``texts()`` (``texts()[i]`` has key ``keys[i]``) is
+        called only when some key is not cached yet."""
+        with self._lock:
+            docs = self._docs
+            found: list[DocTerms | None] = []
+            for key in keys:
+                hit = docs.get(key)
+                if hit is not None:
+                    docs.move_to_end(key)
+                found.append(hit)
+            missing = [i for i, hit in enumerate(found) if hit is None]
+            if missing:
+                rows = texts()
+                if len(rows) != len(keys):
+                    raise ValueError(f"{len(keys)} text keys for {len(rows)} texts")
+                for i in missing:
+                    hit = docs.get(keys[i])  # a key twice in one persona: counted once
+                    if hit is None:
+                        hit = self._count(rows[i])
+                        docs[keys[i]] = hit
+                        self._postings += hit.terms.shape[1]
+                    found[i] = hit
+                keep = set(keys)
+                while self._postings > self.max_postings and len(docs) > 1:
+                    oldest = next(iter(docs))
+                    if oldest in keep:
+                        break  # the persona in hand stays whole
+                    self._postings -= docs.pop(oldest).terms.shape[1]
+            return [hit for hit in found if hit is not None]
+
+
 class BM25Retriever:
     """LongMemEval's BM25 baseline: BM25Okapi(k1 1.5, b 0.75, eps 0.25) over ``text.split()``.
 
     Ranking: scores descending, ties in row order (``argsort(-scores, kind="stable")``).
-    Indexes are cached per persona key (an LRU of ``cache_size``).
+    Indexes are cached per persona key (an LRU of ``cache_size``). A persona that carries
+    ``text_keys`` is indexed from per-text counts cached across personas (:class:`DocTermCache`),
+    so only texts never seen before are split; the scores stay BM25Okapi's, bit for bit.
     """
 
     name = "bm25"
 
-    def __init__(self, cache_size: int = 4) -> None:
+    def __init__(self, cache_size: int = 4, terms: DocTermCache | None = None) -> None:
         self.cache_size = cache_size
+        self.terms = terms if terms is not None else DocTermCache()
         self._cache: OrderedDict[str, BM25Index] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -487,7 +667,12 @@ class BM25Retriever:
             if hit is not None:
                 self._cache.move_to_end(persona.key)
                 return hit
-        built = BM25Index.build(list(persona.texts))
+        keys = persona.text_keys
+        if keys and len(keys) == len(persona.session_ids):
+            built = BM25Index.from_doc_terms(
+                self.terms.get(keys, lambda: persona.texts), self.terms.vocab)
+        else:
+            built = BM25Index.build(list(persona.texts))
         with self._lock:
             self._cache[persona.key] = built
             while len(self._cache) > self.cache_size:
@@ -539,6 +724,12 @@ def resolve_vipune_binary(binary: str | os.PathLike[str] = "vipune") -> Path:
     if os.sep in text or (os.altsep and os.altsep in text) or candidate.is_file():
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return candidate.resolve()
+        what = ("is not executable (chmod +x it)" if candidate.is_file()
+                else "is a directory" if candidate.is_dir() else "does not exist")
+        raise RetrievalEvalError(
+            f"vipune binary '{text}' {what}; install vipune or pass "
+            "--retrieval-eval-vipune PATH to the vipune executable"
+        )
     else:
         found = shutil.which(text)
         if found:
@@ -678,10 +869,10 @@ class VipuneBinaryRetriever:
                 "call downloads the model"
             ) from None
         if proc.returncode != 0:
-            detail = _tail(err) or "(empty)"
+            detail = f"stderr: {_tail(err) or '(empty)'}"
             json_error = _json_error(out)
             if json_error:
-                detail = f"{json_error}; stderr: {detail}"
+                detail = f"{json_error}; {detail}"
             raise RetrieverError(f"{where}: exit status {proc.returncode}: {detail}")
         try:
             ids = vipune.parse_search_json(out)

@@ -9,6 +9,7 @@ is never loaded twice for prep. Each item then calls :meth:`EvalSession.run_pair
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -89,14 +90,15 @@ class EvalSession:
         source = dataset_mod.resolve_dataset(s.data, repo=s.data_repo, filename=s.data_file)
         corpus = corpus_mod.load_corpus(source, self.cache_root, progress)
         if not any(not p.abstention for p in corpus.pairs):
-            raise DataError(
-                f"dataset {source.name} ({source.path}): no usable pair "
-                f"({len(corpus.pairs)} parsed, {len(corpus.rejections)} rejected, all others "
-                "abstention); check the file or pick another --retrieval-eval-data"
-            )
+            raise DataError(_no_usable_pair(source, corpus))
         self.corpus = corpus
         if s.no_model:
             model = self._choose_cached_model(corpus)
+            if model is not None:
+                # Every shard checked now: a corrupt one is a usage error naming the file,
+                # never a vector served (the model lane's prep quarantines and re-embeds).
+                self.vectors = self._vector_cache(model)
+                self.vectors.verify()
             plan = Plan(str(corpus.path), str(self.cache_root), "model-free", model, None)
         else:
             spec = s.model or DEFAULT_MODEL
@@ -106,6 +108,9 @@ class EvalSession:
             prep_mod.run_prep(corpus, embedder, self.vectors, progress)
             plan = Plan(str(corpus.path), str(self.cache_root), "model", embedder.info(), spec)
         self.plan = plan
+        # Temp files of store builds killed over an hour ago (live builders are younger).
+        with contextlib.suppress(OSError):
+            store_mod.StoreCache(self.cache_root / "stores").remove_stale_partials()
         return plan
 
     def _vector_cache(self, model: Mapping[str, Any]) -> cache_mod.VectorCache:
@@ -128,7 +133,10 @@ class EvalSession:
         roots = [self.cache_root, BUNDLED_CACHE]
         holding = cache_mod.models_holding(roots, self._needed_keys(corpus))
         if s.model is not None:
-            holding = [m for m in holding if m.get("name") == s.model]
+            # A local model directory is recorded under its folder's name.
+            folder = Path(s.model).expanduser()
+            wanted = {s.model, folder.resolve().name} if folder.is_dir() else {s.model}
+            holding = [m for m in holding if m.get("name") in wanted]
             explicit = [m for m in holding if m.get("pooling") == s.pooling
                         and m.get("query_prefix", "") == s.query_prefix
                         and int(m.get("max_length", 512)) == s.max_length]
@@ -224,7 +232,8 @@ class EvalSession:
 
         persona = retrievers_mod.Persona(
             key=key, session_ids=tuple(pair.session_ids), created_at=tuple(pair.created_at),
-            vectors=vectors, texts=retrievers_mod.LazyTexts(load_texts), store_path=store_path)
+            vectors=vectors, texts=retrievers_mod.LazyTexts(load_texts), store_path=store_path,
+            text_keys=tuple(pair.text_keys))
         self._personas[pair.index] = persona
         while len(self._personas) > 4:
             self._personas.popitem(last=False)
@@ -322,6 +331,7 @@ class EvalSession:
         stats = dict(corpus.stats)
         notes = {
             "repeated_session_ids": stats.get("repeated_session_ids", 0),
+            "conflicting_repeats": stats.get("conflicting_repeats", 0),
             "histories_with_repeats": stats.get("histories_with_repeats", 0),
             "gold_not_in_haystack": stats.get("gold_not_in_haystack", 0),
             "oversize_sessions": stats.get("oversize_sessions", 0),
@@ -339,6 +349,21 @@ class EvalSession:
             "rejections": [asdict(r) for r in corpus.rejections],
             "notes": notes,
         }
+
+
+def _no_usable_pair(source: dataset_mod.DatasetSource, corpus: corpus_mod.Corpus) -> str:
+    """The one line for a dataset whose every instance is rejected or an abstention."""
+    abstention = sum(1 for p in corpus.pairs if p.abstention)
+    total = len(corpus.pairs) + len(corpus.rejections)
+    first = ""
+    if corpus.rejections:
+        r = corpus.rejections[0]
+        first = f"; first rejection: instance {r.index} ({r.question_id or 'no id'}): {r.reason}"
+    return (
+        f"dataset {source.name} ({source.path}): no usable pair: of {total} instance(s), "
+        f"{len(corpus.rejections)} rejected and {abstention} abstention{first}; fix the file "
+        "or pick another --retrieval-eval-data"
+    )
 
 
 def _gold_source(corpus: corpus_mod.Corpus) -> str:

@@ -325,8 +325,64 @@ def is_valid_store(path: str | Path, *, reference_only: bool | None = None) -> b
         return False
 
 
+_STORE_SIDECAR = ".sha256"
+_store_hash_memo: dict[tuple[str, int, int, int], str] = {}
+
+
+def _store_sidecar(path: Path) -> Path:
+    return path.with_name(path.name + _STORE_SIDECAR)
+
+
+def _store_sha256(path: Path) -> str | None:
+    """sha256 of a store file, memoised on (path, size, mtime, inode); None if unreadable."""
+    try:
+        st = path.stat()
+        key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino)
+        cached = _store_hash_memo.get(key)
+        if cached is not None:
+            return cached
+        digest = hashlib.sha256()
+        with path.open("rb") as fh:
+            while chunk := fh.read(1 << 20):
+                digest.update(chunk)
+    except OSError:
+        return None
+    _store_hash_memo[key] = digest.hexdigest()
+    return _store_hash_memo[key]
+
+
+def _checksum_matches(path: Path) -> bool:
+    """True when the store matches the sha256 its sidecar recorded right after the build."""
+    try:
+        expected = _store_sidecar(path).read_text(encoding="ascii").split()[0]
+    except (OSError, UnicodeDecodeError, IndexError):
+        return False
+    return _store_sha256(path) == expected
+
+
+def _write_checksum(path: Path) -> None:
+    """Record the store's sha256 beside it (temp file + rename)."""
+    digest = _store_sha256(path)
+    if digest is None:  # pragma: no cover - replaced by a concurrent build and gone
+        return
+    side = _store_sidecar(path)
+    tmp = side.with_name(f"{side.name}.tmp-{os.getpid()}-{next(_tmp_counter)}")
+    try:
+        tmp.write_text(f"{digest}  {path.name}\n", encoding="ascii")
+        os.replace(tmp, side)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+
+
 class StoreCache:
-    """Content-addressed store files under ``root``: ``<root>/<key[:2]>/<key>.sqlite``."""
+    """Content-addressed store files under ``root``: ``<root>/<key[:2]>/<key>.sqlite``.
+
+    Each store has a ``<key>.sqlite.sha256`` sidecar written after it; a store is reused only
+    when it is complete, has vipune's schema and matches that checksum (a truncated or altered
+    file, or one without a sidecar, is rebuilt, never trusted).
+    """
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
@@ -353,9 +409,10 @@ class StoreCache:
         vectors' width).
         """
         target = self.path_for(key)
-        if is_valid_store(target, reference_only=reference_only):
+        if is_valid_store(target, reference_only=reference_only) and _checksum_matches(target):
             return target.resolve()
         build_store(target, rows_fn(), project_id, reference_only=reference_only)
+        _write_checksum(target)
         return target.resolve()
 
     def remove_stale_partials(self, max_age_s: float = 3600.0) -> int:
@@ -364,7 +421,7 @@ class StoreCache:
             return 0
         removed = 0
         cutoff = time.time() - max_age_s
-        for tmp in self.root.glob("*/*.sqlite.tmp-*"):
+        for tmp in [*self.root.glob("*/*.sqlite.tmp-*"), *self.root.glob("*/*.sha256.tmp-*")]:
             try:
                 if tmp.stat().st_mtime < cutoff:
                     tmp.unlink()

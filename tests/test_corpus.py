@@ -356,7 +356,8 @@ def test_concurrent_builders_finish_with_one_valid_file(
     assert [proc.exitcode for proc in procs] == [0, 0, 0]
     assert len(log.read_text().split()) == 1  # built by exactly one process
     files = sorted(p.name for p in (cache / "corpus").iterdir() if not p.name.endswith(".lock"))
-    assert files == [f"{file_sha256(source.path)}.sqlite"]
+    sha = file_sha256(source.path)
+    assert files == [f"{sha}.sqlite", f"{sha}.sqlite.sha256"]  # the file and its checksum
     corpus = load_corpus(source, cache)
     assert len(corpus.pairs) == 4
 

@@ -387,3 +387,57 @@ def test_file_gzip_compressed_is_one_line_error(tmp_path: Path, good_file: Path)
 
 def test_file_that_is_a_directory_is_one_line_error(tmp_path: Path) -> None:
     assert "directory" in errors_for(tmp_path)
+
+
+def test_file_sha256_disk_memo_survives_the_process_and_follows_rewrites(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pytest_retrieval_eval.dataset as dataset_mod
+
+    path = tmp_path / "blob"
+    path.write_bytes(b"one")
+    memo = tmp_path / "memo"
+    first = file_sha256(path, memo_dir=memo)
+    assert first == hashlib.sha256(b"one").hexdigest()
+    assert len(list(memo.glob("*.json"))) == 1
+    calls: list[int] = []
+    real = hashlib.sha256
+
+    def counting_sha256(*args: Any) -> Any:
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(hashlib, "sha256", counting_sha256)
+    dataset_mod._sha_memo.clear()  # a new process: only the disk memo is left
+    seen: list[tuple[int, int]] = []
+    assert file_sha256(path, lambda d, t: seen.append((d, t)), memo_dir=memo) == first
+    assert seen == []  # the file was not read
+    assert calls == [1]  # only the memo file's name was hashed
+    calls.clear()
+    path.write_bytes(b"two!")  # a rewrite: new size, mtime, ctime
+    dataset_mod._sha_memo.clear()
+    assert file_sha256(path, memo_dir=memo) == real(b"two!").hexdigest()
+    assert len(calls) >= 2  # the memo name and the file itself
+
+
+def test_file_sha256_disk_memo_ignores_damaged_records_and_unwritable_dirs(
+    tmp_path: Path,
+) -> None:
+    import pytest_retrieval_eval.dataset as dataset_mod
+
+    path = tmp_path / "blob"
+    path.write_bytes(b"data")
+    memo = tmp_path / "memo"
+    expected = hashlib.sha256(b"data").hexdigest()
+    assert file_sha256(path, memo_dir=memo) == expected
+    (record,) = memo.glob("*.json")
+    record.write_text('{"key": [], "sha256": "' + "0" * 64 + '"}')  # another file's record
+    dataset_mod._sha_memo.clear()
+    assert file_sha256(path, memo_dir=memo) == expected
+    record.write_text("not json")
+    dataset_mod._sha_memo.clear()
+    assert file_sha256(path, memo_dir=memo) == expected
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    dataset_mod._sha_memo.clear()
+    assert file_sha256(path, memo_dir=blocked / "memo") == expected  # cannot write: fine

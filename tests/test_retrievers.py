@@ -3,6 +3,7 @@ retriever through a stand-in process, and user retrievers loaded by dotted path.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -268,6 +269,86 @@ def test_bm25_retriever_ranking_and_cache(tmp_path: Path, monkeypatch: pytest.Mo
     assert builds == [1, 1, 1, 1]  # evicted by the LRU of 2, rebuilt
 
 
+def _keyed(texts: Sequence[str]) -> tuple[str, ...]:
+    """``pairs.text_key`` of each text (lone surrogates allowed, as in a Python-made persona)."""
+    import hashlib
+
+    return tuple(hashlib.sha256(t.encode("utf-8", "surrogatepass")).hexdigest() for t in texts)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_bm25_from_cached_doc_terms_is_rank_bm25_bit_for_bit(seed: int) -> None:
+    rng = random.Random(seed)
+    shared = random_corpus(rng, 60)
+    terms = r.DocTermCache()
+    for _ in range(4):  # personas drawing from one pool of texts: later ones mostly cached
+        texts = rng.sample(shared, rng.choice([1, 2, 7, 30]))
+        texts += random_corpus(rng, rng.choice([0, 1, 3]))
+        texts += texts[:1]  # a text twice in one persona
+        if not any(t.split() for t in texts):
+            texts.append("the cat")
+        index = r.BM25Index.from_doc_terms(terms.get(_keyed(texts), lambda t=texts: t),
+                                           terms.vocab)
+        for question in ["the cat", "cat cat run", "caf\u00e9 \u65e5\u672c the", "nothing here",
+                         "x\u00a0the\u3000cat", "a the my I"]:
+            expected = reference_bm25(texts, question)
+            assert np.array_equal(index.scores(question.split()), expected), (seed, question)
+        assert index.average_idf == BM25Index.build(texts).average_idf
+
+
+def test_bm25_from_cached_doc_terms_degenerate() -> None:
+    terms = r.DocTermCache()
+    for texts in (["", "  \n"], ["a b", "a b", "a b"], ["a \ud800 b", "b c"], ["x"]):
+        index = r.BM25Index.from_doc_terms(terms.get(_keyed(texts), lambda t=texts: t),
+                                           terms.vocab)
+        for q in (["a"], ["b"], ["x", "x"], []):
+            if not any(t.split() for t in texts):  # rank_bm25 divides by zero: all scores 0
+                assert np.array_equal(index.scores(q), np.zeros(len(texts)))
+                continue
+            assert np.array_equal(index.scores(q), reference_bm25(texts, " ".join(q)))
+    assert r.BM25Index.from_doc_terms([], terms.vocab).scores(["a"]).size == 0
+
+
+def test_bm25_retriever_with_text_keys_counts_each_text_once(tmp_path: Path) -> None:
+    retriever = r.BM25Retriever()
+    loads: list[int] = []
+
+    def persona_of(texts: Sequence[str], seed: int) -> Persona:
+        base = make_persona(tmp_path / str(seed), texts=texts, seed=seed)
+        lazy = r.LazyTexts(lambda: loads.append(1) or list(texts))
+        keys = _keyed(texts)
+        key = store.persona_key(base.session_ids, keys, base.created_at)
+        return dataclasses.replace(base, key=key, texts=lazy, text_keys=keys)
+
+    first = persona_of(TOPICS, 0)
+    question = "what did I buy for my road bike?"
+    got = retriever.rank(first, make_query(question, None), 8)
+    expected = np.argsort(-reference_bm25(TOPICS, question), kind="stable")
+    assert got == [first.session_ids[i] for i in expected]
+    assert loads == [1] and len(retriever.terms) == len(set(TOPICS))
+    # Another persona of the same texts in another order: nothing left to read or split.
+    shuffled = list(reversed(TOPICS))
+    second = persona_of(shuffled, 1)
+    got = retriever.rank(second, make_query(question, None), 8)
+    expected = np.argsort(-reference_bm25(shuffled, question), kind="stable")
+    assert got == [second.session_ids[i] for i in expected]
+    assert loads == [1]
+
+
+def test_doc_term_cache_is_bounded() -> None:
+    terms = r.DocTermCache(max_postings=6)
+    texts = ["a b c", "d e f", "g h i"]
+    keys = _keyed(texts)
+    terms.get(keys[:1], lambda: texts[:1])
+    terms.get(keys[1:2], lambda: texts[1:2])
+    assert len(terms) == 2
+    terms.get(keys[2:], lambda: texts[2:])  # 9 postings > 6: the oldest goes
+    assert keys[0] not in terms and keys[2] in terms
+    assert [d.length for d in terms.get(keys, lambda: texts)] == [3, 3, 3]  # all in hand kept
+    with pytest.raises(ValueError, match="text keys"):
+        r.DocTermCache().get(keys, lambda: texts[:1])
+
+
 # --------------------------------------------------------------------------- user retrievers
 
 
@@ -420,7 +501,7 @@ def test_vipune_binary_ranks_like_the_reference(tmp_path: Path, fake_vipune: Pat
 @pytest.mark.parametrize(
     ("mode", "match"),
     [
-        ("crash", r"exit status 1: thread 'main' panicked at src/sqlite/search.rs:42"),
+        ("crash", r"exit status 1: stderr: thread 'main' panicked at src/sqlite/search.rs:42"),
         ("garbage", "not JSON"),
         ("unknown_ids", "not rows of this store"),
         ("duplicates", "repeats"),
@@ -466,9 +547,9 @@ def test_vipune_binary_missing(tmp_path: Path) -> None:
     )
     not_exec = tmp_path / "vipune"
     not_exec.write_text("#!/bin/sh\n")
-    with pytest.raises(RetrievalEvalError, match="not found"):
+    with pytest.raises(RetrievalEvalError, match="is not executable"):
         r.VipuneBinaryRetriever(binary=str(not_exec))
-    with pytest.raises(RetrievalEvalError, match="not found"):
+    with pytest.raises(RetrievalEvalError, match="does not exist"):
         r.get_retriever("vipune", {"binary": str(tmp_path / "nope")})
 
 
