@@ -40,7 +40,14 @@ from typing import Any
 
 from filelock import FileLock
 
-from .dataset import SHA256_MEMO_DIR, DatasetSource, file_sha256, iter_instances
+from .dataset import (
+    SHA256_MEMO_DIR,
+    DatasetSource,
+    file_sha256,
+    iter_instances,
+    stamp_matches,
+    write_stamp,
+)
 from .errors import CacheError, DataError
 from .pairs import Instance, Rejection, parse_instance, text_key
 
@@ -314,12 +321,16 @@ def _checksum_ok(path: Path) -> bool:
     """True when ``path`` matches the sha256 in its sidecar (a flipped byte never passes).
 
     Memoised in-process on (path, size, mtime, inode): a rewrite or a rename is hashed again.
+    A match is stamped ``<corpus>.verified`` (:func:`dataset.stamp_matches`), so later
+    processes skip the hash until something writes to the file (its ctime moves).
     """
     try:
         expected = _sidecar(path).read_text(encoding="ascii").split()[0].lower()
         st = path.stat()
     except (OSError, UnicodeDecodeError, IndexError):
         return False
+    if stamp_matches(path, expected):
+        return True
     key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
     actual = _checksum_memo.get(key)
     if actual is None:
@@ -328,6 +339,8 @@ def _checksum_ok(path: Path) -> bool:
         except OSError:
             return False
         _checksum_memo[key] = actual
+    if actual == expected:
+        write_stamp(path, st, actual)
     return actual == expected
 
 

@@ -32,10 +32,14 @@ __all__ = [
     "KNOWN",
     "SAMPLE_NAME",
     "SAMPLE_PATH",
+    "SHA256_MEMO_DIR",
+    "VERIFIED_SUFFIX",
     "DatasetSource",
     "file_sha256",
     "iter_instances",
     "resolve_dataset",
+    "stamp_matches",
+    "write_stamp",
 ]
 
 KNOWN: dict[str, str] = {
@@ -225,6 +229,39 @@ def _write_disk_memo(memo_dir: Path, key: _StatKey, digest: str) -> None:
     except OSError:
         with contextlib.suppress(OSError):
             tmp.unlink()
+
+
+#: Suffix of the stamp that vouches for one version of a checksummed cache file.
+VERIFIED_SUFFIX = ".verified"
+
+
+def _stamp_of(st: os.stat_result) -> list[int]:
+    # Any write moves the mtime and the ctime (which user space cannot set back); a
+    # replacement changes the inode.
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+
+def stamp_matches(path: Path, digest: str) -> bool:
+    """True when ``<path>.verified`` says this very version of ``path`` (size, mtime, ctime,
+    inode, device) hashed to ``digest``: a cache file checked once need not be hashed again
+    until something writes to it."""
+    path = Path(path)
+    try:
+        stamp = json.loads(path.with_name(path.name + VERIFIED_SUFFIX).read_text("ascii"))
+        return bool(stamp == {"stat": _stamp_of(path.stat()), "sha256": digest})
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+
+
+def write_stamp(path: Path, st: os.stat_result, digest: str) -> None:
+    """Record that ``path`` as of ``st`` (taken before hashing) hashed to ``digest``.
+
+    Best effort: a torn stamp is not JSON, and a missing one only costs a rehash.
+    """
+    path = Path(path)
+    with contextlib.suppress(OSError):
+        path.with_name(path.name + VERIFIED_SUFFIX).write_text(
+            json.dumps({"stat": _stamp_of(st), "sha256": digest}), encoding="ascii")
 
 
 def file_sha256(

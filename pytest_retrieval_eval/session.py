@@ -222,12 +222,17 @@ class EvalSession:
                 texts = corpus.texts(list(pair.text_keys))
             return texts
 
+        built: list[Path] = []
+
         def store_path() -> Path:
+            if built:  # checked (or built) once per persona, however many searches use it
+                return built[0]
             path = stores.get_or_build(key, lambda: list(zip(
                 pair.session_ids, load_texts(), vectors, pair.created_at, strict=True)))
             if self.settings.store_dir is not None:
                 target = self.settings.store_dir / f"{pair.question_id}.sqlite"
                 store_mod.export_store(path, target)
+            built.append(path)
             return path
 
         persona = retrievers_mod.Persona(

@@ -191,6 +191,41 @@ def test_corpus_built_once_then_reused(
     assert second.rejections == first.rejections
 
 
+def test_later_processes_neither_read_the_dataset_nor_rehash_the_corpus(
+    source: DatasetSource, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = load_corpus(source, tmp_path / "cache")
+    load_corpus(source, tmp_path / "cache")  # verifies the corpus once: stamps it
+    assert first.path.with_name(first.path.name + ".verified").is_file()
+    # A later process: nothing memoised in memory, only what the cache holds on disk.
+    dataset_mod._sha_memo.clear()
+    corpus_mod._checksum_memo.clear()
+    opened: list[str] = []
+    real_open = open
+
+    def spying_open(file: object, *args: object, **kwargs: object) -> object:
+        opened.append(os.fspath(file))  # type: ignore[arg-type]
+        return real_open(file, *args, **kwargs)  # type: ignore[call-overload]
+
+    hashed: list[Path] = []
+    monkeypatch.setattr(corpus_mod, "_hash_file", lambda path: hashed.append(path) or "0")
+    monkeypatch.setattr("builtins.open", spying_open)
+    again = load_corpus(source, tmp_path / "cache")
+    monkeypatch.undo()
+    assert again.pairs == first.pairs
+    assert str(source.path) not in opened  # sha256 from the on-disk memo
+    assert hashed == []  # the stamp vouched for the corpus file
+    again.close()
+    data = bytearray(first.path.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # a flipped byte still never passes
+    first.path.write_bytes(bytes(data))
+    corpus_mod._checksum_memo.clear()
+    counter = CountingIter()
+    monkeypatch.setattr(corpus_mod, "iter_instances", counter)
+    load_corpus(source, tmp_path / "cache")
+    assert counter.calls == 1  # rebuilt
+
+
 def test_corpus_reused_under_another_name(
     source: DatasetSource, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -355,7 +390,8 @@ def test_concurrent_builders_finish_with_one_valid_file(
         proc.join(60)
     assert [proc.exitcode for proc in procs] == [0, 0, 0]
     assert len(log.read_text().split()) == 1  # built by exactly one process
-    files = sorted(p.name for p in (cache / "corpus").iterdir() if not p.name.endswith(".lock"))
+    files = sorted(p.name for p in (cache / "corpus").iterdir()
+                   if not p.name.endswith((".lock", ".verified")))  # lock, checksum stamp
     sha = file_sha256(source.path)
     assert files == [f"{sha}.sqlite", f"{sha}.sqlite.sha256"]  # the file and its checksum
     corpus = load_corpus(source, cache)

@@ -242,6 +242,31 @@ def test_cache_builds_once_then_reuses(tmp_path: Path) -> None:
     assert second == first and calls == [1] and first.stat().st_mtime_ns == mtime
 
 
+def test_cache_checks_a_stamped_store_without_rehashing_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = store.StoreCache(tmp_path)
+    key = "9a" * 32
+    path = cache.get_or_build(key, sample_rows)
+    assert path.with_name(path.name + ".verified").is_file()
+    store._store_hash_memo.clear()  # a later process: only what is on disk is left
+    hashed: list[Path] = []
+    real = store._store_sha256
+    monkeypatch.setattr(store, "_store_sha256", lambda p: hashed.append(p) or real(p))
+    calls: list[int] = []
+    assert cache.get_or_build(key, lambda: calls.append(1) or sample_rows()) == path
+    assert calls == [] and hashed == []  # the stamp vouched for this file version
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same size, any write moves mtime and ctime
+    path.write_bytes(bytes(data))
+    cache.get_or_build(key, lambda: calls.append(1) or sample_rows())
+    assert calls == [1] and hashed  # rehashed, mismatched, rebuilt
+    store._store_hash_memo.clear()
+    hashed.clear()
+    cache.get_or_build(key, lambda: calls.append(1) or sample_rows())
+    assert calls == [1] and hashed == []  # the rebuilt store is stamped too
+
+
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "user_version", "schema", "empty"])
 def test_cache_rebuilds_an_untrusted_file(tmp_path: Path, damage: str) -> None:
     cache = store.StoreCache(tmp_path)

@@ -1,0 +1,733 @@
+"""Full-scale benchmark of pytest-retrieval-eval on a synthetic LongMemEval_M.
+
+One command::
+
+    python benchmarks/run.py                      # full size (~2.7 GB dataset), ~15 minutes
+    python benchmarks/run.py --scale small        # the same phases in about a minute
+
+It generates (or reuses) the dataset with :mod:`pytest_retrieval_eval.generator` outside the
+repository (``--data-dir``, default ``~/.cache/pytest-retrieval-eval-bench``), then measures:
+
+1. load: the dataset streamed once into the corpus file (fresh cache), peak RSS;
+   then a later process opening it again (the sha256 memo, no dataset read);
+2. prep: every unique text embedded with the tiny test model (dim 384, vipune-shaped stores);
+3. per-run: real ``pytest --retrieval-eval --no-model`` subprocesses in an empty directory:
+   the first run after prep (builds one store per persona), warm runs serial and ``-n 2``
+   (median of ``--repeat``), wall clock and peak RSS of the whole process tree;
+4. bm25: LongMemEval's own baseline (``rank_bm25.BM25Okapi`` rebuilt per question) against
+   the ``bm25`` retriever, in this process, on the same pairs, rankings asserted identical;
+5. embedding: :meth:`Embedder.embed` against onnxruntime called directly on the same
+   batches (MiniLM when ``--minilm`` is an ONNX export, and the tiny model), MiniLM prep
+   throughput and the model lane's per-query latency.
+
+It prints a table (phase, wall, peak memory, items/s, target, result) and writes it with the
+machine's description to ``--out`` (default ``benchmarks/RESULTS.md`` at full scale).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # tests.model_factory (the tiny model) lives in the repo
+
+import numpy as np  # noqa: E402
+
+from pytest_retrieval_eval import corpus as corpus_mod  # noqa: E402
+from pytest_retrieval_eval import generator  # noqa: E402
+from pytest_retrieval_eval import retrievers as retrievers_mod  # noqa: E402
+from pytest_retrieval_eval.embedding import EmbedConfig, Embedder, load_embedder  # noqa: E402
+
+GiB = 1 << 30
+MiB = 1 << 20
+PYTHON = sys.executable
+DEFAULT_DATA_DIR = Path.home() / ".cache" / "pytest-retrieval-eval-bench"
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+@dataclass(frozen=True)
+class Scale:
+    name: str
+    config: generator.GeneratorConfig
+    embed_sessions: int  # sessions for the MiniLM throughput check
+    queries: int  # questions for the per-query latency check
+
+
+SCALES = {
+    "full": Scale("full", generator.FULL_M, 300, 100),
+    "small": Scale("small", generator.FULL_M.scaled(instances=50, sessions=100), 24, 30),
+}
+
+# Targets (full scale). Times in seconds, memory in bytes.
+LOAD_PEAK = 1 * GiB
+WARM_WALL = 30.0
+WARM_PEAK = 4 * GiB
+FIRST_WALL = 180.0
+BM25_SPEEDUP = 5.0
+EMBED_EFFICIENCY = 0.90
+PARALLEL_GAIN = 0.05  # below this, 'faster' is within run-to-run noise
+
+
+@dataclass
+class Row:
+    phase: str
+    wall: str = ""
+    peak: str = ""
+    rate: str = ""
+    target: str = ""
+    result: str = ""
+    note: str = ""
+
+
+@dataclass
+class Results:
+    rows: list[Row] = field(default_factory=list)
+    facts: list[str] = field(default_factory=list)
+    profile: list[str] = field(default_factory=list)
+
+    def add(self, row: Row) -> None:
+        self.rows.append(row)
+        print(f"  {row.phase}: {row.wall} {row.peak} {row.rate} {row.result} {row.note}".rstrip(),
+              flush=True)
+
+
+INDICATIVE = False  # small scale: the targets are the full scale's, shown in parentheses
+
+
+def verdict(ok: bool) -> str:
+    word = "PASS" if ok else "FAIL"
+    return f"({word})" if INDICATIVE else word
+
+
+def fmt_s(seconds: float) -> str:
+    return f"{seconds:.1f} s" if seconds >= 10 else f"{seconds:.2f} s"
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
+
+
+def fmt_mem(nbytes: float) -> str:
+    return f"{nbytes / GiB:.2f} GiB" if nbytes >= GiB else f"{nbytes / MiB:.0f} MiB"
+
+
+# --------------------------------------------------------------------------- process tree
+
+
+def _children_map() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # pid (comm) state ppid ...: comm may hold spaces, so split after the last ')'.
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        kids.setdefault(int(fields[1]), []).append(int(entry))
+    return kids
+
+
+def _tree_rss(root: int, page: int) -> int:
+    kids = _children_map()
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        todo.extend(kids.get(pid, []))
+        try:
+            with open(f"/proc/{pid}/statm", "rb") as f:
+                total += int(f.read().split()[1]) * page
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+@dataclass
+class Measured:
+    wall: float
+    tree_peak: int  # sampled sum of RSS over the process tree
+    max_rss: int  # largest single process (getrusage of the waited tree)
+    cpu: float  # user + system seconds of the whole (waited) tree
+    returncode: int
+    output: str
+
+
+def measure(cmd: Sequence[str], cwd: Path, env: dict[str, str] | None = None,
+            interval: float = 0.05) -> Measured:
+    """Run ``cmd``; wall clock, peak RSS of its process tree (sampled), max single RSS."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    with tempfile.TemporaryFile() as out:
+        start = time.perf_counter()
+        proc = subprocess.Popen(list(cmd), cwd=cwd, env=env, stdout=out,
+                                stderr=subprocess.STDOUT)
+        peak = 0
+        done = threading.Event()
+
+        def sample() -> None:
+            nonlocal peak
+            while not done.is_set():
+                peak = max(peak, _tree_rss(proc.pid, page))
+                done.wait(interval)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        done.set()
+        sampler.join()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        text = out.read().decode("utf-8", "replace")
+    cpu = usage.ru_utime + usage.ru_stime
+    return Measured(wall, peak, usage.ru_maxrss * 1024, cpu, proc.returncode, text)
+
+
+def check(m: Measured, what: str) -> None:
+    if m.returncode != 0:
+        sys.stderr.write(m.output[-6000:])
+        raise SystemExit(f"benchmark: {what} failed with exit status {m.returncode}")
+
+
+# --------------------------------------------------------------------------- data
+
+
+def ensure_data(scale: Scale, base: Path, results: Results) -> tuple[Path, Path]:
+    """The dataset file and the tiny model folder, generated once and reused."""
+    folder = base / scale.name
+    folder.mkdir(parents=True, exist_ok=True)
+    data = folder / "synthetic_m.json"
+    stamp = folder / "synthetic_m.config"
+    wanted = repr(scale.config)
+    if not data.is_file() or not stamp.is_file() or stamp.read_text() != wanted:
+        print(f"generating {data} ...", flush=True)
+        began = time.perf_counter()
+        size = generator.write_dataset(scale.config, data)
+        stamp.write_text(wanted)
+        results.facts.append(
+            f"dataset generated in {time.perf_counter() - began:.0f} s ({size / 1e9:.2f} GB)")
+    model_root = base / "model-tiny-384"
+    model = model_root / "tiny-model"
+    if not (model / "tokenizer.json").is_file():
+        from tests.model_factory import make_model_dir
+
+        model = make_model_dir(model_root, dim=384).path
+    return data, model
+
+
+# --------------------------------------------------------------------------- phases
+
+
+def load_phase(data: Path, cache: Path, n_instances: int, results: Results) -> None:
+    shutil.rmtree(cache / "corpus", ignore_errors=True)
+    shutil.rmtree(cache / "sha256", ignore_errors=True)
+    script = (
+        "import sys, time; from pathlib import Path\n"
+        "from pytest_retrieval_eval import corpus, dataset\n"
+        "t = time.perf_counter()\n"
+        "c = corpus.load_corpus(dataset.resolve_dataset(sys.argv[1]), Path(sys.argv[2]))\n"
+        "print('SECONDS', time.perf_counter() - t)\n"
+        "print('STATS', __import__('json').dumps(dict(c.stats)))\n"
+        "print('RCHAR', open('/proc/self/io').read().split()[1])\n"
+    )
+    size = data.stat().st_size
+    cold = measure([PYTHON, "-c", script, str(data), str(cache)], cwd=cache.parent)
+    check(cold, "the load phase")
+    stats = json.loads(_field(cold.output, "STATS"))
+    results.add(Row(
+        f"load: stream {size / 1e9:.2f} GB JSON once into the corpus (cold)",
+        fmt_s(cold.wall), fmt_mem(cold.tree_peak), f"{n_instances / cold.wall:.0f} inst/s",
+        "peak < 1 GiB", verdict(cold.tree_peak < LOAD_PEAK),
+        f"{stats['slots']:,} slots, {stats['unique_session_texts']:,} unique session texts"))
+    corpus_file = next((cache / "corpus").glob("*.sqlite"))
+    results.facts.append(
+        f"corpus file {corpus_file.stat().st_size / 1e6:.0f} MB; dataset {size / 1e9:.2f} GB")
+    # The first later open checks the new corpus against its sidecar once (and stamps it);
+    # the ones after that read neither the dataset nor the whole corpus.
+    reads = []
+    for _ in range(2):
+        warm = measure([PYTHON, "-c", script, str(data), str(cache)], cwd=cache.parent)
+        check(warm, "reopening the corpus")
+        reads.append(int(_field(warm.output, "RCHAR")))
+    results.add(Row(
+        "load: a later run opens the corpus (sha256 memo)", fmt_s(warm.wall),
+        fmt_mem(warm.tree_peak), "", "dataset not read again",
+        verdict(max(reads) < size // 2),
+        f"{reads[1] / 1e6:.0f} MB read in all ({reads[0] / 1e6:.0f} MB the first time: "
+        f"the corpus checksum); dataset {size / 1e6:.0f} MB"))
+
+
+def _field(output: str, name: str) -> str:
+    for line in output.splitlines():
+        if line.startswith(name + " "):
+            return line[len(name) + 1 :]
+    raise SystemExit(f"benchmark: no {name} line in:\n{output[-3000:]}")
+
+
+def prep_phase(data: Path, model: Path, cache: Path, results: Results) -> None:
+    shutil.rmtree(cache / "vectors", ignore_errors=True)
+    cmd = [PYTHON, "-m", "pytest_retrieval_eval.cli", "prep", "--no-progress", "--data",
+           str(data), "--model", str(model), "--cache", str(cache)]
+    m = measure(cmd, cwd=cache.parent)
+    check(m, "prep")
+    line = next(x for x in m.output.splitlines() if x.startswith("prep:"))
+    # "prep: N slots, U unique texts, E embedded now, C from cache, S s (model ...)"
+    words = line.replace(",", "").split()
+    slots, unique, embedded = int(words[1]), int(words[3]), int(words[6])
+    results.add(Row(
+        "prep: embed unique texts (tiny model, dim 384)", fmt_s(m.wall), fmt_mem(m.tree_peak),
+        f"{embedded / m.wall:.0f} texts/s", "shared sessions embedded once",
+        verdict(embedded == unique < slots),
+        f"{slots:,} slots -> {unique:,} unique texts, {embedded:,} embedded"))
+
+
+def pytest_cmd(data: Path, cache: Path, report: Path, extra: Sequence[str] = ()) -> list[str]:
+    return [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--retrieval-eval",
+            "--no-model", "--retrieval-eval-retriever", "hybrid", "--retrieval-eval-data",
+            str(data), "--retrieval-eval-cache", str(cache), "--retrieval-eval-json",
+            str(report), *extra]
+
+
+def run_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["HF_HUB_OFFLINE"] = "1"
+    env.pop("PYTEST_ADDOPTS", None)
+    env.pop("RETRIEVAL_EVAL_CACHE_DIR", None)
+    return env
+
+
+def store_files(cache: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_mtime_ns for p in (cache / "stores").glob("*/*.sqlite")}
+
+
+def run_phase(data: Path, cache: Path, usable: int, repeat: int, results: Results,
+              profile: Path | None) -> None:
+    env = run_env()
+    with tempfile.TemporaryDirectory(prefix="retrieval-eval-bench-") as tmp:
+        workdir = Path(tmp) / "empty"
+        workdir.mkdir()
+        reports = Path(tmp)
+        shutil.rmtree(cache / "stores", ignore_errors=True)
+        first = measure(pytest_cmd(data, cache, reports / "first.json"), workdir, env)
+        check(first, "the first run")
+        results.add(Row(
+            "run: first after prep, serial (builds the stores)", fmt_s(first.wall),
+            fmt_mem(first.tree_peak), f"{usable / first.wall:.1f} pairs/s", "< 180 s",
+            verdict(first.wall < FIRST_WALL),
+            f"{usable} pairs, hybrid; CPU {first.cpu:.0f} s"))
+        built = store_files(cache)
+        serial = [measure(pytest_cmd(data, cache, reports / f"serial-{i}.json"), workdir, env)
+                  for i in range(repeat)]
+        for m in serial:
+            check(m, "a warm serial run")
+        after = store_files(cache)
+        rebuilt = sum(1 for k, v in after.items() if built.get(k) != v)
+        wall = statistics.median(m.wall for m in serial)
+        peak = max(m.tree_peak for m in serial)
+        results.add(Row(
+            f"run: warm, serial (median of {repeat})", fmt_s(wall), fmt_mem(peak),
+            f"{usable / wall:.1f} pairs/s", "< 30 s, < 4 GiB",
+            verdict(wall < WARM_WALL and peak < WARM_PEAK),
+            "walls " + ", ".join(f"{m.wall:.1f}" for m in serial)
+            + f"; CPU {statistics.median(m.cpu for m in serial):.1f} s"))
+        results.add(Row(
+            "stores: one per persona, reused across runs", "", "", "",
+            "one per persona, 0 rebuilt", verdict(len(after) == usable and rebuilt == 0),
+            f"{len(after)} store files for {usable} personas, {rebuilt} rebuilt by warm runs"))
+        parallel = [measure(pytest_cmd(data, cache, reports / f"n2-{i}.json", ["-n", "2"]),
+                            workdir, env) for i in range(repeat)]
+        for m in parallel:
+            check(m, "a warm -n 2 run")
+        pwall = statistics.median(m.wall for m in parallel)
+        ppeak = max(m.tree_peak for m in parallel)
+        base = _report_numbers(reports / "serial-0.json")
+        same = all(_report_numbers(reports / f"n2-{i}.json") == base for i in range(repeat))
+        same = same and _report_numbers(reports / "first.json") == base
+        gain = 1 - pwall / wall
+        results.add(Row(
+            f"run: warm, -n 2 (median of {repeat})", fmt_s(pwall), fmt_mem(ppeak),
+            f"{usable / pwall:.1f} pairs/s", "faster than serial (by > 5%), same summary",
+            verdict(gain > PARALLEL_GAIN and same),
+            f"{wall / pwall:.2f}x the serial speed; summary and rankings "
+            f"{'identical' if same else 'DIFFER'}; walls "
+            + ", ".join(f"{m.wall:.1f}" for m in parallel)
+            + f"; CPU {statistics.median(m.cpu for m in parallel):.1f} s"))
+        if gain <= PARALLEL_GAIN:
+            cpu_serial = statistics.median(m.cpu for m in serial)
+            cpu_parallel = statistics.median(m.cpu for m in parallel)
+            results.facts.append(
+                f"-n 2: {cpu_parallel:.1f} s CPU against {cpu_serial:.1f} s serial; each "
+                "worker pays its own Python and pytest start-up, corpus and vector-cache "
+                "warm-up and report traffic per item, which on 2 cores cancels splitting "
+                f"{usable} items of a few ms each")
+        total = _du(cache / "stores")
+        results.facts.append(f"stores: {len(after)} files, {total / 1e9:.2f} GB "
+                             f"({total / max(len(after), 1) / 1e6:.1f} MB each on average)")
+        if profile is not None:
+            prof = measure([PYTHON, "-m", "cProfile", "-o", str(profile),
+                            *pytest_cmd(data, cache, reports / "profile.json")[1:]],
+                           workdir, env)
+            check(prof, "the profiled run")
+            lines = summarize_profile(profile)
+            print("\n".join(["cProfile of a warm serial run:", *lines]))
+            results.profile = [f"cProfile of one warm serial run ({fmt_s(prof.wall)} under the "
+                               f"profiler; `{profile}`):", *lines]
+
+
+def _report_numbers(path: Path) -> Any:
+    report = json.loads(path.read_text())
+    ranked = sorted((p["retriever"], p["question_id"], p["ranked"]) for p in report["pairs"])
+    return report["summary"], ranked
+
+
+def _du(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+#: (label, file suffix, function) whose cumulative time the profile summary reports.
+PROFILE_SPOTS = (
+    ("whole run", "_pytest/main.py", "wrap_session"),
+    ("prepare (corpus, model choice, cache checks)", "pytest_retrieval_eval/session.py",
+     "prepare"),
+    ("  load_corpus (incl. corpus checksum)", "pytest_retrieval_eval/corpus.py", "load_corpus"),
+    ("items (run_pair)", "pytest_retrieval_eval/session.py", "run_pair"),
+    ("  persona: vectors, key", "pytest_retrieval_eval/session.py", "persona"),
+    ("  store reuse check (get_or_build)", "pytest_retrieval_eval/store.py", "get_or_build"),
+    ("  hybrid search", "pytest_retrieval_eval/vipune.py", "search_hybrid"),
+    ("    semantic (float64 cosine)", "pytest_retrieval_eval/vipune.py", "semantic_search"),
+    ("    FTS5 bm25", "pytest_retrieval_eval/vipune.py", "fts_search"),
+    ("  vector cache reads", "pytest_retrieval_eval/cache.py", "get"),
+    ("report and terminal summary", "_pytest/main.py", "pytest_sessionfinish"),
+)
+
+
+def summarize_profile(path: Path) -> list[str]:
+    """Cumulative seconds of the :data:`PROFILE_SPOTS` in a cProfile dump."""
+    import pstats
+
+    stats = pstats.Stats(str(path)).stats  # type: ignore[attr-defined]
+    lines = []
+    for label, suffix, func in PROFILE_SPOTS:
+        hits = [(v[3], v[1]) for (f, _, name), v in stats.items()
+                if f.endswith(suffix) and name == func]
+        if hits:
+            cum, calls = max(hits)
+            lines.append(f"{label}: {cum:.2f} s ({calls} calls)")
+    return lines
+
+
+# --------------------------------------------------------------------------- bm25
+
+
+def bm25_phase(cache: Path, results: Results) -> None:
+    from rank_bm25 import BM25Okapi
+
+    corpus = corpus_mod.open_corpus(next((cache / "corpus").glob("*.sqlite")))
+    pairs = [p for p in corpus.pairs if not p.abstention]
+    retriever = retrievers_mod.BM25Retriever()  # a fresh one: its text cache starts empty
+    ref_times: list[float] = []
+    our_times: list[float] = []
+    for pair in pairs:
+        texts = corpus.texts(list(pair.text_keys))
+        question = pair.question
+        start = time.perf_counter()
+        scores = BM25Okapi([t.split() for t in texts]).get_scores(question.split())
+        expected = np.argsort(-scores, kind="stable")
+        ref_times.append(time.perf_counter() - start)
+        persona = retrievers_mod.Persona(
+            key=pair.question_id, session_ids=tuple(pair.session_ids),
+            created_at=tuple(pair.created_at),
+            vectors=np.zeros((len(texts), 0), dtype=np.float32), texts=texts,
+            store_path=lambda: Path("unused"), text_keys=tuple(pair.text_keys))
+        query = retrievers_mod.Query(pair.question_id, pair.question_type, question,
+                                     pair.question_date, None, ())
+        start = time.perf_counter()
+        got = retriever.rank(persona, query, len(texts))
+        our_times.append(time.perf_counter() - start)
+        want = [pair.session_ids[i] for i in expected.tolist()]
+        if got != want:
+            raise SystemExit(f"benchmark: bm25 ranking differs from rank_bm25 on "
+                             f"{pair.question_id}")
+    ref, ours = sum(ref_times), sum(our_times)
+    n = len(pairs)
+    results.add(Row(
+        "bm25: LongMemEval's way (BM25Okapi rebuilt per question)", fmt_s(ref), "",
+        f"{n / ref:.1f} q/s", "", "",
+        f"median {statistics.median(ref_times) * 1000:.0f} ms per question"))
+    results.add(Row(
+        "bm25: retriever `bm25` (text counts cached by key)", fmt_s(ours), "",
+        f"{n / ours:.1f} q/s", ">= 5x faster, same rankings",
+        verdict(ref / ours >= BM25_SPEEDUP),
+        f"{ref / ours:.1f}x; full rankings identical on {n} pairs; median "
+        f"{statistics.median(our_times) * 1000:.1f} ms, first "
+        f"{our_times[0] * 1000:.0f} ms"))
+
+
+# --------------------------------------------------------------------------- embedding
+
+
+def sample_sessions(cache: Path, count: int) -> tuple[list[str], list[str]]:
+    """The first ``count`` distinct session texts in file order, and every question."""
+    corpus = corpus_mod.open_corpus(next((cache / "corpus").glob("*.sqlite")))
+    keys: dict[str, None] = {}
+    for pair in corpus.pairs:
+        keys.update(dict.fromkeys(pair.text_keys))
+        if len(keys) >= count:
+            break
+    return corpus.texts(list(keys)[:count]), [p.question for p in corpus.pairs]
+
+
+def raw_batches(embedder: Embedder, texts: Sequence[str]) -> list[dict[str, np.ndarray]]:
+    """The very batches :meth:`Embedder.embed` runs (same tokens, order, padding)."""
+    encodings = embedder._tokenizer.encode_batch(list(texts))
+    ids = [np.asarray(e.ids, dtype=np.int64) for e in encodings]
+    order = [j for j in sorted(range(len(ids)), key=lambda j: len(ids[j])) if len(ids[j])]
+    batches = []
+    for members in embedder._batches(order, [len(x) for x in ids]):
+        width = len(ids[members[-1]])
+        batch_ids = np.full((len(members), width), embedder._pad_id, dtype=np.int64)
+        mask = np.zeros((len(members), width), dtype=np.int64)
+        for row, j in enumerate(members):
+            batch_ids[row, : len(ids[j])] = ids[j]
+            mask[row, : len(ids[j])] = 1
+        feeds = {"input_ids": batch_ids, "attention_mask": mask}
+        if embedder._token_type:
+            feeds["token_type_ids"] = np.zeros_like(batch_ids)
+        batches.append(feeds)
+    return batches
+
+
+def embed_vs_raw(embedder: Embedder, texts: Sequence[str], chunk: int) -> tuple[float, float]:
+    """Seconds for embed() and for session.run alone on the same batches, interleaved chunk by
+    chunk so that other load on the machine hits both alike."""
+    session, output = embedder._session, embedder._output
+    embedder.embed(texts[:2])  # warm-up (first runs allocate)
+    ours = raw = 0.0
+    for start in range(0, len(texts), chunk):
+        part = texts[start : start + chunk]
+        batches = raw_batches(embedder, part)
+        began = time.perf_counter()
+        for feeds in batches:
+            session.run([output], feeds)
+        raw += time.perf_counter() - began
+        began = time.perf_counter()
+        embedder.embed(part)
+        ours += time.perf_counter() - began
+    return ours, raw
+
+
+def embedding_phase(cache: Path, tiny: Path, minilm: Path | None, scale: Scale,
+                    unique_texts: int, results: Results) -> None:
+    texts, questions = sample_sessions(cache, scale.embed_sessions)
+    models: list[tuple[str, Path]] = [("tiny model", tiny)]
+    if minilm is not None:
+        models.insert(0, ("MiniLM-L6 (ONNX)", minilm))
+    else:
+        results.facts.append("MiniLM checks skipped: no ONNX export (pass --minilm DIR; "
+                             "make one with scripts/export_minilm_onnx.py)")
+    for label, path in models:
+        embedder = load_embedder(str(path), EmbedConfig())
+        tokens = [len(e.ids) for e in embedder._tokenizer.encode_batch(list(texts))]
+        ours, raw = embed_vs_raw(embedder, texts, chunk=max(1, len(texts) // 10))
+        efficiency = raw / ours
+        n = len(texts)
+        is_minilm = label.startswith("MiniLM")
+        results.add(Row(
+            f"embed: {label}, Embedder.embed vs onnxruntime direct",
+            fmt_s(ours), "", f"{n / ours:.2f} sessions/s",
+            ">= 90% of direct" if is_minilm else "(no target: the model is a lookup)",
+            verdict(efficiency >= EMBED_EFFICIENCY) if is_minilm else "",
+            (f"{efficiency:.1%} of direct ({fmt_s(raw)})" if is_minilm else
+             f"onnxruntime {fmt_s(raw)} of it: tokenizing the texts dominates")
+            + f"; {n} sessions, mean {statistics.mean(tokens):.0f} tokens"))
+        if is_minilm:
+            per_1000 = ours / n * 1000
+            results.add(Row(
+                "prep throughput: MiniLM on CPU", "", "", f"{n / ours:.2f} sessions/s",
+                "", "", f"{per_1000:.0f} s per 1,000 sessions; the {unique_texts:,} unique "
+                f"texts of this dataset: ~{_duration(per_1000 * unique_texts / 1000)}"))
+            latencies = []
+            for question in questions[: scale.queries]:
+                began = time.perf_counter()
+                embedder.embed_query(question)
+                latencies.append(time.perf_counter() - began)
+            results.add(Row(
+                "model lane: per-query embedding (MiniLM, CPU)",
+                f"{statistics.median(latencies) * 1000:.1f} ms", "", "", "", "",
+                f"median of {len(latencies)} questions, p95 "
+                f"{np.percentile(latencies, 95) * 1000:.1f} ms"))
+
+
+# --------------------------------------------------------------------------- report
+
+
+def machine() -> list[str]:
+    cpu = "unknown"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    ram = "unknown"
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        kb = int(Path("/proc/meminfo").read_text().split("\n")[0].split()[1])
+        ram = f"{kb / (1 << 20):.1f} GiB"
+    import onnxruntime
+    import pyarrow
+
+    load = os.getloadavg()
+    return [
+        f"CPU: {cpu}, nproc {len(os.sched_getaffinity(0))}; RAM {ram}; no GPU",
+        f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, numpy "
+        f"{np.__version__}, onnxruntime {onnxruntime.__version__}, pyarrow {pyarrow.__version__}",
+        f"{platform.platform()}; load average at start {load[0]:.2f}",
+        f"date {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
+    ]
+
+
+def table(rows: Sequence[Row]) -> list[str]:
+    head = ["phase", "wall", "peak memory", "items/s", "target", "result", "measured"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r.phase, r.wall, r.peak, r.rate, r.target, r.result, r.note]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return lines
+
+
+def _bullet(line: str) -> str:
+    depth = (len(line) - len(line.lstrip(" "))) // 2
+    return "  " * depth + "- " + line.strip()
+
+
+def write_results(path: Path, scale: Scale, args: argparse.Namespace, results: Results,
+                  info: list[str], command: str) -> None:
+    cfg = scale.config
+    preset = ("FULL_M" if scale.name == "full"
+              else "FULL_M.scaled(instances=50, sessions=100)")
+    body = [
+        f"# Benchmark results ({scale.name} scale)",
+        "",
+        "## Performance",
+        "",
+        "How fast the harness is on LongMemEval_M-sized data. The data is the deterministic "
+        f"synthetic LongMemEval_M of `pytest_retrieval_eval.generator` (`{preset}`: "
+        f"{cfg.n_instances} histories of ~{cfg.sessions_per_history} sessions, "
+        f"{cfg.n_instances - cfg.n_abstention} scored pairs, sessions shared between "
+        "histories as in the real file); embeddings come from a tiny 384-d test model, so "
+        "the stores are vipune-shaped and prep time is harness time, and MiniLM-L6 (ONNX, "
+        "CPU) gives the real-model numbers. Per-run rows are real "
+        "`pytest --retrieval-eval --no-model` processes (retriever `hybrid`, k 1,5,10) in "
+        "an empty directory; peak memory is the sampled RSS sum of the process tree "
+        "(controller and xdist workers); warm rows are the median of "
+        f"{args.repeat} runs.",
+        "",
+        "Reproduce (data, cache and stores go to `~/.cache/pytest-retrieval-eval-bench`, "
+        "about 7 GB at full scale; `--scale small` runs the same phases in about a minute):",
+        "",
+        "```",
+        "pip install -e '.[test]'",
+        "python scripts/export_minilm_onnx.py /tmp/minilm-onnx   # optional: MiniLM rows",
+        command,
+        "```",
+        "",
+        *table(results.rows),
+        "",
+        "Machine:",
+        "",
+        *[f"- {x}" for x in info],
+        "",
+        "## Details",
+        "",
+        *[f"- {x}" for x in results.facts],
+        *(["- small scale: the targets are set for the full scale; results in parentheses "
+           "are indicative only"] if INDICATIVE else []),
+        *([""] + [results.profile[0], ""] + [_bullet(x) for x in results.profile[1:]]
+          if results.profile else []),
+        "",
+    ]
+    path.write_text("\n".join(body), encoding="utf-8")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scale", choices=sorted(SCALES), default="full")
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
+                        help=f"where data, cache and stores go (default: {DEFAULT_DATA_DIR})")
+    parser.add_argument("--repeat", type=int, default=3, help="warm runs of each kind")
+    parser.add_argument("--minilm", type=Path, default=Path("/tmp/minilm-onnx"),
+                        help="MiniLM ONNX export (scripts/export_minilm_onnx.py); skipped if "
+                             "absent")
+    parser.add_argument("--only", default="load,prep,run,bm25,embed",
+                        help="comma list of phases to run (default: all)")
+    parser.add_argument("--no-profile", dest="profile", action="store_false",
+                        help="skip the cProfile'd warm serial run (its summary goes into the "
+                             "results file)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="results file (default: benchmarks/RESULTS.md at full scale, "
+                             "<data-dir>/small/RESULTS.md at small scale)")
+    args = parser.parse_args(argv)
+    scale = SCALES[args.scale]
+    global INDICATIVE
+    INDICATIVE = scale.name != "full"
+    phases = set(args.only.split(","))
+    args.data_dir = args.data_dir.expanduser().resolve()
+    out = args.out or (ROOT / "benchmarks" / "RESULTS.md" if scale.name == "full"
+                       else args.data_dir / "small" / "RESULTS.md")
+    info = machine()
+    print("\n".join(info), flush=True)
+    results = Results()
+    data, tiny = ensure_data(scale, args.data_dir, results)
+    cache = args.data_dir / scale.name / "cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    cfg = scale.config
+    usable = cfg.n_instances - cfg.n_abstention
+    if "load" in phases:
+        load_phase(data, cache, cfg.n_instances, results)
+    if "prep" in phases:
+        prep_phase(data, tiny, cache, results)
+    if "run" in phases:
+        profile = args.data_dir / scale.name / "warm.prof" if args.profile else None
+        run_phase(data, cache, usable, args.repeat, results, profile)
+    if "bm25" in phases:
+        bm25_phase(cache, results)
+    corpus = corpus_mod.open_corpus(next((cache / "corpus").glob("*.sqlite")))
+    unique = int(corpus.stats.get("unique_session_texts", 0))
+    if "embed" in phases:
+        minilm = args.minilm if (args.minilm / "tokenizer.json").is_file() else None
+        embedding_phase(cache, tiny, minilm, scale, unique, results)
+    results.facts.append(f"cache size on disk {_du(cache) / 1e9:.2f} GB in {cache}")
+    results.facts.append(
+        f"load average at the end {os.getloadavg()[0]:.2f} (other work on the machine shifts "
+        "walls, MiniLM most: CPU-bound on 2 cores)")
+    command = "python benchmarks/run.py " + " ".join(
+        a for a in (argv if argv is not None else sys.argv[1:]))
+    print()
+    print("\n".join(table(results.rows)))
+    write_results(out, scale, args, results, info, command.strip())
+    print(f"\nwritten to {out}")
+    failed = [r.phase for r in results.rows if r.result == "FAIL"]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
