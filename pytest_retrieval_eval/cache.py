@@ -26,7 +26,6 @@ Layout under a cache root::
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -42,6 +41,7 @@ import numpy as np
 import numpy.typing as npt
 from filelock import FileLock, Timeout
 
+from .checksums import SIDECAR_SUFFIX, read_sidecar, sha256_file, sidecar_path, write_sidecar
 from .errors import CacheError
 
 __all__ = [
@@ -73,9 +73,7 @@ ModelInfo = dict[str, Any]
 
 _SHARD_RE = re.compile(r"^shard-[0-9A-Za-z_.-]+\.parquet$")
 _FINGERPRINT_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_.-]*$")
-_SIDECAR = ".sha256"
 _TMP_PREFIX = ".tmp-"
-_HASH_CHUNK = 1 << 20
 _FIX_WRITABLE = "delete it; the next prep re-embeds only what it held"
 _FIX_READ_ONLY = "this cache is read-only (bundled); reinstall pytest-retrieval-eval"
 
@@ -121,18 +119,6 @@ def _pq() -> Any:
 
 def _model_dir(root: Path, fingerprint: str) -> Path:
     return Path(root) / "vectors" / fingerprint
-
-
-def _sidecar(shard: Path) -> Path:
-    return shard.with_name(shard.name + _SIDECAR)
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_HASH_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -181,7 +167,7 @@ def _committed_shards(directory: Path) -> list[Path]:
     return [
         directory / name
         for name in sorted(names)
-        if _SHARD_RE.match(name) and name + _SIDECAR in names
+        if _SHARD_RE.match(name) and name + SIDECAR_SUFFIX in names
     ]
 
 
@@ -478,13 +464,13 @@ class VectorCache:
         if shard.path in self._verified:
             return
         try:
-            expected = _sidecar(shard.path).read_text(encoding="ascii").split()[0].lower()
+            expected = read_sidecar(shard.path)
         except FileNotFoundError:
             raise
-        except (OSError, UnicodeDecodeError, IndexError):
+        except (OSError, ValueError):
             raise _corrupt(shard.path, "its .sha256 sidecar is unreadable",
                            shard.read_only) from None
-        actual = _file_sha256(shard.path)
+        actual = sha256_file(shard.path)
         if actual != expected:
             raise _corrupt(
                 shard.path,
@@ -616,9 +602,10 @@ class VectorCache:
             return
         for name in names:
             stale = name.startswith(_TMP_PREFIX)
-            uncommitted = bool(_SHARD_RE.match(name)) and name + _SIDECAR not in names
+            uncommitted = bool(_SHARD_RE.match(name)) and name + SIDECAR_SUFFIX not in names
             orphan_sidecar = (
-                name.endswith(".parquet" + _SIDECAR) and name[: -len(_SIDECAR)] not in names
+                name.endswith(".parquet" + SIDECAR_SUFFIX)
+                and name[: -len(SIDECAR_SUFFIX)] not in names
             )
             if stale or uncommitted or orphan_sidecar:
                 _unlink(self.directory / name)
@@ -631,20 +618,15 @@ class VectorCache:
         """
         final = self.directory / _shard_name()
         tmp = self.directory / f"{_TMP_PREFIX}{final.name}"
-        side = _sidecar(final)
-        side_tmp = self.directory / f"{_TMP_PREFIX}{side.name}"
+        side_tmp = self.directory / f"{_TMP_PREFIX}{sidecar_path(final).name}"
         committed = False
         try:
             write(tmp)
             with tmp.open("rb+") as handle:
                 os.fsync(handle.fileno())
-            digest = _file_sha256(tmp)
-            with side_tmp.open("w", encoding="ascii") as handle:
-                handle.write(f"{digest}  {final.name}\n")
-                handle.flush()
-                os.fsync(handle.fileno())
+            digest = sha256_file(tmp)
             os.replace(tmp, final)
-            os.replace(side_tmp, side)  # the commit point
+            write_sidecar(final, digest, tmp=side_tmp)  # the commit point
             committed = True
             _fsync_dir(self.directory)
         except BaseException:
@@ -728,7 +710,7 @@ class VectorCache:
                 try:
                     self._full_check(path, read_only=False)
                 except CacheError:
-                    for part in (path, _sidecar(path)):
+                    for part in (path, sidecar_path(path)):
                         with contextlib.suppress(FileNotFoundError):
                             os.replace(part, part.with_name(part.name + ".corrupt"))
                     quarantined.append(path)
@@ -772,7 +754,7 @@ class VectorCache:
                     self._verify(_Shard(path, False, 0, 0, []))
                 self._commit(lambda tmp, group=group: self._merge_into(tmp, group, seen))
                 for path in group:
-                    _unlink(_sidecar(path))  # uncommit first: readers stop listing it
+                    _unlink(sidecar_path(path))  # uncommit first: readers stop listing it
                     _unlink(path)
                 merged += len(group)
             _fsync_dir(self.directory)

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from .errors import RetrievalEvalError
+from .errors import RetrievalEvalError, one_line
 
 # The pytest options' defaults and validators, so both spellings behave alike.
 from .options import DEFAULT_DATA, DEFAULT_DATA_REPO, DEFAULT_MODEL
@@ -216,7 +216,7 @@ def _cmd_prep(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 f"{PROG}: warning: {len(corpus.rejections)} of "
                 f"{len(corpus.rejections) + len(corpus.pairs)} instances of {source.name} are "
                 f"rejected (not embedded, not scored), e.g. instance {first.index} "
-                f"({first.question_id or 'no id'}): {_one_line(first.reason)}; "
+                f"({first.question_id or 'no id'}): {one_line(first.reason)}; "
                 f"`pytest --retrieval-eval --retrieval-eval-json PATH` lists them all\n"
             )
         config = embedding_mod.EmbedConfig(
@@ -271,10 +271,6 @@ def _cmd_models(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``retrieval-eval``; returns the exit status."""
     out, err = sys.stdout, sys.stderr
@@ -283,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
              file: TextIO | None = None, line: str | None = None) -> None:
-        err.write(f"{PROG}: warning: {_one_line(str(message))}\n")
+        err.write(f"{PROG}: warning: {one_line(message)}\n")
 
     previous = warnings.showwarning
     warnings.showwarning = show
@@ -292,7 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_prep(args, out, err)
         return _cmd_models(args, out, err)
     except RetrievalEvalError as exc:
-        err.write(f"{PROG}: error: {_one_line(str(exc))}\n")
+        err.write(f"{PROG}: error: {one_line(exc)}\n")
         return EXIT_ERROR
     except KeyboardInterrupt:
         err.write(f"{PROG}: interrupted\n")

@@ -27,7 +27,6 @@ Tables:
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import sqlite3
@@ -40,14 +39,8 @@ from typing import Any
 
 from filelock import FileLock
 
-from .dataset import (
-    SHA256_MEMO_DIR,
-    DatasetSource,
-    file_sha256,
-    iter_instances,
-    stamp_matches,
-    write_stamp,
-)
+from .checksums import MEMO_DIR, matches_sidecar, sha256_file, sidecar_path, write_sidecar
+from .dataset import DatasetSource, file_sha256, iter_instances
 from .errors import CacheError, DataError
 from .pairs import Instance, Rejection, parse_instance, text_key
 
@@ -299,51 +292,6 @@ class Corpus:
         )
 
 
-_SIDECAR = ".sha256"
-_HASH_CHUNK = 1 << 20
-_checksum_memo: dict[tuple[str, int, int, int], str] = {}
-
-
-def _sidecar(path: Path) -> Path:
-    """``<corpus>.sqlite.sha256``: the file's sha256, written after it (the commit mark)."""
-    return path.with_name(path.name + _SIDECAR)
-
-
-def _hash_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_HASH_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _checksum_ok(path: Path) -> bool:
-    """True when ``path`` matches the sha256 in its sidecar (a flipped byte never passes).
-
-    Memoised in-process on (path, size, mtime, inode): a rewrite or a rename is hashed again.
-    A match is stamped ``<corpus>.verified`` (:func:`dataset.stamp_matches`), so later
-    processes skip the hash until something writes to the file (its ctime moves).
-    """
-    try:
-        expected = _sidecar(path).read_text(encoding="ascii").split()[0].lower()
-        st = path.stat()
-    except (OSError, UnicodeDecodeError, IndexError):
-        return False
-    if stamp_matches(path, expected):
-        return True
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
-    actual = _checksum_memo.get(key)
-    if actual is None:
-        try:
-            actual = _hash_file(path)
-        except OSError:
-            return False
-        _checksum_memo[key] = actual
-    if actual == expected:
-        write_stamp(path, st, actual)
-    return actual == expected
-
-
 def _open_if_complete(
     path: Path, name: str | None, sha256: str | None, *, verify: bool = True
 ) -> Corpus | None:
@@ -353,7 +301,7 @@ def _open_if_complete(
     is rebuilt, never trusted)."""
     if not path.is_file() or not _header_size_ok(path):
         return None
-    if verify and not _checksum_ok(path):
+    if verify and not matches_sidecar(path):
         return None
     conn: sqlite3.Connection | None = None
     try:
@@ -496,7 +444,7 @@ def _instances(source: DatasetSource) -> Iterator[Instance | Rejection]:
 
 def _build(source: DatasetSource, sha256: str, target: Path, progress: Progress | None) -> None:
     tmp = target.with_name(f".{target.stem}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    side_tmp = tmp.with_name(tmp.name + _SIDECAR)
+    side_tmp = sidecar_path(tmp)
     label = f"ingest {source.name}"
     try:
         conn = sqlite3.connect(tmp, isolation_level=None)
@@ -525,13 +473,10 @@ def _build(source: DatasetSource, sha256: str, target: Path, progress: Progress 
             conn.close()
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
-        digest = _hash_file(tmp)
-        with open(side_tmp, "w", encoding="ascii") as f:
-            f.write(f"{digest}  {target.name}\n")
-            f.flush()
-            os.fsync(f.fileno())
+        digest = sha256_file(tmp)
         os.replace(tmp, target)
-        os.replace(side_tmp, _sidecar(target))  # the commit mark: readers check against it
+        # The commit mark: readers check the file against it.
+        write_sidecar(target, digest, tmp=side_tmp)
     finally:
         for leftover in (tmp, side_tmp):
             with contextlib.suppress(FileNotFoundError):
@@ -565,7 +510,7 @@ def load_corpus(source: DatasetSource, cache_dir: Path, progress: Progress | Non
         None
         if progress is None
         else (lambda done, total: progress(f"sha256 {source.name}", done, total)),
-        memo_dir=Path(cache_dir) / SHA256_MEMO_DIR,  # hashed once per file version, ever
+        memo_dir=Path(cache_dir) / MEMO_DIR,  # hashed once per file version, ever
     )
     target = corpus_path(cache_dir, sha256)
     corpus = _open_if_complete(target, source.name, sha256)

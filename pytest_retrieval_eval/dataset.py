@@ -2,10 +2,9 @@
 
 * :func:`resolve_dataset` turns what the user typed (``sample``, a known dataset name, or a
   filesystem path) into a :class:`DatasetSource`. Known names are fetched from the Hugging Face
-  Hub with :func:`huggingface_hub.hf_hub_download`, trying the local cache first so a copy
-  downloaded once keeps working offline.
-* :func:`file_sha256` hashes a file in chunks (memoised in-process, and on disk under a cache
-  root when asked, on the file's path, size, mtime, ctime and inode).
+  Hub (:mod:`.hub`), trying the local cache first so a copy downloaded once keeps working
+  offline.
+* :func:`file_sha256` is :func:`checksums.memoised_sha256` with a dataset's one-line error.
 * :func:`iter_instances` streams the top-level JSON array with ``ijson`` (C backend when
   available), holding one instance in memory at a time; every file-level fault becomes a
   one-line :class:`~pytest_retrieval_eval.errors.DataError` naming the file, the fault and the
@@ -15,31 +14,25 @@
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
 import os
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import DataError
+from . import hub
+from .checksums import memoised_sha256
+from .errors import DataError, one_line
 
 __all__ = [
     "DEFAULT_REPO",
     "KNOWN",
     "SAMPLE_NAME",
     "SAMPLE_PATH",
-    "SHA256_MEMO_DIR",
-    "VERIFIED_SUFFIX",
     "DatasetSource",
     "file_sha256",
     "iter_instances",
     "resolve_dataset",
-    "stamp_matches",
-    "write_stamp",
 ]
 
 KNOWN: dict[str, str] = {
@@ -53,7 +46,6 @@ SAMPLE_PATH = Path(__file__).parent / "data" / "sample" / "longmemeval_sample.js
 
 #: Bytes handed to the JSON parser per read; large reads keep the C parser busy.
 READ_BUFFER = 1 << 20
-_HASH_CHUNK = 1 << 20
 _GZIP_MAGIC = b"\x1f\x8b"
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 _UTF8_BOM = b"\xef\xbb\xbf"
@@ -90,60 +82,25 @@ def _check_readable_file(path: Path, what: str) -> None:
         raise DataError(f"{what} {path} is not readable; fix its permissions")
 
 
-def _hub_offline(offline: bool) -> bool:
-    if offline:
-        return True
-    value = os.environ.get("HF_HUB_OFFLINE", "").strip().lower()
-    return value not in ("", "0", "false", "no", "off")
-
-
-def _hf_cache_dir() -> Path | None:
-    """The Hub cache folder as the environment says *now* (huggingface_hub reads it at import)."""
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
-    if os.environ.get("HF_HOME"):
-        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
-    return None
-
-
-def _one_line(text: str, limit: int = 160) -> str:
-    line = " ".join(str(text).split())
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
 def _from_hub(name: str, repo: str, filename: str, offline: bool) -> DatasetSource:
-    import huggingface_hub  # deferred: importing it costs ~0.3 s
-
-    # The cache as the environment says now (huggingface_hub read HF_HOME at import).
-    where: dict[str, Any] = {}
-    cache_dir = _hf_cache_dir()
-    if cache_dir is not None:
-        where["cache_dir"] = cache_dir
-    try:
-        local = huggingface_hub.hf_hub_download(
-            repo_id=repo, filename=filename, repo_type="dataset", local_files_only=True,
-            **where,
-        )
-        return DatasetSource(name, Path(local))
-    except Exception:  # not cached (LocalEntryNotFoundError and friends)
-        pass
-    if _hub_offline(offline):
+    local = hub.cached_file(repo, filename, repo_type="dataset")
+    if local is not None:
+        return DatasetSource(name, local)
+    if hub.offline_mode(offline):
         raise DataError(
             f"dataset {name} ({repo}/{filename}) is not in the local Hugging Face cache and "
             f"offline mode is on; download it once with network access, or pass the path to a "
             f"local copy"
         )
     try:
-        local = huggingface_hub.hf_hub_download(
-            repo_id=repo, filename=filename, repo_type="dataset", **where
-        )
-    except Exception as exc:
+        local = hub.download_file(repo, filename, repo_type="dataset")
+    except hub.HubError as exc:
         raise DataError(
             f"dataset {name} could not be downloaded from the Hugging Face Hub repo {repo} "
-            f"({filename}): {type(exc).__name__}: {_one_line(str(exc), 120)}; download it once "
-            f"with network access, or pass the path to a local copy"
+            f"({filename}): {type(exc.cause).__name__}: {one_line(exc.cause, 120)}; download "
+            f"it once with network access, or pass the path to a local copy"
         ) from None
-    return DatasetSource(name, Path(local))
+    return DatasetSource(name, local)
 
 
 def resolve_dataset(
@@ -184,140 +141,25 @@ def resolve_dataset(
     return DatasetSource(_name_for_path(path), path)
 
 
-_StatKey = tuple[str, int, int, int, int, int]
-_sha_memo: dict[_StatKey, str] = {}
-_sha_lock = threading.Lock()
-#: Where :func:`file_sha256` keeps its on-disk memo under a cache root.
-SHA256_MEMO_DIR = "sha256"
-
-
-def _stat_key(path: Path, st: os.stat_result) -> _StatKey:
-    """What identifies one version of a file without reading it: a rewrite, an in-place edit
-    (even one that restores the mtime: the ctime moves) or a replacement changes it."""
-    return (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino,
-            st.st_dev)
-
-
-def _memo_file(memo_dir: Path, key: _StatKey) -> Path:
-    name = hashlib.sha256(json.dumps(list(key)).encode("utf-8")).hexdigest()
-    return memo_dir / f"{name}.json"
-
-
-def _read_disk_memo(memo_dir: Path, key: _StatKey) -> str | None:
-    try:
-        record = json.loads(_memo_file(memo_dir, key).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(record, dict) or record.get("key") != list(key):
-        return None
-    digest = record.get("sha256")
-    if isinstance(digest, str) and len(digest) == 64 and all(
-        c in "0123456789abcdef" for c in digest
-    ):
-        return digest
-    return None
-
-
-def _write_disk_memo(memo_dir: Path, key: _StatKey, digest: str) -> None:
-    """Best effort: a read-only or full cache only costs the next run a rehash."""
-    target = _memo_file(memo_dir, key)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        memo_dir.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps({"key": list(key), "sha256": digest}), encoding="utf-8")
-        os.replace(tmp, target)
-    except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-
-
-#: Suffix of the stamp that vouches for one version of a checksummed cache file.
-VERIFIED_SUFFIX = ".verified"
-
-
-def _stamp_of(st: os.stat_result) -> list[int]:
-    # Any write moves the mtime and the ctime (which user space cannot set back); a
-    # replacement changes the inode.
-    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
-
-
-def stamp_matches(path: Path, digest: str) -> bool:
-    """True when ``<path>.verified`` says this very version of ``path`` (size, mtime, ctime,
-    inode, device) hashed to ``digest``: a cache file checked once need not be hashed again
-    until something writes to it."""
-    path = Path(path)
-    try:
-        stamp = json.loads(path.with_name(path.name + VERIFIED_SUFFIX).read_text("ascii"))
-        return bool(stamp == {"stat": _stamp_of(path.stat()), "sha256": digest})
-    except (OSError, ValueError, UnicodeDecodeError):
-        return False
-
-
-def write_stamp(path: Path, st: os.stat_result, digest: str) -> None:
-    """Record that ``path`` as of ``st`` (taken before hashing) hashed to ``digest``.
-
-    Best effort: a torn stamp is not JSON, and a missing one only costs a rehash.
-    """
-    path = Path(path)
-    with contextlib.suppress(OSError):
-        path.with_name(path.name + VERIFIED_SUFFIX).write_text(
-            json.dumps({"stat": _stamp_of(st), "sha256": digest}), encoding="ascii")
-
-
 def file_sha256(
     path: Path,
     progress: Callable[[int, int], None] | None = None,
     *,
     memo_dir: Path | None = None,
 ) -> str:
-    """Hex sha256 of the file's bytes, read in chunks.
+    """Hex sha256 of the dataset file (:func:`checksums.memoised_sha256`).
 
-    Memoised in-process, and on disk under ``memo_dir`` when given (one small JSON file per
-    file version), on (absolute path, size, mtime_ns, ctime_ns, inode, device): a rewritten,
-    edited or replaced file is rehashed. Hashing LongMemEval_M (2.7 GB) costs seconds, so every
-    later run of the plugin reads the memo instead. ``progress(bytes_done, bytes_total)`` is
-    called after each chunk when the file is actually read.
+    Memoised per file version in-process, and on disk under ``memo_dir`` when given: hashing
+    LongMemEval_M (2.7 GB) costs seconds, so every later run of the plugin reads the memo
+    instead. ``progress(bytes_done, bytes_total)`` is called after each chunk when the file is
+    actually read. Raises :class:`DataError` when the file cannot be read.
     """
-    path = Path(path)
     try:
-        st = path.stat()
+        return memoised_sha256(path, progress, memo_dir=memo_dir)
     except OSError as exc:
         raise DataError(
             f"dataset file {path} cannot be read ({exc.strerror}); pass an existing, readable file"
         ) from None
-    key = _stat_key(path, st)
-    with _sha_lock:
-        memo = _sha_memo.get(key)
-    if memo is None and memo_dir is not None:
-        memo = _read_disk_memo(Path(memo_dir), key)
-    if memo is not None:
-        with _sha_lock:
-            _sha_memo[key] = memo
-        return memo
-    digest = hashlib.sha256()
-    done = 0
-    try:
-        with open(path, "rb") as f:
-            buf = bytearray(_HASH_CHUNK)
-            view = memoryview(buf)
-            while True:
-                n = f.readinto(buf)
-                if not n:
-                    break
-                digest.update(view[:n])
-                done += n
-                if progress is not None:
-                    progress(done, st.st_size)
-    except OSError as exc:
-        raise DataError(
-            f"dataset file {path} cannot be read ({exc.strerror}); pass an existing, readable file"
-        ) from None
-    result = digest.hexdigest()
-    with _sha_lock:
-        _sha_memo[key] = result
-    if memo_dir is not None:
-        _write_disk_memo(Path(memo_dir), key, result)
-    return result
 
 
 def _ijson() -> Any:
@@ -452,7 +294,7 @@ def _parse_error(path: Path, exc: Exception, position: int) -> DataError:
         )
     return DataError(
         f"dataset file {path} is not valid JSON near byte {position} "
-        f"({_one_line(first_line, 80)}); download it again or fix the file"
+        f"({one_line(first_line, 80)}); download it again or fix the file"
     )
 
 

@@ -26,7 +26,6 @@ import hashlib
 import json
 import os
 import re
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +35,9 @@ import numpy as np
 import numpy.typing as npt
 from tokenizers import Tokenizer
 
-from .errors import ModelError
+from . import hub
+from .checksums import memoised_sha256 as file_sha256
+from .errors import ModelError, one_line
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -90,48 +91,6 @@ class ModelFiles:
     config_path: Path | None = None  # config.json beside them, when there is one
 
 
-_HASH_MEMO: dict[tuple[str, int, int], str] = {}
-_HASH_LOCK = threading.Lock()
-
-
-def file_sha256(path: Path) -> str:
-    """sha256 hex of a file, streamed; memoised per (resolved path, size, mtime_ns)."""
-    real = Path(path).resolve()
-    st = real.stat()
-    key = (str(real), st.st_size, st.st_mtime_ns)
-    with _HASH_LOCK:
-        cached = _HASH_MEMO.get(key)
-    if cached is not None:
-        return cached
-    digest = hashlib.sha256()
-    with real.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    value = digest.hexdigest()
-    with _HASH_LOCK:
-        _HASH_MEMO[key] = value
-    return value
-
-
-def _one_line(text: object, limit: int = 240) -> str:
-    """Collapse a message (often a multi-line library error) to one short line."""
-    line = " ".join(str(text).split())
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
-def _env_true(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
-
-
-def _hf_cache_dir() -> Path | None:
-    """The Hub cache folder as the environment says *now* (huggingface_hub reads it at import)."""
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
-    if os.environ.get("HF_HOME"):
-        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
-    return None
-
-
 def _looks_like_path(spec: str) -> bool:
     return (
         spec.startswith(("/", "./", "../", "~", "."))
@@ -167,51 +126,29 @@ def _files_from_dir(spec: str, directory: Path) -> ModelFiles:
     )
 
 
-class _HubUnreachable(Exception):
-    """A download failed because the Hub could not be reached (or offline mode)."""
-
-
-def _hub_file(
-    repo_id: str, filename: str, *, cache_dir: Path | None, download: bool
-) -> Path | None:
+def _hub_file(repo_id: str, filename: str, *, download: bool) -> Path | None:
     """A file of a Hub repo: from the cache, or downloaded when ``download``.
 
     Returns None when the repo has no such file (or, cache-only, when it is not cached).
-    Raises :class:`_HubUnreachable` when a download was tried and the Hub could not be reached.
+    Raises :class:`hub.HubUnreachable` when a download was tried and the Hub could not be
+    reached.
     """
-    from huggingface_hub import hf_hub_download
-
+    if not download:
+        return hub.cached_file(repo_id, filename)
     try:
-        return Path(
-            hf_hub_download(
-                repo_id,
-                filename,
-                cache_dir=cache_dir,
-                local_files_only=not download,
-            )
-        )
-    except Exception as exc:
-        # Classified by name along the MRO: the classes moved between huggingface_hub versions.
-        kinds = {cls.__name__ for cls in type(exc).__mro__}
-        if not download:
-            return None  # cache-only: not cached (LocalEntryNotFoundError) or unreadable
-        if "LocalEntryNotFoundError" in kinds:
-            # Online, not cached, and the Hub did not answer.
-            raise _HubUnreachable(_one_line(exc, 160)) from exc
-        if "EntryNotFoundError" in kinds:
-            return None  # the repository exists but has no such file (HTTP 404)
-        if kinds & {"RepositoryNotFoundError", "RevisionNotFoundError", "HFValidationError"}:
-            raise ModelError(
-                f"model {repo_id!r}: the Hugging Face Hub has no such model or refused access "
-                f"({type(exc).__name__}: {_one_line(exc, 120)}); check the id (and "
-                f"'hf auth login' for a gated model), or {_FIX_DIR}"
-            ) from exc
-        raise _HubUnreachable(f"{type(exc).__name__}: {_one_line(exc, 160)}") from exc
+        return hub.download_file(repo_id, filename)
+    except hub.HubFileMissing:
+        return None  # the repository exists but has no such file (HTTP 404)
+    except hub.HubRepoMissing as exc:
+        raise ModelError(
+            f"model {repo_id!r}: the Hugging Face Hub has no such model or refused access "
+            f"({type(exc.cause).__name__}: {one_line(exc.cause, 120)}); check the id (and "
+            f"'hf auth login' for a gated model), or {_FIX_DIR}"
+        ) from exc
 
 
 def _files_from_hub(repo_id: str, *, offline: bool) -> ModelFiles:
-    cache_dir = _hf_cache_dir()
-    offline = offline or _env_true("HF_HUB_OFFLINE")
+    offline = hub.offline_mode(offline)
     attempts = (False,) if offline else (False, True)
     model_path: Path | None = None
     tokenizer_path: Path | None = None
@@ -220,14 +157,12 @@ def _files_from_hub(repo_id: str, *, offline: bool) -> ModelFiles:
         try:
             if model_path is None:
                 for rel in MODEL_FILES:
-                    model_path = _hub_file(repo_id, rel, cache_dir=cache_dir, download=download)
+                    model_path = _hub_file(repo_id, rel, download=download)
                     if model_path is not None:
                         break
             if tokenizer_path is None:
-                tokenizer_path = _hub_file(
-                    repo_id, TOKENIZER_FILE, cache_dir=cache_dir, download=download
-                )
-        except _HubUnreachable as exc:
+                tokenizer_path = _hub_file(repo_id, TOKENIZER_FILE, download=download)
+        except hub.HubUnreachable as exc:
             reason = str(exc)
             break
         if model_path is not None and tokenizer_path is not None:
@@ -239,23 +174,19 @@ def _files_from_hub(repo_id: str, *, offline: bool) -> ModelFiles:
                 f"repository that ships an ONNX export and tokenizer.json, or {_FIX_DIR}"
             )
     if model_path is None or tokenizer_path is None:
+        cache_dir = hub.cache_dir()
         where = f" {str(cache_dir)!r}" if cache_dir is not None else ""
         raise ModelError(
             f"model {repo_id!r}: not in the local Hugging Face cache{where} and the Hub is "
             f"unreachable ({reason}); download it once with network, or {_FIX_DIR}"
         )
-    config_path: Path | None = None
-    try:
-        config_path = _hub_file(repo_id, "config.json", cache_dir=cache_dir, download=False)
-    except (_HubUnreachable, ModelError):  # pragma: no cover - cache-only lookups do not raise
-        config_path = None
     return ModelFiles(
         name=repo_id,
         model_path=model_path,
         tokenizer_path=tokenizer_path,
         model_sha256=file_sha256(model_path),
         tokenizer_sha256=file_sha256(tokenizer_path),
-        config_path=config_path,
+        config_path=hub.cached_file(repo_id, "config.json"),
     )
 
 
@@ -384,7 +315,7 @@ class Embedder:
         except Exception as exc:
             raise ModelError(
                 f"tokenizer {str(files.tokenizer_path)!r}: not a Hugging Face tokenizers file "
-                f"({_one_line(exc, 120)}); use the model's own tokenizer.json"
+                f"({one_line(exc, 120)}); use the model's own tokenizer.json"
             ) from exc
         padding = tokenizer.padding
         self._pad_id = self._find_pad_id(tokenizer, padding)
@@ -417,7 +348,7 @@ class Embedder:
         except Exception as exc:
             raise ModelError(
                 f"model file {str(files.model_path)!r}: onnxruntime cannot load it as an ONNX "
-                f"model ({type(exc).__name__}: {_one_line(exc, 160)}); give a folder whose "
+                f"model ({type(exc).__name__}: {one_line(exc, 160)}); give a folder whose "
                 "onnx/model.onnx is an ONNX export of the model"
             ) from exc
         if config.device == "cuda" and "CUDAExecutionProvider" not in session.get_providers():
@@ -531,7 +462,7 @@ class Embedder:
         except Exception as exc:
             raise ModelError(
                 f"model {self.files.name!r}: onnxruntime failed on a batch of shape "
-                f"{list(ids.shape)} ({type(exc).__name__}: {_one_line(exc, 160)}); lower "
+                f"{list(ids.shape)} ({type(exc).__name__}: {one_line(exc, 160)}); lower "
                 "--retrieval-eval-max-length or --retrieval-eval-batch-size, or check the export"
             ) from exc
         return np.asarray(hidden, dtype=np.float32)

@@ -1,4 +1,5 @@
-"""Exceptions whose message is the one line a user reads.
+"""Exceptions whose message is the one line a user reads, and :func:`one_line`, which makes
+any text (often a multi-line library error) such a line.
 
 Every message names the thing, says what is wrong with it and what to do, on one line.
 The plugin turns a :class:`RetrievalEvalError` raised while configuring a run into a
@@ -26,3 +27,12 @@ class ModelError(RetrievalEvalError):
 
 class RetrieverError(RetrievalEvalError):
     """A retriever failed for one pair (the item fails; the run goes on)."""
+
+
+def one_line(text: object, limit: int | None = None) -> str:
+    """``str(text)`` with every run of whitespace (newlines included) made one space; longer
+    than ``limit`` characters, it is cut to ``limit`` ending in ``...``."""
+    line = " ".join(str(text).split())
+    if limit is None or len(line) <= limit:
+        return line
+    return line[: limit - 3] + "..."

@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
 
+from .errors import one_line
+
 __all__ = [
     "ABSTENTION",
     "QUESTION_TYPES",
@@ -169,9 +171,7 @@ def parse_date(value: str) -> str | None:
 
 def _show(value: object, limit: int = 60) -> str:
     """A short one-line repr of a value for a rejection reason."""
-    text = repr(value)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return one_line(repr(value), limit)
 
 
 def _type_name(value: object) -> str:
@@ -382,4 +382,4 @@ def parse_instance(index: int, raw: object) -> Instance | Rejection:
         reason = str(exc)
     except Exception as exc:  # defensive: bad data must never crash the run
         reason = f"unreadable instance ({type(exc).__name__}: {_show(str(exc))})"
-    return Rejection(index, question_id, " ".join(reason.split()))
+    return Rejection(index, question_id, one_line(reason))

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .errors import RetrievalEvalError
+from .errors import RetrievalEvalError, one_line
 from .options import CUSTOM_RETRIEVER, add_options, read_settings
 
 if TYPE_CHECKING:  # the heavy modules (onnxruntime, pyarrow) load only when enabled
@@ -105,7 +105,7 @@ def _prepare(state: EvalSession, config: pytest.Config) -> None:
         tr = config.pluginmanager.get_plugin("terminalreporter")
         for w in caught:
             if issubclass(w.category, CacheWarning) and tr is not None:
-                tr.write_line(f"retrieval-eval: warning: {' '.join(str(w.message).split())}")
+                tr.write_line(f"retrieval-eval: warning: {one_line(w.message)}")
             else:
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 

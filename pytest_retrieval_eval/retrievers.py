@@ -39,7 +39,7 @@ import numpy as np
 
 from . import store as store_mod
 from . import vipune
-from .errors import RetrievalEvalError, RetrieverError
+from .errors import RetrievalEvalError, RetrieverError, one_line
 
 __all__ = [
     "REGISTRY",
@@ -164,15 +164,13 @@ def _query_vector(name: str, persona: Persona, query: Query) -> np.ndarray:
 
 
 def _wrap_vipune_error(name: str, query: Query, exc: Exception) -> RetrieverError:
-    text = " ".join(str(exc).split())
-    return RetrieverError(f"{name}: question {query.question_id}: {text}")
+    return RetrieverError(f"{name}: question {query.question_id}: {one_line(exc)}")
 
 
 def _store_error(name: str, query: Query, exc: Exception) -> RetrieverError:
-    text = " ".join(str(exc).split())
     return RetrieverError(
         f"{name}: question {query.question_id}: the persona store cannot be searched "
-        f"({type(exc).__name__}: {text}); delete the store cache directory to rebuild it"
+        f"({type(exc).__name__}: {one_line(exc)}); delete the store cache directory to rebuild it"
     )
 
 
@@ -785,7 +783,7 @@ def _tail(data: bytes | str | None, limit: int = 600) -> str:
     if not data:
         return ""
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-    flat = " ".join(text.split())
+    flat = one_line(text)
     return flat if len(flat) <= limit else "..." + flat[-limit:]
 
 
@@ -912,7 +910,7 @@ def _json_error(out: bytes | None) -> str:
     except ValueError:
         return _tail(out, 300)
     if isinstance(payload, dict) and isinstance(payload.get("error"), str):
-        return " ".join(payload["error"].split())
+        return one_line(payload["error"])
     return _tail(out, 300)
 
 
@@ -978,7 +976,7 @@ def load_dotted(path: str) -> Retriever:
     try:
         obj: Any = importlib.import_module(module_name)
     except Exception as exc:  # any import failure is the user's to fix
-        msg = " ".join(f"{type(exc).__name__}: {exc}".split())
+        msg = one_line(f"{type(exc).__name__}: {exc}")
         raise RetrievalEvalError(
             f"retriever '{path}': cannot import module '{module_name}' ({msg}); "
             "check the module is installed or on sys.path"
@@ -1018,7 +1016,7 @@ def load_dotted(path: str) -> Retriever:
     except RetrievalEvalError:
         raise
     except Exception as exc:  # a failing constructor or factory is user code
-        msg = " ".join(f"{type(exc).__name__}: {exc}".split())
+        msg = one_line(f"{type(exc).__name__}: {exc}")
         raise RetrievalEvalError(
             f"retriever '{path}': creating it failed ({msg}); fix its constructor or factory"
         ) from None

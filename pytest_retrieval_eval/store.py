@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from . import vipune
-from .dataset import stamp_matches, write_stamp
+from .checksums import matches_sidecar, memoised_sha256, write_sidecar, write_stamp
 from .errors import CacheError, DataError
 
 __all__ = [
@@ -326,74 +326,15 @@ def is_valid_store(path: str | Path, *, reference_only: bool | None = None) -> b
         return False
 
 
-_STORE_SIDECAR = ".sha256"
-_store_hash_memo: dict[tuple[str, int, int, int], str] = {}
-
-
-def _store_sidecar(path: Path) -> Path:
-    return path.with_name(path.name + _STORE_SIDECAR)
-
-
-def _store_sha256(path: Path) -> str | None:
-    """sha256 of a store file, memoised on (path, size, mtime, inode); None if unreadable."""
-    try:
-        st = path.stat()
-        key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino)
-        cached = _store_hash_memo.get(key)
-        if cached is not None:
-            return cached
-        digest = hashlib.sha256()
-        with path.open("rb") as fh:
-            while chunk := fh.read(1 << 20):
-                digest.update(chunk)
-    except OSError:
-        return None
-    _store_hash_memo[key] = digest.hexdigest()
-    return _store_hash_memo[key]
-
-
-def _checksum_matches(path: Path) -> bool:
-    """True when the store matches the sha256 its sidecar recorded right after the build.
-
-    A file version (size, mtime, ctime, inode) once hashed to the sidecar's value is stamped
-    ``<store>.verified``, so later runs check the stamp instead of rehashing every store
-    (~3.5 GB of stores for LongMemEval_M); any write to the store changes its ctime, and the
-    store is hashed again.
-    """
-    try:
-        expected = _store_sidecar(path).read_text(encoding="ascii").split()[0]
-    except (OSError, UnicodeDecodeError, IndexError):
-        return False
-    if stamp_matches(path, expected):
-        return True
-    try:
-        before = path.stat()
-    except OSError:
-        return False
-    if _store_sha256(path) != expected:
-        return False
-    write_stamp(path, before, expected)
-    return True
-
-
 def _write_checksum(path: Path) -> None:
-    """Record the store's sha256 beside it (temp file + rename)."""
+    """Commit a freshly built store: its sha256 in the sidecar beside it (temp file + rename),
+    and this version stamped as verified, so the next run need not hash it."""
     try:
         before = path.stat()
+        digest = memoised_sha256(path)
     except OSError:  # pragma: no cover - replaced by a concurrent build and gone
         return
-    digest = _store_sha256(path)
-    if digest is None:  # pragma: no cover - replaced by a concurrent build and gone
-        return
-    side = _store_sidecar(path)
-    tmp = side.with_name(f"{side.name}.tmp-{os.getpid()}-{next(_tmp_counter)}")
-    try:
-        tmp.write_text(f"{digest}  {path.name}\n", encoding="ascii")
-        os.replace(tmp, side)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        raise
+    write_sidecar(path, digest, sync=False)
     write_stamp(path, before, digest)
 
 
@@ -403,6 +344,10 @@ class StoreCache:
     Each store has a ``<key>.sqlite.sha256`` sidecar written after it; a store is reused only
     when it is complete, has vipune's schema and matches that checksum (a truncated or altered
     file, or one without a sidecar, is rebuilt, never trusted).
+    A store version once hashed to its sidecar's value is stamped ``<key>.sqlite.verified``
+    (:func:`checksums.matches_sidecar`), so later runs check the stamp instead of rehashing
+    every store (~3.5 GB of stores for LongMemEval_M); any write to a store moves its ctime,
+    and it is hashed again.
     """
 
     def __init__(self, root: str | Path) -> None:
@@ -430,7 +375,7 @@ class StoreCache:
         vectors' width).
         """
         target = self.path_for(key)
-        if is_valid_store(target, reference_only=reference_only) and _checksum_matches(target):
+        if is_valid_store(target, reference_only=reference_only) and matches_sidecar(target):
             return target.resolve()
         build_store(target, rows_fn(), project_id, reference_only=reference_only)
         _write_checksum(target)

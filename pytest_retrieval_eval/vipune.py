@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import RetrievalEvalError
+from .errors import RetrievalEvalError, one_line
 
 __all__ = [
     "DDL_STATEMENTS",
@@ -603,11 +603,6 @@ def format_search_json(results: Sequence[tuple[str, str, float, str]]) -> str:
 _RESULT_KEYS = frozenset({"id", "content", "similarity", "created_at"})
 
 
-def _one_line(text: str, limit: int = 300) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
-
-
 def parse_search_json(stdout: str | bytes) -> list[str]:
     """Ids, best first, from ``vipune --json search`` output; anything else -> VipuneOutputError.
 
@@ -620,10 +615,10 @@ def parse_search_json(stdout: str | bytes) -> list[str]:
     except json.JSONDecodeError as exc:
         raise VipuneOutputError(
             f"vipune printed output that is not JSON ({exc.msg} at char {exc.pos}): "
-            f"{_one_line(text, 120)!r}; check the binary is vipune and supports --json"
+            f"{one_line(text, 120)!r}; check the binary is vipune and supports --json"
         ) from None
     if isinstance(payload, dict) and set(payload) == {"error"}:
-        raise VipuneOutputError(f"vipune reported an error: {_one_line(str(payload['error']))}")
+        raise VipuneOutputError(f"vipune reported an error: {one_line(payload['error'], 300)}")
     if not isinstance(payload, dict) or set(payload) != {"results"}:
         keys = sorted(payload) if isinstance(payload, dict) else type(payload).__name__
         raise VipuneOutputError(

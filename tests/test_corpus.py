@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_retrieval_eval import checksums
 from pytest_retrieval_eval import corpus as corpus_mod
 from pytest_retrieval_eval import dataset as dataset_mod
 from pytest_retrieval_eval.corpus import (
@@ -198,8 +199,7 @@ def test_later_processes_neither_read_the_dataset_nor_rehash_the_corpus(
     load_corpus(source, tmp_path / "cache")  # verifies the corpus once: stamps it
     assert first.path.with_name(first.path.name + ".verified").is_file()
     # A later process: nothing memoised in memory, only what the cache holds on disk.
-    dataset_mod._sha_memo.clear()
-    corpus_mod._checksum_memo.clear()
+    checksums._memo.clear()
     opened: list[str] = []
     real_open = open
 
@@ -208,7 +208,7 @@ def test_later_processes_neither_read_the_dataset_nor_rehash_the_corpus(
         return real_open(file, *args, **kwargs)  # type: ignore[call-overload]
 
     hashed: list[Path] = []
-    monkeypatch.setattr(corpus_mod, "_hash_file", lambda path: hashed.append(path) or "0")
+    monkeypatch.setattr(checksums, "sha256_file", lambda path, *_: hashed.append(path) or "0")
     monkeypatch.setattr("builtins.open", spying_open)
     again = load_corpus(source, tmp_path / "cache")
     monkeypatch.undo()
@@ -219,7 +219,7 @@ def test_later_processes_neither_read_the_dataset_nor_rehash_the_corpus(
     data = bytearray(first.path.read_bytes())
     data[len(data) // 2] ^= 0xFF  # a flipped byte still never passes
     first.path.write_bytes(bytes(data))
-    corpus_mod._checksum_memo.clear()
+    checksums._memo.clear()
     counter = CountingIter()
     monkeypatch.setattr(corpus_mod, "iter_instances", counter)
     load_corpus(source, tmp_path / "cache")

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_retrieval_eval import dataset
+from pytest_retrieval_eval import checksums, dataset
 from pytest_retrieval_eval.dataset import (
     DEFAULT_REPO,
     KNOWN,
@@ -392,8 +392,6 @@ def test_file_that_is_a_directory_is_one_line_error(tmp_path: Path) -> None:
 def test_file_sha256_disk_memo_survives_the_process_and_follows_rewrites(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import pytest_retrieval_eval.dataset as dataset_mod
-
     path = tmp_path / "blob"
     path.write_bytes(b"one")
     memo = tmp_path / "memo"
@@ -408,14 +406,14 @@ def test_file_sha256_disk_memo_survives_the_process_and_follows_rewrites(
         return real(*args)
 
     monkeypatch.setattr(hashlib, "sha256", counting_sha256)
-    dataset_mod._sha_memo.clear()  # a new process: only the disk memo is left
+    checksums._memo.clear()  # a new process: only the disk memo is left
     seen: list[tuple[int, int]] = []
     assert file_sha256(path, lambda d, t: seen.append((d, t)), memo_dir=memo) == first
     assert seen == []  # the file was not read
     assert calls == [1]  # only the memo file's name was hashed
     calls.clear()
     path.write_bytes(b"two!")  # a rewrite: new size, mtime, ctime
-    dataset_mod._sha_memo.clear()
+    checksums._memo.clear()
     assert file_sha256(path, memo_dir=memo) == real(b"two!").hexdigest()
     assert len(calls) >= 2  # the memo name and the file itself
 
@@ -423,8 +421,6 @@ def test_file_sha256_disk_memo_survives_the_process_and_follows_rewrites(
 def test_file_sha256_disk_memo_ignores_damaged_records_and_unwritable_dirs(
     tmp_path: Path,
 ) -> None:
-    import pytest_retrieval_eval.dataset as dataset_mod
-
     path = tmp_path / "blob"
     path.write_bytes(b"data")
     memo = tmp_path / "memo"
@@ -432,12 +428,12 @@ def test_file_sha256_disk_memo_ignores_damaged_records_and_unwritable_dirs(
     assert file_sha256(path, memo_dir=memo) == expected
     (record,) = memo.glob("*.json")
     record.write_text('{"key": [], "sha256": "' + "0" * 64 + '"}')  # another file's record
-    dataset_mod._sha_memo.clear()
+    checksums._memo.clear()
     assert file_sha256(path, memo_dir=memo) == expected
     record.write_text("not json")
-    dataset_mod._sha_memo.clear()
+    checksums._memo.clear()
     assert file_sha256(path, memo_dir=memo) == expected
     blocked = tmp_path / "a-file"
     blocked.write_text("")
-    dataset_mod._sha_memo.clear()
+    checksums._memo.clear()
     assert file_sha256(path, memo_dir=blocked / "memo") == expected  # cannot write: fine

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_retrieval_eval import store, vipune
+from pytest_retrieval_eval import checksums, store, vipune
 from pytest_retrieval_eval.errors import CacheError, DataError
 
 DIM = vipune.EMBEDDING_DIM
@@ -249,10 +249,10 @@ def test_cache_checks_a_stamped_store_without_rehashing_it(
     key = "9a" * 32
     path = cache.get_or_build(key, sample_rows)
     assert path.with_name(path.name + ".verified").is_file()
-    store._store_hash_memo.clear()  # a later process: only what is on disk is left
+    checksums._memo.clear()  # a later process: only what is on disk is left
     hashed: list[Path] = []
-    real = store._store_sha256
-    monkeypatch.setattr(store, "_store_sha256", lambda p: hashed.append(p) or real(p))
+    real = checksums.sha256_file
+    monkeypatch.setattr(checksums, "sha256_file", lambda p, *a: hashed.append(p) or real(p, *a))
     calls: list[int] = []
     assert cache.get_or_build(key, lambda: calls.append(1) or sample_rows()) == path
     assert calls == [] and hashed == []  # the stamp vouched for this file version
@@ -261,7 +261,7 @@ def test_cache_checks_a_stamped_store_without_rehashing_it(
     path.write_bytes(bytes(data))
     cache.get_or_build(key, lambda: calls.append(1) or sample_rows())
     assert calls == [1] and hashed  # rehashed, mismatched, rebuilt
-    store._store_hash_memo.clear()
+    checksums._memo.clear()
     hashed.clear()
     cache.get_or_build(key, lambda: calls.append(1) or sample_rows())
     assert calls == [1] and hashed == []  # the rebuilt store is stamped too

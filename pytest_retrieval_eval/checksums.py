@@ -1,0 +1,250 @@
+"""sha256 of files: streamed hashing, memoised by file version in-process and on disk, and the
+``.sha256`` sidecar that commits a cache file.
+
+* :func:`sha256_file` reads a file in 1 MiB chunks; nothing is memoised.
+* :func:`memoised_sha256` remembers digests per **file version** (:func:`file_version`:
+  resolved path, size, mtime, ctime, inode, device) in-process, and on disk under ``memo_dir``
+  when given (one small JSON file per version): a rewritten, edited or replaced file is hashed
+  again, an unchanged one never is.
+* A cache file is committed by writing ``<file>.sha256`` (``"<hex>  <name>\\n"``) after it
+  (:func:`write_sidecar`, atomic). :func:`matches_sidecar` checks a file against it; a version
+  once found to match is stamped ``<file>.verified`` (:func:`write_stamp`), so later processes
+  trust the stamp instead of rehashing until something writes to the file (any write moves
+  its ctime, which user space cannot set back).
+
+Every function raises plain ``OSError``/``ValueError``; callers turn them into their own
+one-line errors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import itertools
+import json
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+__all__ = [
+    "MEMO_DIR",
+    "SIDECAR_SUFFIX",
+    "VERIFIED_SUFFIX",
+    "FileVersion",
+    "file_version",
+    "matches_sidecar",
+    "memoised_sha256",
+    "read_sidecar",
+    "sha256_file",
+    "sidecar_path",
+    "write_sidecar",
+    "write_stamp",
+]
+
+#: Where :func:`memoised_sha256`'s on-disk memo lives under a cache root.
+MEMO_DIR = "sha256"
+#: Suffix of the sidecar holding a cache file's sha256: its commit mark.
+SIDECAR_SUFFIX = ".sha256"
+#: Suffix of the stamp that vouches for one version of a checksummed cache file.
+VERIFIED_SUFFIX = ".verified"
+
+_CHUNK = 1 << 20
+_HEX = frozenset("0123456789abcdef")
+
+FileVersion = tuple[str, int, int, int, int, int]
+"""(resolved path, size, mtime_ns, ctime_ns, inode, device): one version of a file."""
+
+_memo: dict[FileVersion, str] = {}
+_memo_lock = threading.Lock()
+_tmp_counter = itertools.count()
+
+
+def sha256_file(path: Path, progress: Callable[[int, int], None] | None = None) -> str:
+    """Hex sha256 of the file's bytes, streamed. ``progress(bytes_done, bytes_total)`` is called
+    after each chunk. Raises ``OSError`` when the file cannot be read."""
+    digest = hashlib.sha256()
+    done = 0
+    with open(path, "rb") as f:
+        total = os.fstat(f.fileno()).st_size
+        buf = bytearray(_CHUNK)
+        view = memoryview(buf)
+        while n := f.readinto(buf):
+            digest.update(view[:n])
+            done += n
+            if progress is not None:
+                progress(done, total)
+    return digest.hexdigest()
+
+
+def file_version(path: Path, st: os.stat_result | None = None) -> FileVersion:
+    """What identifies one version of a file without reading it: a rewrite, an in-place edit
+    (even one that restores the mtime: the ctime moves) or a replacement changes it.
+
+    ``st`` is the file's stat when the caller has one (else it is taken now: ``OSError``).
+    """
+    path = Path(path)
+    if st is None:
+        st = path.stat()
+    return (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino,
+            st.st_dev)
+
+
+def _is_hex_digest(value: object) -> bool:
+    return isinstance(value, str) and len(value) == 64 and set(value) <= _HEX
+
+
+def _memo_file(memo_dir: Path, version: FileVersion) -> Path:
+    name = hashlib.sha256(json.dumps(list(version)).encode("utf-8")).hexdigest()
+    return memo_dir / f"{name}.json"
+
+
+def _read_disk_memo(memo_dir: Path, version: FileVersion) -> str | None:
+    try:
+        record = json.loads(_memo_file(memo_dir, version).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("key") != list(version):
+        return None
+    digest = record.get("sha256")
+    return digest if _is_hex_digest(digest) else None
+
+
+def _write_disk_memo(memo_dir: Path, version: FileVersion, digest: str) -> None:
+    """Best effort: a read-only or full cache only costs the next run a rehash."""
+    target = _memo_file(memo_dir, version)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        memo_dir.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({"key": list(version), "sha256": digest}), encoding="utf-8")
+        os.replace(tmp, target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def _memoised(
+    path: Path,
+    st: os.stat_result,
+    progress: Callable[[int, int], None] | None,
+    memo_dir: Path | None,
+) -> str:
+    version = file_version(path, st)
+    with _memo_lock:
+        digest = _memo.get(version)
+    if digest is None and memo_dir is not None:
+        digest = _read_disk_memo(Path(memo_dir), version)
+    if digest is not None:
+        with _memo_lock:
+            _memo[version] = digest
+        return digest
+    digest = sha256_file(path, progress)
+    with _memo_lock:
+        _memo[version] = digest
+    if memo_dir is not None:
+        _write_disk_memo(Path(memo_dir), version, digest)
+    return digest
+
+
+def memoised_sha256(
+    path: Path,
+    progress: Callable[[int, int], None] | None = None,
+    *,
+    memo_dir: Path | None = None,
+) -> str:
+    """:func:`sha256_file`, memoised per :func:`file_version` in-process, and on disk under
+    ``memo_dir`` when given. ``progress`` is called only when the file is actually read.
+    Raises ``OSError`` when the file cannot be read."""
+    path = Path(path)
+    return _memoised(path, path.stat(), progress, memo_dir)
+
+
+def sidecar_path(path: Path) -> Path:
+    """``<path>.sha256``: the file's sha256, written after it (the commit mark)."""
+    path = Path(path)
+    return path.with_name(path.name + SIDECAR_SUFFIX)
+
+
+def read_sidecar(path: Path) -> str:
+    """The sha256 (lower-case hex) that ``path``'s sidecar records.
+
+    Raises ``FileNotFoundError`` when there is no sidecar (the file is not committed), another
+    ``OSError`` or a ``ValueError`` when it cannot be read.
+    """
+    words = sidecar_path(path).read_text(encoding="ascii").split()
+    if not words:
+        raise ValueError(f"{sidecar_path(path)} is empty")
+    return words[0].lower()
+
+
+def write_sidecar(
+    path: Path, digest: str, *, tmp: Path | None = None, sync: bool = True
+) -> None:
+    """Commit ``path``: write ``<path>.sha256`` holding ``digest`` atomically (temp file, then
+    ``os.replace``; fsynced first when ``sync``). ``tmp`` names the temp file (default
+    ``<path>.sha256.tmp-<pid>-<n>``); it is removed when the write fails."""
+    path = Path(path)
+    side = sidecar_path(path)
+    if tmp is None:
+        tmp = side.with_name(f"{side.name}.tmp-{os.getpid()}-{next(_tmp_counter)}")
+    try:
+        with open(tmp, "w", encoding="ascii") as f:
+            f.write(f"{digest}  {path.name}\n")
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, side)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        raise
+
+
+def _stamp_of(st: os.stat_result) -> list[int]:
+    # The file version less its path: the stamp lies beside the file it vouches for.
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+
+def _stamp_matches(path: Path, st: os.stat_result, digest: str) -> bool:
+    try:
+        stamp = json.loads(path.with_name(path.name + VERIFIED_SUFFIX).read_text("ascii"))
+    except (OSError, ValueError):
+        return False
+    return bool(stamp == {"stat": _stamp_of(st), "sha256": digest})
+
+
+def write_stamp(path: Path, st: os.stat_result, digest: str) -> None:
+    """Record in ``<path>.verified`` that ``path`` as of ``st`` (taken before hashing) hashed to
+    ``digest``.
+
+    Best effort: a torn stamp is not JSON, and a missing one only costs a rehash.
+    """
+    path = Path(path)
+    with contextlib.suppress(OSError):
+        path.with_name(path.name + VERIFIED_SUFFIX).write_text(
+            json.dumps({"stat": _stamp_of(st), "sha256": digest}), encoding="ascii")
+
+
+def matches_sidecar(path: Path) -> bool:
+    """True when ``path`` matches the sha256 in its sidecar (a flipped byte never passes);
+    False when it does not, or either file cannot be read.
+
+    A version stamped ``<path>.verified`` with that digest is trusted without reading the
+    file; otherwise the file is hashed (:func:`memoised_sha256`) and a match is stamped.
+    """
+    path = Path(path)
+    try:
+        expected = read_sidecar(path)
+        st = path.stat()
+    except (OSError, ValueError):
+        return False
+    if _stamp_matches(path, st, expected):
+        return True
+    try:
+        actual = _memoised(path, st, None, None)
+    except OSError:
+        return False
+    if actual != expected:
+        return False
+    write_stamp(path, st, actual)
+    return True
