@@ -47,29 +47,50 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 class _Progress:
-    """Progress of long steps (ingest, embedding) through the terminal reporter."""
+    """Progress of long steps (ingest, embedding) through the terminal reporter.
+
+    On a terminal the line is rewritten in place (at most twice a second); in a log (CI) a
+    line is written at the start, every 30 seconds, and at the end of each step.
+    """
 
     def __init__(self, config: pytest.Config) -> None:
         self.tr = config.pluginmanager.get_plugin("terminalreporter")
         self.last = 0.0
         self.label = ""
+        self.started = 0.0
 
     def __call__(self, label: str, done: int, total: int | None) -> None:
         if self.tr is None:
             return
         now = time.monotonic()
+        if label != self.label:
+            self.label, self.started, self.last = label, now, 0.0
         final = total is not None and done >= total
-        if label == self.label and not final and now - self.last < 0.5:
+        if final and self.last < 0:
+            return  # this step's end was shown already
+        interval = 0.5 if self.tr.isatty else 30.0
+        if not final and self.last > 0 and now - self.last < interval:
             return
-        self.last, self.label = now, label
-        amount = f"{done}/{total}" if total else f"{done}"
-        line = f"retrieval-eval: {label} {amount}"
+        self.last = -1.0 if final else now
+        amount = f"{done}/{total}" if total is not None else f"{done}"
+        rate = done / (now - self.started) if now > self.started and done else 0.0
+        eta = f", ~{(total - done) / rate:.0f}s left" if total and rate and not final else ""
+        speed = f" ({_human(rate)}/s{eta})" if rate else ""
+        line = f"retrieval-eval: {label} {amount}{speed}"
         if self.tr.isatty:
             self.tr.rewrite(line, erase=True)
             if final:
                 self.tr.write_line("")
-        elif final or done == 0:
+        else:
             self.tr.write_line(line)
+
+
+def _human(rate: float) -> str:
+    """``2330757749`` -> ``2.3G``: rates of bytes and of texts alike."""
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if rate >= size:
+            return f"{rate / size:.1f}{unit}"
+    return f"{rate:.0f}"
 
 
 @pytest.hookimpl(tryfirst=True)

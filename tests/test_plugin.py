@@ -325,3 +325,20 @@ def test_no_model_with_two_models_in_the_cache_asks_for_one(
                 str(data_file), "--retrieval-eval-model", "tiny-2")
     named.assert_outcomes(passed=2)
     named.stdout.fnmatch_lines(["lane: model-free  model: tiny-2 *"])
+
+
+def test_model_lane_shows_prep_progress_then_embeds_nothing_the_second_time(
+        pytester: pytest.Pytester, tmp_path: Path) -> None:
+    model = make_model_dir(tmp_path, dim=8)
+    data_file = write_dataset(tmp_path / "lme.json", [make_instance("q1", n_sessions=6),
+                                                      make_instance("q2", n_sessions=5)])
+    args = ("--retrieval-eval", "--retrieval-eval-data", str(data_file),
+            "--retrieval-eval-model", str(model.path))
+    first = run(pytester, *args)
+    first.assert_outcomes(passed=2)
+    # 11 session texts + 2 questions, each embedded once; start and end lines in a log
+    first.stdout.fnmatch_lines(["retrieval-eval: embed 0/13", "retrieval-eval: embed 13/13*"])
+    second = run(pytester, *args)
+    second.assert_outcomes(passed=2)
+    second.stdout.fnmatch_lines(["retrieval-eval: embed 0/0"])
+    assert first.stdout.str().count("retrieval-eval: embed 13/13") == 1
