@@ -187,6 +187,20 @@ class HybridRetriever:
 
     def __init__(self, project_id: str = store_mod.PROJECT_ID) -> None:
         self.project_id = project_id
+        # The last query's full cosine ranking: asked again at another limit (another pool
+        # size), the same query reuses it instead of scanning every row again.
+        self._semantic: tuple[tuple[str, str, bytes], list[vipune.SearchResult]] | None = None
+
+    def _semantic_ranking(self, persona: Persona, query: Query,
+                          qvec: np.ndarray) -> list[vipune.SearchResult] | None:
+        n_rows = len(persona.session_ids)
+        if n_rows == 0 or n_rows > vipune.MAX_SEARCH_LIMIT:
+            return None  # nothing to scan, or more rows than one vipune call may ask for
+        key = (persona.key, query.question, np.asarray(qvec, dtype=np.float32).tobytes())
+        if self._semantic is None or self._semantic[0] != key:
+            ranking = vipune.semantic_search(persona.vectors, persona.session_ids, qvec, n_rows)
+            self._semantic = (key, ranking)
+        return self._semantic[1]
 
     def rank(self, persona: Persona, query: Query, limit: int) -> list[str]:
         lim = _vipune_limit(limit)
@@ -201,6 +215,7 @@ class HybridRetriever:
                 lim,
                 0.0,
                 project_id=self.project_id,
+                semantic_ranking=self._semantic_ranking(persona, query, qvec),
             )
         except (vipune.VipuneInputError, ValueError) as exc:
             raise _wrap_vipune_error(self.name, query, exc) from None

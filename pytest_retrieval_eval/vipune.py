@@ -553,8 +553,13 @@ def search_hybrid(
     project_id: str,
     created_at: Mapping[str, str] | None = None,
     now: datetime | None = None,
+    semantic_ranking: Sequence[SearchResult] | None = None,
 ) -> list[SearchResult]:
     """``MemoryStore::search_hybrid`` with a precomputed query vector.
+
+    ``semantic_ranking``, when given, is this query's full :func:`semantic_search` ranking
+    (every row): the stable sort makes its first ``pool`` entries exactly the semantic list,
+    so a caller searching one query at several limits computes the cosine scan once.
 
     1. trim + validate the query, then the recency weight, then the limit (vipune's order);
     3. pool = clamp(limit * 10, 50, 10,000);
@@ -568,7 +573,10 @@ def search_hybrid(
     weight = validate_recency(recency_weight)
     validate_limit(limit)
     pool = candidate_pool(limit)
-    semantic = semantic_search(vectors, ids, query_vector, pool)
+    if semantic_ranking is not None:
+        semantic = list(semantic_ranking[:pool])
+    else:
+        semantic = semantic_search(vectors, ids, query_vector, pool)
     bm25 = fts_search(conn, trimmed, project_id, pool)
     fused = rrf_fuse([i for i, _ in semantic], [i for i, _ in bm25])
     if weight > 0.0:

@@ -643,3 +643,23 @@ def test_format_matches_serde_shape() -> None:
     assert payload == {
         "results": [{"id": "a", "content": "b", "similarity": 0.25, "created_at": "c"}]
     }
+
+
+def test_hybrid_reusing_one_full_semantic_ranking_equals_fresh_scans(tmp_path: Path) -> None:
+    """The retriever scans once per query and slices per pool; the result must not change."""
+    rng = np.random.default_rng(7)
+    words = ["alpha", "beta", "gamma", "delta", "query", "memory", "store"]
+    n = 130  # more rows than the smallest pool (50), fewer than the pool at limit 20 (200)
+    contents = [" ".join(rng.choice(words, size=6)) for _ in range(n)]
+    vectors = rng.normal(size=(n, DIM)).astype(np.float32)
+    vectors[10] = vectors[3]  # exact cosine ties: stable row order must survive the slicing
+    path = make_store(tmp_path, contents, vectors)
+    ids = [f"s{i}" for i in range(n)]  # make_store's ids
+    query_vec = rng.normal(size=DIM).astype(np.float32)
+    full = vipune.semantic_search(vectors, ids, query_vec, n)
+    for limit in (1, 5, 10, 20):
+        fresh = vipune.search_hybrid(path, vectors, ids, "alpha memory", query_vec, limit,
+                                     project_id=store.PROJECT_ID)
+        reused = vipune.search_hybrid(path, vectors, ids, "alpha memory", query_vec, limit,
+                                      project_id=store.PROJECT_ID, semantic_ranking=full)
+        assert reused == fresh
