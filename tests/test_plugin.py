@@ -18,13 +18,7 @@ SAMPLE_ABSTENTION = len(SAMPLE_INSTANCES) - len(SAMPLE_USABLE)
 USAGE_ERROR = 4
 
 
-@pytest.fixture(autouse=True)
-def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    cache = tmp_path / "retrieval-cache"
-    monkeypatch.setenv("RETRIEVAL_EVAL_CACHE_DIR", str(cache))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    return cache
+pytestmark = pytest.mark.usefixtures("isolated_cache")
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
@@ -40,12 +34,12 @@ def report_of(pytester: pytest.Pytester, *args: str) -> dict[str, Any]:
 
 
 def test_without_the_flag_the_plugin_adds_nothing(pytester: pytest.Pytester,
-                                                  _isolated_cache: Path) -> None:
+                                                  isolated_cache: Path) -> None:
     pytester.makepyfile("def test_own(): pass")
     result = run(pytester)
     result.assert_outcomes(passed=1)
     assert "= retrieval-eval =" not in result.stdout.str()
-    assert not _isolated_cache.exists()
+    assert not isolated_cache.exists()
 
 
 def test_sample_no_model_prints_the_table(pytester: pytest.Pytester) -> None:

@@ -72,16 +72,11 @@ INTERRUPTED = re.compile(
 
 
 @pytest.fixture(autouse=True)
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A fresh cache per test, no network, an empty Hugging Face home."""
-    root = tmp_path / "cache"
-    monkeypatch.setenv("RETRIEVAL_EVAL_CACHE_DIR", str(root))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-empty"))
-    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+def cache(isolated_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The isolated cache (root conftest), with the stand-in vipune behaving normally."""
     for name in ("FAKE_VIPUNE_MODE", "FAKE_VIPUNE_VECTORS", "FAKE_VIPUNE_LOG"):
         monkeypatch.delenv(name, raising=False)
-    return root
+    return isolated_cache
 
 
 @pytest.fixture(scope="module")
