@@ -12,8 +12,9 @@ The output has LongMemEval's exact layout (one JSON array of instances with ``qu
   questions computed from the session dates, multi-session aggregates (2-4 gold sessions);
 * filler sessions on everyday topics drawn from one shared pool (same id, same content in
   every history that holds them), repeated ids inside a history, persona sessions that hold
-  other facts (hard negatives), heavy-tailed session lengths and a few sessions over
-  100,000 bytes.
+  other facts (hard negatives), topical distractor sessions (the evidence's topic and
+  entities, the same puppy or commute or book club, but no answer: the near misses that make
+  real LongMemEval hard), heavy-tailed session lengths and a few sessions over 100,000 bytes.
 
 Everything derives from ``GeneratorConfig.seed`` through ``random.Random`` instances seeded
 with strings, so the same config writes a byte-identical file on every run and platform.
@@ -62,6 +63,7 @@ class GeneratorConfig:
     sessions_jitter: float = 0.05           # +- fraction around the mean
     filler_pool_size: int = 250             # shared filler sessions (sharegpt_/ultrachat_)
     persona_sessions: int = 3               # per history: the persona's other facts, no gold
+    topical_sessions: int = 6               # per history: the evidence's topic, no answer
     repeat_fraction: float = 0.9            # share of histories holding a repeated id
     max_repeats: int = 3                    # repeated slots per such history (1..max)
     session_bytes_mean: int = 2_000         # log-normal length distribution ...
@@ -135,7 +137,7 @@ SAMPLE = GeneratorConfig(
                  ("single-session-preference", 2)),
     abstention_counts=(("multi-session", 1), ("temporal-reasoning", 1),
                        ("knowledge-update", 1)),
-    sessions_per_history=40, filler_pool_size=260, persona_sessions=3,
+    sessions_per_history=40, filler_pool_size=260, persona_sessions=3, topical_sessions=8,
     session_bytes_mean=1_500, session_bytes_sigma=0.8, session_bytes_cap=20_000,
     oversize_sessions=1, oversize_bytes=105_000, unlabeled_instances=1)
 """The bundled sample (``data/sample/longmemeval_sample.json``): 18 instances, ~1.6 MB."""
@@ -148,6 +150,7 @@ FULL_M = GeneratorConfig(
     abstention_counts=(("multi-session", 12), ("temporal-reasoning", 8),
                        ("knowledge-update", 4), ("single-session-user", 6)),
     sessions_per_history=500, filler_pool_size=30_000, persona_sessions=8,
+    topical_sessions=12,
     session_bytes_mean=10_100, session_bytes_sigma=0.85, session_bytes_cap=90_000,
     oversize_sessions=12, oversize_bytes=110_000, unlabeled_instances=21,
     history_days=(120, 420))
@@ -276,6 +279,59 @@ _EXTRA: dict[str, tuple[str, ...]] = {k: _w(v) for k, v in {
     "book": "Middlemarch|The Hobbit|Beloved|Dune|Normal People|The Road", "park": "Yosemite|"
     "Big Sur|Acadia|Zion|Lake Tahoe|the Smoky Mountains", "store": "garden center|farmers "
     "market|plant swap|hardware store",
+}.items()}
+
+
+# Near misses: things a persona says on an evidence topic, with the evidence's entities (the
+# same ``{breed}``, ``{transit}``, ``{city}`` ... through the evidence's _Slots) but no answer.
+_NEAR: dict[str, tuple[str, ...]] = {k: _w(v) for k, v in {
+    "pets": "the {breed} puppy we got from the shelter keeps chewing the couch cushions|we "
+    "took the puppy to the vet for his shots and he was so brave|my neighbor asked me to help "
+    "pick a name for their new {breed} puppy|the shelter called to ask if we could foster "
+    "another kitten for a few weeks",
+    "cars": "the {transit} was delayed again this morning, so my commute took forever|I test "
+    "drove a {color} hatchback at the used car lot but didn't buy it|the mechanic says my car "
+    "needs new brake pads before winter|I've been listening to audiobooks to make the commute "
+    "to the office go faster",
+    "career": "my manager wants the {job} team to take on the quarterly planning|a recruiter "
+    "reached out about a {job} role at another company|the onboarding paperwork at the new "
+    "job is endless|my first week at the new office was mostly meetings",
+    "fitness": "my Saturday morning run got rained out so I did intervals on the treadmill|my "
+    "knees were sore, so I skipped the lakeside trail this week|I signed up for another race "
+    "in the spring to stay motivated|I added goblet squats and lunges to my leg workout",
+    "travel": "my sister and I are planning a trip together next summer|I'm trying to plan "
+    "two days in {city} and can't decide which museums to see|my sister's new apartment needs "
+    "a lot of work since she moved|we went camping at {park} years ago and I'd love to go back",
+    "music": "my {instrument} practice has been slipping because of work|my nephew is looking "
+    "for a {instrument} teacher and asked me for advice|I missed the {band} show last year and "
+    "still regret it|tickets for {band} sold out in minutes this time",
+    "coffee": "the cafe near work switched its oat milk brand and I'm not a fan|I've been "
+    "trying to cut back on caffeine in the afternoon|my espresso machine needs descaling "
+    "again|I tried a new coffee order before the office and regretted it",
+    "books": "our book club meeting got moved to next Thursday|I've been reading a lot more "
+    "since I got an e-reader|I picked up {book} at the library but haven't started it|the "
+    "library book sale is coming up next month and I want to go",
+    "gardening": "the plants on my balcony are struggling with the heat|my {plant} is "
+    "dropping leaves and I'm not sure how often to water it|I went to the {store} but didn't "
+    "buy anything this time|the tomato seedlings in the raised beds need staking",
+    "finance": "my landlord finally fixed the heater in my apartment|I'm trying to work out "
+    "how much of my paycheck should go to savings|rent in my neighborhood keeps going up|I "
+    "opened a high-yield savings account for my emergency fund",
+    "language": "my language app streak almost broke last night|I'm thinking about an "
+    "evening class for the foreign language I'm studying|I practiced ordering food in the "
+    "language I'm learning with a friend",
+    "cooking": "I want to bake sourdough for the neighbors again but my starter died|my oven runs "
+    "hot, so recipes always burn a little|I've been cooking more vegetarian dinners lately|I "
+    "want to make {dish} again for a potluck",
+    "programming": "I spent all afternoon fighting with timestamps in a Python script|my "
+    "coworker keeps recommending libraries I've never heard of|our date parsing code broke "
+    "after a time zone change",
+    "health": "I want to volunteer more on weekends because it keeps me grounded|the food bank "
+    "near us needs more volunteers in December|my dentist wants me back for a checkup soon",
+    "home": "we're still unpacking boxes in the new house|the closing paperwork on a house is "
+    "endless|I'm repainting the spare room in the new house this weekend",
+    "parenting": "my daughter has a loose tooth and won't stop wiggling it|bedtime has been "
+    "a battle with the kids lately|my daughter wants to know how the tooth fairy works",
 }.items()}
 
 
@@ -615,6 +671,7 @@ class _Generator:
         for j in range(o):
             self.oversize.setdefault(j * n // o, []).append(config.filler_pool_size + j)
         self.hexes: set[str] = set()
+        self.near: list[tuple[str, _Slots]] = []   # the current instance's evidence topics
 
     def _length(self, rng: random.Random) -> int:
         c = self.cfg
@@ -645,17 +702,20 @@ class _Generator:
         qhex, ahex = self._hex(rng), self._hex(rng)
         gpt4 = qtype in ("temporal-reasoning", "multi-session") and rng.random() < 0.5
         qid = ("gpt4_" if gpt4 else "") + qhex + ("_abs" if abstain else "")
+        self.near = []
         evidence, finish, used = self._question(rng, qtype, abstain)
-        # slots: ("e", k) evidence, ("p", k) persona noise, ("f", pool idx) filler
+        # slots: ("e", k) evidence, ("p", k) persona noise, ("t", k) topical distractor,
+        # ("f", pool idx) filler
         n = round(cfg.sessions_per_history * (1 + rng.uniform(-1, 1) * cfg.sessions_jitter))
         noise = cfg.persona_sessions
         extra = self.oversize.get(index, [])
         repeats = rng.randint(1, cfg.max_repeats) if rng.random() < cfg.repeat_fraction else 0
-        k_fill = max(2, n - len(evidence) - noise - len(extra) - repeats)
+        topical = cfg.topical_sessions
+        k_fill = max(2, n - len(evidence) - noise - topical - len(extra) - repeats)
         fill = rng.sample(range(cfg.filler_pool_size), min(k_fill, cfg.filler_pool_size))
         fill += [rng.choice(fill) for _ in range(repeats)] + extra
         slots = ([("e", k) for k in range(len(evidence))] + [("p", k) for k in range(noise)]
-                 + [("f", i) for i in fill])
+                 + [("t", k) for k in range(topical)] + [("f", i) for i in fill])
         rng.shuffle(slots)
         ev_pos = [i for i, s in enumerate(slots) if s[0] == "e"]
         for k, pos in enumerate(ev_pos):          # evidence in narrative order
@@ -671,6 +731,9 @@ class _Generator:
         for kind, k in slots:
             if kind == "f":
                 sid, turns = self.filler(k)
+            elif kind == "t":
+                sid = f"{ahex}_{noise + k + 1}"
+                turns = self._topical(rng)
             elif kind == "e":
                 sid = f"answer_{ahex}_{k + 1}"
                 topic, inserts = evidence[k]
@@ -689,6 +752,15 @@ class _Generator:
                 "haystack_sessions": sessions,
                 "answer_session_ids": [f"answer_{ahex}_{k + 1}" for k in range(len(ev_pos))]}
 
+    def _topical(self, rng: random.Random) -> list[dict[str, Any]]:
+        """A distractor session on an evidence topic: near misses with the evidence's
+        entities, no answer."""
+        topic, slots = rng.choice(self.near)
+        near = _NEAR.get(topic, ())
+        says = rng.sample(near, min(len(near), rng.randint(1, 2)))
+        inserts = [_Exchange(self._state(rng, s, slots, topic), None, None) for s in says]
+        return self.text.session(rng, topic, self._length(rng), inserts)
+
     def _state(self, rng: random.Random, says: str, slots: _Slots, topic: str) -> str:
         """A user turn that mentions ``says`` in passing, then asks something on ``topic``."""
         opener = rng.choice(("", "By the way, ", "Quick update: ", "So, ", "Funny thing, "))
@@ -700,8 +772,8 @@ class _Generator:
         """Evidence sessions (topic, inserted exchanges) in narrative order, and a function of
         their dates and the question date giving (question, answer)."""
 
-        def ask(asks: tuple[str, ...]) -> str:   # 40%: reuse the evidence words
-            return asks[0] if rng.random() < 0.4 else rng.choice(asks[1:])
+        def ask(asks: tuple[str, ...]) -> str:   # 25%: reuse the evidence words
+            return asks[0] if rng.random() < 0.25 else rng.choice(asks[1:])
         no = "The information provided is not enough. "
         if qtype in ("single-session-user", "knowledge-update"):
             fact = rng.choice(_FACTS if qtype == "single-session-user" else _UPDATABLE)
@@ -715,6 +787,7 @@ class _Generator:
                 ev.append((fact.topic, [_Exchange(self._state(rng, fact.update, upd, fact.topic),
                                                   None, "user")]))
                 slots = upd
+            self.near.append((fact.topic, slots))
             q = (fact.absent if abstain else ask(fact.asks)).format_map(slots)
             a: str | int = (no + "The user never mentioned this." if abstain
                             else fact.answer.format_map(slots))
@@ -725,6 +798,7 @@ class _Generator:
             reply = self.text.assistant(rng, told.topic, told.tell.format_map(slots))
             ev = [(told.topic, [_Exchange(told.request.format_map(slots), reply,
                                           "assistant")])]
+            self.near.append((told.topic, slots))
             q, a = ask(told.asks).format_map(slots), told.answer.format_map(slots)
             return ev, (lambda _d, _q: (q, a)), []
         if qtype == "single-session-preference":
@@ -732,6 +806,7 @@ class _Generator:
             slots = _Slots(rng, v=rng.choice(pref.values))
             ev = [(pref.topic, [_Exchange(self._state(rng, pref.says, slots, pref.topic), None,
                                           "user")])]
+            self.near.append((pref.topic, slots))
             q, a = pref.question.format_map(slots), pref.answer.format_map(slots)
             return ev, (lambda _d, _q: (q, a)), []
         if qtype == "temporal-reasoning":
@@ -741,6 +816,7 @@ class _Generator:
             ev = [(e.topic, [_Exchange(self._state(rng, e.today, slots, e.topic), None, "user")])
                   for e in ((e2,) if style == "ago" else (e1, e2))]
             a1, a2, a3 = (e.noun.format_map(slots) for e in (e1, e2, e3))
+            self.near.extend((e.topic, slots) for e in (e1, e2))   # never e3 (abstention)
 
             def temporal(d: list[datetime], qd: datetime) -> tuple[str, str | int]:
                 if style == "ago":
@@ -761,6 +837,7 @@ class _Generator:
         amounts = [rng.randint(agg.low, agg.high) for _ in range(rng.randint(2, 4))]
         ev = [(agg.topic, [_Exchange(self._state(rng, agg.piece, _Slots(rng, n=str(x)),
                                                  agg.topic), None, "user")]) for x in amounts]
+        self.near.append((agg.topic, _Slots(rng)))
         total = sum(amounts)
         q = agg.absent if abstain else ask(agg.asks)
         a = (f"{no}You did not mention that; you only told me about {agg.topic}." if abstain
