@@ -33,7 +33,7 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ from filelock import FileLock
 from .checksums import MEMO_DIR, matches_sidecar, sha256_file, sidecar_path, write_sidecar
 from .dataset import DatasetSource, file_sha256, iter_instances
 from .errors import CacheError, DataError
-from .pairs import Instance, Rejection, parse_instance, text_key
+from .pairs import Instance, PairFacts, Rejection, parse_instance, text_key
 
 __all__ = [
     "FORMAT_VERSION",
@@ -109,22 +109,13 @@ STAT_KEYS: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True)
-class PairRecord:
+@dataclass(frozen=True, kw_only=True)
+class PairRecord(PairFacts):
     """What every later phase needs of one parsed instance; texts live in the corpus file."""
 
-    index: int
-    question_id: str
-    question_type: str
-    question: str
-    question_date: str
-    gold: tuple[str, ...]
-    gold_source: str
-    abstention: bool
     session_ids: tuple[str, ...]
     text_keys: tuple[str, ...]
     created_at: tuple[str, ...]
-    notes: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def question_key(self) -> str:
@@ -134,19 +125,12 @@ class PairRecord:
     @classmethod
     def from_instance(cls, instance: Instance) -> PairRecord:
         """The record of a parsed instance (row contents replaced by their text keys)."""
+        facts = {f.name: getattr(instance, f.name) for f in fields(PairFacts)}
         return cls(
-            index=instance.index,
-            question_id=instance.question_id,
-            question_type=instance.question_type,
-            question=instance.question,
-            question_date=instance.question_date,
-            gold=instance.gold,
-            gold_source=instance.gold_source,
-            abstention=instance.abstention,
+            **{**facts, "notes": dict(instance.notes)},
             session_ids=tuple(row.session_id for row in instance.rows),
             text_keys=tuple(text_key(row.content) for row in instance.rows),
             created_at=tuple(row.created_at for row in instance.rows),
-            notes=dict(instance.notes),
         )
 
 

@@ -44,6 +44,7 @@ __all__ = [
     "QUESTION_TYPES",
     "VIPUNE_MAX_INPUT_BYTES",
     "Instance",
+    "PairFacts",
     "Rejection",
     "Row",
     "parse_date",
@@ -104,9 +105,13 @@ class Row:
     created_at: str
 
 
-@dataclass(frozen=True)
-class Instance:
-    """A parsed LongMemEval instance: the memory rows to store and the gold to find."""
+@dataclass(frozen=True, kw_only=True)
+class PairFacts:
+    """What identifies and scores one pair: the question, its gold, and counted anomalies.
+
+    Shared by the parsed :class:`Instance` (with its memory rows) and the corpus's
+    ``PairRecord`` (with the rows' ids and text keys only).
+    """
 
     index: int
     question_id: str
@@ -116,8 +121,14 @@ class Instance:
     gold: tuple[str, ...]
     gold_source: str
     abstention: bool
-    rows: tuple[Row, ...]
     notes: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Instance(PairFacts):
+    """A parsed LongMemEval instance: the memory rows to store and the gold to find."""
+
+    rows: tuple[Row, ...]
 
     @property
     def slots(self) -> int:
