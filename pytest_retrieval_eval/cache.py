@@ -422,12 +422,6 @@ class VectorCache:
         self._ensure_index()
         return list(self._index)
 
-    @property
-    def shard_paths(self) -> list[Path]:
-        """The committed shards currently indexed, read-only roots first."""
-        self._ensure_index()
-        return [s.path for s in self._shards]
-
     def own_shards(self) -> list[Path]:
         """The committed shards of the writable root (not the read-only roots)."""
         return _committed_shards(self.directory)

@@ -33,7 +33,7 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -122,16 +122,6 @@ class PairRecord(PairFacts):
         """Content address of the question text."""
         return text_key(self.question)
 
-    @classmethod
-    def from_instance(cls, instance: Instance) -> PairRecord:
-        """The record of a parsed instance (row contents replaced by their text keys)."""
-        facts = {f.name: getattr(instance, f.name) for f in fields(PairFacts)}
-        return cls(
-            **{**facts, "notes": dict(instance.notes)},
-            session_ids=tuple(row.session_id for row in instance.rows),
-            text_keys=tuple(text_key(row.content) for row in instance.rows),
-            created_at=tuple(row.created_at for row in instance.rows),
-        )
 
 
 def _dumps(value: object) -> str:

@@ -14,8 +14,6 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
-METRIC_NAMES: tuple[str, ...] = ("recall", "recall_any", "recall_all", "ndcg_any")
-
 
 def dedupe(ranked: Iterable[str]) -> list[str]:
     """Drop repeated ids, keeping each id at its best (first) rank."""

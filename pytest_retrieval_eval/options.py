@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -288,7 +288,3 @@ def check_combinations(settings: Settings) -> None:
             f"--retrieval-eval-json {settings.json_path}: is a directory; give a file path"
         )
 
-
-def option_names() -> Sequence[str]:
-    """Every flag this plugin adds (for the README and its test)."""
-    return [opt.flag for opt in OPTIONS]

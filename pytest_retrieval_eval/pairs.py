@@ -30,7 +30,6 @@ The rules (scope document, Section 2):
 from __future__ import annotations
 
 import hashlib
-import importlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from datetime import datetime
 from functools import lru_cache
 
 from .errors import one_line
+from .vipune import MAX_INPUT_LENGTH, rust_trim
 
 __all__ = [
     "ABSTENTION",
@@ -67,16 +67,7 @@ GOLD_FROM_IDS = "answer_session_ids"
 GOLD_FROM_HAS_ANSWER = "has_answer"
 
 
-def _vipune_limit() -> int:
-    """vipune's ``MAX_INPUT_LENGTH`` (bytes), read from ``vipune.py`` when it is importable."""
-    try:
-        module = importlib.import_module(f"{__package__}.vipune")
-    except ImportError:
-        return 100_000
-    return int(getattr(module, "MAX_INPUT_LENGTH", 100_000))
-
-
-VIPUNE_MAX_INPUT_BYTES: int = _vipune_limit()
+VIPUNE_MAX_INPUT_BYTES: int = MAX_INPUT_LENGTH  # vipune refuses longer input (UTF-8 bytes)
 
 _QUESTION_TYPE_SET = frozenset(QUESTION_TYPES)
 _REQUIRED: tuple[tuple[str, type, str], ...] = (
@@ -268,10 +259,10 @@ def _parse(index: int, raw: dict[str, object]) -> Instance:
             f"unknown question_type {_show(question_type)} (expected one of: "
             f"{', '.join(QUESTION_TYPES)})"
         )
-    stripped = question.strip()
+    stripped = rust_trim(question)  # vipune trims the query this way before it searches
     if not stripped:
         raise _Reject("question is empty")
-    size = len(stripped.encode("utf-8"))
+    size = len(stripped.encode("utf-8", "surrogatepass"))
     if size > VIPUNE_MAX_INPUT_BYTES:
         raise _Reject(
             f"question is {size} bytes, over vipune's {VIPUNE_MAX_INPUT_BYTES}-byte input limit"

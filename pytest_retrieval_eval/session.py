@@ -195,10 +195,6 @@ class EvalSession:
 
     # -- items ------------------------------------------------------------------------------
 
-    def usable_pairs(self) -> list[corpus_mod.PairRecord]:
-        assert self.corpus is not None
-        return [p for p in self.corpus.pairs if not p.abstention]
-
     def persona(self, pair: corpus_mod.PairRecord) -> retrievers_mod.Persona:
         """The pair's memory rows, vectors and (lazily built) store; the last few are kept."""
         cached = self._personas.get(pair.index)
