@@ -70,6 +70,7 @@ class EvalSession:
     _retrievers: dict[str, retrievers_mod.Retriever] = field(default_factory=dict)
     _stores: store_mod.StoreCache | None = None
     _personas: OrderedDict[int, retrievers_mod.Persona] = field(default_factory=OrderedDict)
+    _queries: OrderedDict[int, retrievers_mod.Query] = field(default_factory=OrderedDict)
 
     # -- preparing (controller or serial run) ---------------------------------------------
 
@@ -241,7 +242,14 @@ class EvalSession:
         return persona
 
     def query(self, pair: corpus_mod.PairRecord) -> tuple[retrievers_mod.Query, float | None]:
-        """The pair's query; its vector is embedded live (model lane, timed) or cached."""
+        """The pair's query; its vector is embedded live (model lane, timed) or cached.
+
+        The pair's items (one per retriever) share one query: the embedding latency is
+        returned with the first only, so each question is embedded, and timed, once.
+        """
+        cached = self._queries.get(pair.index)
+        if cached is not None:
+            return cached, None
         vector: np.ndarray | None = None
         elapsed_ms: float | None = None
         if self.embedder is not None:
@@ -255,6 +263,9 @@ class EvalSession:
             question_id=pair.question_id, question_type=pair.question_type,
             question=pair.question, question_date=pair.question_date, vector=vector,
             gold=tuple(pair.gold))
+        self._queries[pair.index] = query
+        while len(self._queries) > 4:
+            self._queries.popitem(last=False)
         return query, elapsed_ms
 
     def run_pair(self, index: int, retriever_name: str,

@@ -149,7 +149,7 @@ def test_model_lane_with_a_local_model(pytester: pytest.Pytester, tmp_path: Path
                      "--retrieval-eval-retriever", "hybrid,semantic,oracle")
     assert data["lane"] == "model" and data["model"]["dim"] == 16
     assert data["skipped"]["abstention"] == 1
-    assert data["latency_ms"]["query_embedding"]["n"] == 6
+    assert data["latency_ms"]["query_embedding"]["n"] == 2  # once per question, not per item
     # the same cache now serves the model-free lane, no model loaded
     again = report_of(pytester, "--retrieval-eval-data", str(data_file), "--no-model",
                       "--retrieval-eval-retriever", "hybrid,semantic,oracle")
