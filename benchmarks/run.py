@@ -320,6 +320,29 @@ def store_files(cache: Path) -> dict[str, int]:
     return {p.name: p.stat().st_mtime_ns for p in (cache / "stores").glob("*/*.sqlite")}
 
 
+def _same(reports: Path, base: str, names: Sequence[str]) -> bool:
+    expected = _report_numbers(reports / f"{base}.json")
+    return all(_report_numbers(reports / f"{name}.json") == expected for name in names)
+
+
+def _parallel_row(label: str, serial: Sequence[Measured], parallel: Sequence[Measured],
+                  usable: int, unit: str, same: bool) -> tuple[Row, float]:
+    """The ``-n 2`` row against its serial twin: median walls, the gain and the verdict."""
+    wall = statistics.median(m.wall for m in serial)
+    pwall = statistics.median(m.wall for m in parallel)
+    gain = 1 - pwall / wall
+    row = Row(
+        label, fmt_s(pwall), fmt_mem(max(m.tree_peak for m in parallel)),
+        f"{usable / pwall:.1f} {unit}/s", "faster than serial (by > 5%), same summary",
+        verdict(gain > PARALLEL_GAIN and same),
+        f"{wall / pwall:.2f}x the serial speed ({fmt_s(wall)}); summary and rankings "
+        f"{'identical' if same else 'DIFFER'}; walls "
+        + ", ".join(f"{m.wall:.1f}" for m in parallel)
+        + f"; CPU {statistics.median(m.cpu for m in parallel):.1f} s against "
+        f"{statistics.median(m.cpu for m in serial):.1f} s serial")
+    return row, gain
+
+
 def run_phase(data: Path, cache: Path, usable: int, repeat: int, results: Results,
               profile: Path | None) -> None:
     env = run_env()
@@ -358,31 +381,48 @@ def run_phase(data: Path, cache: Path, usable: int, repeat: int, results: Result
                             workdir, env) for i in range(repeat)]
         for m in parallel:
             check(m, "a warm -n 2 run")
-        pwall = statistics.median(m.wall for m in parallel)
-        ppeak = max(m.tree_peak for m in parallel)
-        base = _report_numbers(reports / "serial-0.json")
-        same = all(_report_numbers(reports / f"n2-{i}.json") == base for i in range(repeat))
-        same = same and _report_numbers(reports / "first.json") == base
-        gain = 1 - pwall / wall
-        results.add(Row(
-            f"run: warm, -n 2 (median of {repeat})", fmt_s(pwall), fmt_mem(ppeak),
-            f"{usable / pwall:.1f} pairs/s", "faster than serial (by > 5%), same summary",
-            verdict(gain > PARALLEL_GAIN and same),
-            f"{wall / pwall:.2f}x the serial speed; summary and rankings "
-            f"{'identical' if same else 'DIFFER'}; walls "
-            + ", ".join(f"{m.wall:.1f}" for m in parallel)
-            + f"; CPU {statistics.median(m.cpu for m in parallel):.1f} s"))
-        if gain <= PARALLEL_GAIN:
-            cpu_serial = statistics.median(m.cpu for m in serial)
-            cpu_parallel = statistics.median(m.cpu for m in parallel)
-            results.facts.append(
-                f"-n 2: {cpu_parallel:.1f} s CPU against {cpu_serial:.1f} s serial; each "
-                "worker pays its own Python and pytest start-up, corpus and vector-cache "
-                "warm-up and report traffic per item, which on 2 cores cancels splitting "
-                f"{usable} items of a few ms each")
+        same = _same(reports, "serial-0", ["first", *(f"n2-{i}" for i in range(repeat))])
+        row, warm_gain = _parallel_row(f"run: warm, -n 2 (median of {repeat})", serial,
+                                       parallel, usable, "pairs", same)
+        results.add(row)
         total = _du(cache / "stores")
         results.facts.append(f"stores: {len(after)} files, {total / 1e9:.2f} GB "
                              f"({total / max(len(after), 1) / 1e6:.1f} MB each on average)")
+        # -n 2 where the items carry the work: the first run (each builds its store).
+        shutil.rmtree(cache / "stores", ignore_errors=True)
+        pfirst = measure(pytest_cmd(data, cache, reports / "n2-first.json", ["-n", "2"]),
+                         workdir, env)
+        check(pfirst, "the first -n 2 run")
+        row, _ = _parallel_row("run: first after prep, -n 2 (builds the stores)", [first],
+                               [pfirst], usable, "pairs",
+                               _same(reports, "serial-0", ["n2-first"]))
+        results.add(row)
+        # Four retrievers per pair (1,880 items): the bm25 term counts are saved first.
+        every = ["--retrieval-eval-retriever", "hybrid,semantic,fts,bm25"]
+        shutil.rmtree(cache / "terms", ignore_errors=True)
+        counts = measure(pytest_cmd(data, cache, reports / "all-build.json", every), workdir,
+                         env)
+        check(counts, "the run that saves the bm25 term counts")
+        all_serial = [measure(pytest_cmd(data, cache, reports / f"all-{i}.json", every),
+                              workdir, env) for i in range(repeat)]
+        all_parallel = [measure(pytest_cmd(data, cache, reports / f"all-n2-{i}.json",
+                                           [*every, "-n", "2"]), workdir, env)
+                        for i in range(repeat)]
+        for m in (*all_serial, *all_parallel):
+            check(m, "a warm four-retriever run")
+        awall = statistics.median(m.wall for m in all_serial)
+        results.add(Row(
+            f"run: warm, serial, 4 retrievers (median of {repeat})", fmt_s(awall),
+            fmt_mem(max(m.tree_peak for m in all_serial)), f"{4 * usable / awall:.0f} items/s",
+            "", "", f"hybrid, semantic, fts, bm25: {4 * usable} items; the run that first "
+            f"saved the bm25 term counts took {fmt_s(counts.wall)}"))
+        same = _same(reports, "all-build", [*(f"all-{i}" for i in range(repeat)),
+                                            *(f"all-n2-{i}" for i in range(repeat))])
+        row, _ = _parallel_row(f"run: warm, -n 2, 4 retrievers (median of {repeat})",
+                               all_serial, all_parallel, 4 * usable, "items", same)
+        results.add(row)
+        if warm_gain <= PARALLEL_GAIN:
+            floor_phase(Path(tmp), usable, repeat, results, wall)
         if profile is not None:
             prof = measure([PYTHON, "-m", "cProfile", "-o", str(profile),
                             *pytest_cmd(data, cache, reports / "profile.json")[1:]],
@@ -392,6 +432,39 @@ def run_phase(data: Path, cache: Path, usable: int, repeat: int, results: Result
             print("\n".join(["cProfile of a warm serial run:", *lines]))
             results.profile = [f"cProfile of one warm serial run ({fmt_s(prof.wall)} under the "
                                f"profiler; `{profile}`):", *lines]
+
+
+def floor_phase(tmp: Path, usable: int, repeat: int, results: Results, warm: float) -> None:
+    """What pytest-xdist itself costs here: ``usable`` empty tests, serial and ``-n 2``."""
+    folder = tmp / "xdist-floor"
+    folder.mkdir()
+    (folder / "test_empty.py").write_text(
+        "import pytest\n\n\n"
+        f"@pytest.mark.parametrize('i', range({usable}))\n"
+        "def test_empty(i):\n    pass\n", encoding="utf-8")
+    cmd = [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_empty.py"]
+    env = run_env()
+    serial = [measure(cmd, folder, env) for _ in range(repeat)]
+    parallel = [measure([*cmd, "-n", "2"], folder, env) for _ in range(repeat)]
+    for m in (*serial, *parallel):
+        check(m, "an empty-test run")
+    swall = statistics.median(m.wall for m in serial)
+    pwall = statistics.median(m.wall for m in parallel)
+    extra = pwall - swall
+    extra_cpu = (statistics.median(m.cpu for m in parallel)
+                 - statistics.median(m.cpu for m in serial))
+    results.add(Row(
+        f"xdist floor: {usable} empty tests, serial vs -n 2 (median of {repeat})",
+        fmt_s(pwall), "", "", "", "",
+        f"serial {fmt_s(swall)}; -n 2 adds {extra:.2f} s of wall and {extra_cpu:.2f} s of CPU "
+        "with no work in any item"))
+    results.facts.append(
+        f"-n 2 on the warm hybrid run: pytest-xdist alone adds {extra:.2f} s to {usable} empty "
+        f"tests here (two more interpreters importing pytest, and per-item report traffic "
+        f"through the controller on the same 2 cores); the warm serial run is {fmt_s(warm)} "
+        f"in all, so splitting its item work in two cannot win back that floor plus the "
+        f"workers' own start (numpy, corpus, vector cache). Where items carry real work "
+        f"(store builds, several retrievers) -n 2 is faster: see those rows")
 
 
 def _report_numbers(path: Path) -> Any:
@@ -442,11 +515,21 @@ def summarize_profile(path: Path) -> list[str]:
 def bm25_phase(cache: Path, results: Results) -> None:
     from rank_bm25 import BM25Okapi
 
+    from pytest_retrieval_eval import terms as terms_mod
+
     corpus = corpus_mod.open_corpus(next((cache / "corpus").glob("*.sqlite")))
     pairs = [p for p in corpus.pairs if not p.abstention]
-    retriever = retrievers_mod.BM25Retriever()  # a fresh one: its text cache starts empty
+    table_file = terms_mod.table_path(cache, corpus.dataset_sha256)
+    shutil.rmtree(table_file.parent, ignore_errors=True)
+    start = time.perf_counter()
+    terms_mod.ensure_table(corpus, cache)
+    build = time.perf_counter() - start
+    texts_total = len(corpus.all_text_keys())
+    fresh = retrievers_mod.BM25Retriever()  # counts in memory: starts empty, splits each text
+    saved = retrievers_mod.BM25Retriever()
+    saved.use_table(lambda: terms_mod.open_table(table_file))
     ref_times: list[float] = []
-    our_times: list[float] = []
+    times: dict[str, list[float]] = {"fresh": [], "saved": []}
     for pair in pairs:
         texts = corpus.texts(list(pair.text_keys))
         question = pair.question
@@ -454,6 +537,7 @@ def bm25_phase(cache: Path, results: Results) -> None:
         scores = BM25Okapi([t.split() for t in texts]).get_scores(question.split())
         expected = np.argsort(-scores, kind="stable")
         ref_times.append(time.perf_counter() - start)
+        want = [pair.session_ids[i] for i in expected.tolist()]
         persona = retrievers_mod.Persona(
             key=pair.question_id, session_ids=tuple(pair.session_ids),
             created_at=tuple(pair.created_at),
@@ -461,26 +545,33 @@ def bm25_phase(cache: Path, results: Results) -> None:
             store_path=lambda: Path("unused"), text_keys=tuple(pair.text_keys))
         query = retrievers_mod.Query(pair.question_id, pair.question_type, question,
                                      pair.question_date, None, ())
-        start = time.perf_counter()
-        got = retriever.rank(persona, query, len(texts))
-        our_times.append(time.perf_counter() - start)
-        want = [pair.session_ids[i] for i in expected.tolist()]
-        if got != want:
-            raise SystemExit(f"benchmark: bm25 ranking differs from rank_bm25 on "
-                             f"{pair.question_id}")
-    ref, ours = sum(ref_times), sum(our_times)
+        for name, retriever in (("fresh", fresh), ("saved", saved)):
+            start = time.perf_counter()
+            got = retriever.rank(persona, query, len(texts))
+            times[name].append(time.perf_counter() - start)
+            if got != want:
+                raise SystemExit(f"benchmark: bm25 ({name} counts) ranking differs from "
+                                 f"rank_bm25 on {pair.question_id}")
+    ref = sum(ref_times)
     n = len(pairs)
     results.add(Row(
         "bm25: LongMemEval's way (BM25Okapi rebuilt per question)", fmt_s(ref), "",
         f"{n / ref:.1f} q/s", "", "",
         f"median {statistics.median(ref_times) * 1000:.0f} ms per question"))
+    for name, label in (("fresh", "text counts kept in memory, first run"),
+                        ("saved", "the corpus's saved term counts")):
+        ours = sum(times[name])
+        results.add(Row(
+            f"bm25: retriever `bm25` ({label})", fmt_s(ours), "", f"{n / ours:.1f} q/s",
+            ">= 5x faster, same rankings", verdict(ref / ours >= BM25_SPEEDUP),
+            f"{ref / ours:.1f}x; full rankings identical on {n} pairs; median "
+            f"{statistics.median(times[name]) * 1000:.1f} ms, first "
+            f"{times[name][0] * 1000:.0f} ms"))
     results.add(Row(
-        "bm25: retriever `bm25` (text counts cached by key)", fmt_s(ours), "",
-        f"{n / ours:.1f} q/s", ">= 5x faster, same rankings",
-        verdict(ref / ours >= BM25_SPEEDUP),
-        f"{ref / ours:.1f}x; full rankings identical on {n} pairs; median "
-        f"{statistics.median(our_times) * 1000:.1f} ms, first "
-        f"{our_times[0] * 1000:.0f} ms"))
+        "bm25: term counts saved once per corpus", fmt_s(build), "",
+        f"{texts_total / build:.0f} texts/s", "", "",
+        f"{texts_total:,} texts split and counted; {table_file.stat().st_size / 1e6:.0f} MB; "
+        "every later run (and each xdist worker) reads them instead"))
 
 
 # --------------------------------------------------------------------------- embedding

@@ -29,17 +29,18 @@ import signal
 import sqlite3
 import subprocess
 import threading
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol, overload, runtime_checkable
+from typing import Any, Protocol, overload, runtime_checkable
 
 import numpy as np
 
 from . import store as store_mod
 from . import vipune
 from .errors import RetrievalEvalError, RetrieverError, one_line
+from .terms import DocTerms, TermTable, count_terms
 
 __all__ = [
     "REGISTRY",
@@ -582,15 +583,6 @@ def _tokenize_python(
     return gids, docs, lookup
 
 
-class DocTerms(NamedTuple):
-    """One text's ``text.split()`` counts: ``terms[0]`` vocabulary ids of its distinct tokens
-    in first-appearance order, ``terms[1]`` their counts (int32, shape ``(2, distinct)``);
-    ``length`` is the token count."""
-
-    terms: np.ndarray
-    length: int
-
-
 class DocTermCache:
     """Term counts of each distinct text, by text key, over one growing vocabulary.
 
@@ -598,12 +590,15 @@ class DocTermCache:
     ~250,000 slots), so each text is split and counted once and a new persona's BM25 index is
     put together from cached counts (:meth:`BM25Index.from_doc_terms`). An LRU bounded by
     ``max_postings`` (distinct tokens summed over texts; 8 bytes each) keeps memory in check;
-    vocabulary ids never change. Thread-safe.
+    vocabulary ids never change. With a ``table`` (a corpus's saved counts, :mod:`.terms`)
+    its texts are never split at all; only texts outside it are counted. Thread-safe.
     """
 
-    def __init__(self, max_postings: int = 24_000_000) -> None:
+    def __init__(self, max_postings: int = 24_000_000, table: TermTable | None = None) -> None:
         self.max_postings = max_postings
-        self.vocab: dict[str, int] = {}
+        #: Saved counts of a whole corpus (:mod:`.terms`): served as they are, never split.
+        self.table = table
+        self.vocab: dict[str, int] = table.vocab() if table is not None else {}
         self._docs: OrderedDict[str, DocTerms] = OrderedDict()
         self._postings = 0
         self._lock = threading.Lock()
@@ -614,26 +609,18 @@ class DocTermCache:
     def __contains__(self, key: object) -> bool:
         return key in self._docs
 
-    def _count(self, text: str) -> DocTerms:
-        tokens = text.split()
-        counts = Counter(tokens)  # insertion order: first appearance
-        vocab = self.vocab
-        ids = [vocab.setdefault(token, len(vocab)) for token in counts]
-        terms = np.empty((2, len(ids)), dtype=np.int32)
-        terms[0] = ids
-        terms[1] = list(counts.values())
-        return DocTerms(terms, len(tokens))
-
     def get(self, keys: Sequence[str], texts: Callable[[], Sequence[str]]) -> list[DocTerms]:
         """Counts for ``keys`` in order; ``texts()`` (``texts()[i]`` has key ``keys[i]``) is
         called only when some key is not cached yet."""
         with self._lock:
-            docs = self._docs
+            docs, table = self._docs, self.table
             found: list[DocTerms | None] = []
             for key in keys:
                 hit = docs.get(key)
                 if hit is not None:
                     docs.move_to_end(key)
+                elif table is not None:
+                    hit = table.doc_terms(key)
                 found.append(hit)
             missing = [i for i, hit in enumerate(found) if hit is None]
             if missing:
@@ -643,7 +630,7 @@ class DocTermCache:
                 for i in missing:
                     hit = docs.get(keys[i])  # a key twice in one persona: counted once
                     if hit is None:
-                        hit = self._count(rows[i])
+                        hit = count_terms(rows[i], self.vocab)
                         docs[keys[i]] = hit
                         self._postings += hit.terms.shape[1]
                     found[i] = hit
@@ -669,9 +656,24 @@ class BM25Retriever:
 
     def __init__(self, cache_size: int = 4, terms: DocTermCache | None = None) -> None:
         self.cache_size = cache_size
-        self.terms = terms if terms is not None else DocTermCache()
+        self._terms = terms
+        self._table: Callable[[], TermTable] | None = None
         self._cache: OrderedDict[str, BM25Index] = OrderedDict()
         self._lock = threading.Lock()
+
+    def use_table(self, load: Callable[[], TermTable]) -> None:
+        """Serve text counts from a corpus's saved table, read by ``load()`` on first use."""
+        with self._lock:
+            self._table, self._terms = load, None
+
+    @property
+    def terms(self) -> DocTermCache:
+        """The text counts in use (the saved table is read here, once)."""
+        with self._lock:
+            if self._terms is None:
+                table = self._table() if self._table is not None else None
+                self._terms = DocTermCache(table=table)
+            return self._terms
 
     def index(self, persona: Persona) -> BM25Index:
         """The persona's index, built on first use."""
@@ -682,8 +684,8 @@ class BM25Retriever:
                 return hit
         keys = persona.text_keys
         if keys and len(keys) == len(persona.session_ids):
-            built = BM25Index.from_doc_terms(
-                self.terms.get(keys, lambda: persona.texts), self.terms.vocab)
+            terms = self.terms
+            built = BM25Index.from_doc_terms(terms.get(keys, lambda: persona.texts), terms.vocab)
         else:
             built = BM25Index.build(list(persona.texts))
         with self._lock:

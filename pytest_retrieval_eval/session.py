@@ -25,6 +25,7 @@ from . import dataset as dataset_mod
 from . import prep as prep_mod
 from . import retrievers as retrievers_mod
 from . import store as store_mod
+from . import terms as terms_mod
 from . import vipune
 from .embedding import EmbedConfig, Embedder, load_embedder
 from .errors import CacheError, DataError, RetrievalEvalError
@@ -93,6 +94,9 @@ class EvalSession:
         if not any(not p.abstention for p in corpus.pairs):
             raise DataError(_no_usable_pair(source, corpus))
         self.corpus = corpus
+        if "bm25" in s.retrievers:
+            # Saved once per corpus, before any worker starts: no process splits texts again.
+            terms_mod.ensure_table(corpus, self.cache_root, progress)
         if s.no_model:
             model = self._choose_cached_model(corpus)
             if model is not None:
@@ -191,6 +195,10 @@ class EvalSession:
         for name in self.settings.retrievers:
             if name != "custom":
                 self._retrievers[name] = retrievers_mod.get_retriever(name, self.settings)
+        bm25 = self._retrievers.get("bm25")
+        if isinstance(bm25, retrievers_mod.BM25Retriever):
+            table = terms_mod.table_path(Path(self.plan.cache_root), corpus.dataset_sha256)
+            bm25.use_table(lambda: terms_mod.open_table(table))
         if "vipune" in self._retrievers:
             retrievers_mod.check_compatible(self.plan.model)
 

@@ -137,6 +137,24 @@ def test_xdist_prints_the_same_numbers(pytester: pytest.Pytester) -> None:
     assert strip == [{k: v for k, v in p.items() if k != "latency_ms"} for p in serial["pairs"]]
 
 
+def test_bm25_counts_are_saved_once_per_corpus(pytester: pytest.Pytester,
+                                               isolated_cache: Path) -> None:
+    first = report_of(pytester, "--no-model", "--retrieval-eval-retriever", "bm25")
+    (table,) = (isolated_cache / "terms").glob("*.npz")
+    assert table.stem == first["dataset"]["sha256"]
+    built = table.stat().st_mtime_ns
+    again = report_of(pytester, "--no-model", "--retrieval-eval-retriever", "bm25")
+    assert table.stat().st_mtime_ns == built  # read, not rebuilt
+    assert again["summary"] == first["summary"]
+    data = bytearray(table.read_bytes())
+    data[len(data) // 2] ^= 0x01  # a damaged table is rebuilt, never served
+    table.write_bytes(bytes(data))
+    third = report_of(pytester, "--no-model", "--retrieval-eval-retriever", "bm25")
+    assert third["pairs"] == [{**p, "latency_ms": q["latency_ms"]}
+                              for p, q in zip(first["pairs"], third["pairs"], strict=True)]
+    assert not list((isolated_cache / "terms").glob(".*tmp"))
+
+
 def test_model_lane_with_a_local_model(pytester: pytest.Pytester, tmp_path: Path) -> None:
     model = make_model_dir(tmp_path, dim=16)
     data_file = write_dataset(tmp_path / "lme.json", [
