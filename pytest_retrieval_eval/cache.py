@@ -32,7 +32,7 @@ import re
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -587,6 +587,39 @@ class VectorCache:
                 f"vector cache {self.directory} cannot be written ({exc.strerror or exc}); "
                 f"make it writable, free some disk space, or pass another --cache"
             ) from None
+
+    @contextlib.contextmanager
+    def prep_turn(self, waiting: Callable[[float], None] | None = None,
+                  poll: float = 1.0) -> Iterator[None]:
+        """Held for the embedding part of a prep of this model, so two preps on one cache
+        (``retrieval-eval prep`` beside a model-lane pytest run) never embed the same texts:
+        the second waits (``waiting(seconds)`` about once per ``poll``; Ctrl-C works) and then
+        embeds only what the first left missing. The OS drops the lock of a killed process.
+        """
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            lock = FileLock(str(self.directory / ".prep.lock"))
+            try:
+                lock.acquire(timeout=0)
+            except Timeout:
+                began = time.monotonic()
+                while True:
+                    if waiting is not None:
+                        waiting(time.monotonic() - began)
+                    try:
+                        lock.acquire(timeout=poll)
+                        break
+                    except Timeout:
+                        continue
+        except OSError as exc:
+            raise CacheError(
+                f"vector cache {self.directory} cannot be written ({exc.strerror or exc}); "
+                f"make it writable, free some disk space, or pass another --cache"
+            ) from None
+        try:
+            yield
+        finally:
+            lock.release()
 
     def _sweep(self) -> None:
         """Remove stale temp files and uncommitted shards (caller holds the lock)."""

@@ -73,7 +73,8 @@ class _Progress:
             return
         self.last = -1.0 if final else now
         amount = f"{done}/{total}" if total is not None else f"{done}"
-        rate = done / (now - self.started) if now > self.started and done else 0.0
+        timer = total is None and label.endswith("(s)")  # done counts seconds: no rate
+        rate = done / (now - self.started) if now > self.started and done and not timer else 0.0
         eta = f", ~{(total - done) / rate:.0f}s left" if total and rate and not final else ""
         speed = f" ({_human(rate)}/s{eta})" if rate else ""
         line = f"retrieval-eval: {label} {amount}{speed}"

@@ -9,9 +9,11 @@ serves a stale vector.
 Work goes in chunks in pair order (a persona's texts end up next to each other in the cache's
 row groups) and every chunk is committed with :meth:`VectorCache.add` as soon as it is embedded:
 an interrupted prep (Ctrl-C, SIGKILL) loses at most the chunk in flight, and the next prep embeds
-only what is still missing. Before anything, :meth:`VectorCache.repair` quarantines corrupt
-shards (with a :class:`~pytest_retrieval_eval.cache.CacheWarning`) so that their vectors are
-simply embedded again.
+only what is still missing. Two preps of one model on one cache take turns
+(:meth:`VectorCache.prep_turn`): the second waits, then embeds only what the first left.
+Before anything, :meth:`VectorCache.repair` quarantines corrupt shards (with a
+:class:`~pytest_retrieval_eval.cache.CacheWarning`) so that their vectors are simply embedded
+again.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ __all__ = [
 ]
 
 Progress = Callable[[str, int, "int | None"], None]
+#: Progress label while another prep of the same model holds the cache; ``done`` counts the
+#: seconds waited (a label ending in "(s)" is drawn without a rate).
+WAIT_LABEL = "waiting for another prep of this model (s)"
 
 #: More shards than this in the writable root after a prep, and prep compacts them.
 COMPACT_AFTER_SHARDS = 16
@@ -168,15 +173,19 @@ def run_prep(
             )
         needed, slots = _plan(corpus, query_prefix(embedder))
         missing = cache.missing(list(needed))
-        total = len(missing)
-        if progress is not None:
-            progress("embed", 0, total)
-        for offset in range(0, total, chunk_size):
-            chunk = missing[offset : offset + chunk_size]
-            vectors = _embed_chunk(chunk, needed, corpus, embedder, progress, offset, total)
-            cache.add(chunk, vectors)
-            if progress is not None:
-                progress("embed", offset + len(chunk), total)
+        if missing:
+
+            def waiting(seconds: float) -> None:
+                if progress is not None:
+                    progress(WAIT_LABEL, int(seconds), None)
+
+            # One prep of a model at a time: a second one waits, then embeds what is left.
+            with cache.prep_turn(waiting):
+                missing = cache.missing(list(needed))
+                total = len(missing)
+                _embed_missing(missing, needed, corpus, embedder, cache, progress, chunk_size)
+        elif progress is not None:
+            progress("embed", 0, 0)
         saved = cache.added - added_before
         if saved and len(cache.own_shards()) > COMPACT_AFTER_SHARDS:
             cache.compact()  # atomic: an interrupt leaves the small shards in place
@@ -192,6 +201,20 @@ def run_prep(
         seconds=time.perf_counter() - start,
         quarantined=tuple(str(p) for p in quarantined),
     )
+
+
+def _embed_missing(missing: Sequence[str], needed: Mapping[str, str | None], corpus: CorpusLike,
+                   embedder: EmbedderLike, cache: VectorCache, progress: Progress | None,
+                   chunk_size: int) -> None:
+    total = len(missing)
+    if progress is not None:
+        progress("embed", 0, total)
+    for offset in range(0, total, chunk_size):
+        chunk = list(missing[offset : offset + chunk_size])
+        vectors = _embed_chunk(chunk, needed, corpus, embedder, progress, offset, total)
+        cache.add(chunk, vectors)
+        if progress is not None:
+            progress("embed", offset + len(chunk), total)
 
 
 def _embed_chunk(

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -21,6 +22,7 @@ import pytest
 from pytest_retrieval_eval.cache import CacheWarning, VectorCache
 from pytest_retrieval_eval.pairs import text_key
 from pytest_retrieval_eval.prep import (
+    WAIT_LABEL,
     PrepInterrupted,
     PrepStats,
     query_key,
@@ -170,6 +172,39 @@ def test_prep_embeds_once_then_nothing(tmp_path: Path) -> None:
         np.testing.assert_array_equal(
             cache.get(list(pair.text_keys)),
             np.stack([fake_vector(t) for t in corpus.texts(pair.text_keys)]))
+
+
+def test_a_second_prep_waits_and_embeds_only_what_is_left(tmp_path: Path) -> None:
+    corpus = make_corpus()
+    first, second = FakeEmbedder(delay=0.05), FakeEmbedder()
+    started = threading.Event()
+    errors: list[BaseException] = []
+
+    def first_progress(label: str, done: int, total: int | None) -> None:
+        if label == "embed":
+            started.set()  # inside its turn: it holds the prep lock now
+
+    def run_first() -> None:
+        try:
+            run_prep(corpus, first, open_cache(tmp_path, first), first_progress, chunk_size=5)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=run_first)
+    thread.start()
+    try:
+        assert started.wait(30)
+        seen: list[tuple[str, int, int | None]] = []
+        stats = run_prep(corpus, second, open_cache(tmp_path, second),
+                         lambda *a: seen.append(a))
+    finally:
+        thread.join(60)
+    assert not errors
+    unique = 3 + 6 * 7 + 6
+    assert len(first.embedded) == unique  # the first prep did all the work, once
+    assert second.embedded == [] and (stats.embedded_now, stats.from_cache) == (0, unique)
+    assert seen[0] == (WAIT_LABEL, 0, None)  # it said why it waited
+    assert seen[-1] == ("embed", 0, 0)
 
 
 def test_prep_embeds_queries_with_prefix(tmp_path: Path) -> None:
