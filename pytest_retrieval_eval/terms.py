@@ -204,11 +204,15 @@ def ensure_table(corpus: Corpus, cache_dir: Path, progress: Progress | None = No
 
 
 def _valid(target: Path, corpus_sha: str) -> bool:
-    try:
-        open_table(target, corpus_sha)
-    except CacheError:
+    """A committed, intact table of this format and corpus (its big arrays are not read)."""
+    if not sidecar_path(target).is_file() or not matches_sidecar(target):
         return False
-    return True
+    try:
+        with np.load(target, allow_pickle=False) as z:
+            return bool(int(z["format"][0]) == FORMAT_VERSION
+                        and z["corpus"].tobytes().decode("ascii") == corpus_sha)
+    except (OSError, ValueError, KeyError, IndexError, UnicodeError):
+        return False
 
 
 def _build(corpus: Corpus, corpus_sha: str, target: Path, progress: Progress | None) -> None:
