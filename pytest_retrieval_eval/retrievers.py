@@ -130,7 +130,13 @@ class LazyTexts(Sequence[str]):
 
 @runtime_checkable
 class Retriever(Protocol):
-    """Ranks a persona's session ids for a query, best first, at most ``limit`` of them."""
+    """Ranks a persona's session ids for a query, best first, at most ``limit`` of them.
+
+    Optional attributes the harness reads: ``needs_store = True`` when ``rank`` calls
+    ``persona.store_path()`` (the store is then built before the query is timed, so a
+    one-time build never counts as query latency); ``limit_sensitive = True`` when the top
+    results depend on ``limit`` beyond a cut (each cut-off k is then ranked on its own).
+    """
 
     name: str
 
@@ -185,6 +191,8 @@ class HybridRetriever:
     #: The candidate pool grows with ``limit`` (``limit*10`` clamped to [50, 10000]), so the top
     #: 5 of a limit-10 search may differ from a limit-5 search: rank once per pool size.
     limit_sensitive = True
+    #: ``rank`` searches the persona's store: it is built (once) before the query is timed.
+    needs_store = True
 
     def __init__(self, project_id: str = store_mod.PROJECT_ID) -> None:
         self.project_id = project_id
@@ -244,6 +252,7 @@ class FtsRetriever:
     """vipune ``Database::search_bm25`` reference: escaped words ANDed, FTS5 ``bm25()``."""
 
     name = "fts"
+    needs_store = True
 
     def __init__(self, project_id: str = store_mod.PROJECT_ID) -> None:
         self.project_id = project_id
@@ -816,6 +825,7 @@ class VipuneBinaryRetriever:
 
     name = "vipune"
     limit_sensitive = True  # search_hybrid's candidate pool depends on --limit
+    needs_store = True
 
     def __init__(
         self,

@@ -285,6 +285,8 @@ class EvalSession:
         try:
             persona = self.persona(pair)
             query, embed_ms = self.query(pair)
+            if getattr(retriever, "needs_store", False):
+                persona.store_path()  # built or checked once per persona: not query latency
             start = time.perf_counter()
             rankings = self._rankings(retriever, persona, query)
             retrieval_ms = (time.perf_counter() - start) * 1000.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +136,23 @@ def test_xdist_prints_the_same_numbers(pytester: pytest.Pytester) -> None:
     assert parallel["summary"] == serial["summary"]
     strip = [{k: v for k, v in p.items() if k != "latency_ms"} for p in parallel["pairs"]]
     assert strip == [{k: v for k, v in p.items() if k != "latency_ms"} for p in serial["pairs"]]
+
+
+def test_store_builds_are_not_query_latency(pytester: pytest.Pytester,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_retrieval_eval import store as store_mod
+
+    real = store_mod.build_store
+
+    def slow_build(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.2)  # a store build, once per persona
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(store_mod, "build_store", slow_build)
+    data = report_of(pytester, "--no-model", "--retrieval-eval-retriever", "hybrid,fts",
+                     "-k", "temporal-reasoning")
+    for name in ("hybrid", "fts"):
+        assert data["latency_ms"][name]["p95"] < 150, data["latency_ms"]
 
 
 def test_bm25_counts_are_saved_once_per_corpus(pytester: pytest.Pytester,
