@@ -40,7 +40,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -320,6 +320,21 @@ def store_files(cache: Path) -> dict[str, int]:
     return {p.name: p.stat().st_mtime_ns for p in (cache / "stores").glob("*/*.sqlite")}
 
 
+def alternate(serial_cmd: Callable[[int], list[str]], parallel_cmd: Callable[[int], list[str]],
+              cwd: Path, env: dict[str, str], repeat: int,
+              what: str) -> tuple[list[Measured], list[Measured]]:
+    """``repeat`` serial and ``-n 2`` runs taken in turn (serial, -n 2, serial, ...), so a
+    change in the machine's load while measuring falls on both sides alike."""
+    serial: list[Measured] = []
+    parallel: list[Measured] = []
+    for i in range(repeat):
+        for runs, cmd in ((serial, serial_cmd(i)), (parallel, parallel_cmd(i))):
+            m = measure(cmd, cwd, env)
+            check(m, what)
+            runs.append(m)
+    return serial, parallel
+
+
 def _same(reports: Path, base: str, names: Sequence[str]) -> bool:
     expected = _report_numbers(reports / f"{base}.json")
     return all(_report_numbers(reports / f"{name}.json") == expected for name in names)
@@ -359,10 +374,10 @@ def run_phase(data: Path, cache: Path, usable: int, repeat: int, results: Result
             verdict(first.wall < FIRST_WALL),
             f"{usable} pairs, hybrid; CPU {first.cpu:.0f} s"))
         built = store_files(cache)
-        serial = [measure(pytest_cmd(data, cache, reports / f"serial-{i}.json"), workdir, env)
-                  for i in range(repeat)]
-        for m in serial:
-            check(m, "a warm serial run")
+        serial, parallel = alternate(
+            lambda i: pytest_cmd(data, cache, reports / f"serial-{i}.json"),
+            lambda i: pytest_cmd(data, cache, reports / f"n2-{i}.json", ["-n", "2"]),
+            workdir, env, repeat, "a warm run")
         after = store_files(cache)
         rebuilt = sum(1 for k, v in after.items() if built.get(k) != v)
         wall = statistics.median(m.wall for m in serial)
@@ -377,10 +392,6 @@ def run_phase(data: Path, cache: Path, usable: int, repeat: int, results: Result
             "stores: one per persona, reused across runs", "", "", "",
             "one per persona, 0 rebuilt", verdict(len(after) == usable and rebuilt == 0),
             f"{len(after)} store files for {usable} personas, {rebuilt} rebuilt by warm runs"))
-        parallel = [measure(pytest_cmd(data, cache, reports / f"n2-{i}.json", ["-n", "2"]),
-                            workdir, env) for i in range(repeat)]
-        for m in parallel:
-            check(m, "a warm -n 2 run")
         same = _same(reports, "serial-0", ["first", *(f"n2-{i}" for i in range(repeat))])
         row, warm_gain = _parallel_row(f"run: warm, -n 2 (median of {repeat})", serial,
                                        parallel, usable, "pairs", same)
@@ -403,13 +414,10 @@ def run_phase(data: Path, cache: Path, usable: int, repeat: int, results: Result
         counts = measure(pytest_cmd(data, cache, reports / "all-build.json", every), workdir,
                          env)
         check(counts, "the run that saves the bm25 term counts")
-        all_serial = [measure(pytest_cmd(data, cache, reports / f"all-{i}.json", every),
-                              workdir, env) for i in range(repeat)]
-        all_parallel = [measure(pytest_cmd(data, cache, reports / f"all-n2-{i}.json",
-                                           [*every, "-n", "2"]), workdir, env)
-                        for i in range(repeat)]
-        for m in (*all_serial, *all_parallel):
-            check(m, "a warm four-retriever run")
+        all_serial, all_parallel = alternate(
+            lambda i: pytest_cmd(data, cache, reports / f"all-{i}.json", every),
+            lambda i: pytest_cmd(data, cache, reports / f"all-n2-{i}.json", [*every, "-n", "2"]),
+            workdir, env, repeat, "a warm four-retriever run")
         awall = statistics.median(m.wall for m in all_serial)
         results.add(Row(
             f"run: warm, serial, 4 retrievers (median of {repeat})", fmt_s(awall),
@@ -444,10 +452,8 @@ def floor_phase(tmp: Path, usable: int, repeat: int, results: Results, warm: flo
         "def test_empty(i):\n    pass\n", encoding="utf-8")
     cmd = [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_empty.py"]
     env = run_env()
-    serial = [measure(cmd, folder, env) for _ in range(repeat)]
-    parallel = [measure([*cmd, "-n", "2"], folder, env) for _ in range(repeat)]
-    for m in (*serial, *parallel):
-        check(m, "an empty-test run")
+    serial, parallel = alternate(lambda i: cmd, lambda i: [*cmd, "-n", "2"], folder, env,
+                                 repeat, "an empty-test run")
     swall = statistics.median(m.wall for m in serial)
     pwall = statistics.median(m.wall for m in parallel)
     extra = pwall - swall
@@ -734,7 +740,7 @@ def write_results(path: Path, scale: Scale, args: argparse.Namespace, results: R
         "`pytest --retrieval-eval --no-model` processes (retriever `hybrid`, k 1,5,10) in "
         "an empty directory; peak memory is the sampled RSS sum of the process tree "
         "(controller and xdist workers); warm rows are the median of "
-        f"{args.repeat} runs.",
+        f"{args.repeat} runs, serial and `-n 2` runs taken in turn.",
         "",
         "Reproduce (data, cache and stores go to `~/.cache/pytest-retrieval-eval-bench`, "
         "about 7 GB at full scale; `--scale small` runs the same phases in about a minute):",
