@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from pathlib import Path
 
@@ -196,15 +195,17 @@ def test_an_unwritable_place_is_one_line(odd_corpus: Corpus, tmp_path: Path) -> 
         ensure_table(odd_corpus, cache)
 
 
-def test_a_corpus_without_tokens(tmp_path: Path) -> None:
+def test_a_corpus_of_one_text(tmp_path: Path) -> None:
+    # Empty sessions are not memory rows, so the corpus holds the question alone.
     blank = make_instance("qa", n_sessions=2)
     blank["haystack_sessions"] = [[], []]
     blank["question"] = "?"
     corpus = corpus_of(tmp_path, [blank])
     table = open_table(ensure_table(corpus, tmp_path / "cache"))
-    for key, text in zip(corpus.all_text_keys(), corpus.texts(corpus.all_text_keys()),
-                         strict=True):
+    keys = corpus.all_text_keys()
+    for key, text in zip(keys, corpus.texts(keys), strict=True):
         assert tokens_and_counts(table, key) == list(Counter(text.split()).items())
+    assert len(table) == 1 and table.tokens == ["?"]  # the question's one token
 
 
 def test_doc_term_cache_serves_the_table_and_counts_the_rest(odd_corpus: Corpus,
@@ -219,4 +220,4 @@ def test_doc_term_cache_serves_the_table_and_counts_the_rest(odd_corpus: Corpus,
     assert [cache.vocab[t] for t in outside.split()[:3]] == [
         len(table.tokens), len(table.tokens) + 1, len(table.tokens) + 2]
     assert docs[0].length == len(odd_corpus.texts(keys[:1])[0].split())
-    assert os.fspath(table.path).endswith(".npz")
+    assert docs[2].length == 5 and docs[2].terms[1].tolist() == [1, 1, 1, 1, 1]
