@@ -173,6 +173,7 @@ def run_prep(
             )
         needed, slots = _plan(corpus, query_prefix(embedder))
         missing = cache.missing(list(needed))
+        total = len(missing)
         if missing:
 
             def waiting(seconds: float) -> None:
