@@ -125,14 +125,17 @@ def test_several_retrievers_side_by_side_and_oracle_is_perfect(
     assert len(distinct) >= 3
 
 
-def test_xdist_prints_the_same_numbers(pytester: pytest.Pytester) -> None:
-    serial = report_of(pytester, "--no-model", "--retrieval-eval-retriever", "hybrid,bm25")
+def test_xdist_prints_the_same_numbers(pytester: pytest.Pytester, isolated_cache: Path) -> None:
+    # -n 2 first, on an empty cache: the controller builds the corpus and the bm25 counts,
+    # the workers build the stores; the serial run after it reuses all of them.
     out = pytester.path / "xdist.json"
     result = pytester.runpytest_subprocess(
         "--retrieval-eval", "--no-model", "--retrieval-eval-retriever", "hybrid,bm25",
         "-n", "2", "--retrieval-eval-json", str(out))
     assert result.ret == 0, result.stdout.str()
+    assert len(list((isolated_cache / "terms").glob("*.npz"))) == 1
     parallel = json.loads(out.read_text())
+    serial = report_of(pytester, "--no-model", "--retrieval-eval-retriever", "hybrid,bm25")
     assert parallel["summary"] == serial["summary"]
     strip = [{k: v for k, v in p.items() if k != "latency_ms"} for p in parallel["pairs"]]
     assert strip == [{k: v for k, v in p.items() if k != "latency_ms"} for p in serial["pairs"]]
