@@ -432,10 +432,13 @@ def _build(source: DatasetSource, sha256: str, target: Path, progress: Progress 
             builder = _Builder(conn)
             if progress is not None:
                 progress(label, 0, None)
+            done = 0
             for done, parsed in enumerate(_instances(source), start=1):
                 builder.add(parsed)
                 if progress is not None:
                     progress(label, done, None)
+            if progress is not None:
+                progress(label, done, done)  # the end of the step, with its count
             if builder.stats["instances"] == 0:
                 raise DataError(
                     f"dataset file {source.path} holds no instances (an empty array); pass a "

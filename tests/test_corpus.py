@@ -185,6 +185,7 @@ def test_corpus_built_once_then_reused(
     first = load_corpus(source, tmp_path / "cache", lambda *a: seen.append(a))
     assert counter.calls == 1
     assert ("ingest tiny", 5, None) in seen
+    assert seen[-1] == ("ingest tiny", 5, 5)  # the step's end, with its count
     second = load_corpus(source, tmp_path / "cache")
     assert counter.calls == 1  # the JSON was not read again
     assert second.pairs == first.pairs
