@@ -24,6 +24,7 @@ import itertools
 import json
 import os
 import threading
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,12 +33,15 @@ __all__ = [
     "SIDECAR_SUFFIX",
     "VERIFIED_SUFFIX",
     "FileVersion",
+    "commit_file",
     "file_version",
     "matches_sidecar",
     "memoised_sha256",
     "read_sidecar",
+    "remove_partials",
     "sha256_file",
     "sidecar_path",
+    "temp_path",
     "write_sidecar",
     "write_stamp",
 ]
@@ -248,3 +252,34 @@ def matches_sidecar(path: Path) -> bool:
         return False
     write_stamp(path, st, actual)
     return True
+
+
+def temp_path(target: Path) -> Path:
+    """A private temp name beside ``target`` (``.<stem>.<pid>.<random>.tmp``) for building it;
+    :func:`remove_partials` finds such names after a killed build."""
+    target = Path(target)
+    return target.with_name(f".{target.stem}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+
+
+def remove_partials(target: Path) -> None:
+    """Delete what killed builds of ``target`` left (:func:`temp_path` files and their sidecar
+    temps). Call it holding the build lock, so no live builder owns one."""
+    target = Path(target)
+    for leftover in target.parent.glob(f".{target.stem}.*.tmp*"):
+        with contextlib.suppress(OSError):
+            leftover.unlink()
+
+
+def commit_file(tmp: Path, target: Path) -> None:
+    """Put a finished ``tmp`` in place as ``target`` and commit it: fsync, hash, drop any old
+    sidecar (it must never vouch for the new file), rename, write the sidecar, and stamp the
+    new version verified, so the next process need not hash it again. A kill part-way leaves
+    only names :func:`remove_partials` sweeps (the sidecar's temp is named after ``tmp``)."""
+    tmp, target = Path(tmp), Path(target)
+    with open(tmp, "rb+") as handle:
+        os.fsync(handle.fileno())
+    digest = sha256_file(tmp)
+    sidecar_path(target).unlink(missing_ok=True)
+    os.replace(tmp, target)
+    write_sidecar(target, digest, tmp=sidecar_path(tmp))
+    write_stamp(target, target.stat(), digest)  # after the rename: it moves the ctime

@@ -31,7 +31,6 @@ import json
 import os
 import sqlite3
 import threading
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +38,14 @@ from typing import Any
 
 from filelock import FileLock
 
-from .checksums import MEMO_DIR, matches_sidecar, sha256_file, sidecar_path, write_sidecar
+from .checksums import (
+    MEMO_DIR,
+    commit_file,
+    matches_sidecar,
+    remove_partials,
+    sidecar_path,
+    temp_path,
+)
 from .dataset import DatasetSource, file_sha256, iter_instances
 from .errors import CacheError, DataError
 from .pairs import Instance, PairFacts, Rejection, parse_instance, text_key
@@ -417,7 +423,7 @@ def _instances(source: DatasetSource) -> Iterator[Instance | Rejection]:
 
 
 def _build(source: DatasetSource, sha256: str, target: Path, progress: Progress | None) -> None:
-    tmp = target.with_name(f".{target.stem}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    tmp = temp_path(target)
     side_tmp = sidecar_path(tmp)
     label = f"ingest {source.name}"
     try:
@@ -448,24 +454,11 @@ def _build(source: DatasetSource, sha256: str, target: Path, progress: Progress 
             conn.execute("COMMIT")
         finally:
             conn.close()
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        digest = sha256_file(tmp)
-        os.replace(tmp, target)
-        # The commit mark: readers check the file against it.
-        write_sidecar(target, digest, tmp=side_tmp)
+        commit_file(tmp, target)  # the sidecar is the commit mark readers check
     finally:
         for leftover in (tmp, side_tmp):
             with contextlib.suppress(FileNotFoundError):
                 os.remove(leftover)
-
-
-def _remove_partials(target: Path) -> None:
-    """Delete temp files a killed build of ``target`` left (caller holds the build lock, so
-    no live builder of this target owns one)."""
-    for leftover in target.parent.glob(f".{target.stem}.*.tmp*"):
-        with contextlib.suppress(OSError):
-            leftover.unlink()
 
 
 def corpus_path(cache_dir: Path, sha256: str) -> Path:
@@ -500,7 +493,7 @@ def load_corpus(source: DatasetSource, cache_dir: Path, progress: Progress | Non
             corpus = _open_if_complete(target, source.name, sha256)
             if corpus is not None:
                 return corpus
-            _remove_partials(target)
+            remove_partials(target)
             _build(source, sha256, target, progress)
     except OSError as exc:
         where = f": {exc.filename}" if exc.filename else ""

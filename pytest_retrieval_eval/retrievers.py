@@ -658,7 +658,9 @@ class BM25Retriever:
     Ranking: scores descending, ties in row order (``argsort(-scores, kind="stable")``).
     Indexes are cached per persona key (an LRU of ``cache_size``). A persona that carries
     ``text_keys`` is indexed from per-text counts cached across personas (:class:`DocTermCache`),
-    so only texts never seen before are split; the scores stay BM25Okapi's, bit for bit.
+    so only texts never seen before are split; with :meth:`use_table` (what the plugin does)
+    the counts come from the corpus's saved table and no corpus text is split at all. The
+    scores stay BM25Okapi's, bit for bit.
     """
 
     name = "bm25"
@@ -669,16 +671,18 @@ class BM25Retriever:
         self._table: Callable[[], TermTable] | None = None
         self._cache: OrderedDict[str, BM25Index] = OrderedDict()
         self._lock = threading.Lock()
+        self._terms_lock = threading.Lock()  # only for making ``terms`` (may read a file)
 
     def use_table(self, load: Callable[[], TermTable]) -> None:
-        """Serve text counts from a corpus's saved table, read by ``load()`` on first use."""
-        with self._lock:
+        """Serve text counts from a corpus's saved table, read by ``load()`` on first use; it
+        replaces any counts kept so far (the table brings its own vocabulary)."""
+        with self._terms_lock:
             self._table, self._terms = load, None
 
     @property
     def terms(self) -> DocTermCache:
         """The text counts in use (the saved table is read here, once)."""
-        with self._lock:
+        with self._terms_lock:
             if self._terms is None:
                 table = self._table() if self._table is not None else None
                 self._terms = DocTermCache(table=table)

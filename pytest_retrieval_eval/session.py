@@ -27,6 +27,7 @@ from . import retrievers as retrievers_mod
 from . import store as store_mod
 from . import terms as terms_mod
 from . import vipune
+from .checksums import read_sidecar
 from .embedding import EmbedConfig, Embedder, load_embedder
 from .errors import CacheError, DataError, RetrievalEvalError
 from .metrics import dedupe, score_ranking
@@ -198,7 +199,8 @@ class EvalSession:
         bm25 = self._retrievers.get("bm25")
         if isinstance(bm25, retrievers_mod.BM25Retriever):
             table = terms_mod.table_path(Path(self.plan.cache_root), corpus.dataset_sha256)
-            bm25.use_table(lambda: terms_mod.open_table(table))
+            corpus_path = corpus.path  # the counts must come from this very corpus file
+            bm25.use_table(lambda: terms_mod.open_table(table, read_sidecar(corpus_path)))
         if "vipune" in self._retrievers:
             retrievers_mod.check_compatible(self.plan.model)
 

@@ -8,12 +8,13 @@ share sessions). So the counts are saved next to the corpus, by the first run th
 with ``bm25``, and every later process only reads them::
 
     <cache>/terms/<dataset sha256>.npz           the arrays below (numpy .npz, no pickle)
-    <cache>/terms/<dataset sha256>.npz.sha256    commit mark (checksums.write_sidecar)
+    <cache>/terms/<dataset sha256>.npz.sha256    commit mark (checksums.commit_file)
     <cache>/terms/<dataset sha256>.npz.lock      builders only (filelock)
 
 Arrays: ``format``; ``corpus`` (the corpus file's sha256, so a rebuilt corpus never pairs
-with old counts); ``keys`` and ``tokens`` (text keys, and the vocabulary in id order, each
-``"\\n"``-joined UTF-8: a token never holds white space); ``indptr`` (int64, texts + 1);
+with old counts); ``sizes`` (how many keys and tokens); ``keys`` and ``tokens`` (text keys,
+and the vocabulary in id order, each ``"\\n"``-joined UTF-8: a token never holds white
+space); ``indptr`` (int64, texts + 1);
 ``terms`` and ``counts`` (int32: each text's distinct tokens, in first-appearance order, and
 their counts); ``lengths`` (int64 tokens per text). A text's counts are exactly
 :func:`count_terms`' result, so rankings are bit-identical whichever way they were made.
@@ -23,15 +24,22 @@ from __future__ import annotations
 
 import contextlib
 import os
-import uuid
+import zipfile
 from collections import Counter
 from collections.abc import Callable, MutableMapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import numpy as np
 
-from .checksums import matches_sidecar, read_sidecar, sha256_file, sidecar_path, write_sidecar
+from .checksums import (
+    commit_file,
+    matches_sidecar,
+    read_sidecar,
+    remove_partials,
+    sidecar_path,
+    temp_path,
+)
 from .errors import CacheError
 
 if TYPE_CHECKING:
@@ -54,6 +62,10 @@ _CHUNK = 512
 _LABEL = "bm25 term counts"
 
 Progress = Callable[[str, int, "int | None"], None]
+_T = TypeVar("_T")
+#: What reading a damaged .npz can raise (np.load and the zip reader under it).
+_UNREADABLE = (OSError, EOFError, ValueError, KeyError, IndexError, UnicodeError,
+               zipfile.BadZipFile)
 
 
 class DocTerms(NamedTuple):
@@ -92,10 +104,8 @@ def _split(blob: np.ndarray, count: int) -> list[str]:
 class TermTable:
     """The saved counts of one corpus, read back (:func:`open_table`)."""
 
-    def __init__(self, path: Path, keys: Sequence[str], tokens: Sequence[str],
-                 indptr: np.ndarray, terms: np.ndarray, counts: np.ndarray,
-                 lengths: np.ndarray) -> None:
-        self.path = path
+    def __init__(self, keys: Sequence[str], tokens: Sequence[str], indptr: np.ndarray,
+                 terms: np.ndarray, counts: np.ndarray, lengths: np.ndarray) -> None:
         self.tokens = list(tokens)
         self.rows = {key: row for row, key in enumerate(keys)}
         self.indptr = indptr
@@ -132,9 +142,9 @@ def _damaged(path: Path, why: str) -> CacheError:
     )
 
 
-def open_table(path: Path, corpus_sha256: str | None = None) -> TermTable:
-    """Read a saved table; :class:`CacheError` (one line) if it is missing, damaged, of
-    another format or (when ``corpus_sha256`` is given) of another corpus file."""
+def _read(path: Path, corpus_sha256: str | None, read: Callable[[Any], _T]) -> _T:
+    """Check ``path`` (present, matching its sidecar, this format, this corpus when
+    ``corpus_sha256`` is given), then ``read`` the open .npz; one-line CacheError otherwise."""
     path = Path(path)
     if not path.is_file() or not sidecar_path(path).is_file():
         raise CacheError(
@@ -148,24 +158,33 @@ def open_table(path: Path, corpus_sha256: str | None = None) -> TermTable:
             fmt = int(z["format"][0])
             if fmt != FORMAT_VERSION:
                 raise _damaged(path, f"format {fmt}, this version reads {FORMAT_VERSION}")
-            corpus = z["corpus"].tobytes().decode("ascii")
-            if corpus_sha256 is not None and corpus != corpus_sha256:
+            if (corpus_sha256 is not None
+                    and z["corpus"].tobytes().decode("ascii") != corpus_sha256):
                 raise _damaged(path, "made from another corpus file")
-            sizes = z["sizes"]
-            keys = _split(z["keys"], int(sizes[0]))
-            tokens = _split(z["tokens"], int(sizes[1]))
-            indptr, terms, counts = z["indptr"], z["terms"], z["counts"]
-            lengths = z["lengths"]
+            return read(z)
     except CacheError:
         raise
-    except (OSError, ValueError, KeyError, IndexError, UnicodeError) as exc:
+    except _UNREADABLE as exc:
         raise _damaged(path, f"unreadable: {type(exc).__name__}") from None
+
+
+def open_table(path: Path, corpus_sha256: str | None = None) -> TermTable:
+    """Read a saved table; :class:`CacheError` (one line) if it is missing, damaged, of
+    another format or (when ``corpus_sha256`` is given) of another corpus file."""
+
+    def arrays(z: Any) -> tuple[list[str], list[str], np.ndarray, np.ndarray, np.ndarray,
+                                np.ndarray]:
+        sizes = z["sizes"]
+        return (_split(z["keys"], int(sizes[0])), _split(z["tokens"], int(sizes[1])),
+                z["indptr"], z["terms"], z["counts"], z["lengths"])
+
+    keys, tokens, indptr, terms, counts, lengths = _read(path, corpus_sha256, arrays)
     n = len(keys)
     if (indptr.shape != (n + 1,) or lengths.shape != (n,) or terms.shape != counts.shape
             or int(indptr[-1]) != terms.size or (n and int(indptr[0]) != 0)
             or (terms.size and int(terms.max()) >= len(tokens))):
-        raise _damaged(path, "inconsistent arrays")
-    return TermTable(path, keys, tokens, indptr, terms, counts, lengths)
+        raise _damaged(Path(path), "inconsistent arrays")
+    return TermTable(keys, tokens, indptr, terms, counts, lengths)
 
 
 def ensure_table(corpus: Corpus, cache_dir: Path, progress: Progress | None = None) -> Path:
@@ -191,9 +210,7 @@ def ensure_table(corpus: Corpus, cache_dir: Path, progress: Progress | None = No
         with FileLock(f"{target}.lock"):
             if _valid(target, corpus_sha):
                 return target
-            for leftover in target.parent.glob(f".{target.stem}.*.tmp*"):
-                with contextlib.suppress(OSError):
-                    leftover.unlink()
+            remove_partials(target)
             _build(corpus, corpus_sha, target, progress)
     except OSError as exc:
         raise CacheError(
@@ -204,15 +221,12 @@ def ensure_table(corpus: Corpus, cache_dir: Path, progress: Progress | None = No
 
 
 def _valid(target: Path, corpus_sha: str) -> bool:
-    """A committed, intact table of this format and corpus (its big arrays are not read)."""
-    if not sidecar_path(target).is_file() or not matches_sidecar(target):
-        return False
+    """A committed, intact table of this format and corpus (its arrays are not loaded)."""
     try:
-        with np.load(target, allow_pickle=False) as z:
-            return bool(int(z["format"][0]) == FORMAT_VERSION
-                        and z["corpus"].tobytes().decode("ascii") == corpus_sha)
-    except (OSError, ValueError, KeyError, IndexError, UnicodeError):
+        _read(target, corpus_sha, lambda z: None)
+    except CacheError:
         return False
+    return True
 
 
 def _build(corpus: Corpus, corpus_sha: str, target: Path, progress: Progress | None) -> None:
@@ -235,7 +249,7 @@ def _build(corpus: Corpus, corpus_sha: str, target: Path, progress: Progress | N
         if progress is not None:
             progress(_LABEL, start + len(chunk), n)
     both = np.concatenate(parts, axis=1) if parts else np.zeros((2, 0), dtype=np.int32)
-    tmp = target.with_name(f".{target.stem}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    tmp = temp_path(target)
     try:
         with open(tmp, "wb") as f:
             np.savez(
@@ -245,13 +259,8 @@ def _build(corpus: Corpus, corpus_sha: str, target: Path, progress: Progress | N
                 keys=_join(keys), tokens=_join(list(vocab)), indptr=indptr,
                 terms=np.ascontiguousarray(both[0]), counts=np.ascontiguousarray(both[1]),
                 lengths=lengths)
-            f.flush()
-            os.fsync(f.fileno())
-        digest = sha256_file(tmp)
-        # An old sidecar must never vouch for the new file, even for an instant.
-        sidecar_path(target).unlink(missing_ok=True)
-        os.replace(tmp, target)
-        write_sidecar(target, digest)  # the commit mark
+        commit_file(tmp, target)
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(tmp)
+        for leftover in (tmp, sidecar_path(tmp)):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(leftover)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
-from pytest_retrieval_eval import generator
+from pytest_retrieval_eval import checksums, generator
 from pytest_retrieval_eval import retrievers as r
 from pytest_retrieval_eval import terms as terms_mod
 from pytest_retrieval_eval.corpus import Corpus, load_corpus
@@ -142,6 +142,26 @@ def test_a_damaged_table_is_refused_then_rebuilt(odd_corpus: Corpus, tmp_path: P
     assert "\n" not in message and str(path) in message and "delete the file" in message
     ensure_table(odd_corpus, cache)  # a run that ranks with bm25 rebuilds it
     assert path.read_bytes() == good and open_table(path).tokens
+
+
+def test_a_new_table_is_stamped_so_no_process_rehashes_it(
+        odd_corpus: Corpus, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = ensure_table(odd_corpus, tmp_path / "cache")
+    checksums._memo.clear()  # a later process
+    hashed: list[Path] = []
+    monkeypatch.setattr(checksums, "sha256_file", lambda p, *a: hashed.append(p) or "0")
+    assert open_table(path).tokens
+    assert hashed == []
+
+
+def test_a_broken_archive_with_a_matching_sidecar_is_one_line(odd_corpus: Corpus,
+                                                              tmp_path: Path) -> None:
+    path = ensure_table(odd_corpus, tmp_path / "cache")
+    path.write_bytes(b"PK\x03\x04 not really a zip archive")
+    checksums.write_sidecar(path, checksums.sha256_file(path))  # copied along with it
+    with pytest.raises(CacheError) as info:
+        open_table(path)
+    assert "\n" not in str(info.value) and "damaged (unreadable" in str(info.value)
 
 
 def test_a_table_of_another_corpus_file_is_rebuilt(odd_corpus: Corpus, tmp_path: Path) -> None:
