@@ -6,6 +6,7 @@ Layout under a cache root::
     <root>/vectors/<fingerprint>/shard-<time>-<uuid>.parquet          key, vector
     <root>/vectors/<fingerprint>/shard-<time>-<uuid>.parquet.sha256   written after the shard
     <root>/vectors/<fingerprint>/.lock                     writers only (filelock)
+    <root>/vectors/<fingerprint>/.prep.lock                one prep of the model at a time
 
 * A **key** is the sha256 hex of the exact text embedded (:func:`pairs.text_key`), so the same
   text is embedded once whichever persona holds it. A fingerprint directory only ever holds
@@ -561,9 +562,15 @@ class VectorCache:
 
     # ----------------------------------------------------------------- writing
 
-    def _lock(self) -> FileLock:
+    def _lock(self, name: str = ".lock") -> FileLock:
         self.directory.mkdir(parents=True, exist_ok=True)
-        return FileLock(str(self.directory / ".lock"), timeout=LOCK_TIMEOUT)
+        return FileLock(str(self.directory / name), timeout=LOCK_TIMEOUT)
+
+    def _unwritable(self, exc: OSError) -> CacheError:
+        return CacheError(
+            f"vector cache {self.directory} cannot be written ({exc.strerror or exc}); "
+            f"make it writable, free some disk space, or pass another --cache"
+        )
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -583,39 +590,25 @@ class VectorCache:
             finally:
                 lock.release()
         except OSError as exc:
-            raise CacheError(
-                f"vector cache {self.directory} cannot be written ({exc.strerror or exc}); "
-                f"make it writable, free some disk space, or pass another --cache"
-            ) from None
+            raise self._unwritable(exc) from None
 
     @contextlib.contextmanager
-    def prep_turn(self, waiting: Callable[[float], None] | None = None,
-                  poll: float = 1.0) -> Iterator[None]:
+    def prep_turn(self, waiting: Callable[[], None] | None = None) -> Iterator[None]:
         """Held for the embedding part of a prep of this model, so two preps on one cache
         (``retrieval-eval prep`` beside a model-lane pytest run) never embed the same texts:
-        the second waits (``waiting(seconds)`` about once per ``poll``; Ctrl-C works) and then
-        embeds only what the first left missing. The OS drops the lock of a killed process.
+        the second calls ``waiting()`` once, waits (Ctrl-C works), then embeds only what the
+        first left missing. The OS drops the lock of a killed process.
         """
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            lock = FileLock(str(self.directory / ".prep.lock"))
+            lock = self._lock(".prep.lock")
             try:
                 lock.acquire(timeout=0)
             except Timeout:
-                began = time.monotonic()
-                while True:
-                    if waiting is not None:
-                        waiting(time.monotonic() - began)
-                    try:
-                        lock.acquire(timeout=poll)
-                        break
-                    except Timeout:
-                        continue
+                if waiting is not None:
+                    waiting()
+                lock.acquire(timeout=-1)  # as long as the other prep takes
         except OSError as exc:
-            raise CacheError(
-                f"vector cache {self.directory} cannot be written ({exc.strerror or exc}); "
-                f"make it writable, free some disk space, or pass another --cache"
-            ) from None
+            raise self._unwritable(exc) from None
         try:
             yield
         finally:

@@ -113,8 +113,8 @@ class ProgressBar:
             bar = "#" * filled + "." * (self.width - filled)
             eta = _clock((total - done) / rate) if rate > 0 else "--:--"
             return f"{label} [{bar}] {done}/{total} {rate:.1f}/s ETA {eta}"
-        if label.endswith("(s)"):  # done counts seconds (prep.WAIT_LABEL): no rate
-            return f"{label} {done}"
+        if done == 0:  # an open-ended step that has counted nothing yet: its label alone
+            return label
         return f"{label} {done} {rate:.1f}/s {_clock(elapsed)}"
 
     def _draw(self, text: str) -> None:

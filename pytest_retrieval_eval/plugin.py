@@ -72,12 +72,12 @@ class _Progress:
         if not final and self.last > 0 and now - self.last < interval:
             return
         self.last = -1.0 if final else now
-        amount = f"{done}/{total}" if total is not None else f"{done}"
-        timer = total is None and label.endswith("(s)")  # done counts seconds: no rate
-        rate = done / (now - self.started) if now > self.started and done and not timer else 0.0
+        # An open-ended step that has counted nothing yet is shown by its label alone.
+        amount = f" {done}/{total}" if total is not None else f" {done}" if done else ""
+        rate = done / (now - self.started) if now > self.started and done else 0.0
         eta = f", ~{(total - done) / rate:.0f}s left" if total and rate and not final else ""
         speed = f" ({_human(rate)}/s{eta})" if rate else ""
-        line = f"retrieval-eval: {label} {amount}{speed}"
+        line = f"retrieval-eval: {label}{amount}{speed}"
         if self.tr.isatty:
             self.tr.rewrite(line, erase=True)
             if final:

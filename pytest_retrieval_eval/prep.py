@@ -40,9 +40,9 @@ __all__ = [
 ]
 
 Progress = Callable[[str, int, "int | None"], None]
-#: Progress label while another prep of the same model holds the cache; ``done`` counts the
-#: seconds waited (a label ending in "(s)" is drawn without a rate).
-WAIT_LABEL = "waiting for another prep of this model (s)"
+#: Progress label (sent once, as ``(WAIT_LABEL, 0, None)``) while another prep of the same
+#: model holds the cache.
+WAIT_LABEL = "waiting for another prep of this model"
 
 #: More shards than this in the writable root after a prep, and prep compacts them.
 COMPACT_AFTER_SHARDS = 16
@@ -176,9 +176,9 @@ def run_prep(
         total = len(missing)
         if missing:
 
-            def waiting(seconds: float) -> None:
+            def waiting() -> None:
                 if progress is not None:
-                    progress(WAIT_LABEL, int(seconds), None)
+                    progress(WAIT_LABEL, 0, None)
 
             # One prep of a model at a time: a second one waits, then embeds what is left.
             with cache.prep_turn(waiting):

@@ -122,7 +122,7 @@ def test_progress_bar_render() -> None:
     assert bar.render("embed", 5, 10, 2.0, 5) == "embed [#####.....] 5/10 2.5/s ETA 00:02"
     assert bar.render("embed", 0, 0, 0.0, 0) == "embed [##########] 0/0 0.0/s ETA --:--"
     assert bar.render("read", 7, None, 3.0, 6).startswith("read 7 2.0/s")
-    assert bar.render(WAIT_LABEL, 7, None, 7.0, 7) == f"{WAIT_LABEL} 7"  # seconds, no rate
+    assert bar.render(WAIT_LABEL, 0, None, 7.0, 0) == WAIT_LABEL  # nothing counted: label
     bar("embed", 0, 3)
     bar("embed", 3, 3)
     bar("embed", 3, 3)  # the same state is not drawn twice
