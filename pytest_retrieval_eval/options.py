@@ -188,8 +188,9 @@ OPTIONS: tuple[_Option, ...] = (
             "$RETRIEVAL_EVAL_CACHE_DIR, else ~/.cache/pytest-retrieval-eval; untouched by "
             "--cache-clear)", "DIR"),
     _Option("--retrieval-eval-store-dir", "retrieval_eval_store_dir", text, None,
-            "also keep each persona's vipune store here as <question_id>.sqlite for "
-            "inspection (default: stores live only in the cache)", "DIR"),
+            "also keep each persona's vipune store (hybrid, fts, vipune) here as "
+            "<question_id>.sqlite for inspection (default: stores live only in the cache)",
+            "DIR"),
     _Option("--retrieval-eval-vipune", "retrieval_eval_vipune", text, "vipune",
             "the vipune binary for the vipune retriever (default: vipune on PATH)", "PATH"),
     _Option("--retrieval-eval-vipune-timeout", "retrieval_eval_vipune_timeout", positive_float,
@@ -283,8 +284,32 @@ def check_combinations(settings: Settings) -> None:
             "--retrieval-eval-device cuda has nothing to run with --no-model "
             "(no model is loaded); drop one of them"
         )
-    if settings.json_path is not None and settings.json_path.is_dir():
+    if settings.json_path is not None:
+        if settings.json_path.is_dir():
+            raise pytest.UsageError(
+                f"--retrieval-eval-json {settings.json_path}: is a directory; give a file path"
+            )
+        _check_writable_folder("--retrieval-eval-json", settings.json_path,
+                               settings.json_path.parent)
+    if settings.store_dir is not None:
+        _check_writable_folder("--retrieval-eval-store-dir", settings.store_dir,
+                               settings.store_dir)
+
+
+def _check_writable_folder(option: str, value: Path, folder: Path) -> None:
+    """``folder`` is, or can be made as, a writable folder: its nearest existing ancestor is a
+    writable directory. Checked before any work, so a long run never ends on a write error."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
         raise pytest.UsageError(
-            f"--retrieval-eval-json {settings.json_path}: is a directory; give a file path"
+            f"{option} {value}: {existing} is a file, not a folder; give a path in a "
+            f"writable folder"
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise pytest.UsageError(
+            f"{option} {value}: folder {existing} is not writable; give a path in a "
+            f"writable folder"
         )
 

@@ -176,14 +176,28 @@ class PairItem(pytest.Function):
 def _pair_test(request: pytest.FixtureRequest) -> None:
     item = request.node
     state = request.config.stash[SESSION_KEY]
-    state.run_pair(item.position, item.retriever)
+    custom: Retriever | None = None
+    if item.retriever == CUSTOM_RETRIEVER:
+        # Asked for here, not as an argument: a missing fixture then fails the call with one
+        # line (PairItem.repr_failure) instead of a setup error with a traceback.
+        custom = request.getfixturevalue("retrieval_eval_custom_retriever")
+    state.run_pair(item.position, item.retriever, custom=custom)
 
 
-def _custom_pair_test(request: pytest.FixtureRequest,
-                      retrieval_eval_custom_retriever: Retriever) -> None:
-    item = request.node
-    state = request.config.stash[SESSION_KEY]
-    state.run_pair(item.position, item.retriever, custom=retrieval_eval_custom_retriever)
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Every failed pair item is listed in the report's ``errors`` (whatever raised)."""
+    report = yield
+    if isinstance(item, PairItem) and report.failed and call.excinfo is not None:
+        state = _session(item.config)
+        if state is not None and state.corpus is not None:
+            exc = call.excinfo.value
+            message = str(exc) if isinstance(exc, RetrievalEvalError) else (
+                f"{type(exc).__name__}: {one_line(exc)}")
+            state.errors.append({"retriever": item.retriever,
+                                 "question_id": state.corpus.pairs[item.position].question_id,
+                                 "error": message})
+    return report
 
 
 @pytest.fixture(scope="session")
@@ -214,9 +228,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             parent = QuestionTypeCollector.from_parent(root, name=pair.question_type)
             by_type[pair.question_type] = parent
         for name in state.settings.retrievers:
-            func = _custom_pair_test if name == CUSTOM_RETRIEVER else _pair_test
             item = PairItem.from_parent(parent, name=f"{pair.question_id}[{name}]",
-                                        callobj=func)
+                                        callobj=_pair_test)
             item.position = position
             item.retriever = name
             item.add_marker(MARKER)
@@ -239,7 +252,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
     state.report = report.build_report(state.run_info(), state.results, state.errors)
     if state.settings.json_path is not None:
-        report.write_json(state.report, state.settings.json_path)
+        try:
+            report.write_json(state.report, state.settings.json_path)
+        except RetrievalEvalError as exc:  # checked up front; the disk can still fail
+            state.json_error = str(exc)
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -261,5 +278,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
     terminalreporter.write_sep("=", "retrieval-eval")
     for line in terminal_lines(state.report):
         terminalreporter.write_line(line)
-    if state.settings.json_path is not None:
+    if state.json_error is not None:
+        terminalreporter.write_line(f"retrieval-eval: error: {state.json_error}")
+    elif state.settings.json_path is not None:
         terminalreporter.write_line(f"JSON report: {state.settings.json_path}")

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .errors import CacheError
 from .metrics import mean_metrics, metric_key
 from .pairs import QUESTION_TYPES
 
@@ -207,7 +208,7 @@ def terminal_lines(report: Mapping[str, Any]) -> list[str]:
     lines = header_lines(info)
     if not report["summary"] or not any(
             s["overall"]["n"] for s in report["summary"].values()):
-        return [*lines, "no pair was scored"]
+        return [*lines, "no pair was scored", *_error_lines(report)]
     lines.append("")
     lines.extend(table_lines(report["summary"], report["retrievers"], report["ks"]))
     for d in report.get("drift") or []:
@@ -217,9 +218,12 @@ def terminal_lines(report: Mapping[str, Any]) -> list[str]:
     if lat:
         parts = [f"{name} {v['median']:.1f} ms (p95 {v['p95']:.1f})" for name, v in lat.items()]
         lines.append("median latency per query: " + ", ".join(parts))
-    if report.get("errors"):
-        lines.append(f"errors: {len(report['errors'])} item(s) failed; see their failures above")
-    return lines
+    return [*lines, *_error_lines(report)]
+
+
+def _error_lines(report: Mapping[str, Any]) -> list[str]:
+    errors = report.get("errors") or []
+    return [f"errors: {len(errors)} item(s) failed; see their failures above"] if errors else []
 
 
 def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
@@ -233,10 +237,12 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
         d = drift(ordered, "hybrid", "vipune", max(ks))
         if d:
             drifts.append({"a": "hybrid", "b": "vipune", **d})
+    errors = list(errors)
     scored_qids = {r["question_id"] for r in ordered}
+    attempted = scored_qids | {str(e.get("question_id")) for e in errors}  # ran, even if failed
     full_info = {**info, "scored": len(scored_qids)}
     full_info["skipped"] = {**info["skipped"],
-                            "not_selected": max(0, info["usable"] - len(scored_qids))}
+                            "not_selected": max(0, info["usable"] - len(attempted))}
     return {
         "schema_version": SCHEMA_VERSION,
         "dataset": info["dataset"],
@@ -258,15 +264,25 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
 
 
 def write_json(report: Mapping[str, Any], path: Path) -> None:
-    """Write the report atomically (temp file + rename): never a half-written file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write the report atomically (temp file + rename): never a half-written file.
+
+    Raises :class:`CacheError` (one line) when ``path`` cannot be written.
+    """
     public = {k: v for k, v in report.items() if k != "info"}
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp: str | None = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(public, fh, indent=1, sort_keys=False)
             fh.write("\n")
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise CacheError(
+                f"JSON report {path} cannot be written ({exc.strerror or exc}); pass another "
+                f"--retrieval-eval-json"
+            ) from None
         raise

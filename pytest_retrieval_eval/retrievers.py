@@ -879,14 +879,20 @@ class VipuneBinaryRetriever:
                 f"are not {vipune.EMBEDDING_DIM}-d); prep with {vipune.MODEL_ID}"
             )
         cmd = self.command(db_path, query.question, lim)
-        proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=self._env,
-            start_new_session=True,
-        )
+        try:
+            proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self._env,
+                start_new_session=True,
+            )
+        except OSError as exc:  # not a program this system runs, or gone since the check
+            raise RetrieverError(
+                f"{where}: cannot run it ({exc.strerror or exc}); pass a vipune binary built "
+                f"for this machine with --retrieval-eval-vipune"
+            ) from None
         try:
             out, err = proc.communicate(timeout=self.timeout)
         except subprocess.TimeoutExpired:

@@ -29,7 +29,7 @@ from . import terms as terms_mod
 from . import vipune
 from .checksums import read_sidecar
 from .embedding import EmbedConfig, Embedder, load_embedder
-from .errors import CacheError, DataError, RetrievalEvalError
+from .errors import CacheError, DataError
 from .metrics import dedupe, score_ranking
 from .options import DEFAULT_MODEL, Settings
 from .report import PairResult
@@ -69,6 +69,7 @@ class EvalSession:
     vectors: cache_mod.VectorCache | None = None
     dataset_info: dict[str, Any] = field(default_factory=dict)
     report: dict[str, Any] | None = None
+    json_error: str | None = None  # why the JSON report could not be written
     _retrievers: dict[str, retrievers_mod.Retriever] = field(default_factory=dict)
     _stores: store_mod.StoreCache | None = None
     _personas: OrderedDict[int, retrievers_mod.Persona] = field(default_factory=OrderedDict)
@@ -234,10 +235,10 @@ class EvalSession:
         def store_path() -> Path:
             if built:  # checked (or built) once per persona, however many searches use it
                 return built[0]
-            path = stores.get_or_build(key, lambda: list(zip(
-                pair.session_ids, load_texts(), vectors, pair.created_at, strict=True)))
+            path = stores.get_or_build(key, lambda: store_mod.rows_from_arrays(
+                pair.session_ids, load_texts(), vectors, pair.created_at))
             if self.settings.store_dir is not None:
-                target = self.settings.store_dir / f"{pair.question_id}.sqlite"
+                target = self.settings.store_dir / store_mod.export_name(pair.question_id)
                 store_mod.export_store(path, target)
             built.append(path)
             return path
@@ -284,18 +285,13 @@ class EvalSession:
         assert self.corpus is not None
         pair = self.corpus.pairs[index]
         retriever = custom if custom is not None else self._retrievers[retriever_name]
-        try:
-            persona = self.persona(pair)
-            query, embed_ms = self.query(pair)
-            if getattr(retriever, "needs_store", False):
-                persona.store_path()  # built or checked once per persona: not query latency
-            start = time.perf_counter()
-            rankings = self._rankings(retriever, persona, query)
-            retrieval_ms = (time.perf_counter() - start) * 1000.0
-        except RetrievalEvalError as exc:
-            self.errors.append({"retriever": retriever_name, "question_id": pair.question_id,
-                                "error": str(exc)})
-            raise
+        persona = self.persona(pair)
+        query, embed_ms = self.query(pair)
+        if getattr(retriever, "needs_store", False):
+            persona.store_path()  # built or checked once per persona: not query latency
+        start = time.perf_counter()
+        rankings = self._rankings(retriever, persona, query)
+        retrieval_ms = (time.perf_counter() - start) * 1000.0
         rankable = set(pair.session_ids)
         metrics: dict[str, float] = {}
         for k in self.settings.ks:

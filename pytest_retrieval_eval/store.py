@@ -36,7 +36,7 @@ import numpy as np
 
 from . import vipune
 from .checksums import matches_sidecar, memoised_sha256, write_sidecar, write_stamp
-from .errors import CacheError, DataError
+from .errors import CacheError, DataError, one_line
 
 __all__ = [
     "EMPTY_DATE_PLACEHOLDER",
@@ -260,16 +260,34 @@ def build_store(
     return target
 
 
+def export_name(question_id: str) -> str:
+    """``<question_id>.sqlite`` as a plain file name: characters other than letters, digits,
+    ``.``, ``_`` and ``-`` become ``_``, and a leading dot too, so an id never names another
+    folder (``../x``) or a hidden file."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", question_id)
+    return ("_" + safe[1:] if safe.startswith(".") else safe) + ".sqlite"
+
+
 def export_store(source: str | Path, dest: str | Path) -> Path:
-    """Copy a store to ``dest`` (e.g. ``--retrieval-eval-store-dir``) atomically; ``dest``."""
+    """Copy a store to ``dest`` (e.g. ``--retrieval-eval-store-dir``) atomically; ``dest``.
+
+    Raises :class:`CacheError` (one line) when ``dest`` cannot be written.
+    """
     src, target = Path(source), Path(dest)
-    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}-{next(_tmp_counter)}")
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, tmp)
         os.replace(tmp, target)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise CacheError(
+            f"store copy {target} cannot be written ({exc.strerror or exc}); make "
+            f"{target.parent} a writable folder or pass another --retrieval-eval-store-dir"
+        ) from None
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):
             tmp.unlink()
         raise
     return target
@@ -377,8 +395,15 @@ class StoreCache:
         target = self.path_for(key)
         if is_valid_store(target, reference_only=reference_only) and matches_sidecar(target):
             return target.resolve()
-        build_store(target, rows_fn(), project_id, reference_only=reference_only)
-        _write_checksum(target)
+        try:
+            build_store(target, rows_fn(), project_id, reference_only=reference_only)
+            _write_checksum(target)
+        except (OSError, sqlite3.Error) as exc:
+            raise CacheError(
+                f"persona store {target} cannot be built ({type(exc).__name__}: "
+                f"{one_line(exc)}); check free disk space in {self.root}, or pass another "
+                f"--retrieval-eval-cache"
+            ) from None
         return target.resolve()
 
     def remove_stale_partials(self, max_age_s: float = 3600.0) -> int:

@@ -231,10 +231,39 @@ def test_custom_retriever_fixture(pytester: pytest.Pytester) -> None:
 
 def test_custom_retriever_without_fixture_fails_items_readably(
         pytester: pytest.Pytester) -> None:
-    result = run(pytester, "--retrieval-eval", "--no-model",
-                 "--retrieval-eval-retriever", "custom", "-k", SAMPLE_USABLE[0]["question_id"])
-    result.assert_outcomes(errors=1, deselected=len(SAMPLE_USABLE) - 1)
-    result.stdout.fnmatch_lines(["*retrieval_eval_custom_retriever*conftest.py*"])
+    out = pytester.path / "report.json"
+    qid = SAMPLE_USABLE[0]["question_id"]
+    result = run(pytester, "--retrieval-eval", "--no-model", "--retrieval-eval-json", str(out),
+                 "--retrieval-eval-retriever", "custom", "-k", qid)
+    result.assert_outcomes(failed=1, deselected=len(SAMPLE_USABLE) - 1)
+    text = result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "custom: retriever 'custom' needs a session fixture named "
+        "retrieval_eval_custom_retriever in your root conftest.py*",
+        f"pairs: 0 scored of {len(SAMPLE_USABLE)} usable; skipped {SAMPLE_ABSTENTION} "
+        f"abstention, 0 rejected, {len(SAMPLE_USABLE) - 1} not selected",
+        "errors: 1 item(s) failed*",
+    ])
+    assert "Traceback" not in text and "def retrieval_eval_custom_retriever" not in text
+    data = json.loads(out.read_text())
+    assert [(e["retriever"], e["question_id"]) for e in data["errors"]] == [("custom", qid)]
+    assert "conftest.py" in data["errors"][0]["error"]
+
+
+def test_any_failing_item_is_listed_as_an_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(badstore="""
+        def broken(persona, query, limit):
+            return 1 / 0
+    """)
+    pytester.syspathinsert()
+    out = pytester.path / "report.json"
+    result = run(pytester, "--retrieval-eval", "--no-model", "--retrieval-eval-json", str(out),
+                 "--retrieval-eval-retriever", "badstore:broken")
+    result.assert_outcomes(failed=len(SAMPLE_USABLE))
+    data = json.loads(out.read_text())
+    assert data["skipped"]["not_selected"] == 0  # they ran; they failed
+    assert len(data["errors"]) == len(SAMPLE_USABLE)
+    assert data["errors"][0]["error"] == "ZeroDivisionError: division by zero"
 
 
 def test_dotted_path_retriever(pytester: pytest.Pytester) -> None:

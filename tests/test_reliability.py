@@ -474,6 +474,22 @@ def test_option_unknown_retriever(pytester: pytest.Pytester, cache: Path) -> Non
                  "unknown retriever 'vipun'; choose from hybrid")
 
 
+def test_option_json_path_inside_a_file(pytester: pytest.Pytester, cache: Path,
+                                        tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x", encoding="utf-8")
+    option_fault(pytester, cache, "--retrieval-eval-json", str(blocker / "r.json"),
+                 f"{blocker} is a file, not a folder; give a path in a writable folder")
+
+
+def test_option_store_dir_is_a_file(pytester: pytest.Pytester, cache: Path,
+                                    tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x", encoding="utf-8")
+    option_fault(pytester, cache, "--retrieval-eval-store-dir", str(blocker),
+                 f"--retrieval-eval-store-dir {blocker}: {blocker} is a file, not a folder")
+
+
 # =========================================================================== environment
 
 
@@ -879,6 +895,18 @@ def test_fault_vipune_binary_missing(pytester: pytest.Pytester, vipune_lane: tup
     result = run_vipune(pytester, vipune_lane, binary=missing)
     usage_error_line(result, f"vipune binary '{missing}' does not exist",
                      "install vipune or pass --retrieval-eval-vipune PATH")
+
+
+def test_fault_vipune_binary_cannot_run(pytester: pytest.Pytester,
+                                        vipune_lane: tuple[Path, Path], tmp_path: Path) -> None:
+    binary = tmp_path / "vipune"
+    binary.write_bytes(b"\x7fELF but not for this machine\x00\x01")
+    binary.chmod(0o755)
+    result = run_vipune(pytester, vipune_lane, binary=binary)
+    result.assert_outcomes(passed=3, failed=3)
+    no_traceback(result)
+    result.stdout.fnmatch_lines([f"vipune: vipune ({binary}) on question ok1: cannot run it "
+                                 "(*); pass a vipune binary built for this machine*"])
 
 
 def vipune_misbehaves(pytester: pytest.Pytester, lane: tuple[Path, Path],

@@ -120,3 +120,14 @@ def test_json_write_failure_leaves_nothing(tmp_path: Path) -> None:
     with pytest.raises(TypeError):
         report.write_json(rep, target)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_write_json_to_an_unwritable_place_is_one_line(tmp_path: Path) -> None:
+    from pytest_retrieval_eval.errors import CacheError
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x", encoding="utf-8")
+    with pytest.raises(CacheError) as info:
+        report.write_json({"schema_version": 1}, blocker / "r.json")
+    assert "\n" not in str(info.value) and "JSON report" in str(info.value)
+    assert blocker.read_text(encoding="utf-8") == "x"

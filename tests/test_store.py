@@ -351,3 +351,20 @@ def test_concurrent_builds_of_one_key_both_succeed(tmp_path: Path) -> None:
     assert store.is_valid_store(path)
     assert len(vipune.load_rows(path, store.PROJECT_ID).ids) == 30
     assert not list(path.parent.glob("*.tmp-*"))
+
+
+def test_export_name_stays_inside_the_folder() -> None:
+    assert store.export_name("0a1b_abs") == "0a1b_abs.sqlite"
+    assert store.export_name("../up/x") == "_._up_x.sqlite"  # no separator survives
+    assert store.export_name(".hidden") == "_hidden.sqlite"
+    assert store.export_name("a b\u00e9") == "a_b_.sqlite"
+
+
+def test_a_store_that_cannot_be_built_is_one_line(tmp_path: Path) -> None:
+    blocker = tmp_path / "stores"
+    blocker.write_text("a file where the folder should be", encoding="utf-8")
+    rows = [("s1", "hello there", np.ones(4, dtype=np.float32), "2023-05-01T10:00:00Z")]
+    with pytest.raises(CacheError) as info:
+        store.StoreCache(blocker).get_or_build("ab" * 32, lambda: rows)
+    assert "\n" not in str(info.value)
+    assert "persona store" in str(info.value) and "cannot be built" in str(info.value)
