@@ -201,6 +201,7 @@ def _cmd_prep(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from . import dataset as dataset_mod
     from . import embedding as embedding_mod
     from . import prep as prep_mod
+    from .checksums import MEMO_DIR
 
     started = time.perf_counter()
     root: Path = args.cache if args.cache is not None else cache_mod.default_cache_dir()
@@ -225,7 +226,8 @@ def _cmd_prep(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             pooling=args.pooling, max_length=args.max_length, query_prefix=args.query_prefix,
             device=args.device, threads=args.threads, batch_size=args.batch_size,
         )
-        embedder = embedding_mod.load_embedder(args.model, config, offline=args.offline)
+        embedder = embedding_mod.load_embedder(args.model, config, offline=args.offline,
+                                               memo_dir=root / MEMO_DIR)
         vectors = cache_mod.VectorCache(
             root, embedder.fingerprint, embedder.dim, embedder.info(),
             read_only_roots=[cache_mod.bundled_cache_dir()],

@@ -36,7 +36,7 @@ import numpy.typing as npt
 from tokenizers import Tokenizer
 
 from . import hub
-from .checksums import memoised_sha256 as file_sha256
+from .checksums import memoised_sha256
 from .errors import ModelError, one_line
 
 __all__ = [
@@ -44,7 +44,6 @@ __all__ = [
     "EmbedConfig",
     "Embedder",
     "ModelFiles",
-    "file_sha256",
     "load_embedder",
     "resolve_model",
 ]
@@ -100,7 +99,19 @@ def _looks_like_path(spec: str) -> bool:
     )
 
 
-def _files_from_dir(spec: str, directory: Path) -> ModelFiles:
+def _file_sha256(path: Path, memo_dir: Path | None) -> str:
+    """The file's sha256 (memoised per file version, on disk under ``memo_dir`` when given, so
+    a model is not rehashed by every run and worker); one ModelError line if unreadable."""
+    try:
+        return memoised_sha256(path, memo_dir=memo_dir)
+    except OSError as exc:
+        raise ModelError(
+            f"model file {str(path)!r} cannot be read ({exc.strerror or exc}); fix its "
+            f"permissions or fetch it again, or {_FIX_DIR}"
+        ) from None
+
+
+def _files_from_dir(spec: str, directory: Path, memo_dir: Path | None) -> ModelFiles:
     model_path = next((directory / rel for rel in MODEL_FILES if (directory / rel).is_file()), None)
     if model_path is None:
         raise ModelError(
@@ -120,8 +131,8 @@ def _files_from_dir(spec: str, directory: Path) -> ModelFiles:
         name=directory.resolve().name or spec,
         model_path=model_path,
         tokenizer_path=tokenizer_path,
-        model_sha256=file_sha256(model_path),
-        tokenizer_sha256=file_sha256(tokenizer_path),
+        model_sha256=_file_sha256(model_path, memo_dir),
+        tokenizer_sha256=_file_sha256(tokenizer_path, memo_dir),
         config_path=config_path if config_path.is_file() else None,
     )
 
@@ -147,7 +158,7 @@ def _hub_file(repo_id: str, filename: str, *, download: bool) -> Path | None:
         ) from exc
 
 
-def _files_from_hub(repo_id: str, *, offline: bool) -> ModelFiles:
+def _files_from_hub(repo_id: str, *, offline: bool, memo_dir: Path | None) -> ModelFiles:
     offline = hub.offline_mode(offline)
     attempts = (False,) if offline else (False, True)
     model_path: Path | None = None
@@ -184,19 +195,21 @@ def _files_from_hub(repo_id: str, *, offline: bool) -> ModelFiles:
         name=repo_id,
         model_path=model_path,
         tokenizer_path=tokenizer_path,
-        model_sha256=file_sha256(model_path),
-        tokenizer_sha256=file_sha256(tokenizer_path),
+        model_sha256=_file_sha256(model_path, memo_dir),
+        tokenizer_sha256=_file_sha256(tokenizer_path, memo_dir),
         config_path=hub.cached_file(repo_id, "config.json"),
     )
 
 
-def resolve_model(spec: str = DEFAULT_MODEL, *, offline: bool = False) -> ModelFiles:
+def resolve_model(spec: str = DEFAULT_MODEL, *, offline: bool = False,
+                  memo_dir: Path | None = None) -> ModelFiles:
     """Find a model's ONNX file and tokenizer.json.
 
     ``spec`` is a local directory (holding ``onnx/model.onnx`` or ``model.onnx``, and
     ``tokenizer.json``) or a Hugging Face model id. A Hub model is taken from Hugging Face's
     usual cache when it is there (so a cached copy works offline), else downloaded into it,
-    unless ``offline`` is true or ``HF_HUB_OFFLINE`` is set.
+    unless ``offline`` is true or ``HF_HUB_OFFLINE`` is set. The files' hashes (the model's
+    fingerprint) are memoised under ``memo_dir`` (``<cache>/sha256``) when given.
     """
     spec = spec.strip()
     if not spec:
@@ -205,7 +218,7 @@ def resolve_model(spec: str = DEFAULT_MODEL, *, offline: bool = False) -> ModelF
         )
     path = Path(spec).expanduser()
     if path.is_dir():
-        return _files_from_dir(spec, path)
+        return _files_from_dir(spec, path, memo_dir)
     if path.exists():
         raise ModelError(f"model {spec!r}: is a file, not a model directory; {_FIX_DIR}")
     if _looks_like_path(spec):
@@ -215,7 +228,7 @@ def resolve_model(spec: str = DEFAULT_MODEL, *, offline: bool = False) -> ModelF
             f"model {spec!r}: neither an existing directory nor a Hugging Face model id "
             f"(owner/name); give an id such as {DEFAULT_MODEL!r}, or {_FIX_DIR}"
         )
-    return _files_from_hub(spec, offline=offline)
+    return _files_from_hub(spec, offline=offline, memo_dir=memo_dir)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -565,7 +578,9 @@ class Embedder:
 
 
 def load_embedder(
-    spec: str = DEFAULT_MODEL, config: EmbedConfig | None = None, offline: bool = False
+    spec: str = DEFAULT_MODEL, config: EmbedConfig | None = None, offline: bool = False,
+    memo_dir: Path | None = None,
 ) -> Embedder:
     """Resolve ``spec`` (:func:`resolve_model`) and build its :class:`Embedder`."""
-    return Embedder(resolve_model(spec, offline=offline), config or EmbedConfig())
+    return Embedder(resolve_model(spec, offline=offline, memo_dir=memo_dir),
+                    config or EmbedConfig())

@@ -27,7 +27,7 @@ from . import retrievers as retrievers_mod
 from . import store as store_mod
 from . import terms as terms_mod
 from . import vipune
-from .checksums import read_sidecar
+from .checksums import MEMO_DIR, read_sidecar
 from .embedding import EmbedConfig, Embedder, load_embedder
 from .errors import CacheError, DataError
 from .metrics import dedupe, score_ranking
@@ -109,7 +109,8 @@ class EvalSession:
             plan = Plan(str(corpus.path), str(self.cache_root), "model-free", model, None)
         else:
             spec = s.model or DEFAULT_MODEL
-            embedder = load_embedder(spec, self.embed_config())
+            embedder = load_embedder(spec, self.embed_config(),
+                                     memo_dir=self.cache_root / MEMO_DIR)
             self.embedder = embedder
             self.vectors = self._vector_cache(embedder.info())
             prep_mod.run_prep(corpus, embedder, self.vectors, progress)
@@ -180,7 +181,8 @@ class EvalSession:
         self.plan = plan
         self.corpus = corpus_mod.open_corpus(Path(plan.corpus_path))
         if plan.lane == "model" and plan.model_spec is not None:
-            self.embedder = load_embedder(plan.model_spec, self.embed_config())
+            self.embedder = load_embedder(plan.model_spec, self.embed_config(),
+                                          memo_dir=Path(plan.cache_root) / MEMO_DIR)
 
     def finish_setup(self) -> None:
         """Resources every process needs once the plan is fixed."""

@@ -17,11 +17,11 @@ import pytest
 from tokenizers import Tokenizer
 
 from pytest_retrieval_eval import embedding as emb
+from pytest_retrieval_eval.checksums import memoised_sha256 as file_sha256
 from pytest_retrieval_eval.embedding import (
     EmbedConfig,
     Embedder,
     ModelFiles,
-    file_sha256,
     load_embedder,
     resolve_model,
 )
@@ -542,3 +542,29 @@ def test_default_model_is_vipunes() -> None:
         pooling="mean", max_length=512, query_prefix="", device="cpu", threads=None, batch_size=32
     )
     assert PAD_JUNK > 100  # the tiny model's padding junk is large enough to notice
+
+
+def test_model_hashes_are_memoised_on_disk(model: TinyModel, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_retrieval_eval import checksums
+
+    memo = tmp_path / "cache" / "sha256"
+    first = load_embedder(str(model.path), EmbedConfig(), memo_dir=memo)
+    checksums._memo.clear()  # a later process (or an xdist worker)
+    hashed: list[Path] = []
+    real = checksums.sha256_file
+    monkeypatch.setattr(checksums, "sha256_file", lambda p, *a: hashed.append(p) or real(p, *a))
+    again = load_embedder(str(model.path), EmbedConfig(), memo_dir=memo)
+    assert hashed == [] and again.fingerprint == first.fingerprint
+
+
+def test_unreadable_model_file_is_one_line(model: TinyModel,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    def denied(path: Path, *args: object, **kwargs: object) -> str:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(emb, "memoised_sha256", denied)  # root reads anything; fake the denial
+    with pytest.raises(ModelError) as info:
+        load_embedder(str(model.path), EmbedConfig())
+    assert "\n" not in str(info.value)
+    assert "cannot be read (Permission denied)" in str(info.value)
