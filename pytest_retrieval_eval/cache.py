@@ -321,6 +321,9 @@ class VectorCache:
         self.added = 0
         for directory in [*self.read_only_dirs, self.directory]:
             self._check_dir(directory)
+        #: Shards checked against their sidecar. Kept across re-indexing: a shard is immutable
+        #: and its name never reused (a corrupt one is renamed away by :meth:`repair`).
+        self._verified: set[Path] = set()
         self._reset()
 
     # ----------------------------------------------------------------- manifest checks
@@ -356,7 +359,6 @@ class VectorCache:
         self._rg_global = np.zeros(0, dtype=np.int64)  # global first row per row group
         self._rg_owner: list[tuple[int, int]] = []  # (shard id, row group) per row group
         self._indexed = False
-        self._verified: set[Path] = set()
         self._lru: OrderedDict[int, npt.NDArray[np.float32]] = OrderedDict()
         self._lru_bytes = 0
 

@@ -384,3 +384,20 @@ def test_real_corpus_and_model(tmp_path: Path) -> None:
     again = run_prep(corpus, fresh, VectorCache(tmp_path / "cache", fresh.fingerprint,
                                                 fresh.dim, fresh.info()))
     assert (again.embedded_now, again.from_cache) == (0, 13)
+
+
+def test_shards_checked_by_prep_are_not_hashed_again_when_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_retrieval_eval import cache as cache_mod
+
+    corpus = make_corpus()
+    first = FakeEmbedder()
+    run_prep(corpus, first, open_cache(tmp_path, first), chunk_size=7)
+    again = FakeEmbedder()
+    cache = open_cache(tmp_path, again)  # a later run: prep checks every shard in full
+    run_prep(corpus, again, cache)
+    hashed: list[Path] = []
+    real = cache_mod.sha256_file
+    monkeypatch.setattr(cache_mod, "sha256_file", lambda p, *a: hashed.append(p) or real(p, *a))
+    all_vectors(corpus, cache, "")  # the run then reads through the same object
+    assert hashed == []
