@@ -182,7 +182,7 @@ def header_lines(info: Mapping[str, Any]) -> list[str]:
     """Dataset, gold source, lane, model, retrievers and pair counts."""
     ds = info["dataset"]
     model = info.get("model")
-    model_text = "none (oracle/bm25/fts need no vectors)" if not model else (
+    model_text = "none (no retriever of this run reads vectors)" if not model else (
         f"{model['name']} (fingerprint {str(model['fingerprint'])[:12]}, "
         f"{model.get('pooling', 'mean')} pooling, dim {model.get('dim')})")
     skipped = info["skipped"]

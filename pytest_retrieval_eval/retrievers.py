@@ -135,7 +135,9 @@ class Retriever(Protocol):
     Optional attributes the harness reads: ``needs_store = True`` when ``rank`` calls
     ``persona.store_path()`` (the store is then built before the query is timed, so a
     one-time build never counts as query latency); ``limit_sensitive = True`` when the top
-    results depend on ``limit`` beyond a cut (each cut-off k is then ranked on its own).
+    results depend on ``limit`` beyond a cut (each cut-off k is then ranked on its own);
+    ``needs_vectors = False`` when ``rank`` never reads ``persona.vectors`` or
+    ``query.vector`` (when no retriever of a run needs them, no model is loaded).
     """
 
     name: str
@@ -253,6 +255,7 @@ class FtsRetriever:
 
     name = "fts"
     needs_store = True
+    needs_vectors = False  # ranks without embeddings: no model, no prep
 
     def __init__(self, project_id: str = store_mod.PROJECT_ID) -> None:
         self.project_id = project_id
@@ -664,6 +667,7 @@ class BM25Retriever:
     """
 
     name = "bm25"
+    needs_vectors = False  # ranks without embeddings: no model, no prep
 
     def __init__(self, cache_size: int = 4, terms: DocTermCache | None = None) -> None:
         self.cache_size = cache_size
@@ -723,6 +727,7 @@ class OracleRetriever:
     """Gold ids first (gold order, those in the persona), then the other rows in row order."""
 
     name = "oracle"
+    needs_vectors = False  # ranks without embeddings: no model, no prep
 
     def rank(self, persona: Persona, query: Query, limit: int) -> list[str]:
         lim = _check_limit(limit)

@@ -31,7 +31,7 @@ from .checksums import MEMO_DIR, read_sidecar
 from .embedding import EmbedConfig, Embedder, load_embedder
 from .errors import CacheError, DataError
 from .metrics import dedupe, score_ranking
-from .options import DEFAULT_MODEL, Settings
+from .options import CUSTOM_RETRIEVER, DEFAULT_MODEL, Settings
 from .report import PairResult
 
 BUNDLED_CACHE = Path(__file__).parent / "data" / "sample" / "cache"
@@ -91,6 +91,7 @@ class EvalSession:
     def prepare(self, progress: Progress | None = None) -> Plan:
         """Resolve data and model, build the corpus and the missing vectors; fix the plan."""
         s = self.settings
+        self._make_retrievers()  # a bad retriever fails now, not after an hour of prep
         source = dataset_mod.resolve_dataset(s.data, repo=s.data_repo, filename=s.data_file)
         corpus = corpus_mod.load_corpus(source, self.cache_root, progress)
         if not any(not p.abstention for p in corpus.pairs):
@@ -99,13 +100,15 @@ class EvalSession:
         if "bm25" in s.retrievers:
             # Saved once per corpus, before any worker starts: no process splits texts again.
             terms_mod.ensure_table(corpus, self.cache_root, progress)
-        if s.no_model:
+        if not self._needs_vectors():
+            plan = Plan(str(corpus.path), str(self.cache_root),
+                        "model-free" if s.no_model else "model", None, None)
+        elif s.no_model:
             model = self._choose_cached_model(corpus)
-            if model is not None:
-                # Every shard checked now: a corrupt one is a usage error naming the file,
-                # never a vector served (the model lane's prep quarantines and re-embeds).
-                self.vectors = self._vector_cache(model)
-                self.vectors.verify()
+            # Every shard checked now: a corrupt one is a usage error naming the file, never
+            # a vector served (the model lane's prep quarantines and re-embeds).
+            self.vectors = self._vector_cache(model)
+            self.vectors.verify()
             plan = Plan(str(corpus.path), str(self.cache_root), "model-free", model, None)
         else:
             spec = s.model or DEFAULT_MODEL
@@ -133,10 +136,19 @@ class EvalSession:
                 keys.update(dict.fromkeys(pair.text_keys))
         return list(keys)
 
-    def _choose_cached_model(self, corpus: corpus_mod.Corpus) -> dict[str, Any] | None:
+    def _make_retrievers(self) -> None:
+        for name in self.settings.retrievers:
+            if name != CUSTOM_RETRIEVER and name not in self._retrievers:
+                self._retrievers[name] = retrievers_mod.get_retriever(name, self.settings)
+
+    def _needs_vectors(self) -> bool:
+        """Whether any retriever reads vectors (``needs_vectors``, default yes: the custom
+        one and dotted paths may): if none does, no model is loaded and nothing embedded."""
+        return CUSTOM_RETRIEVER in self.settings.retrievers or any(
+            getattr(r, "needs_vectors", True) for r in self._retrievers.values())
+
+    def _choose_cached_model(self, corpus: corpus_mod.Corpus) -> dict[str, Any]:
         """``--no-model``: the one model whose cached vectors cover the dataset."""
-        if set(self.settings.retrievers) <= {"bm25", "oracle", "fts"}:
-            return None
         s = self.settings
         roots = [self.cache_root, BUNDLED_CACHE]
         holding = cache_mod.models_holding(roots, self._needed_keys(corpus))
@@ -196,9 +208,7 @@ class EvalSession:
             "sha256": corpus.dataset_sha256,
             "gold_source": _gold_source(corpus),
         }
-        for name in self.settings.retrievers:
-            if name != "custom":
-                self._retrievers[name] = retrievers_mod.get_retriever(name, self.settings)
+        self._make_retrievers()  # workers make theirs here
         bm25 = self._retrievers.get("bm25")
         if isinstance(bm25, retrievers_mod.BM25Retriever):
             table = terms_mod.table_path(Path(self.plan.cache_root), corpus.dataset_sha256)

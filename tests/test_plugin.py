@@ -158,6 +158,23 @@ def test_store_builds_are_not_query_latency(pytester: pytest.Pytester,
         assert data["latency_ms"][name]["p95"] < 150, data["latency_ms"]
 
 
+def test_model_lane_loads_no_model_when_no_retriever_reads_vectors(
+        pytester: pytest.Pytester) -> None:
+    # Offline, without --no-model: the default model is not cached, and none is needed.
+    data = report_of(pytester, "--retrieval-eval-retriever", "bm25,oracle,fts")
+    assert data["lane"] == "model" and data["model"] is None
+    assert data["summary"]["oracle"]["overall"]["recall_any@10"] == 1.0
+
+
+def test_a_bad_retriever_is_refused_before_any_data_is_read(
+        pytester: pytest.Pytester, isolated_cache: Path) -> None:
+    result = run(pytester, "--retrieval-eval", "--no-model",
+                 "--retrieval-eval-retriever", "hybrid,nosuch.module:rank")
+    assert result.ret == USAGE_ERROR
+    assert "nosuch.module" in result.stderr.str()
+    assert not (isolated_cache / "corpus").exists()
+
+
 def test_bm25_counts_are_saved_once_per_corpus(pytester: pytest.Pytester,
                                                isolated_cache: Path) -> None:
     first = report_of(pytester, "--no-model", "--retrieval-eval-retriever", "bm25")
