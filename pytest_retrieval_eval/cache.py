@@ -52,7 +52,6 @@ __all__ = [
     "VectorCache",
     "bundled_cache_dir",
     "default_cache_dir",
-    "fingerprints_with",
     "list_models",
     "models_holding",
 ]
@@ -876,7 +875,3 @@ def models_holding(roots: Sequence[Path], keys: Iterable[str]) -> list[ModelInfo
         if not remaining:
             holding.append({**info, "roots": [str(r) for r in found_in]})
     return sorted(holding, key=lambda m: (str(m.get("name", "")), str(m.get("fingerprint"))))
-
-
-#: The name ARCHITECTURE.md gives :func:`models_holding`.
-fingerprints_with = models_holding

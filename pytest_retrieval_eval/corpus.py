@@ -48,7 +48,14 @@ from .checksums import (
 )
 from .dataset import DatasetSource, file_sha256, iter_instances
 from .errors import CacheError, DataError
-from .pairs import Instance, PairFacts, Rejection, parse_instance, text_key
+from .pairs import (
+    GOLD_FROM_HAS_ANSWER,
+    Instance,
+    PairFacts,
+    Rejection,
+    parse_instance,
+    text_key,
+)
 
 __all__ = [
     "FORMAT_VERSION",
@@ -64,7 +71,8 @@ Progress = Callable[[str, int, "int | None"], None]
 """(label, done, total): how the plugin and the CLI report progress."""
 
 #: Bumped whenever the file layout or the parsing rules change: older files are rebuilt.
-FORMAT_VERSION = 2  # 2: a repeated question_id is rejected; the .sha256 sidecar
+#: 3: undated sessions counted; 2: a repeated question_id is rejected; the .sha256 sidecar.
+FORMAT_VERSION = 3
 _TEXT_BATCH_ROWS = 2000
 _TEXT_BATCH_BYTES = 32 << 20
 _SELECT_CHUNK = 500
@@ -111,8 +119,12 @@ STAT_KEYS: tuple[str, ...] = (
     "gold_not_in_haystack",
     "oversize_sessions",
     "empty_sessions",
+    "undated_sessions",
     "gold_from_has_answer",
 )
+#: Per-pair session counts (``Instance.notes``) that the stats sum over the dataset.
+_SUMMED_NOTES = ("repeated_session_ids", "conflicting_repeats", "oversize_sessions",
+                 "empty_sessions", "undated_sessions")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -372,14 +384,12 @@ class _Builder:
         stats["abstention" if parsed.abstention else "usable"] += 1
         stats["slots"] += parsed.slots
         stats["rows"] += len(parsed.rows)
-        stats["repeated_session_ids"] += notes.get("repeated_session_ids", 0)
-        stats["conflicting_repeats"] += notes.get("conflicting_repeats", 0)
+        for name in _SUMMED_NOTES:
+            stats[name] += notes.get(name, 0)
         stats["histories_with_repeats"] += 1 if notes.get("repeated_session_ids") else 0
         stats["gold_ids"] += len(parsed.gold)
         stats["gold_not_in_haystack"] += 1 if notes.get("gold_not_in_haystack") else 0
-        stats["oversize_sessions"] += notes.get("oversize_sessions", 0)
-        stats["empty_sessions"] += notes.get("empty_sessions", 0)
-        stats["gold_from_has_answer"] += 1 if parsed.gold_source == "has_answer" else 0
+        stats["gold_from_has_answer"] += 1 if parsed.gold_source == GOLD_FROM_HAS_ANSWER else 0
         self.conn.execute(
             f"INSERT INTO pairs({_PAIR_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             (

@@ -95,10 +95,16 @@ def _from_hub(name: str, repo: str, filename: str, offline: bool) -> DatasetSour
     try:
         local = hub.download_file(repo, filename, repo_type="dataset")
     except hub.HubError as exc:
+        why = f"{type(exc.cause).__name__}: {one_line(exc.cause, 120)}"
+        if isinstance(exc, hub.HubFileMissing):
+            fix = "check --retrieval-eval-data-file, or pass the path to a local copy"
+        elif isinstance(exc, hub.HubRepoMissing):
+            fix = "check --retrieval-eval-data-repo, or pass the path to a local copy"
+        else:
+            fix = "download it once with network access, or pass the path to a local copy"
         raise DataError(
             f"dataset {name} could not be downloaded from the Hugging Face Hub repo {repo} "
-            f"({filename}): {type(exc.cause).__name__}: {one_line(exc.cause, 120)}; download "
-            f"it once with network access, or pass the path to a local copy"
+            f"({filename}): {why}; {fix}"
         ) from None
     return DatasetSource(name, local)
 

@@ -117,14 +117,15 @@ def _apportion(weights: Sequence[int], total: int) -> list[int]:
     whole = sum(weights)
     exact = [w * total / whole for w in weights]
     out = [int(x) for x in exact]
-    if total >= sum(1 for w in weights if w):
+    floor = 1 if total >= sum(1 for w in weights if w) else 0  # per nonzero weight
+    if floor:
         out = [max(o, 1 if w else 0) for o, w in zip(out, weights, strict=True)]
     order = sorted(range(len(weights)), key=lambda i: (out[i] - exact[i], -weights[i]))
     i = 0
     while sum(out) != total:
         j = order[i % len(order)]
         step = 1 if sum(out) < total else -1
-        if weights[j] and out[j] + step >= (1 if total >= len(weights) else 0):
+        if weights[j] and out[j] + step >= floor:
             out[j] += step
         i += 1
     return out

@@ -259,10 +259,9 @@ def _value(config: pytest.Config, opt: _Option) -> Any:
 
 def read_settings(config: pytest.Config) -> Settings:
     """Resolve every option (command line, then ini, then default) and check combinations."""
-    v = {opt.dest.removeprefix("retrieval_eval_") or "enabled": _value(config, opt)
-         for opt in OPTIONS}
+    v = {opt.dest.removeprefix("retrieval_eval_"): _value(config, opt) for opt in OPTIONS}
     v["enabled"] = v.pop("retrieval_eval")
-    cache = v.pop("cache") or os.environ.get("RETRIEVAL_EVAL_CACHE_DIR") or None
+    cache = v.pop("cache") or None  # None: cache.default_cache_dir() (env, XDG, ~/.cache)
     json_path = v.pop("json")
     store_dir = v.pop("store_dir")
     settings = Settings(

@@ -203,7 +203,6 @@ def _session_text(turns: object, position: int, sid: str) -> tuple[str, bool, bo
             f"haystack_sessions[{position}] (session {_show(sid)}) is {_type_name(turns)}, "
             f"not a list of turns"
         )
-    parts: list[str] = []
     blank = True
     has_answer = False
     for t, turn in enumerate(turns):
@@ -229,12 +228,11 @@ def _session_text(turns: object, position: int, sid: str) -> tuple[str, bool, bo
                 f"haystack_sessions[{position}][{t}] (session {_show(sid)}): role is "
                 f"{_type_name(role)}, not a string"
             )
-        parts.append(f"{role}: {content}")
         if blank and content and not content.isspace():
             blank = False
         if turn.get("has_answer") is True:
             has_answer = True
-    return "\n".join(parts), blank, has_answer
+    return render_session(turns), blank, has_answer  # every turn checked above
 
 
 def _parse(index: int, raw: dict[str, object]) -> Instance:

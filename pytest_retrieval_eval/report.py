@@ -148,6 +148,7 @@ NOTE_TEXT: dict[str, str] = {
     "oversize_sessions": "{n} session(s) over vipune's {limit}-byte input limit (scored; "
                          "vipune's add would refuse them)",
     "empty_sessions": "{n} empty session(s) dropped",
+    "undated_sessions": "{n} session(s) without a date (stored undated; recency 0 ignores it)",
     "gold_from_has_answer": "{n} pair(s) with gold from has_answer turns",
 }
 #: Rejections the terminal header lists one by one; the JSON report lists them all.

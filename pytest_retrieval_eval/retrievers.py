@@ -773,15 +773,6 @@ def resolve_vipune_binary(binary: str | os.PathLike[str] = "vipune") -> Path:
     )
 
 
-def _info_get(info: object, *names: str) -> object:
-    for name in names:
-        if isinstance(info, Mapping) and name in info:
-            return info[name]
-        if not isinstance(info, Mapping) and hasattr(info, name):
-            return getattr(info, name)
-    return None
-
-
 def check_compatible(model_info: object) -> None:
     """Usage error unless the stored vectors are vipune's: bge-small-en-v1.5, mean, no prefix, 384.
 
@@ -789,14 +780,14 @@ def check_compatible(model_info: object) -> None:
     same attributes): ``model``/``name``/``model_id``, ``pooling``, ``query_prefix``, ``dim``.
     Missing pooling/prefix/dim mean the harness defaults (mean, "", the model's 384).
     """
-    name = _info_get(model_info, "model", "model_id", "name", "repo_id")
-    pooling = _info_get(model_info, "pooling")
-    prefix = _info_get(model_info, "query_prefix", "prefix")
-    dim = _info_get(model_info, "dim", "dimension")
-    config = _info_get(model_info, "config")
+    name = _option(model_info, ("model", "model_id", "name", "repo_id"), None)
+    pooling = _option(model_info, ("pooling",), None)
+    prefix = _option(model_info, ("query_prefix", "prefix"), None)
+    dim = _option(model_info, ("dim", "dimension"), None)
+    config = _option(model_info, ("config",), None)
     if config is not None:
-        pooling = pooling if pooling is not None else _info_get(config, "pooling")
-        prefix = prefix if prefix is not None else _info_get(config, "query_prefix")
+        pooling = pooling if pooling is not None else _option(config, ("pooling",), None)
+        prefix = prefix if prefix is not None else _option(config, ("query_prefix",), None)
     problems = []
     if name != vipune.MODEL_ID:
         problems.append(f"model {name!r} (vipune embeds with {vipune.MODEL_ID})")
@@ -1068,7 +1059,8 @@ def load_dotted(path: str) -> Retriever:
 
 
 def _option(options: object, names: Sequence[str], default: object) -> object:
-    """The first of ``names`` in a mapping or as an attribute (e.g. ``options.Settings``)."""
+    """The first of ``names`` in a mapping or as an attribute (``options.Settings``, a model
+    description), else ``default``."""
     for name in names:
         if isinstance(options, Mapping):
             if name in options:

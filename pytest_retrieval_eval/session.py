@@ -32,9 +32,8 @@ from .embedding import EmbedConfig, Embedder, load_embedder
 from .errors import CacheError, DataError
 from .metrics import dedupe, score_ranking
 from .options import CUSTOM_RETRIEVER, DEFAULT_MODEL, Settings
-from .report import PairResult
+from .report import NOTE_TEXT, PairResult
 
-BUNDLED_CACHE = Path(__file__).parent / "data" / "sample" / "cache"
 Progress = Callable[[str, int, "int | None"], None]
 
 
@@ -127,7 +126,7 @@ class EvalSession:
     def _vector_cache(self, model: Mapping[str, Any]) -> cache_mod.VectorCache:
         return cache_mod.VectorCache(self.cache_root, str(model["fingerprint"]),
                                      int(model["dim"]), model,
-                                     read_only_roots=[BUNDLED_CACHE])
+                                     read_only_roots=[cache_mod.bundled_cache_dir()])
 
     def _needed_keys(self, corpus: corpus_mod.Corpus) -> list[str]:
         keys: dict[str, None] = {}
@@ -150,7 +149,7 @@ class EvalSession:
     def _choose_cached_model(self, corpus: corpus_mod.Corpus) -> dict[str, Any]:
         """``--no-model``: the one model whose cached vectors cover the dataset."""
         s = self.settings
-        roots = [self.cache_root, BUNDLED_CACHE]
+        roots = [self.cache_root, cache_mod.bundled_cache_dir()]
         holding = cache_mod.models_holding(roots, self._needed_keys(corpus))
         if s.model is not None:
             # A local model directory is recorded under its folder's name.
@@ -175,7 +174,9 @@ class EvalSession:
                 f"--no-model: several models' vectors cover dataset {corpus.dataset_name} "
                 f"({names}); name one with --retrieval-eval-model"
             )
-        model = dict(holding[0])
+        # The model's own description, as the model lane reports it: not where it was found
+        # (machine-specific paths) nor the cache's format number.
+        model = {k: v for k, v in holding[0].items() if k not in ("roots", "format")}
         missing = self._vector_cache(model).missing(
             [prep_mod.query_key(p.question, str(model.get("query_prefix", "")))
              for p in corpus.pairs if not p.abstention])
@@ -361,15 +362,7 @@ class EvalSession:
         corpus = self.corpus
         abstention = sum(1 for p in corpus.pairs if p.abstention)
         stats = dict(corpus.stats)
-        notes = {
-            "repeated_session_ids": stats.get("repeated_session_ids", 0),
-            "conflicting_repeats": stats.get("conflicting_repeats", 0),
-            "histories_with_repeats": stats.get("histories_with_repeats", 0),
-            "gold_not_in_haystack": stats.get("gold_not_in_haystack", 0),
-            "oversize_sessions": stats.get("oversize_sessions", 0),
-            "empty_sessions": stats.get("empty_sessions", 0),
-            "gold_from_has_answer": stats.get("gold_from_has_answer", 0),
-        }
+        notes = {name: stats.get(name, 0) for name in NOTE_TEXT}  # the header's notes
         return {
             "dataset": {**self.dataset_info, "stats": stats},
             "lane": self.plan.lane,

@@ -339,7 +339,6 @@ def test_list_models_and_models_holding(tmp_path: Path) -> None:
     ]
     assert models_holding(roots, [key("nowhere")]) == []
     assert models_holding([tmp_path / "empty"], [key("s1")]) == []
-    assert cache_mod.fingerprints_with is models_holding
 
 
 # --------------------------------------------------------------------------- compaction

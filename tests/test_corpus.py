@@ -106,6 +106,7 @@ def test_build_pairs_rejections_and_stats(source: DatasetSource, tmp_path: Path)
         "gold_not_in_haystack": 1,
         "oversize_sessions": 0,
         "empty_sessions": 1,
+        "undated_sessions": 0,
         "gold_from_has_answer": 1,
     }
 

@@ -173,6 +173,34 @@ def test_resolve_hub_unreachable_is_one_line_error_naming_dataset_repo_and_fix(
     assert "download it once with network access" in message and "path" in message
 
 
+class EntryNotFoundError(Exception):
+    """Named as huggingface_hub's: hub.py classifies by class name (HTTP 404 of a file)."""
+
+
+class RepositoryNotFoundError(Exception):
+    """Named as huggingface_hub's (no such repository, or access refused)."""
+
+
+@pytest.mark.parametrize(("error", "fix"), [
+    (EntryNotFoundError("404 Client Error: Entry Not Found"), "check --retrieval-eval-data-file"),
+    (RepositoryNotFoundError("404 Client Error: Repository Not Found"),
+     "check --retrieval-eval-data-repo"),
+])
+def test_resolve_a_missing_hub_file_or_repo_names_the_option_to_fix(
+    monkeypatch: pytest.MonkeyPatch, error: Exception, fix: str
+) -> None:
+    def hub(**kwargs: Any) -> str:
+        if kwargs.get("local_files_only"):
+            raise FileNotFoundError("not in cache")
+        raise error
+
+    install_hub(monkeypatch, hub)  # type: ignore[arg-type]
+    with pytest.raises(DataError) as excinfo:
+        resolve_dataset("longmemeval_s", repo="me/typo", filename="nope.json")
+    message = one_line_error(excinfo)
+    assert fix in message and "network" not in message
+
+
 @pytest.mark.parametrize("how", ["argument", "env"])
 def test_resolve_offline_does_not_download(
     monkeypatch: pytest.MonkeyPatch, how: str, good_file: Path

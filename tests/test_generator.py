@@ -318,3 +318,12 @@ def test_impossible_abstention_is_refused() -> None:
     bad = GeneratorConfig(abstention_counts=(("single-session-preference", 1),))
     with pytest.raises(ValueError, match="abstention_counts"):
         next(iter_instances(bad))
+
+
+def test_apportion_gives_each_nonzero_weight_one_when_it_can() -> None:
+    from pytest_retrieval_eval.generator import _apportion
+
+    assert _apportion([0, 2, 100, 2, 2, 0], 4) == [0, 1, 1, 1, 1, 0]
+    assert _apportion([0, 2, 100, 2, 2, 0], 10) == [0, 1, 7, 1, 1, 0]
+    assert _apportion([3, 0, 1], 2) == [1, 0, 1]
+    assert sum(_apportion([5, 0, 5], 7)) == 7

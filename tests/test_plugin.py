@@ -175,6 +175,18 @@ def test_a_bad_retriever_is_refused_before_any_data_is_read(
     assert not (isolated_cache / "corpus").exists()
 
 
+def test_undated_sessions_are_counted_in_the_header(pytester: pytest.Pytester,
+                                                    tmp_path: Path) -> None:
+    raw = make_instance("q1", question_type="single-session-user")
+    raw["haystack_dates"][0] = None
+    raw["haystack_dates"][2] = None
+    data_file = write_dataset(tmp_path / "lme.json", [raw])
+    result = run(pytester, "--retrieval-eval", "--retrieval-eval-data", str(data_file),
+                 "--retrieval-eval-retriever", "bm25")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["notes: *2 session(s) without a date*"])
+
+
 def test_bm25_counts_are_saved_once_per_corpus(pytester: pytest.Pytester,
                                                isolated_cache: Path) -> None:
     first = report_of(pytester, "--no-model", "--retrieval-eval-retriever", "bm25")
@@ -209,7 +221,7 @@ def test_model_lane_with_a_local_model(pytester: pytest.Pytester, tmp_path: Path
     # the same cache now serves the model-free lane, no model loaded
     again = report_of(pytester, "--retrieval-eval-data", str(data_file), "--no-model",
                       "--retrieval-eval-retriever", "hybrid,semantic,oracle")
-    assert again["model"]["fingerprint"] == data["model"]["fingerprint"]
+    assert again["model"] == data["model"]  # the same description in both lanes
     assert again["summary"] == data["summary"]
 
 
