@@ -206,11 +206,12 @@ def add_options(parser: pytest.Parser) -> None:
         if opt.is_flag:
             group.addoption(opt.flag, action="store_true", dest=opt.dest, default=None,
                             help=opt.help)
-            parser.addini(opt.dest, help=opt.help, type="bool", default=opt.default)
         else:
             group.addoption(opt.flag, dest=opt.dest, type=opt.parse, default=None,
                             metavar=opt.metavar, help=opt.help)
-            parser.addini(opt.dest, help=opt.help, type="string", default="")
+        # Read as text and parsed here, flags included, so a bad ini value is one line
+        # naming the option (pytest's own "bool" type does not name it).
+        parser.addini(opt.dest, help=opt.help, type="string", default="")
 
 
 @dataclass(frozen=True)
@@ -246,8 +247,6 @@ def _value(config: pytest.Config, opt: _Option) -> Any:
     cli = config.getoption(opt.dest)
     if cli is not None:
         return cli
-    if opt.is_flag:
-        return bool(config.getini(opt.dest))
     raw = config.getini(opt.dest)
     if isinstance(raw, str) and raw.strip():
         try:

@@ -357,11 +357,17 @@ def test_bad_options_are_one_line_usage_errors(pytester: pytest.Pytester, args: 
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
-def test_bad_ini_value_is_a_usage_error(pytester: pytest.Pytester) -> None:
-    pytester.makeini("[pytest]\nretrieval_eval_k = 1,zero\n")
+@pytest.mark.parametrize(("ini", "message"), [
+    ("retrieval_eval_k = 1,zero", "ini option retrieval_eval_k: k 'zero' is not a whole number*"),
+    ("retrieval_eval_no_model = maybe",
+     "ini option retrieval_eval_no_model: 'maybe' is not a boolean (true/false)"),
+])
+def test_bad_ini_value_is_a_usage_error(pytester: pytest.Pytester, ini: str,
+                                        message: str) -> None:
+    pytester.makeini(f"[pytest]\n{ini}\n")
     result = run(pytester, "--retrieval-eval")
     assert result.ret == USAGE_ERROR
-    result.stderr.fnmatch_lines(["*ini option retrieval_eval_k: k 'zero' is not a whole number*"])
+    result.stderr.fnmatch_lines([f"*{message}"])
 
 
 def test_file_with_no_usable_pair_is_a_usage_error(pytester: pytest.Pytester,
