@@ -273,7 +273,14 @@ def _parse_error(path: Path, exc: Exception, position: int) -> DataError:
     message = str(exc)
     if message.startswith(("b'", 'b"')):  # yajl2_c sometimes reports bytes
         message = message[2:]
-    first_line = message.replace("\\n", "\n").splitlines()[0].strip() if message else ""
+    lines = message.replace("\\n", "\n").splitlines() if message else []
+    first_line = lines[0].strip() if lines else ""
+    # The reader sees the file a buffer at a time: the fault lies in the last buffer read.
+    where = f"in bytes {max(0, position - READ_BUFFER)}-{position}"
+    # yajl quotes the text around the fault on its next line ("...[{"a" 1}]...").
+    context = next((line.strip() for line in lines[1:] if line.strip()
+                    and "(right here)" not in line), "")
+    around = f"; around {one_line(context, 60)!r}" if context else ""
     size = path.stat().st_size
     if "premature EOF" in first_line or (
         "trailing garbage" not in first_line and not _ends_with_bracket(path, size)
@@ -284,23 +291,23 @@ def _parse_error(path: Path, exc: Exception, position: int) -> DataError:
         )
     if "UTF8" in first_line or "UTF-8" in first_line:
         offset = _invalid_utf8_offset(path, position)
-        where = f"at byte {offset}" if offset is not None else f"near byte {position}"
+        at = f"at byte {offset}" if offset is not None else where
         return DataError(
-            f"dataset file {path} is not valid UTF-8 ({where}); re-save it as UTF-8 JSON"
+            f"dataset file {path} is not valid UTF-8 ({at}); re-save it as UTF-8 JSON"
         )
     if "integer overflow" in first_line:
         return DataError(
-            f"dataset file {path} holds an integer beyond 64 bits near byte {position}, which "
+            f"dataset file {path} holds an integer beyond 64 bits ({where}{around}), which "
             f"the streaming JSON reader cannot read; fix that value (LongMemEval has none)"
         )
     if "trailing garbage" in first_line:
         return DataError(
             f"dataset file {path} is not valid JSON: data follows the top-level array "
-            f"(near byte {position}); pass a file holding exactly one JSON array"
+            f"({where}); pass a file holding exactly one JSON array"
         )
     return DataError(
-        f"dataset file {path} is not valid JSON near byte {position} "
-        f"({one_line(first_line, 80)}); download it again or fix the file"
+        f"dataset file {path} is not valid JSON {where} "
+        f"({one_line(first_line, 80)}{around}); download it again or fix the file"
     )
 
 

@@ -340,7 +340,7 @@ def test_file_invalid_json_inside_array_is_one_line_error(tmp_path: Path) -> Non
     path = tmp_path / "bad.json"
     path.write_text('[{"question_id": "q1"}, {"question_id": nope}]')
     message = errors_for(path)
-    assert "not valid JSON near byte" in message
+    assert "not valid JSON in bytes 0-" in message and "around " in message
 
 
 def test_file_truncated_mid_stream_is_one_line_error(tmp_path: Path, good_file: Path) -> None:
