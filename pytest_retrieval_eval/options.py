@@ -173,7 +173,7 @@ OPTIONS: tuple[_Option, ...] = (
             "token pooling: mean (vipune's recipe) or cls (bge's card) (default: mean)",
             "mean|cls"),
     _Option("--retrieval-eval-max-length", "retrieval_eval_max_length", max_length, 512,
-            "tokens kept per text, special tokens included (default: 512)", "N"),
+            "tokens kept per text, special tokens included, 2..512 (default: 512)", "N"),
     _Option("--retrieval-eval-query-prefix", "retrieval_eval_query_prefix", text, "",
             "instruction prepended to queries before embedding (default: none, as vipune)",
             "TEXT"),
@@ -185,8 +185,8 @@ OPTIONS: tuple[_Option, ...] = (
             "texts per embedding batch during prep (default: 32)", "N"),
     _Option("--retrieval-eval-cache", "retrieval_eval_cache", text, None,
             "cache folder for prep output, vectors and stores (default: "
-            "$RETRIEVAL_EVAL_CACHE_DIR, else ~/.cache/pytest-retrieval-eval; untouched by "
-            "--cache-clear)", "DIR"),
+            "$RETRIEVAL_EVAL_CACHE_DIR, else $XDG_CACHE_HOME/pytest-retrieval-eval or "
+            "~/.cache/pytest-retrieval-eval; untouched by --cache-clear)", "DIR"),
     _Option("--retrieval-eval-store-dir", "retrieval_eval_store_dir", text, None,
             "also keep each persona's vipune store (hybrid, fts, vipune) here as "
             "<question_id>.sqlite for inspection (default: stores live only in the cache)",

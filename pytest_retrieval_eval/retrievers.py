@@ -72,7 +72,7 @@ __all__ = [
 class Persona:
     """One question's memory: rows in store order, row ``i`` <-> ``session_ids[i]``."""
 
-    key: str  # content address of the persona (ids + text keys + dates)
+    key: str  # content address of the persona (ids, text keys, dates, model fingerprint)
     session_ids: tuple[str, ...]
     created_at: tuple[str, ...]
     vectors: np.ndarray  # (n, dim) float32
