@@ -27,7 +27,7 @@ from . import retrievers as retrievers_mod
 from . import store as store_mod
 from . import terms as terms_mod
 from . import vipune
-from .checksums import MEMO_DIR, read_sidecar
+from .checksums import MEMO_DIR
 from .embedding import EmbedConfig, Embedder, load_embedder
 from .errors import CacheError, DataError
 from .metrics import dedupe, score_ranking
@@ -213,8 +213,8 @@ class EvalSession:
         bm25 = self._retrievers.get("bm25")
         if isinstance(bm25, retrievers_mod.BM25Retriever):
             table = terms_mod.table_path(Path(self.plan.cache_root), corpus.dataset_sha256)
-            corpus_path = corpus.path  # the counts must come from this very corpus file
-            bm25.use_table(lambda: terms_mod.open_table(table, read_sidecar(corpus_path)))
+            corpus_sha = terms_mod.corpus_file_sha256(corpus)  # counts of this very corpus
+            bm25.use_table(lambda: terms_mod.open_table(table, corpus_sha))
         if "vipune" in self._retrievers:
             retrievers_mod.check_compatible(self.plan.model)
 

@@ -49,6 +49,7 @@ __all__ = [
     "FORMAT_VERSION",
     "DocTerms",
     "TermTable",
+    "corpus_file_sha256",
     "count_terms",
     "ensure_table",
     "open_table",
@@ -187,6 +188,17 @@ def open_table(path: Path, corpus_sha256: str | None = None) -> TermTable:
     return TermTable(keys, tokens, indptr, terms, counts, lengths)
 
 
+def corpus_file_sha256(corpus: Corpus) -> str:
+    """The corpus file's sha256 from its sidecar: the counts are tied to it."""
+    try:
+        return read_sidecar(corpus.path)
+    except (OSError, ValueError):
+        raise CacheError(
+            f"corpus file {corpus.path} has no readable .sha256 sidecar; delete it and run "
+            f"again to rebuild it"
+        ) from None
+
+
 def ensure_table(corpus: Corpus, cache_dir: Path, progress: Progress | None = None) -> Path:
     """Build the table of ``corpus`` unless a valid one is saved; return its path.
 
@@ -194,13 +206,7 @@ def ensure_table(corpus: Corpus, cache_dir: Path, progress: Progress | None = No
     the next builder.
     """
     target = table_path(cache_dir, corpus.dataset_sha256)
-    try:
-        corpus_sha = read_sidecar(corpus.path)
-    except (OSError, ValueError):
-        raise CacheError(
-            f"corpus file {corpus.path} has no readable .sha256 sidecar; delete it and run "
-            f"again to rebuild it"
-        ) from None
+    corpus_sha = corpus_file_sha256(corpus)
     if _valid(target, corpus_sha):
         return target
     from filelock import FileLock
