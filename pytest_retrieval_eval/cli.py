@@ -87,14 +87,18 @@ class ProgressBar:
         self._last_draw = 0.0
         self._drawn = False
         self._last_state: tuple[int, int | None] | None = None
+        self._ended = False
 
     def __call__(self, label: str, done: int, total: int | None) -> None:
         now = time.monotonic()
         if label != self._label:
             self.finish()
             self._label, self._start, self._first_done = label, now, done
-            self._last_draw, self._last_state = 0.0, None
-        final = total is not None and done >= total
+            self._last_draw, self._last_state, self._ended = 0.0, None, False
+        # A step's end is drawn at once, but once only: a count that runs past its total (a
+        # file that grows, or reports size 0) is then rate-limited like an open-ended one.
+        final = total is not None and done >= total and not self._ended
+        self._ended = self._ended or final
         if (done, total) == self._last_state:
             return
         if not final and now - self._last_draw < self.interval:

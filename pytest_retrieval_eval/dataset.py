@@ -15,14 +15,18 @@
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from . import hub
 from .checksums import memoised_sha256
 from .errors import DataError, one_line
+from .pairs import DuplicateKeys
 
 __all__ = [
     "DEFAULT_REPO",
@@ -30,6 +34,8 @@ __all__ = [
     "SAMPLE_NAME",
     "SAMPLE_PATH",
     "DatasetSource",
+    "MAX_DEPTH",
+    "duplicate_keys",
     "file_sha256",
     "iter_instances",
     "resolve_dataset",
@@ -50,6 +56,12 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 _UTF8_BOM = b"\xef\xbb\xbf"
 _WHITESPACE = b" \t\r\n"
+#: LongMemEval nests 5 levels (array > instance > sessions > session > turn); anything nested
+#: deeper than this is refused before the parser sees it (its memory grows with the square of
+#: the depth: 1 GB at depth 20,000).
+MAX_DEPTH = 64
+#: What LongMemEval's own schema needs (named in the refusal).
+SCHEMA_DEPTH = 5
 
 
 @dataclass(frozen=True)
@@ -71,13 +83,36 @@ def _name_for_path(path: Path) -> str:
     return path.stem or path.name
 
 
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def check_regular_file(path: Path, what: str = "dataset file") -> None:
+    """Refuse anything but a regular file (a FIFO, ``/dev/zero``, a socket) with one line,
+    before anything reads it: hashing such a path would never end."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # missing or unreadable: the caller's own check words it
+    if stat.S_ISDIR(mode):
+        raise DataError(f"{what} {path} is a directory, not a file; pass the JSON file itself")
+    if not stat.S_ISREG(mode):
+        raise DataError(
+            f"{what} {path} is {_kind(mode)}, not a regular file; save the data to a file "
+            f"and pass that file"
+        )
+
+
 def _check_readable_file(path: Path, what: str) -> None:
     if not path.exists():
         raise DataError(
             f"{what} {path} does not exist; pass an existing file or one of: {_valid_names()}"
         )
-    if path.is_dir():
-        raise DataError(f"{what} {path} is a directory, not a file; pass the JSON file itself")
+    check_regular_file(path, what)
     if not os.access(path, os.R_OK):
         raise DataError(f"{what} {path} is not readable; fix its permissions")
 
@@ -158,8 +193,10 @@ def file_sha256(
     Memoised per file version in-process, and on disk under ``memo_dir`` when given: hashing
     LongMemEval_M (2.7 GB) costs seconds, so every later run of the plugin reads the memo
     instead. ``progress(bytes_done, bytes_total)`` is called after each chunk when the file is
-    actually read. Raises :class:`DataError` when the file cannot be read.
+    actually read. Raises :class:`DataError` when the file cannot be read, or is not a
+    regular file (checked first: a FIFO or ``/dev/zero`` would be read forever).
     """
+    check_regular_file(Path(path))
     try:
         return memoised_sha256(path, progress, memo_dir=memo_dir)
     except OSError as exc:
@@ -311,13 +348,139 @@ def _parse_error(path: Path, exc: Exception, position: int) -> DataError:
     )
 
 
+class _TooDeep(Exception):
+    """Internal: the bytes about to be parsed nest deeper than :data:`MAX_DEPTH`."""
+
+    def __init__(self, offset: int) -> None:
+        super().__init__(offset)
+        self.offset = offset
+
+
+_QUOTE, _BACKSLASH = ord('"'), ord("\\")
+_OPEN_ARRAY, _CLOSE_ARRAY, _OPEN_OBJECT, _CLOSE_OBJECT = (ord(c) for c in "[]{}")
+
+
+class _NestingGuard:
+    """The dataset file as the JSON parser reads it, with the nesting depth tracked on every
+    chunk *before* the parser sees it (vectorised: a few numpy passes per MiB).
+
+    Brackets inside strings do not count: a quote is a string's start or end unless an odd
+    run of backslashes precedes it (JSON's only escape of a quote); the string state, the
+    depth and a trailing backslash run carry over from one chunk to the next. For valid JSON
+    this is exactly the parser's depth; at the first invalid byte the parser stops anyway.
+    Raises :class:`_TooDeep` from ``read`` when the depth would pass ``limit``.
+    """
+
+    def __init__(self, f: Any, start: int, limit: int = MAX_DEPTH) -> None:
+        self.f = f
+        self.offset = start
+        self.limit = limit
+        self.depth = 0
+        self.in_string = False
+        self.trailing_backslashes = 0
+
+    def read(self, size: int = -1) -> bytes:
+        chunk: bytes = self.f.read(size)
+        if chunk:
+            self._scan(chunk)
+        return chunk
+
+    def tell(self) -> int:
+        return int(self.f.tell())
+
+    def _scan(self, chunk: bytes) -> None:
+        data = np.frombuffer(chunk, dtype=np.uint8)
+        quotes = np.flatnonzero(data == _QUOTE)
+        if len(quotes) and quotes[0] == 0 and self.trailing_backslashes % 2 == 1:
+            quotes = quotes[1:]  # escaped by the backslashes that ended the last chunk
+        if len(quotes):
+            slashes = np.flatnonzero(data == _BACKSLASH)
+            if len(slashes):
+                # Each backslash's run start (runs of consecutive backslashes).
+                breaks = np.flatnonzero(np.diff(slashes) != 1) + 1
+                starts = np.zeros(len(slashes), dtype=np.int64)
+                starts[breaks] = slashes[breaks]
+                starts[0] = slashes[0]
+                starts = np.maximum.accumulate(starts)
+                after_slash = quotes[(quotes > 0)]
+                after_slash = after_slash[data[after_slash - 1] == _BACKSLASH]
+                if len(after_slash):
+                    at = np.searchsorted(slashes, after_slash - 1)
+                    runs = after_slash - starts[at]
+                    runs += np.where(starts[at] == 0, self.trailing_backslashes, 0)
+                    quotes = np.setdiff1d(quotes, after_slash[runs % 2 == 1],
+                                          assume_unique=True)
+        mask = data == _OPEN_ARRAY
+        mask |= data == _CLOSE_ARRAY
+        mask |= data == _OPEN_OBJECT
+        mask |= data == _CLOSE_OBJECT
+        brackets = np.flatnonzero(mask)
+        if len(brackets):
+            before = np.searchsorted(quotes, brackets)  # string boundaries before each
+            outside = (before + int(self.in_string)) % 2 == 0
+            brackets = brackets[outside]
+            kinds = data[brackets]
+            steps = np.where((kinds == _OPEN_ARRAY) | (kinds == _OPEN_OBJECT), 1, -1)
+            depths = self.depth + np.cumsum(steps, dtype=np.int64)
+            if len(depths):
+                if int(depths.max()) > self.limit:
+                    raise _TooDeep(self.offset + int(brackets[np.argmax(depths > self.limit)]))
+                self.depth = int(depths[-1])
+        if len(quotes) % 2:
+            self.in_string = not self.in_string
+        tail = len(chunk) - len(chunk.rstrip(b"\\"))
+        self.trailing_backslashes = (
+            self.trailing_backslashes + tail if tail == len(chunk) else tail)
+        self.offset += len(chunk)
+
+
+class _JsonObject(dict[str, Any]):
+    """The mapping type the parser builds objects with: a dict that keeps the keys it saw
+    twice (plain JSON parsing keeps the last value silently), and counts them in ``pending``
+    (shared by one reader: the parser builds a whole buffer of items before the first is
+    handed out, so the count says which items to look through, not which one holds it)."""
+
+    __slots__ = ("repeated",)
+    pending: list[int]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key in self:
+            try:
+                self.repeated.append(key)
+            except AttributeError:
+                self.repeated = [key]
+            self.pending[0] += 1
+        dict.__setitem__(self, key, value)
+
+
+def _object_type() -> type[_JsonObject]:
+    """A :class:`_JsonObject` type with its own ``pending`` count (one per reader)."""
+    return type("JsonObject", (_JsonObject,), {"__slots__": (), "pending": [0]})
+
+
+def _repeated_keys(item: object) -> list[str]:
+    """Every key some object inside ``item`` repeated, in document order."""
+    found: list[str] = []
+    stack = [item]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            found.extend(getattr(value, "repeated", ()))
+            stack.extend(reversed(list(value.values())))
+        elif isinstance(value, list):
+            stack.extend(reversed(value))
+    return found
+
+
 def iter_instances(path: Path) -> Iterator[tuple[int, object]]:
     """Yield ``(index, item)`` for each element of the file's top-level JSON array.
 
     Streams with ``ijson.items(f, "item")``: one instance is in memory at a time. Numbers
     that are not integers come back as ``float``. File-level faults (missing, empty, gzip,
-    not UTF-8, not JSON, top level not an array, truncated) raise a one-line
-    :class:`DataError`.
+    not UTF-8, not JSON, top level not an array, truncated, nested deeper than
+    :data:`MAX_DEPTH`) raise a one-line :class:`DataError`. An item holding an object with a
+    repeated key is yielded as :class:`pairs.DuplicateKeys` (the pair is rejected, naming the
+    key), never with one of the values silently dropped.
     """
     path = Path(path)
     _check_readable_file(path, "dataset file")
@@ -330,19 +493,33 @@ def iter_instances(path: Path) -> Iterator[tuple[int, object]]:
         raise DataError(
             f"dataset file {path} cannot be read ({exc.strerror}); pass an existing, readable file"
         ) from None
+    object_type = _object_type()
     try:
         if skip:
             f.seek(skip)
-        items = backend.items(f, "item", use_float=True, buf_size=READ_BUFFER)
+        guard = _NestingGuard(f, skip)
+        items = backend.items(guard, "item", use_float=True, buf_size=READ_BUFFER,
+                              map_type=object_type)
         while True:
             try:
                 item = next(items)
             except StopIteration:
                 break
+            except _TooDeep as deep:
+                raise DataError(
+                    f"dataset file {path} nests JSON more than {MAX_DEPTH} levels deep (at "
+                    f"byte {deep.offset}; LongMemEval needs {SCHEMA_DEPTH}); pass a "
+                    f"LongMemEval file"
+                ) from None
             except Exception as exc:
                 if type(exc).__module__.startswith("ijson") or isinstance(exc, ValueError):
                     raise _parse_error(path, exc, f.tell()) from None
                 raise
+            if object_type.pending[0]:  # some item of this buffer repeats a key
+                repeated = _repeated_keys(item)
+                if repeated:
+                    object_type.pending[0] -= len(repeated)
+                    item = DuplicateKeys(item, tuple(dict.fromkeys(repeated)))
             yield index, item
             index += 1
     except OSError as exc:

@@ -41,6 +41,7 @@ from .vipune import MAX_INPUT_LENGTH, rust_trim
 
 __all__ = [
     "ABSTENTION",
+    "DuplicateKeys",
     "QUESTION_TYPES",
     "VIPUNE_MAX_INPUT_BYTES",
     "Instance",
@@ -129,6 +130,16 @@ class Instance(PairFacts):
             + self.notes.get("repeated_session_ids", 0)
             + self.notes.get("empty_sessions", 0)
         )
+
+
+@dataclass(frozen=True)
+class DuplicateKeys:
+    """An item of the dataset whose JSON repeats a key inside one object (the reader's
+    finding, :func:`dataset.iter_instances`): ``item`` as parsed (last value kept), ``keys``
+    the repeated names in order of their second appearance."""
+
+    item: object
+    keys: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -371,7 +382,17 @@ def parse_instance(index: int, raw: object) -> Instance | Rejection:
     """Validate one raw instance (an item of the dataset's top-level array).
 
     Never raises for bad data: every fault becomes a :class:`Rejection` with a one-line reason.
+    An instance the reader found holding a repeated key (:class:`DuplicateKeys`) is rejected
+    naming the key: which of its values LongMemEval meant cannot be known.
     """
+    if isinstance(raw, DuplicateKeys):
+        item = raw.item
+        qid = item.get("question_id") if isinstance(item, dict) else None
+        names = ", ".join(repr(k) for k in raw.keys[:3])
+        more = f" and {len(raw.keys) - 3} more" if len(raw.keys) > 3 else ""
+        return Rejection(index, qid if isinstance(qid, str) else None, one_line(
+            f"key {names}{more} appears twice in one JSON object of the instance (a JSON "
+            f"reader keeps only the last value); remove the duplicate"))
     if not isinstance(raw, dict):
         return Rejection(index, None, f"instance is {_type_name(raw)}, not an object")
     qid = raw.get("question_id")
