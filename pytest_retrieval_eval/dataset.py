@@ -31,11 +31,11 @@ from .pairs import DuplicateKeys
 __all__ = [
     "DEFAULT_REPO",
     "KNOWN",
+    "MAX_DEPTH",
     "SAMPLE_NAME",
     "SAMPLE_PATH",
     "DatasetSource",
-    "MAX_DEPTH",
-    "duplicate_keys",
+    "check_regular_file",
     "file_sha256",
     "iter_instances",
     "resolve_dataset",
@@ -441,6 +441,7 @@ class _JsonObject(dict[str, Any]):
     handed out, so the count says which items to look through, not which one holds it)."""
 
     __slots__ = ("repeated",)
+    repeated: list[str]
     pending: list[int]
 
     def __setitem__(self, key: str, value: Any) -> None:

@@ -41,9 +41,9 @@ from .vipune import MAX_INPUT_LENGTH, rust_trim
 
 __all__ = [
     "ABSTENTION",
-    "DuplicateKeys",
     "QUESTION_TYPES",
     "VIPUNE_MAX_INPUT_BYTES",
+    "DuplicateKeys",
     "Instance",
     "PairFacts",
     "Rejection",
