@@ -25,6 +25,7 @@ from pytest_retrieval_eval.errors import DataError
 from pytest_retrieval_eval.pairs import DuplicateKeys, Rejection, parse_instance
 
 from .lme_factory import make_instance, write_dataset
+from .model_factory import make_model_dir
 from .reliability_support import (
     partials,
     run_plugin,
@@ -267,3 +268,77 @@ def test_duplicate_keys_are_counted_in_the_report(pytester: pytest.Pytester,
     assert rejection["question_id"] == "dup1"
     assert "key 'question_type' appears twice" in rejection["reason"]
     result.stdout.fnmatch_lines(["*instance 2 (dup1): key 'question_type' appears twice*"])
+
+
+# =========================================================================== long texts
+
+
+def _tokenizers(tmp_path: Path) -> dict[str, Any]:
+    """The test model's WordPiece tokenizer and a byte-level BPE one trained here (another
+    pre-tokenizer family: spaces belong to the following word)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    wordpiece = make_model_dir(tmp_path).tokenizer
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    corpus = [" ".join(random.Random(i).choice(WORDS) for _ in range(50)) for i in range(50)]
+    bpe.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=300, show_progress=False))
+    return {"wordpiece": wordpiece, "bpe": bpe}
+
+
+WORDS = ["morning", "doctor", "plan", "x" * 150, "a", "zz", "birthday", "gift!", "\u00e9t\u00e9",
+         "[", "\u3000", "night\n", "\t", "  "]
+
+
+def _random_text(rng: random.Random) -> str:
+    roll = rng.random()
+    if roll < 0.25:  # one giant word, maybe between a few words
+        return " ".join([*(rng.choice(WORDS) for _ in range(rng.randint(0, 3))),
+                         rng.choice(["morning", "q", "\u00e9", "ab"]) * rng.randint(100, 3000),
+                         *(rng.choice(WORDS) for _ in range(rng.randint(0, 40)))])
+    sep = rng.choice([" ", "\n", "  ", "\t", ""])
+    return sep.join(rng.choice(WORDS) for _ in range(rng.randint(0, 600)))
+
+
+@pytest.mark.parametrize("kind", ["wordpiece", "bpe"])
+@pytest.mark.parametrize("max_length", [8, 33])
+def test_a_bounded_prefix_gives_the_whole_texts_first_tokens(
+        tmp_path: Path, kind: str, max_length: int) -> None:
+    """The independent reference: the whole text, tokenized and truncated. Small budgets
+    (a few characters per token) drive every path: whitespace cuts, retries, giant words."""
+    from pytest_retrieval_eval.embedding import encode_bounded
+
+    tokenizer = _tokenizers(tmp_path)[kind]
+    tokenizer.no_padding()
+    rng = random.Random(max_length)
+    texts = [_random_text(rng) for _ in range(150)]
+    for per_token in (1, 4, 64):
+        tokenizer.enable_truncation(max_length=max_length)
+        bounded = encode_bounded(tokenizer, texts, max_length * per_token)
+        for text, encoding in zip(texts, bounded, strict=True):
+            assert encoding.ids == tokenizer.encode(text).ids, (per_token, text[:200])
+
+
+def test_embedding_a_huge_session_reads_a_bounded_prefix(tmp_path: Path) -> None:
+    """50 MB of one session used to take 89 s and 8.2 GB (the whole text tokenized, then
+    cut to 512 tokens). Under the cap, a 30 MB session and a 30 MB single word embed to the
+    vectors of their first 512 tokens."""
+    model = make_model_dir(tmp_path, dim=8)
+    script = (
+        "import sys, numpy as np\n"
+        "from pytest_retrieval_eval.embedding import EmbedConfig, load_embedder\n"
+        "e = load_embedder(sys.argv[1], EmbedConfig())\n"
+        "texts = ['morning doctor plan ' * 1_500_000, 'q' * 30_000_000 + ' plan' * 600]\n"
+        "v = e.embed(texts)\n"
+        "print(v.shape, np.isfinite(v).all())\n"
+    )
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (CAP, CAP))
+
+    proc = subprocess.run([sys.executable, "-c", script, str(model.path)], capture_output=True,
+                          text=True, env=subprocess_env(OMP_NUM_THREADS="1",
+                                                        OPENBLAS_NUM_THREADS="1"),
+                          preexec_fn=cap, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "(2, 8) True" in proc.stdout
