@@ -35,6 +35,7 @@ __all__ = [
     "FileVersion",
     "commit_file",
     "file_version",
+    "known_sha256",
     "matches_sidecar",
     "memoised_sha256",
     "read_sidecar",
@@ -132,11 +133,12 @@ def _memoised(
     st: os.stat_result,
     progress: Callable[[int, int], None] | None,
     memo_dir: Path | None,
+    fresh: bool = False,
 ) -> str:
     version = file_version(path, st)
     with _memo_lock:
-        digest = _memo.get(version)
-    if digest is None and memo_dir is not None:
+        digest = None if fresh else _memo.get(version)
+    if digest is None and memo_dir is not None and not fresh:
         digest = _read_disk_memo(Path(memo_dir), version)
     if digest is not None:
         with _memo_lock:
@@ -150,17 +152,36 @@ def _memoised(
     return digest
 
 
+def known_sha256(path: Path, memo_dir: Path | None) -> tuple[str, bool] | None:
+    """The memoised digest of ``path``'s current version without reading the file:
+    ``(digest, from_disk)``, ``from_disk`` when only the on-disk memo (which anyone can
+    edit) vouches for it; None when the file would have to be read. ``OSError`` if it
+    cannot be stat'ed."""
+    version = file_version(Path(path))
+    with _memo_lock:
+        digest = _memo.get(version)
+    if digest is not None:
+        return digest, False
+    if memo_dir is not None:
+        digest = _read_disk_memo(Path(memo_dir), version)
+        if digest is not None:
+            return digest, True
+    return None
+
+
 def memoised_sha256(
     path: Path,
     progress: Callable[[int, int], None] | None = None,
     *,
     memo_dir: Path | None = None,
+    fresh: bool = False,
 ) -> str:
     """:func:`sha256_file`, memoised per :func:`file_version` in-process, and on disk under
     ``memo_dir`` when given. ``progress`` is called only when the file is actually read.
+    ``fresh`` reads the file whatever the memos say, and rewrites them.
     Raises ``OSError`` when the file cannot be read."""
     path = Path(path)
-    return _memoised(path, path.stat(), progress, memo_dir)
+    return _memoised(path, path.stat(), progress, memo_dir, fresh)
 
 
 def sidecar_path(path: Path) -> Path:
@@ -229,12 +250,14 @@ def write_stamp(path: Path, st: os.stat_result, digest: str) -> None:
             json.dumps({"stat": _stamp_of(st), "sha256": digest}), encoding="ascii")
 
 
-def matches_sidecar(path: Path) -> bool:
+def matches_sidecar(path: Path, *, trust_stamp: bool = True) -> bool:
     """True when ``path`` matches the sha256 in its sidecar (a flipped byte never passes);
     False when it does not, or either file cannot be read.
 
-    A version stamped ``<path>.verified`` with that digest is trusted without reading the
-    file; otherwise the file is hashed (:func:`memoised_sha256`) and a match is stamped.
+    With ``trust_stamp``, a version stamped ``<path>.verified`` with that digest is trusted
+    without reading the file (a stamp vouches for size, times and inode: it cannot see bit
+    rot beneath the filesystem); otherwise the file is hashed (once per version in this
+    process, :func:`memoised_sha256`) and a match is stamped.
     """
     path = Path(path)
     try:
@@ -242,7 +265,7 @@ def matches_sidecar(path: Path) -> bool:
         st = path.stat()
     except (OSError, ValueError):
         return False
-    if _stamp_matches(path, st, expected):
+    if trust_stamp and _stamp_matches(path, st, expected):
         return True
     try:
         actual = _memoised(path, st, None, None)

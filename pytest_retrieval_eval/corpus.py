@@ -27,6 +27,7 @@ Tables:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import sqlite3
@@ -41,12 +42,13 @@ from filelock import FileLock
 from .checksums import (
     MEMO_DIR,
     commit_file,
+    known_sha256,
     matches_sidecar,
     remove_partials,
     sidecar_path,
     temp_path,
 )
-from .dataset import DatasetSource, file_sha256, iter_instances
+from .dataset import DatasetSource, file_sha256, iter_instances, sample_digest
 from .errors import CacheError, DataError
 from .pairs import (
     GOLD_FROM_HAS_ANSWER,
@@ -164,6 +166,24 @@ def _record_from_row(row: Sequence[Any]) -> PairRecord:
     )
 
 
+#: The meta rows the records digest covers (everything but the digest and the completion mark).
+_DIGESTED_META = ("format_version", "dataset_name", "dataset_sha256", "dataset_sample", "stats")
+
+
+def _records_digest(meta: Mapping[str, str], pair_rows: Sequence[Sequence[Any]],
+                    rejection_rows: Sequence[Sequence[Any]]) -> str:
+    """sha256 over the meta, pairs and rejections rows: what every process loads eagerly,
+    checked at every load (the texts are checked against their keys as they are read)."""
+    digest = hashlib.sha256()
+    digest.update(_dumps([[k, meta.get(k)] for k in _DIGESTED_META]).encode("utf-8"))
+    for row in pair_rows:
+        digest.update(_dumps(list(row)).encode("utf-8"))
+    digest.update(b"rejections")
+    for row in rejection_rows:
+        digest.update(_dumps(list(row)).encode("utf-8"))
+    return digest.hexdigest()
+
+
 def _connect_ro(path: Path) -> sqlite3.Connection:
     # immutable=1: the file is never modified in place (rebuilds rename a new file over it).
     uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
@@ -197,6 +217,7 @@ class Corpus:
     path: Path
     dataset_name: str
     dataset_sha256: str
+    dataset_sample: str
     pairs: list[PairRecord]
     rejections: list[Rejection]
     stats: Mapping[str, int]
@@ -211,17 +232,20 @@ class Corpus:
     def _load(self, dataset_name: str | None) -> None:
         conn = self._connection()
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        rows = conn.execute(f"SELECT {_PAIR_COLUMNS} FROM pairs ORDER BY idx").fetchall()
+        rejections = conn.execute(
+            "SELECT idx, question_id, reason FROM rejections ORDER BY idx").fetchall()
+        if meta.get("records_sha256") != _records_digest(meta, rows, rejections):
+            raise CacheError(
+                f"corpus file {self.path}: its pairs no longer match the digest written with "
+                f"them (the file changed on disk); delete it and run again to rebuild it"
+            )
         self.dataset_name = dataset_name if dataset_name is not None else str(meta["dataset_name"])
         self.dataset_sha256 = str(meta["dataset_sha256"])
+        self.dataset_sample = str(meta["dataset_sample"])
         self.stats = {str(k): int(v) for k, v in json.loads(meta["stats"]).items()}
-        rows = conn.execute(f"SELECT {_PAIR_COLUMNS} FROM pairs ORDER BY idx").fetchall()
         self.pairs = [_record_from_row(row) for row in rows]
-        self.rejections = [
-            Rejection(int(i), q, str(r))
-            for i, q, r in conn.execute(
-                "SELECT idx, question_id, reason FROM rejections ORDER BY idx"
-            )
-        ]
+        self.rejections = [Rejection(int(i), q, str(r)) for i, q, r in rejections]
 
     def _connection(self) -> sqlite3.Connection:
         pid = os.getpid()
@@ -267,12 +291,20 @@ class Corpus:
             marks = ",".join("?" * len(chunk))
             found.update(self._query(f"SELECT key, text FROM texts WHERE key IN ({marks})", chunk))
         try:
-            return [found[key] for key in keys]
+            texts = [found[key] for key in keys]
         except KeyError as exc:
             raise CacheError(
                 f"corpus file {self.path} has no text with key {exc.args[0]}; delete it and run "
                 f"again to rebuild it"
             ) from None
+        for key, text in found.items():  # a text's key is its sha256: checked at every read
+            if text_key(text) != key:
+                raise CacheError(
+                    f"corpus file {self.path}: the text stored under key {key[:16]}… does not "
+                    f"hash to that key (the file changed on disk); delete it and run again "
+                    f"to rebuild it"
+                )
+        return texts
 
     def all_text_keys(self) -> list[str]:
         """Every stored text key (session contents and questions), unique, sorted."""
@@ -309,7 +341,7 @@ def _open_if_complete(
         conn.close()
         conn = None
         return Corpus(path, name)
-    except (sqlite3.Error, KeyError, ValueError, TypeError):
+    except (sqlite3.Error, KeyError, ValueError, TypeError, CacheError):
         return None
     finally:
         if conn is not None:
@@ -409,23 +441,27 @@ class _Builder:
             ),
         )
 
-    def finish(self, name: str, sha256: str) -> None:
+    def finish(self, name: str, sha256: str, sample: str) -> None:
         self.flush()
         stats = self.stats
         (stats["unique_session_texts"],) = self.conn.execute(
             "SELECT count(DISTINCT j.value) FROM pairs, json_each(pairs.text_keys) AS j"
         ).fetchone()
         (stats["unique_texts"],) = self.conn.execute("SELECT count(*) FROM texts").fetchone()
-        self.conn.executemany(
-            "INSERT INTO meta(key, value) VALUES (?, ?)",
-            [
-                ("format_version", str(FORMAT_VERSION)),
-                ("dataset_name", name),
-                ("dataset_sha256", sha256),
-                ("stats", _dumps(stats)),
-                ("complete", "1"),
-            ],
-        )
+        meta = {
+            "format_version": str(FORMAT_VERSION),
+            "dataset_name": name,
+            "dataset_sha256": sha256,
+            "dataset_sample": sample,
+            "stats": _dumps(stats),
+        }
+        pair_rows = self.conn.execute(
+            f"SELECT {_PAIR_COLUMNS} FROM pairs ORDER BY idx").fetchall()
+        rejection_rows = self.conn.execute(
+            "SELECT idx, question_id, reason FROM rejections ORDER BY idx").fetchall()
+        meta["records_sha256"] = _records_digest(meta, pair_rows, rejection_rows)
+        meta["complete"] = "1"
+        self.conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", list(meta.items()))
 
 
 def _instances(source: DatasetSource) -> Iterator[Instance | Rejection]:
@@ -433,7 +469,8 @@ def _instances(source: DatasetSource) -> Iterator[Instance | Rejection]:
         yield parse_instance(index, raw)
 
 
-def _build(source: DatasetSource, sha256: str, target: Path, progress: Progress | None) -> None:
+def _build(source: DatasetSource, sha256: str, sample: str, target: Path,
+           progress: Progress | None) -> None:
     tmp = temp_path(target)
     side_tmp = sidecar_path(tmp)
     label = f"ingest {source.name}"
@@ -461,7 +498,7 @@ def _build(source: DatasetSource, sha256: str, target: Path, progress: Progress 
                     f"dataset file {source.path} holds no instances (an empty array); pass a "
                     f"LongMemEval file"
                 )
-            builder.finish(source.name, sha256)
+            builder.finish(source.name, sha256, sample)
             conn.execute("COMMIT")
         finally:
             conn.close()
@@ -486,26 +523,32 @@ def load_corpus(source: DatasetSource, cache_dir: Path, progress: Progress | Non
     Raises :class:`DataError` for an unusable dataset file and
     :class:`CacheError` when the cache directory cannot be written.
     """
-    sha256 = file_sha256(
-        source.path,
-        None
-        if progress is None
-        else (lambda done, total: progress(f"sha256 {source.name}", done, total)),
-        memo_dir=Path(cache_dir) / MEMO_DIR,  # hashed once per file version, ever
-    )
+    memo_dir = Path(cache_dir) / MEMO_DIR  # hashed once per file version, ever
+    hashing = None if progress is None else (
+        lambda done, total: progress(f"sha256 {source.name}", done, total))
+    sample = sample_digest(source.path)  # also refuses a FIFO or device before any read
+    try:
+        known = known_sha256(source.path, memo_dir)
+    except OSError:
+        known = None  # file_sha256 words the error
+    if known is not None:
+        corpus = _open_if_complete(corpus_path(cache_dir, known[0]), source.name, known[0])
+        if corpus is not None and corpus.dataset_sample == sample:
+            return corpus
+    # No corpus of the memo's sha256, or one of another file (a wrong memo): a build reads
+    # the whole file anyway, so a digest only the on-disk memo vouches for is recomputed.
+    sha256 = file_sha256(source.path, hashing, memo_dir=memo_dir,
+                         fresh=known is not None and known[1])
     target = corpus_path(cache_dir, sha256)
-    corpus = _open_if_complete(target, source.name, sha256)
-    if corpus is not None:
-        return corpus
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         lock = FileLock(f"{target}.lock")
         with lock:
             corpus = _open_if_complete(target, source.name, sha256)
-            if corpus is not None:
+            if corpus is not None and corpus.dataset_sample == sample:
                 return corpus
             remove_partials(target)
-            _build(source, sha256, target, progress)
+            _build(source, sha256, sample, target, progress)
     except OSError as exc:
         where = f": {exc.filename}" if exc.filename else ""
         raise CacheError(

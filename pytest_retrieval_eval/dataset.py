@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 from collections.abc import Callable, Iterator
@@ -39,6 +40,7 @@ __all__ = [
     "file_sha256",
     "iter_instances",
     "resolve_dataset",
+    "sample_digest",
 ]
 
 KNOWN: dict[str, str] = {
@@ -187,6 +189,7 @@ def file_sha256(
     progress: Callable[[int, int], None] | None = None,
     *,
     memo_dir: Path | None = None,
+    fresh: bool = False,
 ) -> str:
     """Hex sha256 of the dataset file (:func:`checksums.memoised_sha256`).
 
@@ -194,15 +197,38 @@ def file_sha256(
     LongMemEval_M (2.7 GB) costs seconds, so every later run of the plugin reads the memo
     instead. ``progress(bytes_done, bytes_total)`` is called after each chunk when the file is
     actually read. Raises :class:`DataError` when the file cannot be read, or is not a
-    regular file (checked first: a FIFO or ``/dev/zero`` would be read forever).
+    regular file (checked first: a FIFO or ``/dev/zero`` would be read forever). ``fresh``
+    reads the file whatever the memo says (and rewrites the memo).
     """
     check_regular_file(Path(path))
     try:
-        return memoised_sha256(path, progress, memo_dir=memo_dir)
+        return memoised_sha256(path, progress, memo_dir=memo_dir, fresh=fresh)
     except OSError as exc:
         raise DataError(
             f"dataset file {path} cannot be read ({exc.strerror}); pass an existing, readable file"
         ) from None
+
+
+#: Bytes of each end of a dataset file that :func:`sample_digest` reads.
+SAMPLE_BYTES = 1 << 20
+
+
+def sample_digest(path: Path) -> str:
+    """sha256 over the file's size, first and last MiB: read on every run (2 MiB) and
+    compared with what the corpus recorded, so a wrong sha256 memo (edited, or copied from
+    another machine) never opens another dataset's corpus."""
+    check_regular_file(Path(path))
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(SAMPLE_BYTES)
+            f.seek(max(0, size - SAMPLE_BYTES))
+            tail = f.read(SAMPLE_BYTES)
+    except OSError as exc:
+        raise DataError(
+            f"dataset file {path} cannot be read ({exc.strerror}); pass an existing, readable file"
+        ) from None
+    return hashlib.sha256(f"{size}:".encode("ascii") + head + tail).hexdigest()
 
 
 def _ijson() -> Any:

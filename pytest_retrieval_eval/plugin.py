@@ -169,7 +169,9 @@ class PairItem(pytest.Function):
     ) -> Any:
         """A retriever's or the data's error is one line, not a traceback."""
         if isinstance(excinfo.value, RetrievalEvalError):
-            return f"{self.retriever}: {excinfo.value}"
+            message = str(excinfo.value)  # named once: many messages start with the name
+            return message if message.startswith(f"{self.retriever}:") else (
+                f"{self.retriever}: {message}")
         return super().repr_failure(excinfo)
 
 

@@ -29,7 +29,7 @@ from . import terms as terms_mod
 from . import vipune
 from .checksums import MEMO_DIR
 from .embedding import EmbedConfig, Embedder, load_embedder
-from .errors import CacheError, DataError
+from .errors import CacheError, DataError, RetrieverError
 from .metrics import dedupe, score_ranking
 from .options import CUSTOM_RETRIEVER, DEFAULT_MODEL, Settings
 from .report import NOTE_TEXT, PairResult
@@ -249,7 +249,8 @@ class EvalSession:
             if built:  # checked (or built) once per persona, however many searches use it
                 return built[0]
             path = stores.get_or_build(key, lambda: store_mod.rows_from_arrays(
-                pair.session_ids, load_texts(), vectors, pair.created_at))
+                pair.session_ids, load_texts(), vectors, pair.created_at),
+                session_ids=pair.session_ids)
             if self.settings.store_dir is not None:
                 target = self.settings.store_dir / store_mod.export_name(pair.question_id)
                 store_mod.export_store(path, target)
@@ -306,6 +307,16 @@ class EvalSession:
         rankings = self._rankings(retriever, persona, query)
         retrieval_ms = (time.perf_counter() - start) * 1000.0
         rankable = set(pair.session_ids)
+        for ranked in rankings.values():
+            strangers = [x for x in ranked if x not in rankable]
+            if strangers:  # another persona's store, or a retriever's bug: never scored
+                raise RetrieverError(
+                    f"question {pair.question_id}: the ranking holds {strangers[0]!r}"
+                    f"{f' and {len(strangers) - 1} more id(s)' if len(strangers) > 1 else ''}"
+                    f", not a session of this question's haystack "
+                    f"({len(pair.session_ids)} sessions); a retriever must rank only "
+                    f"persona.session_ids"
+                )
         metrics: dict[str, float] = {}
         for k in self.settings.ks:
             metrics.update(score_ranking(rankings[k], pair.gold, (k,), rankable))

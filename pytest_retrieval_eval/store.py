@@ -51,6 +51,7 @@ __all__ = [
     "is_valid_store",
     "persona_key",
     "rows_from_arrays",
+    "store_ids",
     "store_key",
     "store_user_version",
 ]
@@ -309,6 +310,19 @@ def store_user_version(path: str | Path) -> int | None:
     return int(row[0]) if row else None
 
 
+def store_ids(path: str | Path) -> tuple[str, ...] | None:
+    """The store's memory ids in row order, or None when it cannot be read."""
+    try:
+        conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)
+        try:
+            return tuple(str(row[0]) for row in
+                         conn.execute("SELECT id FROM memories ORDER BY rowid"))
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None
+
+
 def _expected_master() -> list[tuple[str, str, str, str | None]]:
     conn = sqlite3.connect(":memory:")
     try:
@@ -384,6 +398,7 @@ class StoreCache:
         *,
         project_id: str = PROJECT_ID,
         reference_only: bool | None = None,
+        session_ids: Sequence[str] | None = None,
     ) -> Path:
         """Return the store for ``key``, building it from ``rows_fn()`` unless a valid one exists.
 
@@ -391,9 +406,17 @@ class StoreCache:
         builds go through a private temporary file and ``os.replace``. ``reference_only`` as in
         :func:`build_store` (None: any complete store is reused; a new one's kind follows the
         vectors' width).
+
+        Re-verification: a store is reused only when the whole file hashes to its sidecar's
+        value now (once per process and file version: the ``.verified`` stamp is not trusted,
+        as it cannot see bit rot beneath the filesystem; ~8 MB a persona for LongMemEval_M)
+        and, given ``session_ids``, when it holds exactly those ids in that order (a store
+        copied over another persona's, sidecar and all, is rebuilt).
         """
         target = self.path_for(key)
-        if is_valid_store(target, reference_only=reference_only) and matches_sidecar(target):
+        if (is_valid_store(target, reference_only=reference_only)
+                and matches_sidecar(target, trust_stamp=False)
+                and (session_ids is None or store_ids(target) == tuple(session_ids))):
             return target.resolve()
         try:
             build_store(target, rows_fn(), project_id, reference_only=reference_only)
