@@ -1,0 +1,51 @@
+"""The Retriever protocol and the built-in retrievers, one module per family.
+
+A retriever ranks a persona's memory rows (session ids) for one query. Built-ins:
+
+``hybrid``    vipune's ``search_hybrid`` (reference: semantic in numpy + FTS5 on the persona's
+              store, RRF k = 25, recency 0) - the measured path, model-free lane.
+``semantic``  vipune's ``Database::search`` (cosine scan, stable ties).
+``fts``       vipune's ``Database::search_bm25`` (FTS5 bm25 on the persona's store).
+``bm25``      LongMemEval's own baseline, ``rank_bm25.BM25Okapi`` over ``text.split()``,
+              re-implemented vectorised (same floats, same ranking, several times faster).
+``oracle``    gold first, then the rest: a pipeline self-check (recall 1 when gold is present).
+``vipune``    the real vipune binary, driven through its command line on the persona's store.
+
+User retrievers are loaded from ``"package.module:attr"`` (:func:`load_dotted`). Built-ins
+never return duplicates; a user retriever's duplicates are left to ``metrics``.
+
+Modules: ``base`` (Persona, Query, Retriever), ``reference`` (hybrid, semantic, fts),
+``bm25``, ``oracle``, ``vipune_binary``, ``loader`` (names and dotted paths).
+"""
+
+from __future__ import annotations
+
+from ..terms import DocTerms
+from .base import LazyTexts, Persona, Query, Retriever
+from .bm25 import BM25Index, BM25Retriever, DocTermCache
+from .loader import REGISTRY, FunctionRetriever, get_retriever, load_dotted
+from .oracle import OracleRetriever
+from .reference import FtsRetriever, HybridRetriever, SemanticRetriever
+from .vipune_binary import VipuneBinaryRetriever, check_compatible, resolve_vipune_binary
+
+__all__ = [
+    "REGISTRY",
+    "BM25Index",
+    "BM25Retriever",
+    "DocTermCache",
+    "DocTerms",
+    "FtsRetriever",
+    "FunctionRetriever",
+    "HybridRetriever",
+    "LazyTexts",
+    "OracleRetriever",
+    "Persona",
+    "Query",
+    "Retriever",
+    "SemanticRetriever",
+    "VipuneBinaryRetriever",
+    "check_compatible",
+    "get_retriever",
+    "load_dotted",
+    "resolve_vipune_binary",
+]

@@ -1,0 +1,147 @@
+"""The retriever protocol and the types every retriever sees: a persona and a query.
+
+A retriever ranks a persona's memory rows (session ids) for one query, best first. The helpers
+here (limits, the query vector, error wording) are shared by the built-in retrievers.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, overload, runtime_checkable
+
+import numpy as np
+
+from .. import vipune
+from ..errors import RetrieverError, one_line
+
+__all__ = ["LazyTexts", "Persona", "Query", "Retriever"]
+
+
+@dataclass
+class Persona:
+    """One question's memory: rows in store order, row ``i`` <-> ``session_ids[i]``."""
+
+    key: str  # content address of the persona (ids, text keys, dates, model fingerprint)
+    session_ids: tuple[str, ...]
+    created_at: tuple[str, ...]
+    vectors: np.ndarray  # (n, dim) float32
+    texts: Sequence[str]  # row contents (lazily loaded where possible)
+    store_path: Callable[[], Path]  # builds (or reuses) the vipune store, returns its path
+    #: ``text_key(texts[i])`` per row (``pairs.text_key``), or empty when unknown. When given,
+    #: retrievers may cache per-text work under these keys across personas (``bm25`` does).
+    text_keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Query:
+    """One question; ``gold`` is for ``oracle`` only (user retrievers must not use it)."""
+
+    question_id: str
+    question_type: str
+    question: str
+    question_date: str
+    vector: np.ndarray | None  # None only for retrievers that embed themselves (vipune)
+    gold: tuple[str, ...]
+
+
+class LazyTexts(Sequence[str]):
+    """A persona's row texts, loaded by ``loader`` on first use (then kept)."""
+
+    def __init__(self, loader: Callable[[], Sequence[str]]) -> None:
+        self._loader = loader
+        self._texts: Sequence[str] | None = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> Sequence[str]:
+        if self._texts is None:
+            with self._lock:
+                if self._texts is None:
+                    self._texts = self._loader()
+        return self._texts
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the texts have been read."""
+        return self._texts is not None
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        return self._load()[index]
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """Ranks a persona's session ids for a query, best first, at most ``limit`` of them.
+
+    Optional attributes the harness reads: ``needs_store = True`` when ``rank`` calls
+    ``persona.store_path()`` (the store is then built before the query is timed, so a
+    one-time build never counts as query latency); ``limit_sensitive = True`` when the top
+    results depend on ``limit`` beyond a cut (each cut-off k is then ranked on its own);
+    ``needs_vectors = False`` when ``rank`` never reads ``persona.vectors`` or
+    ``query.vector`` (when no retriever of a run needs them, no model is loaded).
+    """
+
+    name: str
+
+    def rank(self, persona: Persona, query: Query, limit: int) -> Sequence[str]: ...
+
+
+def _check_limit(limit: int) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 1:
+        raise ValueError(f"limit must be a positive int, got {limit!r}")
+    return int(limit)
+
+
+def _vipune_limit(limit: int) -> int:
+    """vipune's paths never ask for more than MAX_SEARCH_LIMIT rows in one call."""
+    return min(_check_limit(limit), vipune.MAX_SEARCH_LIMIT)
+
+
+def _query_vector(name: str, persona: Persona, query: Query) -> np.ndarray:
+    if query.vector is None:
+        raise RetrieverError(
+            f"{name}: question {query.question_id} has no query vector; "
+            "run prep (model-free lane) or enable the model lane"
+        )
+    vec = np.asarray(query.vector, dtype=np.float32)
+    width = np.asarray(persona.vectors).shape[1] if np.asarray(persona.vectors).ndim == 2 else -1
+    if vec.ndim != 1 or (len(persona.session_ids) and vec.shape[0] != width):
+        raise RetrieverError(
+            f"{name}: question {query.question_id}: query vector shape {vec.shape} does not "
+            f"match the persona's vectors (width {width}); query and rows need the same model"
+        )
+    return vec
+
+
+def _wrap_vipune_error(name: str, query: Query, exc: Exception) -> RetrieverError:
+    return RetrieverError(f"{name}: question {query.question_id}: {one_line(exc)}")
+
+
+def _store_error(name: str, query: Query, exc: Exception) -> RetrieverError:
+    return RetrieverError(
+        f"{name}: question {query.question_id}: the persona store cannot be searched "
+        f"({type(exc).__name__}: {one_line(exc)}); delete the store cache directory to rebuild it"
+    )
+
+
+def _option(options: object, names: Sequence[str], default: object) -> object:
+    """The first of ``names`` in a mapping or as an attribute (``options.Settings``, a model
+    description), else ``default``."""
+    for name in names:
+        if isinstance(options, Mapping):
+            if name in options:
+                return options[name]
+        elif hasattr(options, name):
+            return getattr(options, name)
+    return default

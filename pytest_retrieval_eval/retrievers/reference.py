@@ -1,0 +1,107 @@
+"""vipune's own search paths, reproduced over a persona: ``hybrid``, ``semantic``, ``fts``.
+
+The arithmetic lives in :mod:`pytest_retrieval_eval.vipune` (THE vipune reference); these
+classes adapt it to the :class:`~.base.Retriever` protocol.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import numpy as np
+
+from .. import store as store_mod
+from .. import vipune
+from .base import (
+    Persona,
+    Query,
+    _query_vector,
+    _store_error,
+    _vipune_limit,
+    _wrap_vipune_error,
+)
+
+__all__ = ["FtsRetriever", "HybridRetriever", "SemanticRetriever"]
+
+
+class HybridRetriever:
+    """vipune ``search_hybrid`` reference: recency 0, RRF k = 25, pool clamp, id tie-break."""
+
+    name = "hybrid"
+    #: The candidate pool grows with ``limit`` (``limit*10`` clamped to [50, 10000]), so the top
+    #: 5 of a limit-10 search may differ from a limit-5 search: rank once per pool size.
+    limit_sensitive = True
+    #: ``rank`` searches the persona's store: it is built (once) before the query is timed.
+    needs_store = True
+
+    def __init__(self, project_id: str = store_mod.PROJECT_ID) -> None:
+        self.project_id = project_id
+        # The last query's full cosine ranking: asked again at another limit (another pool
+        # size), the same query reuses it instead of scanning every row again.
+        self._semantic: tuple[tuple[str, str, bytes], list[vipune.SearchResult]] | None = None
+
+    def _semantic_ranking(self, persona: Persona, query: Query,
+                          qvec: np.ndarray) -> list[vipune.SearchResult] | None:
+        n_rows = len(persona.session_ids)
+        if n_rows == 0 or n_rows > vipune.MAX_SEARCH_LIMIT:
+            return None  # nothing to scan, or more rows than one vipune call may ask for
+        key = (persona.key, query.question, np.asarray(qvec, dtype=np.float32).tobytes())
+        if self._semantic is None or self._semantic[0] != key:
+            ranking = vipune.semantic_search(persona.vectors, persona.session_ids, qvec, n_rows)
+            self._semantic = (key, ranking)
+        return self._semantic[1]
+
+    def rank(self, persona: Persona, query: Query, limit: int) -> list[str]:
+        lim = _vipune_limit(limit)
+        qvec = _query_vector(self.name, persona, query)
+        try:
+            results = vipune.search_hybrid(
+                persona.store_path(),
+                persona.vectors,
+                persona.session_ids,
+                query.question,
+                qvec,
+                lim,
+                0.0,
+                project_id=self.project_id,
+                semantic_ranking=self._semantic_ranking(persona, query, qvec),
+            )
+        except (vipune.VipuneInputError, ValueError) as exc:
+            raise _wrap_vipune_error(self.name, query, exc) from None
+        except sqlite3.Error as exc:
+            raise _store_error(self.name, query, exc) from None
+        return [mem_id for mem_id, _ in results]
+
+
+class SemanticRetriever:
+    """vipune ``Database::search`` reference: float64 cosine, stable ties, top ``limit``."""
+
+    name = "semantic"
+
+    def rank(self, persona: Persona, query: Query, limit: int) -> list[str]:
+        lim = _vipune_limit(limit)
+        qvec = _query_vector(self.name, persona, query)
+        try:
+            results = vipune.semantic_search(persona.vectors, persona.session_ids, qvec, lim)
+        except ValueError as exc:
+            raise _wrap_vipune_error(self.name, query, exc) from None
+        return [mem_id for mem_id, _ in results]
+
+
+class FtsRetriever:
+    """vipune ``Database::search_bm25`` reference: escaped words ANDed, FTS5 ``bm25()``."""
+
+    name = "fts"
+    needs_store = True
+    needs_vectors = False  # ranks without embeddings: no model, no prep
+
+    def __init__(self, project_id: str = store_mod.PROJECT_ID) -> None:
+        self.project_id = project_id
+
+    def rank(self, persona: Persona, query: Query, limit: int) -> list[str]:
+        lim = _vipune_limit(limit)
+        try:
+            results = vipune.fts_search(persona.store_path(), query.question, self.project_id, lim)
+        except sqlite3.Error as exc:
+            raise _store_error(self.name, query, exc) from None
+        return [mem_id for mem_id, _ in results]
