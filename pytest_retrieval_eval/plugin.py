@@ -43,7 +43,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if settings.enabled:
         from .session import EvalSession
 
-        config.stash[SESSION_KEY] = EvalSession(settings)
+        state = EvalSession(settings)
+        config.stash[SESSION_KEY] = state
+        if not _is_worker(config):
+            config.pluginmanager.register(_ReportedResults(state), "retrieval-eval-results")
 
 
 class _Progress:
@@ -186,20 +189,68 @@ def _pair_test(request: pytest.FixtureRequest) -> None:
     state.run_pair(item.position, item.retriever, custom=custom)
 
 
+#: Attributes of a pair item's test report carrying its result or error: xdist sends them
+#: to the controller with the report, so what a worker finished is kept even when it is
+#: interrupted before it can publish its output.
+RESULT_ATTR = "retrieval_eval_result"
+ERROR_ATTR = "retrieval_eval_error"
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    """Every failed pair item is listed in the report's ``errors`` (whatever raised)."""
+    """Every failed pair item is listed in the report's ``errors`` (whatever raised); each
+    pair item's result (or error) rides on its test report."""
     report = yield
-    if isinstance(item, PairItem) and report.failed and call.excinfo is not None:
-        state = _session(item.config)
-        if state is not None and state.corpus is not None:
-            exc = call.excinfo.value
-            message = str(exc) if isinstance(exc, RetrievalEvalError) else (
-                f"{type(exc).__name__}: {one_line(exc)}")
-            state.errors.append({"retriever": item.retriever,
-                                 "question_id": state.corpus.pairs[item.position].question_id,
-                                 "error": message})
+    state = _session(item.config)
+    if not isinstance(item, PairItem) or state is None or state.corpus is None:
+        return report
+    if report.failed and call.excinfo is not None:
+        exc = call.excinfo.value
+        message = str(exc) if isinstance(exc, RetrievalEvalError) else (
+            f"{type(exc).__name__}: {one_line(exc)}")
+        error = {"retriever": item.retriever,
+                 "question_id": state.corpus.pairs[item.position].question_id,
+                 "error": message}
+        state.add_error(error)
+        setattr(report, ERROR_ATTR, error)
+    elif report.when == "call" and report.passed and state.results:
+        last = state.results[-1]
+        if (last["retriever"], last["index"]) == (item.retriever,
+                                                  state.corpus.pairs[item.position].index):
+            setattr(report, RESULT_ATTR, last)
     return report
+
+
+class _ReportedResults:
+    """Registered on the controller of an enabled run: keeps each item's result as its
+    report arrives (from an xdist worker too; a result seen twice is kept once)."""
+
+    def __init__(self, state: EvalSession) -> None:
+        self.state = state
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        result = getattr(report, RESULT_ATTR, None)
+        if result is not None:
+            self.state.add_result(result)
+        error = getattr(report, ERROR_ATTR, None)
+        if error is not None:
+            self.state.add_error(error)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The items left after ``-k``/``-m``: an interrupted run says how many of them ran."""
+    state = _session(session.config)
+    if state is not None and state.corpus is not None:
+        state.select([(i.position, i.retriever) for i in session.items
+                      if isinstance(i, PairItem)])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    """xdist controller (which collects nothing itself): the selection, from a worker."""
+    state = _session(node.config)
+    if state is not None and state.corpus is not None and state.selected is None:
+        state.select_node_ids(ids)
 
 
 @pytest.fixture(scope="session")
@@ -242,7 +293,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         root.nodeid, "passed", None, ours))
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     state = _session(config)
     if state is None or state.plan is None:
@@ -252,7 +303,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     from . import report
 
-    state.report = report.build_report(state.run_info(), state.results, state.errors)
+    info = state.run_info(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED,
+                          stopped=bool(session.shouldstop or session.shouldfail))
+    state.report = report.build_report(info, state.results, state.errors)
     if state.settings.json_path is not None:
         try:
             report.write_json(state.report, state.settings.json_path)

@@ -187,13 +187,19 @@ def header_lines(info: Mapping[str, Any]) -> list[str]:
         f"{model['name']} (fingerprint {str(model['fingerprint'])[:12]}, "
         f"{model.get('pooling', 'mean')} pooling, dim {model.get('dim')})")
     skipped = info["skipped"]
+    run = info.get("run") or {}
+    stop = [] if not run.get("interrupted") else [
+        f"interrupted after {run['items_run']} of {run.get('items_selected', '?')} items: the "
+        f"numbers below cover only what ran; run again for the rest"]
     lines = [
+        *stop,
         f"dataset: {ds['name']} (sha256 {ds['sha256'][:16]}…)  gold: {ds['gold_source']}",
         f"lane: {info['lane']}  model: {model_text}",
         f"retrievers: {', '.join(info['retrievers'])}  k: {', '.join(map(str, info['ks']))}",
         (f"pairs: {info['scored']} scored of {info['usable']} usable; skipped "
          f"{skipped['abstention']} abstention, {skipped['rejected']} rejected, "
-         f"{skipped['not_selected']} not selected"),
+         f"{skipped['not_selected']} not selected"
+         + (f", {skipped['not_run']} not run" if run.get("interrupted") else "")),
     ]
     lines.extend(note_lines(info.get("notes") or {}))
     lines.extend(rejection_lines(info.get("rejections") or []))
@@ -242,9 +248,16 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
     scored_qids = {r["question_id"] for r in ordered}
     attempted = scored_qids | {str(e.get("question_id")) for e in errors}  # ran, even if failed
     full_info = {**info, "scored": len(scored_qids)}
-    full_info["skipped"] = {**info["skipped"],
-                            "not_selected": max(0, info["usable"] - len(attempted))}
+    run = _run_counts(info.get("selection") or {}, ordered, errors)
+    chosen = run.pop("selected_pairs", None)
+    skipped = {**info["skipped"], "not_selected": max(0, info["usable"] - (
+        len(attempted) if chosen is None else len(chosen | attempted)))}
+    skipped["not_run"] = len((chosen or set()) - attempted)  # selected, none of it ran
+    full_info["skipped"] = skipped
+    full_info["run"] = run
     return {
+        "interrupted": run["interrupted"],
+        "run": run,
         "schema_version": SCHEMA_VERSION,
         "dataset": info["dataset"],
         "lane": info["lane"],
@@ -262,6 +275,23 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
                                                 str(e.get("question_id")))),
         "info": full_info,
     }
+
+
+def _run_counts(selection: Mapping[str, Any], results: Sequence[PairResult],
+                errors: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """How much of the selection ran: ``interrupted`` (Ctrl-C, or a stop such as ``-x``
+    before the last selected item), ``items_selected``, ``items_run`` (scored or failed)."""
+    ran = ({(r["question_id"], r["retriever"]) for r in results}
+           | {(str(e.get("question_id")), str(e.get("retriever"))) for e in errors})
+    out: dict[str, Any] = {"interrupted": bool(selection.get("interrupted")),
+                           "items_run": len(ran)}
+    if selection.get("selected") is not None:
+        chosen = {(str(q), str(r)) for q, r in selection["selected"]}
+        out["items_selected"] = len(chosen)
+        out["selected_pairs"] = {q for q, _ in chosen}
+        if selection.get("stopped") and len(chosen - ran) > 0:
+            out["interrupted"] = True
+    return out
 
 
 def write_json(report: Mapping[str, Any], path: Path) -> None:

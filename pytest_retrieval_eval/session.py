@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,6 +71,10 @@ class EvalSession:
     json_error: str | None = None  # why the JSON report could not be written
     _retrievers: dict[str, retrievers_mod.Retriever] = field(default_factory=dict)
     _stores: store_mod.StoreCache | None = None
+    #: (pair position, retriever) of every item selected to run; None until collected.
+    selected: list[tuple[int, str]] | None = None
+    _seen_results: set[tuple[str, int]] = field(default_factory=set)
+    _seen_errors: set[tuple[str, str]] = field(default_factory=set)
     _personas: OrderedDict[int, retrievers_mod.Persona] = field(default_factory=OrderedDict)
     _queries: OrderedDict[int, retrievers_mod.Query] = field(default_factory=OrderedDict)
 
@@ -332,7 +336,7 @@ class EvalSession:
             "notes": {k: v for k, v in pair.notes.items() if v},
             "latency_ms": {"query_embedding": embed_ms, "retrieval": retrieval_ms},
         }
-        self.results.append(result)
+        self.add_result(result)
         return result
 
     def _rankings(self, retriever: retrievers_mod.Retriever, persona: retrievers_mod.Persona,
@@ -362,15 +366,53 @@ class EvalSession:
         """xdist worker side: what goes into ``config.workeroutput``."""
         return {"results": self.results, "errors": self.errors}
 
-    def merge_worker_output(self, output: Mapping[str, Any]) -> None:
-        """xdist controller side: add what one worker published."""
-        self.results.extend(output.get("results", []))
-        self.errors.extend(output.get("errors", []))
+    def add_result(self, result: PairResult) -> None:
+        """Keep a scored (pair, retriever) once, however it arrived (its own item here, an
+        xdist item report, a worker's final output)."""
+        key = (result["retriever"], result["index"])
+        if key not in self._seen_results:
+            self._seen_results.add(key)
+            self.results.append(result)
 
-    def run_info(self) -> dict[str, Any]:
-        """Header facts of the run for the report (plain data)."""
+    def add_error(self, error: Mapping[str, Any]) -> None:
+        """Keep a failed (pair, retriever) once."""
+        key = (str(error.get("retriever")), str(error.get("question_id")))
+        if key not in self._seen_errors:
+            self._seen_errors.add(key)
+            self.errors.append(dict(error))
+
+    def merge_worker_output(self, output: Mapping[str, Any]) -> None:
+        """xdist controller side: add what one worker published (most of it arrived already
+        with the items' reports: an interrupted worker publishes nothing)."""
+        for result in output.get("results", []):
+            self.add_result(result)
+        for error in output.get("errors", []):
+            self.add_error(error)
+
+    def select(self, items: Sequence[tuple[int, str]]) -> None:
+        """The (pair position, retriever) items left after ``-k``/``-m`` deselection."""
+        self.selected = list(items)
+
+    def select_node_ids(self, ids: Sequence[str]) -> None:
+        """xdist controller: the selection from a worker's collected node ids."""
+        assert self.corpus is not None
+        names = {f"{pair.question_id}[{name}]": (position, name)
+                 for position, pair in enumerate(self.corpus.pairs) if not pair.abstention
+                 for name in self.settings.retrievers}
+        tails = (node.rsplit("::", 1)[-1] for node in ids if node.startswith("retrieval-eval"))
+        self.select([names[tail] for tail in tails if tail in names])
+
+    def run_info(self, *, stopped: bool = False, interrupted: bool = False) -> dict[str, Any]:
+        """Header facts of the run for the report (plain data).
+
+        ``interrupted``: Ctrl-C; ``stopped``: the run ended before its last item (``-x``,
+        ``--maxfail``): either way the report says how many selected items ran."""
         assert self.plan is not None and self.corpus is not None
         corpus = self.corpus
+        selection: dict[str, Any] = {"stopped": stopped, "interrupted": interrupted}
+        if self.selected is not None:
+            selection["selected"] = [[corpus.pairs[i].question_id, name]
+                                     for i, name in self.selected]
         abstention = sum(1 for p in corpus.pairs if p.abstention)
         stats = dict(corpus.stats)
         notes = {name: stats.get(name, 0) for name in NOTE_TEXT}  # the header's notes
@@ -384,6 +426,7 @@ class EvalSession:
             "skipped": {"abstention": abstention, "rejected": len(corpus.rejections)},
             "rejections": [asdict(r) for r in corpus.rejections],
             "notes": notes,
+            "selection": selection,
         }
 
 
