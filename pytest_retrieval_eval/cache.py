@@ -27,6 +27,7 @@ Layout under a cache root::
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -74,6 +75,10 @@ ModelInfo = dict[str, Any]
 _SHARD_RE = re.compile(r"^shard-[0-9A-Za-z_.-]+\.parquet$")
 _FINGERPRINT_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_.-]*$")
 _TMP_PREFIX = ".tmp-"
+#: How often a reader starts over from a fresh listing when a compaction removed a shard
+#: between listing and opening it (each try pins what it opens, so this only covers that
+#: window, never a shard already indexed).
+_ATTEMPTS = 50
 _FIX_WRITABLE = "delete it; the next prep re-embeds only what it held"
 _FIX_READ_ONLY = "this cache is read-only (bundled); reinstall pytest-retrieval-eval"
 
@@ -236,15 +241,18 @@ def _check_schema(path: Path, schema: Any, dim: int, read_only: bool) -> None:
         raise _corrupt(path, f"vector type {vtype}, expected {dim} float32", read_only)
 
 
-def _read_keys(path: Path, dim: int | None, read_only: bool) -> tuple[list[str], list[int]]:
-    """A shard's keys (its ``key`` column only) and rows per row group.
+def _read_keys(path: Path, dim: int | None, read_only: bool,
+               source: Any = None) -> tuple[list[str], list[int]]:
+    """A shard's keys (its ``key`` column only) and rows per row group, read from ``source``
+    (an open handle of it) when given, else from ``path``.
 
     Raises FileNotFoundError when the shard vanished (compaction), CacheError when it is
     truncated, not Parquet, or has the wrong schema.
     """
     pq = _pq()
     try:
-        pf = pq.ParquetFile(path, memory_map=True)
+        pf = (pq.ParquetFile(path, memory_map=True) if source is None
+              else pq.ParquetFile(source))
         if dim is not None:
             _check_schema(path, pf.schema_arrow, dim, read_only)
         keys = pf.read(columns=["key"], use_threads=False).column(0).to_pylist()
@@ -269,6 +277,37 @@ class _Shard:
     start: int  # global row of its first row
     rows: int
     rg_starts: list[int]  # local first row of each row group
+    handle: Any = None  # the shard, memory-mapped when indexed: pinned against compaction
+    sidecar: str | None = None  # its sidecar's sha256, read when indexed
+
+
+def _pin(path: Path) -> tuple[Any, str | None]:
+    """Open ``path`` memory-mapped and read its sidecar, both now: a reader's generation.
+
+    A compaction that later deletes the shard (and its sidecar) cannot take either from
+    this reader: the mapping keeps the unlinked file readable until it is closed. Raises
+    FileNotFoundError when the shard is already gone. The sidecar is None when unreadable
+    (the shard is then refused as corrupt when first served from)."""
+    handle = _pa().memory_map(str(path), "r")
+    try:
+        sidecar: str | None = read_sidecar(path)
+    except FileNotFoundError:
+        handle.close()
+        raise
+    except (OSError, ValueError):
+        sidecar = None
+    return handle, sidecar
+
+
+def _sha256_of(handle: Any) -> str:
+    """sha256 of a memory-mapped file (no copy)."""
+    digest = hashlib.sha256()
+    size = handle.size()
+    buffer = handle.read_at(size, 0) if size else b""
+    view = memoryview(buffer)
+    for start in range(0, size, 1 << 20):
+        digest.update(view[start : start + (1 << 20)])
+    return digest.hexdigest()
 
 
 class VectorCache:
@@ -352,6 +391,9 @@ class VectorCache:
     # ----------------------------------------------------------------- index
 
     def _reset(self) -> None:
+        for shard in getattr(self, "_shards", []):
+            if shard.handle is not None:
+                shard.handle.close()
         self._shards: list[_Shard] = []
         self._known: set[Path] = set()
         self._index: dict[str, int] = {}
@@ -365,7 +407,12 @@ class VectorCache:
         return [*((d, True) for d in self.read_only_dirs), (self.directory, False)]
 
     def _index_shard(self, path: Path, read_only: bool) -> None:
-        keys, rg_rows = _read_keys(path, self.dim, read_only)
+        handle, sidecar = _pin(path)
+        try:
+            keys, rg_rows = _read_keys(path, self.dim, read_only, handle)
+        except BaseException:
+            handle.close()
+            raise
         start = self._shards[-1].start + self._shards[-1].rows if self._shards else 0
         sid = len(self._shards)
         rg_starts: list[int] = []
@@ -374,7 +421,8 @@ class VectorCache:
             rg_starts.append(local)
             self._rg_owner.append((sid, rg))
             local += n
-        self._shards.append(_Shard(path, read_only, start, len(keys), rg_starts))
+        self._shards.append(_Shard(path, read_only, start, len(keys), rg_starts, handle,
+                                   sidecar))
         self._index.update(zip(keys, range(start, start + len(keys)), strict=True))
         self._known.add(path)
 
@@ -386,8 +434,13 @@ class VectorCache:
         )
 
     def refresh(self) -> None:
-        """Index shards committed since the last look (by this or another process)."""
-        for _attempt in range(5):
+        """Index shards committed since the last look (by this or another process).
+
+        Each shard is pinned as it is indexed (:func:`_pin`), so what this reader indexed
+        stays readable whatever a concurrent compaction deletes; only a shard deleted
+        between the listing and its opening sends the reader back to a fresh listing (the
+        compaction committed the merged shard first, so the new listing holds every key)."""
+        for attempt in range(_ATTEMPTS):
             try:
                 added = False
                 for directory, read_only in self._all_dirs():
@@ -402,6 +455,7 @@ class VectorCache:
             except FileNotFoundError:
                 # A compaction removed a shard under us: start over from a fresh listing.
                 self._reset()
+                time.sleep(min(0.001 * attempt, 0.05))
         raise CacheError(  # pragma: no cover - needs a compaction storm
             f"cache at {self.directory} keeps changing while being read; retry when no "
             f"compaction is running"
@@ -443,7 +497,7 @@ class VectorCache:
         model-free lane calls it before any item runs, so a corrupt cache stops the run with
         one line instead of failing items (prep quarantines such shards: :meth:`repair`).
         """
-        for _attempt in range(3):
+        for _attempt in range(_ATTEMPTS):
             try:
                 self._ensure_index()
                 for shard in list(self._shards):
@@ -459,14 +513,19 @@ class VectorCache:
     def _verify(self, shard: _Shard) -> None:
         if shard.path in self._verified:
             return
-        try:
-            expected = read_sidecar(shard.path)
-        except FileNotFoundError:
-            raise
-        except (OSError, ValueError):
-            raise _corrupt(shard.path, "its .sha256 sidecar is unreadable",
-                           shard.read_only) from None
-        actual = sha256_file(shard.path)
+        if shard.handle is not None:  # pinned: its sidecar was read when it was indexed
+            if shard.sidecar is None:
+                raise _corrupt(shard.path, "its .sha256 sidecar is unreadable", shard.read_only)
+            expected, actual = shard.sidecar, _sha256_of(shard.handle)
+        else:
+            try:
+                expected = read_sidecar(shard.path)
+            except FileNotFoundError:
+                raise
+            except (OSError, ValueError):
+                raise _corrupt(shard.path, "its .sha256 sidecar is unreadable",
+                               shard.read_only) from None
+            actual = sha256_file(shard.path)
         if actual != expected:
             raise _corrupt(
                 shard.path,
@@ -496,7 +555,8 @@ class VectorCache:
         shard = self._shards[sid]
         self._verify(shard)
         try:
-            pf = _pq().ParquetFile(shard.path, memory_map=True)
+            pf = (_pq().ParquetFile(shard.path, memory_map=True) if shard.handle is None
+                  else _pq().ParquetFile(shard.handle))
             column = pf.read_row_group(rg, columns=["vector"], use_threads=False).column(0)
             column = column.combine_chunks()
             if column.null_count:
@@ -526,7 +586,7 @@ class VectorCache:
 
         Raises :class:`CacheError` when any key is missing or a shard fails its check.
         """
-        for _attempt in range(3):
+        for _attempt in range(_ATTEMPTS):
             try:
                 return self._get(keys)
             except FileNotFoundError:
@@ -819,13 +879,22 @@ def _model_dirs(roots: Iterable[Path]) -> Iterator[tuple[Path, Path]]:
 
 
 def _keys_of(directory: Path, read_only: bool = False) -> set[str]:
-    keys: set[str] = set()
-    for path in _committed_shards(directory):
+    """Every key the committed shards of ``directory`` hold. A shard that a compaction
+    removed mid-way sends the count back to a fresh listing (skipping it would drop its
+    keys: the merged shard may have been listed before it existed)."""
+    for attempt in range(_ATTEMPTS):
+        keys: set[str] = set()
         try:
-            keys.update(_read_keys(path, None, read_only)[0])
+            for path in _committed_shards(directory):
+                keys.update(_read_keys(path, None, read_only)[0])
         except FileNotFoundError:
+            time.sleep(min(0.001 * attempt, 0.05))
             continue
-    return keys
+        return keys
+    raise CacheError(  # pragma: no cover - needs a compaction storm
+        f"cache at {directory} keeps changing while being read; retry when no compaction "
+        f"is running"
+    )
 
 
 def _gather(roots: Sequence[Path]) -> dict[str, tuple[ModelInfo, list[Path], list[Path]]]:
