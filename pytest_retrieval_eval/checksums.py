@@ -23,6 +23,8 @@ import hashlib
 import itertools
 import json
 import os
+import re
+import socket
 import threading
 import uuid
 from collections.abc import Callable
@@ -36,8 +38,10 @@ __all__ = [
     "commit_file",
     "file_version",
     "known_sha256",
+    "left_by_dead_builder",
     "matches_sidecar",
     "memoised_sha256",
+    "owner_tag",
     "read_sidecar",
     "remove_partials",
     "sha256_file",
@@ -207,11 +211,11 @@ def write_sidecar(
 ) -> None:
     """Commit ``path``: write ``<path>.sha256`` holding ``digest`` atomically (temp file, then
     ``os.replace``; fsynced first when ``sync``). ``tmp`` names the temp file (default
-    ``<path>.sha256.tmp-<pid>-<n>``); it is removed when the write fails."""
+    ``<path>.sha256.tmp-<host>-<pid>-<n>``); it is removed when the write fails."""
     path = Path(path)
     side = sidecar_path(path)
     if tmp is None:
-        tmp = side.with_name(f"{side.name}.tmp-{os.getpid()}-{next(_tmp_counter)}")
+        tmp = side.with_name(f"{side.name}.tmp-{owner_tag()}-{next(_tmp_counter)}")
     try:
         with open(tmp, "w", encoding="ascii") as f:
             f.write(f"{digest}  {path.name}\n")
@@ -306,3 +310,35 @@ def commit_file(tmp: Path, target: Path) -> None:
     os.replace(tmp, target)
     write_sidecar(target, digest, tmp=sidecar_path(tmp))
     write_stamp(target, target.stat(), digest)  # after the rename: it moves the ctime
+
+
+_OWNER_RE = re.compile(r"\.tmp-(?:([A-Za-z0-9]+)-)?(\d+)-\d+$")
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9]", "", socket.gethostname())[:32] or "host"
+
+
+def owner_tag() -> str:
+    """``<host>-<pid>``: who writes a ``*.tmp-<host>-<pid>-<n>`` temp file, so a later
+    writer can tell a dead builder's leftovers (:func:`left_by_dead_builder`)."""
+    return f"{_host()}-{os.getpid()}"
+
+
+def left_by_dead_builder(name: str) -> bool:
+    """True when temp file ``name`` (``*.tmp-<host>-<pid>-<n>``) was written by a process of
+    this host that is no longer alive. False when its owner lives (or a reused pid makes it
+    look alive), is on another host, or is not named: those are left to an age rule."""
+    match = _OWNER_RE.search(name)
+    if match is None or match.group(1) != _host():
+        return False
+    pid = int(match.group(2))
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, another user's
+        return False
+    return False

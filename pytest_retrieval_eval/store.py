@@ -6,8 +6,9 @@ the reference FTS5 search runs on the very same index. One store per persona mat
 ``bm25()`` takes its statistics from the whole table.
 
 - :func:`build_store` writes one store atomically: a temporary file next to the target, one
-  transaction, then ``os.replace``. A killed build leaves only a ``*.tmp-<pid>-<n>`` file that
-  nothing trusts (and :meth:`StoreCache.remove_stale_partials` deletes).
+  transaction, then ``os.replace``. A killed build leaves only a ``*.tmp-<host>-<pid>-<n>``
+  file that nothing trusts (and :meth:`StoreCache.remove_stale_partials` deletes once that
+  process is gone).
 - :class:`StoreCache` keeps stores at ``<root>/<key[:2]>/<key>.sqlite`` and reuses a file when
   its header marks a complete harness store and its schema is vipune's. Two processes building
   the same key both end with a valid file (each replaces the target with a complete one).
@@ -35,7 +36,14 @@ from pathlib import Path
 import numpy as np
 
 from . import vipune
-from .checksums import matches_sidecar, memoised_sha256, write_sidecar, write_stamp
+from .checksums import (
+    left_by_dead_builder,
+    matches_sidecar,
+    memoised_sha256,
+    owner_tag,
+    write_sidecar,
+    write_stamp,
+)
 from .errors import CacheError, DataError, one_line
 
 __all__ = [
@@ -180,7 +188,7 @@ def build_store(
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}-{next(_tmp_counter)}")
+    tmp = target.with_name(f"{target.name}.tmp-{owner_tag()}-{next(_tmp_counter)}")
     if tmp.exists():
         tmp.unlink()
     width: list[int] = []
@@ -275,7 +283,7 @@ def export_store(source: str | Path, dest: str | Path) -> Path:
     Raises :class:`CacheError` (one line) when ``dest`` cannot be written.
     """
     src, target = Path(source), Path(dest)
-    tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}-{next(_tmp_counter)}")
+    tmp = target.with_name(f"{target.name}.tmp-{owner_tag()}-{next(_tmp_counter)}")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, tmp)
@@ -430,14 +438,18 @@ class StoreCache:
         return target.resolve()
 
     def remove_stale_partials(self, max_age_s: float = 3600.0) -> int:
-        """Delete temporary files of builds older than ``max_age_s`` (killed builds); count."""
+        """Delete temporary files of killed builds; return how many.
+
+        A temp name holds its builder's host and pid (``*.tmp-<host>-<pid>-<n>``): a file of
+        this host whose builder is no longer alive goes at once; one of another host (a
+        shared cache), or of an older name, once it is ``max_age_s`` old."""
         if not self.root.is_dir():
             return 0
         removed = 0
         cutoff = time.time() - max_age_s
         for tmp in [*self.root.glob("*/*.sqlite.tmp-*"), *self.root.glob("*/*.sha256.tmp-*")]:
             try:
-                if tmp.stat().st_mtime < cutoff:
+                if left_by_dead_builder(tmp.name) or tmp.stat().st_mtime < cutoff:
                     tmp.unlink()
                     removed += 1
             except FileNotFoundError:

@@ -325,6 +325,47 @@ def test_stale_partials_are_ignored_and_cleaned(tmp_path: Path) -> None:
     assert path.exists()
 
 
+def test_partials_of_dead_builders_are_swept_at_once_live_ones_kept(tmp_path: Path) -> None:
+    """'<key>.sqlite.tmp-PID-0 files (5 MB) remain after a complete rerun': the name now
+    holds the builder's host and pid, and a dead builder's file goes whatever its age."""
+    import subprocess
+    import sys
+
+    from pytest_retrieval_eval.checksums import owner_tag
+
+    cache = store.StoreCache(tmp_path)
+    folder = cache.path_for("ab" * 32).parent
+    folder.mkdir(parents=True)
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()  # its pid is no longer alive
+    host = owner_tag().rsplit("-", 1)[0]
+    dead = folder / f"{'ab' * 32}.sqlite.tmp-{host}-{child.pid}-0"
+    dead_sidecar = folder / f"{'ab' * 32}.sqlite.sha256.tmp-{host}-{child.pid}-3"
+    mine = folder / f"{'cd' * 32}.sqlite.tmp-{owner_tag()}-0"  # this live process
+    elsewhere = folder / f"{'ef' * 32}.sqlite.tmp-otherhost-{child.pid}-0"  # can't tell
+    for path in (dead, dead_sidecar, mine, elsewhere):
+        path.write_bytes(b"half a database")
+    assert cache.remove_stale_partials() == 2
+    assert not dead.exists() and not dead_sidecar.exists()
+    assert mine.exists() and elsewhere.exists()
+
+
+def test_a_build_names_its_temp_file_after_its_host_and_pid(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_retrieval_eval.checksums import owner_tag
+
+    seen: list[str] = []
+    real = store.sqlite3.connect
+
+    def spy(path: object, *args: object, **kwargs: object) -> object:
+        seen.append(str(path))
+        return real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store.sqlite3, "connect", spy)
+    store.StoreCache(tmp_path).get_or_build("ab" * 32, sample_rows)
+    assert any(f".sqlite.tmp-{owner_tag()}-" in name for name in seen), seen
+
+
 def _build_in_child(root: str, key: str, barrier_path: str) -> str:
     while not os.path.exists(barrier_path):  # start together
         time.sleep(0.001)
