@@ -44,7 +44,7 @@ import numpy.typing as npt
 from filelock import FileLock, Timeout
 
 from .checksums import SIDECAR_SUFFIX, read_sidecar, sha256_file, sidecar_path, write_sidecar
-from .errors import CacheError
+from .errors import CacheError, write_fault
 
 __all__ = [
     "FORMAT_VERSION",
@@ -55,6 +55,7 @@ __all__ = [
     "default_cache_dir",
     "list_models",
     "models_holding",
+    "uncommitted_shards",
 ]
 
 #: Version of the on-disk layout written into every manifest.
@@ -630,7 +631,7 @@ class VectorCache:
     def _unwritable(self, exc: OSError) -> CacheError:
         return CacheError(
             f"vector cache {self.directory} cannot be written ({exc.strerror or exc}); "
-            f"make it writable, free some disk space, or pass another --cache"
+            f"{write_fault(exc, self.directory)}, or pass another --cache"
         )
 
     @contextlib.contextmanager
@@ -913,6 +914,27 @@ def _gather(roots: Sequence[Path]) -> dict[str, tuple[ModelInfo, list[Path], lis
         entry = found.setdefault(fingerprint, (info, [], []))
         entry[1].append(directory)
         entry[2].append(root)
+    return found
+
+
+def uncommitted_shards(roots: Sequence[Path]) -> list[tuple[Path, ModelInfo | None]]:
+    """Shards without a ``.sha256`` sidecar (a deleted sidecar, or a writer killed between
+    its two renames), each with its directory's manifest: readers never use them, and an
+    error that finds no model should name them."""
+    found: list[tuple[Path, ModelInfo | None]] = []
+    for _root, directory in _model_dirs(roots):
+        try:
+            names = set(os.listdir(directory))
+        except OSError:
+            continue
+        orphans = sorted(n for n in names
+                         if _SHARD_RE.match(n) and n + SIDECAR_SUFFIX not in names)
+        if orphans:
+            try:
+                info = _read_manifest(directory)
+            except CacheError:
+                info = None
+            found.extend((directory / n, info) for n in orphans)
     return found
 
 

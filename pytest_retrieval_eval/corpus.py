@@ -49,7 +49,7 @@ from .checksums import (
     temp_path,
 )
 from .dataset import DatasetSource, file_sha256, iter_instances, sample_digest
-from .errors import CacheError, DataError
+from .errors import CacheError, DataError, write_fault
 from .pairs import (
     GOLD_FROM_HAS_ANSWER,
     Instance,
@@ -558,8 +558,8 @@ def load_corpus(source: DatasetSource, cache_dir: Path, progress: Progress | Non
         ) from None
     except sqlite3.Error as exc:
         raise CacheError(
-            f"corpus file {target} could not be built ({exc}); check free disk space in "
-            f"{target.parent} and run again"
+            f"corpus file {target} could not be built ({exc}); "
+            f"{write_fault(exc, target.parent)}, and run again"
         ) from None
     corpus = _open_if_complete(target, source.name, sha256, verify=False)
     if corpus is None:

@@ -36,3 +36,32 @@ def one_line(text: object, limit: int | None = None) -> str:
     if limit is None or len(line) <= limit:
         return line
     return line[: limit - 3] + "..."
+
+
+def write_fault(exc: BaseException, folder: object) -> str:
+    """What to tell the user when writing under ``folder`` failed with ``exc``: permission
+    as permission, a read-only file system as such, a full disk as a full disk; only an
+    error that says none of these gets the general advice."""
+    import errno
+    import os
+
+    code = getattr(exc, "errno", None)
+    text = str(exc).lower()
+    if code in (errno.EACCES, errno.EPERM) or "permission" in text or "readonly database" in text:
+        return f"permission denied; make {folder} writable for this user"
+    if code == errno.EROFS or "read-only file system" in text:
+        return f"{folder} is on a read-only file system; pass a writable cache folder"
+    if code in (errno.ENOSPC, errno.EDQUOT) or "disk is full" in text or "no space" in text:
+        return f"the disk is full; free disk space in {folder}"
+    probe = os.fspath(folder)  # type: ignore[call-overload]
+    while probe and not os.path.isdir(probe):
+        probe = os.path.dirname(probe)
+    if probe:
+        try:
+            if os.statvfs(probe).f_flag & os.ST_RDONLY:
+                return f"{folder} is on a read-only file system; pass a writable cache folder"
+        except OSError:
+            pass
+        if not os.access(probe, os.W_OK):
+            return f"permission denied; make {folder} writable for this user"
+    return f"check free disk space and permissions in {folder}"

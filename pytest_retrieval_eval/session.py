@@ -167,11 +167,7 @@ class EvalSession:
         prep_cmd = (f"retrieval-eval prep --data {s.data} --model {s.model or DEFAULT_MODEL} "
                     f"--cache {self.cache_root}")
         if not holding:
-            named = f"model {s.model!r}" if s.model else "any model"
-            raise CacheError(
-                f"--no-model: the cache at {self.cache_root} holds no vectors of {named} for "
-                f"every session of dataset {corpus.dataset_name}; run `{prep_cmd}` first"
-            )
+            raise CacheError(self._no_cached_model(corpus, roots))
         if len(holding) > 1:
             names = ", ".join(f"{m['name']} ({str(m['fingerprint'])[:12]})" for m in holding)
             raise CacheError(
@@ -190,6 +186,35 @@ class EvalSession:
                 f"{model['name']} for dataset {corpus.dataset_name}; run `{prep_cmd}` first"
             )
         return model
+
+    def _no_cached_model(self, corpus: corpus_mod.Corpus, roots: Sequence[Path]) -> str:
+        """The one line when no cached model covers the dataset: it names the shard that
+        lost its sidecar, or the models the cache does hold, and a prep of that model."""
+        s = self.settings
+        present = [m for m in cache_mod.list_models(roots)
+                   if s.model is None or m.get("name") == s.model]
+        orphans = cache_mod.uncommitted_shards(roots)
+        lost = {str(info.get("name")) for _, info in orphans if info}
+        cached = lost or {str(m.get("name")) for m in present}
+        model = s.model or (cached.pop() if len(cached) == 1 else DEFAULT_MODEL)
+        prep_cmd = (f"retrieval-eval prep --data {s.data} --model {model} "
+                    f"--cache {self.cache_root}")
+        where = f"dataset {corpus.dataset_name}"
+        if orphans:
+            shard, info = orphans[0]
+            of = f" of model {info.get('name')}" if info else ""
+            more = f" (and {len(orphans) - 1} more)" if len(orphans) > 1 else ""
+            return (f"--no-model: vector cache shard {shard}{more} has no .sha256 sidecar "
+                    f"(deleted?), so its vectors{of} are not used and no model covers every "
+                    f"session of {where}; run `{prep_cmd}` to re-embed what it held")
+        if present:
+            names = ", ".join(f"{m.get('name')} ({m.get('vectors', 0)} vectors)"
+                              for m in present)
+            return (f"--no-model: the cache at {self.cache_root} holds vectors of {names}, "
+                    f"but not for every session of {where}; run `{prep_cmd}` first")
+        named = f"model {s.model!r}" if s.model else "any model"
+        return (f"--no-model: the cache at {self.cache_root} holds no vectors of {named} for "
+                f"every session of {where}; run `{prep_cmd}` first")
 
     # -- attaching (xdist worker) ----------------------------------------------------------
 

@@ -44,7 +44,7 @@ from .checksums import (
     write_sidecar,
     write_stamp,
 )
-from .errors import CacheError, DataError, one_line
+from .errors import CacheError, DataError, one_line, write_fault
 
 __all__ = [
     "EMPTY_DATE_PLACEHOLDER",
@@ -432,7 +432,7 @@ class StoreCache:
         except (OSError, sqlite3.Error) as exc:
             raise CacheError(
                 f"persona store {target} cannot be built ({type(exc).__name__}: "
-                f"{one_line(exc)}); check free disk space in {self.root}, or pass another "
+                f"{one_line(exc)}); {write_fault(exc, self.root)}, or pass another "
                 f"--retrieval-eval-cache"
             ) from None
         return target.resolve()

@@ -230,3 +230,49 @@ def test_a_retrievers_failure_names_it_once(pytester: pytest.Pytester, isolated_
     text = result.stdout.str()
     assert "custom: question x: query vector holds NaN" in text
     assert "custom: custom:" not in text
+
+
+# =========================================================================== messages
+
+
+@pytest.mark.parametrize(("fault", "said"), [
+    (PermissionError(13, "Permission denied"), "permission denied; make"),
+    (OSError(30, "Read-only file system"), "is on a read-only file system"),
+    (OSError(28, "No space left on device"), "the disk is full; free disk space in"),
+    (sqlite3.OperationalError("attempt to write a readonly database"), "permission denied"),
+])
+def test_a_store_that_cannot_be_written_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 fault: Exception, said: str) -> None:
+    """Permission errors and a read-only file system said 'check free disk space'."""
+    from pytest_retrieval_eval import store as store_mod
+
+    def failing(*args: object, **kwargs: object) -> Path:
+        raise fault
+
+    monkeypatch.setattr(store_mod, "build_store", failing)
+    ids, texts, vectors, dates = _store_rows(2, "p")
+    with pytest.raises(CacheError) as exc:
+        StoreCache(tmp_path / "stores").get_or_build(
+            "ab" * 32, lambda: rows_from_arrays(ids, texts, vectors, dates))
+    message = str(exc.value)
+    assert said in message and "\n" not in message
+    if "disk is full" not in said:
+        assert "disk space" not in message
+
+
+def test_a_deleted_shard_sidecar_names_the_shard_and_the_cached_model(
+        pytester: pytest.Pytester, isolated_cache: Path, tiny_model: Path) -> None:
+    """It said 'holds no vectors of any model' and suggested bge-small."""
+    from pytest_retrieval_eval import cli
+
+    data = write_dataset(pytester.path / "lme.json", instances())
+    assert cli.main(["prep", "--data", str(data), "--model", str(tiny_model), "--cache",
+                     str(isolated_cache), "--no-progress"]) == 0
+    (shard,) = isolated_cache.glob("vectors/*/shard-*.parquet")
+    Path(str(shard) + ".sha256").unlink()
+    result = run_plugin(pytester, "--no-model", f"--retrieval-eval-data={data}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    (line,) = [x for x in result.stderr.str().splitlines() if "--no-model" in x]
+    assert f"vector cache shard {shard} has no .sha256 sidecar" in line
+    assert "of model tiny-model" in line and "--model tiny-model" in line
+    assert "bge-small" not in line
