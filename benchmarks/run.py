@@ -16,7 +16,9 @@ repository (``--data-dir``, default ``~/.cache/pytest-retrieval-eval-bench``), t
    (median of ``--repeat``), wall clock and peak RSS of the whole process tree;
 4. bm25: LongMemEval's own baseline (``rank_bm25.BM25Okapi`` rebuilt per question) against
    the ``bm25`` retriever, in this process, on the same pairs, rankings asserted identical;
-5. embedding: :meth:`Embedder.embed` against onnxruntime called directly on the same
+5. verify: what the re-verification policy (docs/reliability.md) costs: the corpus pairs'
+   digest, the dataset sample, texts against their keys, the stores and terms file rehashed;
+6. embedding: :meth:`Embedder.embed` against onnxruntime called directly on the same
    batches (MiniLM when ``--minilm`` is an ONNX export, and the tiny model), MiniLM prep
    throughput and the model lane's per-query latency.
 
@@ -583,6 +585,73 @@ def bm25_phase(cache: Path, results: Results) -> None:
         "every later run (and each xdist worker) reads them instead"))
 
 
+# --------------------------------------------------------------------------- re-verification
+
+
+def verify_phase(data: Path, cache: Path, results: Results) -> None:
+    """What the re-verification policy (docs/reliability.md) costs: the checks that catch bit
+    rot beneath an unchanged ``.verified`` stamp, timed one by one."""
+    from pytest_retrieval_eval import dataset as dataset_mod
+    from pytest_retrieval_eval import store as store_mod
+    from pytest_retrieval_eval import terms as terms_mod
+    from pytest_retrieval_eval.checksums import sha256_file
+    from pytest_retrieval_eval.pairs import text_key
+
+    path = next((cache / "corpus").glob("*.sqlite"))
+    start = time.perf_counter()
+    corpus = corpus_mod.open_corpus(path)  # loads the pairs and checks their digest
+    load = time.perf_counter() - start
+    results.add(Row("verify: corpus pairs digest, every process at every load", fmt_s(load),
+                    "", "", "", "", f"{len(corpus.pairs)} pairs loaded and checked; corpus "
+                    f"file {path.stat().st_size / 1e6:.0f} MB (not rehashed)"))
+    start = time.perf_counter()
+    sample = dataset_mod.sample_digest(data)
+    results.add(Row("verify: dataset sample against the sha256 memo, each controller run",
+                    fmt_s(time.perf_counter() - start), "", "", "", "",
+                    f"2 MiB of {data.stat().st_size / 1e9:.2f} GB read ({sample[:8]})"))
+    pairs = [p for p in corpus.pairs if not p.abstention]
+    hashed = 0
+    hash_s = 0.0
+    for pair in pairs:
+        texts = corpus.texts(list(pair.text_keys))  # verified against their keys
+        start = time.perf_counter()
+        for text in texts:  # the check alone, timed apart from SQLite
+            text_key(text)
+        hash_s += time.perf_counter() - start
+        hashed += sum(len(t.encode("utf-8")) for t in texts)
+    results.add(Row("verify: texts against their keys (sha256), at every read", fmt_s(hash_s),
+                    "", f"{hashed / hash_s / 1e6:.0f} MB/s" if hash_s else "", "", "",
+                    f"{len(pairs)} personas' texts, {hashed / 1e6:.0f} MB; "
+                    f"{hash_s / max(len(pairs), 1) * 1000:.1f} ms a persona"))
+    stores = sorted((cache / "stores").glob("*/*.sqlite"))
+    if not stores:  # the run phase was skipped: build reference stores for the personas
+        built = store_mod.StoreCache(cache / "stores")
+        for pair in pairs:
+            texts = corpus.texts(list(pair.text_keys))
+            key = store_mod.persona_key(pair.session_ids, pair.text_keys, pair.created_at,
+                                        "bench")
+            built.get_or_build(key, lambda pair=pair, texts=texts: store_mod.rows_from_arrays(
+                pair.session_ids, texts, np.zeros((len(texts), 0), np.float32),
+                pair.created_at))
+        stores = sorted((cache / "stores").glob("*/*.sqlite"))
+    size = sum(p.stat().st_size for p in stores)
+    start = time.perf_counter()
+    for store in stores:
+        sha256_file(store)
+    stores_s = time.perf_counter() - start
+    results.add(Row("verify: persona stores rehashed, once per process that uses them",
+                    fmt_s(stores_s), "", f"{size / stores_s / 1e6:.0f} MB/s", "", "",
+                    f"{len(stores)} stores, {size / 1e6:.0f} MB; "
+                    f"{stores_s / len(stores) * 1000:.1f} ms a store"))
+    table = terms_mod.table_path(cache, corpus.dataset_sha256)
+    if table.is_file():
+        start = time.perf_counter()
+        digest = sha256_file(table)
+        results.add(Row("verify: bm25 terms file rehashed, each controller run",
+                        fmt_s(time.perf_counter() - start), "", "", "", "",
+                        f"{table.stat().st_size / 1e6:.0f} MB ({digest[:8]})"))
+
+
 # --------------------------------------------------------------------------- embedding
 
 
@@ -777,7 +846,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--minilm", type=Path, default=Path("/tmp/minilm-onnx"),
                         help="MiniLM ONNX export (scripts/export_minilm_onnx.py); skipped if "
                              "absent")
-    parser.add_argument("--only", default="load,prep,run,bm25,embed",
+    parser.add_argument("--only", default="load,prep,run,bm25,verify,embed",
                         help="comma list of phases to run (default: all)")
     parser.add_argument("--no-profile", dest="profile", action="store_false",
                         help="skip the cProfile'd warm serial run (its summary goes into the "
@@ -810,6 +879,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_phase(data, cache, usable, args.repeat, results, profile)
     if "bm25" in phases:
         bm25_phase(cache, results)
+    if "verify" in phases:
+        verify_phase(data, cache, results)
     corpus = corpus_mod.open_corpus(next((cache / "corpus").glob("*.sqlite")))
     unique = int(corpus.stats.get("unique_session_texts", 0))
     if "embed" in phases:
