@@ -191,7 +191,7 @@ class EvalSession:
         """The one line when no cached model covers the dataset: it names the shard that
         lost its sidecar, or the models the cache does hold, and a prep of that model."""
         s = self.settings
-        present = [m for m in cache_mod.list_models(roots)
+        present = [m for m in cache_mod.list_models([self.cache_root])  # not the bundled
                    if s.model is None or m.get("name") == s.model]
         orphans = cache_mod.uncommitted_shards(roots)
         lost = {str(info.get("name")) for _, info in orphans if info}
