@@ -46,6 +46,10 @@ _TYPES = ("single-session-user", "single-session-assistant", "single-session-pre
           "temporal-reasoning", "knowledge-update", "multi-session")
 _ABSTAINABLE = ("single-session-user", "temporal-reasoning", "knowledge-update",
                 "multi-session")
+_TOPICAL_MISS = 0.85  # chance that a topical distractor of a keyword question holds a miss
+_PERSONA_MISS = 0.9    # ... and that a persona session (another topic) holds one
+_KEYWORD_TYPES = ("single-session-user", "single-session-assistant", "knowledge-update",
+                  "multi-session")   # the types with a keyword question (``_Fact.keyword`` ...)
 _WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _B62 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
@@ -72,6 +76,10 @@ class GeneratorConfig:
     oversize_sessions: int = 1              # sessions of oversize_bytes or more, spread over
     oversize_bytes: int = 105_000           # the histories (vipune refuses > 100,000 bytes)
     unlabeled_instances: int = 0            # instances whose evidence lacks has_answer
+    keyword_share: float = 0.25             # of the usable ssu/ssa/ku/ms instances: asked as
+                                            # a short keyword query (all words in the evidence)
+    passing_share: float = 0.1              # of the usable instances but ssa: evidence said
+                                            # in passing, in a session on another topic
     history_days: tuple[int, int] = (60, 240)   # span of one history's dates
 
     @property
@@ -140,7 +148,8 @@ SAMPLE = GeneratorConfig(
                        ("knowledge-update", 1)),
     sessions_per_history=40, filler_pool_size=260, persona_sessions=3, topical_sessions=8,
     session_bytes_mean=1_500, session_bytes_sigma=0.8, session_bytes_cap=20_000,
-    oversize_sessions=1, oversize_bytes=105_000, unlabeled_instances=1)
+    oversize_sessions=1, oversize_bytes=105_000, unlabeled_instances=1,
+    keyword_share=0.8, passing_share=0.7)
 """The bundled sample (``data/sample/longmemeval_sample.json``): 18 instances, ~1.6 MB."""
 
 FULL_M = GeneratorConfig(
@@ -336,6 +345,62 @@ _NEAR: dict[str, tuple[str, ...]] = {k: _w(v) for k, v in {
 }.items()}
 
 
+# Near misses that hold every word of a keyword question (the key): vipune's FTS, which ANDs
+# the question's words, returns the topical distractors that carry one beside the evidence.
+_MISSES: dict[str, tuple[str, ...]] = {k: _w(v) for k, v in {
+    "{breed} puppy name?": "my neighbor asked me to help pick a name for their new {breed} "
+    "puppy|the {breed} puppy at the dog park has the funniest name",
+    "{transit} commute minutes?": "the {transit} commute took twenty extra minutes because of "
+    "track work|my coworker's {transit} commute is ninety minutes, which sounds awful",
+    "New job as a {job}?": "my friend just got a new job as a {job} too|my cousin is looking "
+    "for a new job as a {job} and asked me for tips",
+    "Saturday run kilometers?": "my Saturday run got cut short, so I only did three "
+    "kilometers|my neighbor's Saturday run is twice as many kilometers as mine",
+    "My sister moved to?": "my sister moved her furniture to storage for the summer|my sister "
+    "moved all her plants to my place while she travels",
+    "{instrument} teacher name?": "my nephew wants the name of a good {instrument} teacher|I "
+    "can never remember the name of my old {instrument} teacher from school",
+    "Usual cafe order?": "my usual cafe order got messed up this morning|the barista at the "
+    "cafe already knows my usual order",
+    "Used {color} car I bought?": "I almost bought a used {color} car from a coworker but the "
+    "brakes were shot|my brother bought a used {color} car and I helped him haggle",
+    "Book club pick this month?": "the book club couldn't pick a date this month|it's my turn "
+    "to pick for the book club next month, not this month",
+    "Bloomed on my balcony?": "nothing on my balcony has bloomed since the heat wave|the herbs "
+    "on my balcony bloomed and went bitter",
+    "My monthly rent?": "my friend's monthly rent went up again|I set up autopay for my "
+    "monthly rent so I stop forgetting",
+    "Learning with a language app?": "my roommate is learning with a language app too|my dad "
+    "started learning with a language app before his trip",
+    "Oven degrees for the {dish}?": "my oven runs twenty degrees hot, which is bad news for the "
+    "{dish}|I burned the {dish} because I forgot to check the oven degrees for the second batch",
+    "{city} itinerary second day?": "a friend sent me her {city} itinerary and the second day "
+    "is all food markets|my {city} itinerary fell apart on the second day because of rain",
+    "Python library for date strings?": "my coworker swears by one Python library for date "
+    "strings|I wrote my own Python library for date strings years ago and regret it",
+    "{genre} novel for a long flight?": "my sister wants a {genre} novel for a long flight "
+    "too|I never finish a {genre} novel for a long flight; I fall asleep",
+    "Goblet squats sets?": "I lost count of my sets of goblet squats yesterday|my trainer "
+    "made me do extra sets of goblet squats as a joke",
+    "Emergency fund months?": "it took me months to start my emergency fund|my partner and I "
+    "argued for months about the emergency fund",
+    "{plant} water days?": "I forgot to water my {plant} for days|my {plant} sat in water for "
+    "days after the storm",
+    "New houseplants picked up?": "my neighbor picked up new houseplants at the {store}|my "
+    "sister picked up new houseplants and they already have bugs",
+    "Hours volunteered at the food bank?": "my friend volunteered extra hours at the food "
+    "bank|my manager volunteered hours at the food bank with the whole team",
+    "Spent on tickets for the show?": "my brother spent a fortune on tickets for the {band} "
+    "show|my roommate spent way too much on tickets for the comedy show",
+    "Used books at the library sale?": "I skipped the used books at the library sale this "
+    "time|my neighbor donated used books at the library sale table",
+    "Miles on the lakeside trail?": "the lakeside trail is closed for a few miles near the "
+    "bridge|my friend logged a hundred miles on the lakeside trail last year",
+    "Loaves of sourdough for the neighbors?": "the neighbors asked for more loaves of "
+    "sourdough|my starter died, so no loaves of sourdough for the neighbors this week",
+}.items()}
+
+
 class _Fact(NamedTuple):   # something the user says about themself (ssu, ku, noise)
     topic: str
     values: tuple[str, ...]
@@ -344,6 +409,7 @@ class _Fact(NamedTuple):   # something the user says about themself (ssu, ku, no
     update: str            # "" when the fact cannot be updated
     absent: str            # a question about something never said
     answer: str = "{v}"
+    keyword: str = ""      # a short query whose every word is in ``says`` (and ``update``)
 
 
 _FACTS = (
@@ -351,57 +417,61 @@ _FACTS = (
           "we adopted a {breed} puppy from the shelter last weekend and named him {v}",
           ("What did I name my {breed} puppy from the shelter?",
            "What do we call the dog we brought home recently?"), "",
-          "What did I name my hamster?"),
+          "What did I name my hamster?", keyword="{breed} puppy name?"),
     _Fact("cars", _w("25|35|40|45|50|55|65"), "my commute on the {transit} is about {v} "
           "minutes each way", ("How long is my commute on the {transit}?", "How much time "
           "does it take me to get to the office?"), "we moved, so my commute on the "
           "{transit} is now about {v} minutes instead of {old}", "How long does my bike "
-          "ride to the gym take?", "{v} minutes"),
+          "ride to the gym take?", "{v} minutes", keyword="{transit} commute minutes?"),
     _Fact("career", _w("Northwind Analytics|Bluefin Robotics|Helix Health|Orbital Logistics|"
           "Lumen Software|Riverbend Bank|Summit Outdoor Co."), "I just started a new job as "
           "a {job} at {v}", ("Where did I start my new job as a {job}?", "Which company "
-          "employs me these days?"), "I left {old} and accepted an offer as a {job} at {v}",
-          "Which company did my brother start working for?"),
+          "employs me these days?"), "I left {old} and accepted a new job as a {job} at {v}",
+          "Which company did my brother start working for?", keyword="New job as a {job}?"),
     _Fact("fitness", _w("5|6|8|10|12|15"), "I've been running {v} kilometers every Saturday "
           "morning", ("How many kilometers do I run every Saturday morning?", "How far do "
           "I usually jog at the end of the week?"), "I bumped my Saturday run up to {v} "
           "kilometers, up from {old}", "How many laps do I swim on Sundays?",
-          "{v} kilometers"),
+          "{v} kilometers", keyword="Saturday run kilometers?"),
     _Fact("travel", _w("Lisbon|Denver|Toronto|Melbourne|Austin|Edinburgh|Seattle|Kyoto"),
           "my sister just moved to {v} for her new job", ("Which city did my sister move "
-          "to for her job?", "Where is my sibling living now?"), "my sister relocated again, "
-          "from {old} to {v}", "Which city did my cousin move to?"),
+          "to for her job?", "Where is my sibling living now?"), "my sister moved again, "
+          "from {old} to {v}", "Which city did my cousin move to?",
+          keyword="My sister moved to?"),
     _Fact("music", _w("Mrs. Alvarez|Daniel Okafor|Priya Raman|Mr. Lindqvist|Sofia Marchetti|"
           "Tom Whitaker"), "I've started {instrument} lessons with a teacher named {v}",
           ("What is the name of my {instrument} teacher?", "Who gives me music lessons?"),
-          "I switched {instrument} teachers from {old} to {v}", "Who is my dance instructor?"),
+          "I switched {instrument} teachers from {old} to a new teacher named {v}",
+          "Who is my dance instructor?", keyword="{instrument} teacher name?"),
     _Fact("coffee", _w("flat white|cortado|cold brew|cappuccino|chai latte|Americano|mocha"),
           "my usual order at the cafe near work is an oat milk {v}", ("What is my usual oat "
           "milk order at the cafe near work?", "What drink do I normally grab before the "
           "office?"), "I changed my usual cafe order from an oat milk {old} to a {v}",
-          "What do I usually order at the bakery?"),
+          "What do I usually order at the bakery?", keyword="Usual cafe order?"),
     _Fact("cars", _w("Honda Civic|Subaru Outback|Toyota RAV4|Mazda 3|Volkswagen Golf|"
-          "Kia Niro"), "I finally bought a used {color} {v}", ("What used car did I buy?",
-          "Which vehicle did I end up purchasing?"), "I sold the {old} and replaced it with "
-          "a {color} {v}", "What motorcycle did I buy?"),
+          "Kia Niro"), "I finally bought a used {color} car, a {v}", ("What used car did I "
+          "buy?", "Which vehicle did I end up purchasing?"), "I sold the {old} and bought a "
+          "used {color} car, a {v}", "What motorcycle did I buy?",
+          keyword="Used {color} car I bought?"),
     _Fact("books", _w("The Remains of the Day|Circe|Project Hail Mary|Pachinko|The Overstory|"
           "Klara and the Sun|Educated"), "our book club picked {v} for this month",
           ("Which book did my book club pick this month?", "What novel is my reading group "
-          "discussing?"), "the book club dropped {old} and switched to {v}",
-          "Which book did my neighbor lend me?"),
+          "discussing?"), "the book club dropped {old} and picked {v} for this month instead",
+          "Which book did my neighbor lend me?", keyword="Book club pick this month?"),
     _Fact("gardening", _w("clematis|hibiscus|peace lily|orchid|jasmine|gardenia"),
           "the {v} on my balcony finally bloomed after two years", ("Which plant on my "
           "balcony finally bloomed?", "What flowered on my terrace recently?"), "",
-          "Which vegetable did I harvest from my backyard?"),
-    _Fact("finance", _w("1450|1600|1725|1850|2100|2300"), "my rent is ${v} a month, which "
+          "Which vegetable did I harvest from my backyard?", keyword="Bloomed on my balcony?"),
+    _Fact("finance", _w("1450|1600|1725|1850|2100|2300"), "my monthly rent is ${v}, which "
           "eats most of my paycheck", ("How much is my monthly rent?", "How much do I pay "
-          "for housing every month?"), "my landlord raised the rent from ${old} to ${v} a "
-          "month", "How much is my monthly car payment?", "${v}"),
+          "for housing every month?"), "my landlord raised my monthly rent from ${old} to "
+          "${v}", "How much is my monthly car payment?", "${v}", keyword="My monthly rent?"),
     _Fact("language", _w("Portuguese|Korean|Italian|Dutch|Japanese|Greek|Turkish"),
-          "I'm learning {v} with an app and I'm on a {streak}-day streak", ("Which language "
-          "am I learning with an app?", "What foreign tongue have I been studying lately?"),
-          "I paused {old} and switched to studying {v}",
-          "Which programming language am I learning?"),
+          "I'm learning {v} with a language app and I'm on a {streak}-day streak", ("Which "
+          "language am I learning with an app?", "What foreign tongue have I been studying "
+          "lately?"), "I paused {old} and I'm learning {v} with a language app now",
+          "Which programming language am I learning?",
+          keyword="Learning with a language app?"),
 )
 _UPDATABLE = tuple(f for f in _FACTS if f.update)
 
@@ -413,6 +483,7 @@ class _Told(NamedTuple):   # something the assistant says (single-session-assist
     tell: str
     asks: tuple[str, ...]
     answer: str = "{v}"
+    keyword: str = ""      # a short query whose every word is in ``request`` or ``tell``
 
 
 _TOLD = (
@@ -420,36 +491,38 @@ _TOLD = (
           "Preheat the oven to {v} degrees Fahrenheit, then bake the {dish} on the middle "
           "rack until golden.", ("What oven temperature did you tell me to use for the "
           "{dish}?", "How hot did you say the oven should be for that recipe I asked "
-          "about?"), "{v} degrees Fahrenheit"),
+          "about?"), "{v} degrees Fahrenheit", keyword="Oven degrees for the {dish}?"),
     _Told("travel", _w("National Maritime Museum|Modern Art Pavilion|City History Museum|"
           "Botanical Conservatory|Old Town Gallery"), "I have two days in {city}. Can you "
           "plan an itinerary?", "On the second day, start early at the {v}, which gets "
           "crowded after lunch.", ("Which museum did you suggest for the second day of my "
           "{city} trip?", "Where did you tell me to go first thing on day two when I "
-          "visit {city}?")),
+          "visit {city}?"), keyword="{city} itinerary second day?"),
     _Told("programming", _w("dateutil|pendulum|arrow|dateparser"), "What's a good way to "
           "parse messy date strings in Python?", "I'd reach for the {v} library; it handles "
           "most formats without you writing regexes.", ("Which Python library did you "
           "recommend for parsing date strings?", "What package did you point me to for "
-          "dealing with timestamps in my script?")),
+          "dealing with timestamps in my script?"),
+          keyword="Python library for date strings?"),
     _Told("books", _w("The Name of the Wind|Gone Girl|The Martian|Rebecca|Station Eleven"),
           "Can you recommend a {genre} novel for a long flight?", "I'd recommend {v}; it "
           "is hard to put down from the first chapter.", ("Which novel did you recommend "
-          "for my long flight?", "What book did you suggest I bring on the plane?")),
+          "for my long flight?", "What book did you suggest I bring on the plane?"),
+          keyword="{genre} novel for a long flight?"),
     _Told("fitness", _w("2|3|4|5"), "Can you design a beginner leg workout for me?",
           "Begin with {v} sets of goblet squats, resting ninety seconds between sets.",
           ("How many sets of goblet squats did you suggest in my leg workout?", "How many "
           "rounds of the squat exercise did you recommend for my beginner routine?"),
-          "{v} sets"),
+          "{v} sets", keyword="Goblet squats sets?"),
     _Told("finance", _w("three|four|six|eight"), "How big should my emergency fund be?",
           "A good target is {v} months of essential expenses kept in a high-yield savings "
           "account.", ("How many months of expenses did you say my emergency fund should "
           "cover?", "What size of safety cushion did you advise me to save?"),
-          "{v} months of expenses"),
+          "{v} months of expenses", keyword="Emergency fund months?"),
     _Told("gardening", _w("5|7|10|14"), "How often should I water my {plant}?", "Water the "
           "{plant} about every {v} days, and let the top inch of soil dry out in between.",
           ("How often did you tell me to water my {plant}?", "What watering schedule did "
-          "you suggest for my houseplant?"), "every {v} days"),
+          "you suggest for my houseplant?"), "every {v} days", keyword="{plant} water days?"),
 )
 
 
@@ -521,31 +594,34 @@ class _Agg(NamedTuple):    # multi-session: one piece per session, the answer ag
     unit: str              # "" -> int answer
     low: int
     high: int
+    keyword: str           # a short query whose every word is in ``piece``
 
 
 _AGGS = (
     _Agg("gardening", "I picked up {n} new houseplants at the {store} today", ("How many "
          "houseplants did I buy in total?", "Across all my nursery trips, how many new "
-         "plants have I brought home?"), "How many fruit trees did I buy in total?", "", 1, 6),
+         "plants have I brought home?"), "How many fruit trees did I buy in total?", "", 1, 6,
+         "New houseplants picked up?"),
     _Agg("health", "I volunteered {n} hours at the food bank this week", ("How many hours "
          "have I volunteered at the food bank in total?", "What is the total time I've spent "
          "helping out at the food pantry?"), "How many hours did I volunteer at the animal "
-         "shelter?", " hours", 2, 9),
+         "shelter?", " hours", 2, 9, "Hours volunteered at the food bank?"),
     _Agg("music", "I spent ${n} on tickets for the {band} show", ("How much did I spend on "
          "concert tickets in total?", "What have live gigs cost me altogether?"), "How much "
-         "did I spend on theater tickets in total?", "$", 35, 180),
+         "did I spend on theater tickets in total?", "$", 35, 180,
+         "Spent on tickets for the show?"),
     _Agg("books", "I grabbed {n} used books at the library sale", ("How many used books "
          "did I buy at the library sales altogether?", "How many secondhand titles have I "
          "picked up for my shelves in total?"), "How many vinyl records did I buy at the "
-         "library sales?", "", 2, 8),
+         "library sales?", "", 2, 8, "Used books at the library sale?"),
     _Agg("fitness", "I ran {n} miles on the lakeside trail today", ("How many miles did I "
          "run on the lakeside trail in total?", "What distance have I covered on my "
          "lakeshore jogs overall?"), "How many miles did I hike in the mountains?", " miles",
-         3, 13),
+         3, 13, "Miles on the lakeside trail?"),
     _Agg("cooking", "I baked {n} loaves of sourdough for the neighbors", ("How many loaves "
          "of sourdough have I baked for the neighbors?", "How much bread have I made for "
          "the people next door, counting loaves?"), "How many pies did I bake for the "
-         "neighbors?", "", 1, 4),
+         "neighbors?", "", 1, 4, "Loaves of sourdough for the neighbors?"),
 )
 
 
@@ -601,9 +677,15 @@ class _Text:
         return "\n\n".join(parts)
 
     def session(self, rng: random.Random, topic: str, target: int,
-                inserts: Sequence[_Exchange] = (), labeled: bool = True) -> list[dict[str, Any]]:
+                inserts: Sequence[_Exchange] = (), labeled: bool = True,
+                evidence: bool = False) -> list[dict[str, Any]]:
         """Alternating turns about ``topic`` until the rendered text reaches ``target`` bytes;
-        ``inserts`` land early-biased at random exchanges."""
+        ``inserts`` land early-biased at random exchanges.
+
+        The turn holding an insert's evidence gets ``has_answer: true`` when ``labeled``. In
+        an ``evidence`` session every user turn carries ``has_answer`` (``false`` where it
+        holds none), as in the real files: LongMemEval's own retrieval reads the key on every
+        user turn of an ``answer_`` session (``src/retrieval/run_retrieval.py``, ~line 209)."""
         pairs = max(1, target // 1_300)
         at = sorted(int(rng.random() ** 2 * pairs) for _ in inserts)
         pending = list(inserts)
@@ -621,6 +703,8 @@ class _Text:
                 turn: dict[str, Any] = {"role": role, "content": text}
                 if ex is not None and ex.evidence == role and labeled:
                     turn["has_answer"] = True
+                elif evidence and role == "user":
+                    turn["has_answer"] = False
                 turns.append(turn)
                 size += len(text) + len(role) + 3
             k += 1
@@ -666,6 +750,10 @@ class _Generator:
             abst.update(plan.sample([i for i, x in enumerate(types) if x == t], n))
         usable = [i for i in range(len(types)) if i not in abst]
         self.unlabeled = set(plan.sample(usable, min(config.unlabeled_instances, len(usable))))
+        askable = [i for i in usable if types[i] in _KEYWORD_TYPES]
+        self.keyword = set(plan.sample(askable, round(config.keyword_share * len(askable))))
+        aside = [i for i in usable if types[i] != "single-session-assistant"]
+        self.passing = set(plan.sample(aside, round(config.passing_share * len(aside))))
         self.plan = [(t, i in abst) for i, t in enumerate(types)]
         n, o = len(types), config.oversize_sessions
         self.oversize: dict[int, list[int]] = {}
@@ -673,6 +761,7 @@ class _Generator:
             self.oversize.setdefault(j * n // o, []).append(config.filler_pool_size + j)
         self.hexes: set[str] = set()
         self.near: list[tuple[str, _Slots]] = []   # the current instance's evidence topics
+        self.misses: tuple[str, ...] = ()             # its keyword question's near misses
 
     def _length(self, rng: random.Random) -> int:
         c = self.cfg
@@ -703,8 +792,9 @@ class _Generator:
         qhex, ahex = self._hex(rng), self._hex(rng)
         gpt4 = qtype in ("temporal-reasoning", "multi-session") and rng.random() < 0.5
         qid = ("gpt4_" if gpt4 else "") + qhex + ("_abs" if abstain else "")
-        self.near = []
-        evidence, finish, used = self._question(rng, qtype, abstain)
+        self.near, self.misses = [], ()
+        evidence, finish, used = self._question(rng, qtype, abstain, index in self.keyword,
+                                                index in self.passing)
         # slots: ("e", k) evidence, ("p", k) persona noise, ("t", k) topical distractor,
         # ("f", pool idx) filler
         n = round(cfg.sessions_per_history * (1 + rng.uniform(-1, 1) * cfg.sessions_jitter))
@@ -727,23 +817,33 @@ class _Generator:
                  for m in sorted(rng.randrange(span) for _ in slots)]
         qdate = dates[-1] + timedelta(days=rng.randint(1, 30), minutes=rng.randrange(1440))
         question, answer = finish([dates[p] for p in ev_pos], qdate)
+        question = _cap(question)
         others = [f for f in _FACTS if f not in used]
+        # LongMemEval's ids (data/custom_history/sample_haystack_and_timestamp.py, ~line 216
+        # and ~234): "answer_" + the source id for one evidence session, + "_<n>" for several.
+        gold = ([f"answer_{ahex}"] if qtype.startswith("single-session")
+                else [f"answer_{ahex}_{k + 1}" for k in range(len(ev_pos))])
         ids, sessions = [], []
         for kind, k in slots:
             if kind == "f":
                 sid, turns = self.filler(k)
-            elif kind == "t":
-                sid = f"{ahex}_{noise + k + 1}"
+            elif kind == "t":   # user sessions of other sources: ids of their own, as in
+                sid = f"{self._hex(rng)}_{rng.randint(1, 3)}"   # LongMemEval's haystacks
                 turns = self._topical(rng)
             elif kind == "e":
-                sid = f"answer_{ahex}_{k + 1}"
+                sid = gold[k]
                 topic, inserts = evidence[k]
-                turns = self.text.session(rng, topic, self._length(rng), inserts, labeled)
+                turns = self.text.session(rng, topic, self._length(rng), inserts, labeled,
+                                          evidence=True)
             else:
-                sid = f"{ahex}_{k + 1}"
+                sid = f"{self._hex(rng)}_{rng.randint(1, 3)}"
                 facts = rng.sample(others, 2)
                 inserts = [_Exchange(self._state(rng, f.says, _Slots(rng, v=rng.choice(
                     f.values)), f.topic), None, None) for f in facts]
+                if self.misses and rng.random() < _PERSONA_MISS:   # the words, off topic
+                    miss = self._state(rng, rng.choice(self.misses), self.near[0][1],
+                                       facts[0].topic)
+                    inserts.append(_Exchange(miss, None, None))
                 turns = self.text.session(rng, facts[0].topic, self._length(rng), inserts)
             ids.append(sid)
             sessions.append(turns)
@@ -751,7 +851,7 @@ class _Generator:
                 "answer": answer, "question_date": _date(qdate),
                 "haystack_session_ids": ids, "haystack_dates": [_date(d) for d in dates],
                 "haystack_sessions": sessions,
-                "answer_session_ids": [f"answer_{ahex}_{k + 1}" for k in range(len(ev_pos))]}
+                "answer_session_ids": gold}
 
     def _topical(self, rng: random.Random) -> list[dict[str, Any]]:
         """A distractor session on an evidence topic: near misses with the evidence's
@@ -759,6 +859,8 @@ class _Generator:
         topic, slots = rng.choice(self.near)
         near = _NEAR.get(topic, ())
         says = rng.sample(near, min(len(near), rng.randint(1, 2)))
+        if self.misses and rng.random() < _TOPICAL_MISS:   # a near miss with the keyword's words
+            says = [rng.choice(self.misses), *says[:1]]
         inserts = [_Exchange(self._state(rng, s, slots, topic), None, None) for s in says]
         return self.text.session(rng, topic, self._length(rng), inserts)
 
@@ -767,29 +869,46 @@ class _Generator:
         opener = rng.choice(("", "By the way, ", "Quick update: ", "So, ", "Funny thing, "))
         return f"{_cap(opener + says.format_map(slots))}. {self.text.user(rng, topic)}"
 
-    def _question(self, rng: random.Random, qtype: str, abstain: bool) -> tuple[
+    def _question(self, rng: random.Random, qtype: str, abstain: bool, keyword: bool,
+                  passing: bool) -> tuple[
             list[tuple[str, list[_Exchange]]],
             Callable[[list[datetime], datetime], tuple[str, str | int]], list[_Fact]]:
         """Evidence sessions (topic, inserted exchanges) in narrative order, and a function of
-        their dates and the question date giving (question, answer)."""
+        their dates and the question date giving (question, answer).
 
-        def ask(asks: tuple[str, ...]) -> str:   # 25%: reuse the evidence words
+        ``keyword``: ask the short keyword query (its words are all in the evidence; the
+        topical distractors may carry a near miss holding them too, see ``_MISSES``) instead
+        of a sentence. ``passing``: the evidence comes up in passing, in a session about
+        another topic (the question's topic then points the embedding at the distractors)."""
+
+        def ask(asks: tuple[str, ...], short: str) -> str:   # 25%: reuse the evidence words
+            if keyword:
+                # near misses in the topical distractors, unless the evidence is said in
+                # passing: then the lexical match is the evidence's own
+                self.misses = () if passing else _MISSES[short]
+                return short
             return asks[0] if rng.random() < 0.25 else rng.choice(asks[1:])
+
+        def about(topic: str) -> str:
+            return rng.choice([t for t in _TOPIC_NAMES if t != topic]) if passing else topic
+
+        def stated(says: str, slots: _Slots, topic: str) -> tuple[str, list[_Exchange]]:
+            where = about(topic)
+            return where, [_Exchange(self._state(rng, says, slots, where), None, "user")]
+
         no = "The information provided is not enough. "
         if qtype in ("single-session-user", "knowledge-update"):
             fact = rng.choice(_FACTS if qtype == "single-session-user" else _UPDATABLE)
             old, new = rng.sample(fact.values, 2)
             slots = _Slots(rng, v=old)
-            ev = [(fact.topic, [_Exchange(self._state(rng, fact.says, slots, fact.topic), None,
-                                          "user")])]
+            ev = [stated(fact.says, slots, fact.topic)]
             if qtype == "knowledge-update":
                 upd = _Slots(rng, v=new, old=old, **{k: v for k, v in slots.items()
                                                      if k not in ("v", "old")})
-                ev.append((fact.topic, [_Exchange(self._state(rng, fact.update, upd, fact.topic),
-                                                  None, "user")]))
+                ev.append(stated(fact.update, upd, fact.topic))
                 slots = upd
             self.near.append((fact.topic, slots))
-            q = (fact.absent if abstain else ask(fact.asks)).format_map(slots)
+            q = (fact.absent if abstain else ask(fact.asks, fact.keyword)).format_map(slots)
             a: str | int = (no + "The user never mentioned this." if abstain
                             else fact.answer.format_map(slots))
             return ev, (lambda _d, _q: (q, a)), [fact]
@@ -800,13 +919,12 @@ class _Generator:
             ev = [(told.topic, [_Exchange(told.request.format_map(slots), reply,
                                           "assistant")])]
             self.near.append((told.topic, slots))
-            q, a = ask(told.asks).format_map(slots), told.answer.format_map(slots)
+            q, a = ask(told.asks, told.keyword).format_map(slots), told.answer.format_map(slots)
             return ev, (lambda _d, _q: (q, a)), []
         if qtype == "single-session-preference":
             pref = rng.choice(_PREFS)
             slots = _Slots(rng, v=rng.choice(pref.values))
-            ev = [(pref.topic, [_Exchange(self._state(rng, pref.says, slots, pref.topic), None,
-                                          "user")])]
+            ev = [stated(pref.says, slots, pref.topic)]
             self.near.append((pref.topic, slots))
             q, a = pref.question.format_map(slots), pref.answer.format_map(slots)
             return ev, (lambda _d, _q: (q, a)), []
@@ -814,8 +932,7 @@ class _Generator:
             e1, e2, e3 = rng.sample(_EVENTS, 3)
             style = "abs" if abstain else rng.choice(("between", "order", "ago"))
             slots = _Slots(rng)
-            ev = [(e.topic, [_Exchange(self._state(rng, e.today, slots, e.topic), None, "user")])
-                  for e in ((e2,) if style == "ago" else (e1, e2))]
+            ev = [stated(e.today, slots, e.topic) for e in ((e2,) if style == "ago" else (e1, e2))]
             a1, a2, a3 = (e.noun.format_map(slots) for e in (e1, e2, e3))
             self.near.extend((e.topic, slots) for e in (e1, e2))   # never e3 (abstention)
 
@@ -836,11 +953,10 @@ class _Generator:
             return ev, temporal, []
         agg = rng.choice(_AGGS)
         amounts = [rng.randint(agg.low, agg.high) for _ in range(rng.randint(2, 4))]
-        ev = [(agg.topic, [_Exchange(self._state(rng, agg.piece, _Slots(rng, n=str(x)),
-                                                 agg.topic), None, "user")]) for x in amounts]
+        ev = [stated(agg.piece, _Slots(rng, n=str(x)), agg.topic) for x in amounts]
         self.near.append((agg.topic, _Slots(rng)))
         total = sum(amounts)
-        q = agg.absent if abstain else ask(agg.asks)
+        q = agg.absent if abstain else ask(agg.asks, agg.keyword)
         a = (f"{no}You did not mention that; you only told me about {agg.topic}." if abstain
              else total if not agg.unit else f"${total}" if agg.unit == "$"
              else f"{total}{agg.unit}")

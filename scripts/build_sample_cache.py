@@ -51,7 +51,7 @@ def main() -> int:
         vectors = cache.VectorCache(target, embedder.fingerprint, embedder.dim, embedder.info())
         stats = prep.run_prep(data, embedder, vectors)
         vectors.compact()
-        for leftover in target.rglob(".lock"):
+        for leftover in target.rglob("*.lock"):  # .lock, .prep.lock: no lock files shipped
             leftover.unlink()
         print(f"bundled sample cache: {stats.unique_texts} texts, {stats.embedded_now} embedded "
               f"by {MODEL_NAME} (fingerprint {embedder.fingerprint[:12]}) in {target}")

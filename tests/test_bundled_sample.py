@@ -13,6 +13,8 @@ import pytest
 from pytest_retrieval_eval import cache, corpus, dataset, prep
 from pytest_retrieval_eval.pairs import text_key
 
+from . import sample_figures
+
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
 
@@ -77,3 +79,68 @@ def test_no_model_lane_loads_no_model_and_touches_no_network(
     assert result.ret == 0, result.stdout.str()
     report = json.loads(out.read_text())
     assert report["lane"] == "model-free" and report["model"]["name"] == MINILM
+
+
+# --------------------------------------------------------------------------- every rule decides
+@pytest.fixture(scope="module")
+def figures(sample_corpus: corpus.Corpus,
+            tmp_path_factory: pytest.TempPathFactory) -> list[sample_figures.PairFigures]:
+    model = cache.list_models([cache.bundled_cache_dir()])[0]
+    vectors = cache.VectorCache(cache.bundled_cache_dir(), model["fingerprint"], 384, model)
+    return sample_figures.sample_figures(sample_corpus, vectors, model,
+                                         tmp_path_factory.mktemp("stores"))
+
+
+def test_figures_cover_the_scored_pairs(sample_corpus: corpus.Corpus,
+                                        figures: list[sample_figures.PairFigures]) -> None:
+    scored = [p.question_id for p in sample_corpus.pairs if not p.abstention]
+    assert [f.question_id for f in figures] == scored and len(scored) == 15
+
+
+def test_the_fusion_variant_is_the_reference(figures: list[sample_figures.PairFigures]) -> None:
+    """sample_figures.fuse with vipune's constants (k 25, pool clamp(limit*10, 50, 10000), id
+    ascending) ranks as vipune.search_hybrid on every pair and cut-off: the variants below
+    differ from the reference itself, so the reference's constants are pinned by this sample."""
+    assert all(f.reference_agrees for f in figures)
+
+
+def test_fts_returns_rows_for_half_the_pairs(figures: list[sample_figures.PairFigures]) -> None:
+    """vipune ANDs every quoted question word: the short keyword questions match."""
+    assert sum(f.fts_rows > 0 for f in figures) * 2 >= len(figures)
+
+
+def test_hybrid_is_not_semantic_in_disguise(figures: list[sample_figures.PairFigures]) -> None:
+    assert sum(f.hybrid_differs for f in figures) * 3 >= len(figures)
+
+
+def test_rrf_k_60_instead_of_25_changes_a_ranking(
+        figures: list[sample_figures.PairFigures]) -> None:
+    assert any(f.rrf_k_matters for f in figures)
+
+
+def test_the_pool_clamp_changes_a_ranking(figures: list[sample_figures.PairFigures]) -> None:
+    """Only the lower bound can (limit 1: 10 vs 50 candidates); the upper bound (10,000)
+    needs a persona of more than 10,000 rows, beyond the sample's size."""
+    assert any(f.pool_clamp_matters for f in figures)
+
+
+def test_the_id_tie_break_changes_a_ranking(figures: list[sample_figures.PairFigures]) -> None:
+    assert any(f.tie_break_matters for f in figures)
+
+
+def test_fuse_variants_on_a_hand_made_case() -> None:
+    """The variants themselves, on rankings worked out by hand (so the figures above can fail)."""
+    fuse = sample_figures.fuse
+    # b: 1/26 + 1/27; a: 1/26 + 1/27 (symmetric) -> tie, id ascending then descending
+    assert fuse(["b", "a"], ["a", "b"], 2) == ["a", "b"]
+    assert fuse(["b", "a"], ["a", "b"], 2, ties_descending=True) == ["b", "a"]
+    # x = (1, 9), y = (4, 5): k 25 prefers x (0.06787 > 0.06782), k 60 prefers y
+    sem = ["x", "s2", "s3", "y", "s5"]
+    fts = ["f1", "f2", "f3", "f4", "y", "f6", "f7", "f8", "x"]
+    assert fuse(sem, fts, 1) == ["x"] and fuse(sem, fts, 1, k=60) == ["y"]
+    # w = (12, 2) wins with 50 candidates (0.06406 > f1 = (30, 1): 0.05664); with 10 it keeps
+    # only 1/27, and f1 and s1 (1/26 each, tie by id) take the first place
+    sem = ["s1", *[f"s{i}" for i in range(2, 12)], "w", *[f"t{i}" for i in range(13, 30)],
+           "f1"]
+    assert fuse(sem, ["f1", "w"], 1) == ["w"]
+    assert fuse(sem, ["f1", "w"], 1, pool=10) == ["f1"]

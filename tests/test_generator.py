@@ -31,7 +31,7 @@ KEYS = {"question_id", "question_type", "question", "answer", "question_date",
         "haystack_session_ids", "haystack_dates", "haystack_sessions", "answer_session_ids"}
 DATE_RE = re.compile(r"\d{4}/\d{2}/\d{2} \((Mon|Tue|Wed|Thu|Fri|Sat|Sun)\) \d{2}:\d{2}")
 QID_RE = re.compile(r"(gpt4_)?[0-9a-f]{8}(_abs)?")
-SID_RE = re.compile(r"sharegpt_[0-9A-Za-z]{7}_\d|ultrachat_\d+|answer_[0-9a-f]{8}_\d+|"
+SID_RE = re.compile(r"sharegpt_[0-9A-Za-z]{7}_\d|ultrachat_\d+|answer_[0-9a-f]{8}(_\d+)?|"
                     r"[0-9a-f]{8}_\d+")
 SMALL_M = FULL_M.scaled(instances=20, sessions=60)
 
@@ -165,12 +165,22 @@ def check_shapes(data: list[dict[str, Any]]) -> None:
         gold = x["answer_session_ids"]
         assert 1 <= len(gold) <= 6 and len(set(gold)) == len(gold)
         assert set(gold) <= set(ids)
+        # LongMemEval's ids: answer_<hash> for one evidence session, answer_<hash>_<n> for more
+        single = x["question_type"].startswith("single-session")
+        assert all(re.fullmatch(r"answer_[0-9a-f]{8}" + ("" if single else r"_\d+"), g)
+                   for g in gold)
+        assert {i for i in ids if "answer" in i} == set(gold)
         for sid, turns in slots(x):
             assert turns and [t["role"] for t in turns] == ["user", "assistant"] * (len(turns) // 2)
             for t in turns:
                 assert set(t) <= {"role", "content", "has_answer"}
                 assert isinstance(t["content"], str) and t["content"]
-                assert t.get("has_answer", True) is True
+                if sid not in gold:                      # only evidence sessions carry the key
+                    assert "has_answer" not in t
+                elif t["role"] == "user":                # ... on every user turn of them
+                    assert t["has_answer"] in (True, False)
+                else:
+                    assert t.get("has_answer", True) is True
             text = json.dumps(turns)
             assert contents.setdefault(sid, text) == text   # an id always means one content
 
