@@ -287,8 +287,9 @@ def _status(code: int | None) -> str:
 def _function_sources(path: Path) -> dict[str, str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     text = path.read_text(encoding="utf-8").splitlines()
+    nodes = [*tree.body, *(n for c in tree.body if isinstance(c, ast.ClassDef) for n in c.body)]
     return {node.name: "\n".join(text[node.lineno - 1:node.end_lineno or node.lineno])
-            for node in tree.body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)}
+            for node in nodes if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)}
 
 
 def mutant_diff(key: str, sources: dict[str, str]) -> str:
