@@ -144,3 +144,32 @@ def test_fuse_variants_on_a_hand_made_case() -> None:
            "f1"]
     assert fuse(sem, ["f1", "w"], 1) == ["w"]
     assert fuse(sem, ["f1", "w"], 1, pool=10) == ["f1"]
+
+
+def test_topical_distractors_compete_with_the_evidence(
+        sample_corpus: corpus.Corpus, tmp_path: Path) -> None:
+    """The sample keeps its topical distractors: sessions of the persona's own topics (ids
+    ``<hash>_<n>``, not the shared ``sharegpt_``/``ultrachat_`` filler) that hold no answer.
+    They outrank every gold session semantically in most pairs, and their near misses hold
+    every word of a keyword question, so FTS returns them beside the evidence."""
+    from pytest_retrieval_eval import store, vipune
+
+    model = cache.list_models([cache.bundled_cache_dir()])[0]
+    vectors = cache.VectorCache(cache.bundled_cache_dir(), model["fingerprint"], 384, model)
+    outranked = lexical = 0
+    scored = [p for p in sample_corpus.pairs if not p.abstention]
+    for pair in scored:
+        rows = vectors.get(list(pair.text_keys))
+        qvec = vectors.get([prep.query_key(pair.question, model)])[0]
+        ids = list(pair.session_ids)
+        semantic = [i for i, _ in vipune.semantic_search(rows, ids, qvec, len(ids))]
+        first_gold = min(semantic.index(g) for g in pair.gold if g in semantic)
+        topical = [i for i in semantic[:first_gold] if i not in pair.gold
+                   and not i.startswith(("sharegpt_", "ultrachat_"))]
+        outranked += bool(topical)
+        path = store.build_store(tmp_path / f"{pair.question_id}.sqlite", store.rows_from_arrays(
+            ids, sample_corpus.texts(list(pair.text_keys)), rows, pair.created_at))
+        fts = [i for i, _ in vipune.fts_search(path, pair.question, store.PROJECT_ID, 100)]
+        lexical += any(i not in pair.gold for i in fts)
+    assert outranked * 2 > len(scored)
+    assert lexical >= 2
