@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 import sqlite3
 import sys
 import threading
@@ -565,3 +566,133 @@ def test_concurrent_fts_searches_share_nothing(tmp_path: Path) -> None:
     for t in threads:
         t.join()
     assert len(results) == 4 and all(sorted(r) == ["s0", "s1"] for r in results)
+
+
+# --------------------------------------------------------------------------- store: more
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
+def test_store_rejects_a_vector_that_overflows_float32(tmp_path: Path) -> None:
+    vec = np.ones(DIM)
+    vec[3] = 1e39  # finite as float64, inf as the float32 vipune stores
+    with pytest.raises(CacheError, match="NaN or infinite"):
+        store.build_store(tmp_path / "s.sqlite", [("a", "b", vec, "")])
+
+
+def test_store_keys_are_sha256_of_their_json(tmp_path: Path) -> None:
+    """Cache addresses must not drift between versions: pin their exact recipe."""
+    import hashlib
+    import json
+
+    def sha(payload: object) -> str:
+        text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    assert store.persona_key(["é1"], ["k"], [""]) == hashlib.sha256(
+        '["persona",["é1"],["k"],[""]]'.encode()).hexdigest()
+    base = store.persona_key(["é1"], ["k"], [""])
+    ddl = hashlib.sha256(vipune.SCHEMA_SQL.encode("utf-8")).hexdigest()
+    assert store.store_key(base, "fp") == sha(["store", store.STORE_FORMAT, ddl,
+                                               store.PROJECT_ID, base, "fp"])
+
+
+def test_expected_master_is_the_schema_of_a_built_store(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    path = store.build_store(tmp_path / "s.sqlite", [("a", "b", np.ones(DIM), "")])
+    expected = store._expected_master()
+    assert expected == vipune.master_sql(path)
+    assert [(kind, name) for kind, name, _, _ in expected][:3] == [
+        ("table", "memories"), ("index", "sqlite_autoindex_memories_1"),
+        ("index", "idx_memories_project")]
+    monkeypatch.setattr(store, "_EXPECTED_MASTER", None)  # first use in a process
+    assert store.is_valid_store(path)
+    assert expected == store._EXPECTED_MASTER
+
+
+def test_a_store_with_a_readable_header_but_a_broken_schema_is_invalid(tmp_path: Path) -> None:
+    path = store.build_store(tmp_path / "s.sqlite", [("a", "b", np.ones(DIM), "")])
+    data = bytearray(path.read_bytes())
+    data[100:4096] = b"\xab" * (4096 - 100)  # page 1 (sqlite_master) after the file header
+    path.write_bytes(bytes(data))
+    assert store.store_user_version(path) == store.VIPUNE_USER_VERSION
+    with pytest.raises(sqlite3.DatabaseError):
+        vipune.master_sql(path)
+    assert store.is_valid_store(path) is False
+
+
+def test_export_name_keeps_letters_of_both_cases() -> None:
+    assert store.export_name("Q1_abs") == "Q1_abs.sqlite"
+    assert store.export_name("../a b") == "_._a_b.sqlite"
+
+
+def test_export_store_interrupted_before_the_copy_leaves_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = store.build_store(tmp_path / "s.sqlite", [("a", "b", np.ones(DIM), "")])
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(store.shutil, "copyfile", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        store.export_store(src, tmp_path / "out" / "q.sqlite")
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_store_cache_checks_the_session_ids_and_builds_as_asked(tmp_path: Path) -> None:
+    cache = store.StoreCache(tmp_path / "stores")
+    built: list[int] = []
+
+    def rows() -> list[store.StoreRow]:
+        built.append(1)
+        return [("a", "alpha", np.ones(DIM), ""), ("b", "beta", np.ones(DIM), "")]
+
+    key = "ab" * 8
+    path = cache.get_or_build(key, rows, session_ids=("a", "b"))
+    assert cache.get_or_build(key, rows, session_ids=["a", "b"]) == path and len(built) == 1
+    cache.get_or_build(key, rows, session_ids=("b", "a"))  # another persona's order: rebuilt
+    assert len(built) == 2
+    other = cache.get_or_build("cd" * 8, rows, project_id="elsewhere", reference_only=True)
+    assert store.store_user_version(other) == store.REFERENCE_USER_VERSION
+    conn = sqlite3.connect(other)
+    assert {r[0] for r in conn.execute("SELECT project_id FROM memories")} == {"elsewhere"}
+    conn.close()
+
+
+def test_store_cache_messages(tmp_path: Path) -> None:
+    blocker = tmp_path / "blk"
+    blocker.write_text("x")
+    cache = store.StoreCache(blocker)
+    target = blocker / "ab" / f"{'ab' * 8}.sqlite"
+    assert message(CacheError, cache.get_or_build, "ab" * 8, lambda: []) == (
+        f"persona store {target} cannot be built (NotADirectoryError: [Errno 20] Not a "
+        f"directory: '{blocker / 'ab'}'); check free disk space and permissions in {blocker}, "
+        "or pass another --retrieval-eval-cache")
+    assert message(ValueError, cache.path_for, "XYZ") == (
+        "store key 'XYZ' must be 16-128 lower-case hex digits")
+
+
+def test_remove_stale_partials_age_rule_and_vanishing_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = store.StoreCache(tmp_path / "stores")
+    assert cache.remove_stale_partials() == 0  # no folder yet
+    folder = tmp_path / "stores" / "ab"
+    folder.mkdir(parents=True)
+    now = time.time()
+    old = folder / "x.sqlite.tmp-otherhost-1-0"     # another host: the age rule decides
+    young = folder / "y.sqlite.tmp-otherhost-1-1"
+    for path, age in ((old, 3600.5), (young, 3599.5)):
+        path.write_bytes(b"")
+        os.utime(path, (now - age, now - age))
+    assert cache.remove_stale_partials() == 1
+    assert not old.exists() and young.exists()
+    # a file that vanishes under the sweep (another sweeper) is skipped, the others go on
+    first, second = folder / "a.sqlite.tmp-h-1-0", folder / "b.sqlite.tmp-h-1-1"
+    first.write_bytes(b"")
+    second.write_bytes(b"")
+
+    def gone_first(name: str) -> bool:
+        if name == first.name:
+            first.unlink()
+        return name in (first.name, second.name)
+
+    monkeypatch.setattr(store, "left_by_dead_builder", gone_first)
+    assert cache.remove_stale_partials() == 1
+    assert not second.exists()
