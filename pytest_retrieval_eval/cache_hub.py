@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import inspect
 import json
 import os
 import re
@@ -48,53 +47,39 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
-from urllib.parse import urlparse
+
+from filelock import FileLock, Timeout
 
 from .cache import FORMAT_VERSION, VectorCache, list_models
-from .checksums import SIDECAR_SUFFIX, commit_file, matches_sidecar, read_sidecar, sha256_file
+from .checksums import SIDECAR_SUFFIX, commit_file, matches_sidecar, read_sidecar
 from .errors import CacheError, CacheHubError, one_line
-from .hub import offline_mode
+from .hub_transfer import (
+    REPO_TYPE,
+    Fetcher,
+    HubConnection,
+    connect,
+    head_commit,
+    remote_files,
+    valid_repo_id,
+)
 
 __all__ = [
-    "DEFAULT_ENDPOINT",
-    "REPO_TYPE",
     "STAGING_DIR",
     "PullResult",
     "PushResult",
-    "endpoint",
     "pull",
     "push",
     "valid_repo_id",
 ]
 
-#: Kind of Hub repository a cache travels in.
-REPO_TYPE = "dataset"
 #: Folder under the cache root where pulls keep their part files (resumable) until commit.
 STAGING_DIR = "hub-staging"
-DEFAULT_ENDPOINT = "https://huggingface.co"
 
 Progress = Callable[[str, int, "int | None"], None]
 
-_REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _FINGERPRINT_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_.-]*$")
 _SHARD_RE = re.compile(r"^shard-[0-9A-Za-z_.-]+\.parquet$")
 _CORPUS_RE = re.compile(r"^[0-9a-f]{64}\.sqlite$")
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
-_NETWORK_ERRORS = frozenset({
-    "ConnectError", "ConnectTimeout", "TimeoutException", "NetworkError", "TransportError",
-    "ConnectionError", "Timeout", "ProxyError", "RemoteProtocolError", "ReadTimeout",
-    "OfflineModeIsEnabled", "LocalEntryNotFoundError",
-})
-
-
-def valid_repo_id(value: str) -> bool:
-    """``ORG/NAME`` as the Hub spells repo ids (letters, digits, ``-``, ``_``, ``.``)."""
-    return bool(_REPO_RE.match(value)) and ".." not in value
-
-
-def endpoint() -> str:
-    """The Hub's address: ``$HF_ENDPOINT`` as set now, else https://huggingface.co."""
-    return (os.environ.get("HF_ENDPOINT", "").strip() or DEFAULT_ENDPOINT).rstrip("/")
 
 
 @dataclass(frozen=True)
@@ -125,109 +110,7 @@ class PullResult:
     seconds: float
 
 
-# --------------------------------------------------------------------------- the connection
-
-
-@dataclass
-class _Hub:
-    what: str  # "push" or "pull": starts every error line
-    repo: str
-    endpoint: str
-    token: str | None  # what huggingface-hub will send (None: no Authorization header)
-    api: Any  # huggingface_hub.HfApi
-
-    def error(self, text: str) -> CacheHubError:
-        return CacheHubError(f"cache {self.what} --repo {self.repo}: {text}")
-
-    @contextlib.contextmanager
-    def calls(self, doing: str) -> Iterator[None]:
-        """Run Hub calls; any failure of the library becomes one line."""
-        try:
-            yield
-        except (CacheHubError, CacheError, KeyboardInterrupt):
-            raise
-        except Exception as exc:
-            raise self._classify(exc, doing) from None
-
-    def _classify(self, exc: BaseException, doing: str) -> CacheHubError:
-        kinds = {cls.__name__ for cls in type(exc).__mro__}
-        response = getattr(exc, "response", None)
-        status = getattr(response, "status_code", None)
-        where = f"dataset repo {self.repo} at {self.endpoint}"
-        if "OfflineModeIsEnabled" in kinds:
-            return self.error(
-                "huggingface-hub is in offline mode (HF_HUB_OFFLINE was set when it was "
-                "imported); unset HF_HUB_OFFLINE and run again")
-        if status == 401:
-            if self.token:
-                return self.error(
-                    f"the Hub refused the token (HTTP 401) while {doing} {where}; set a "
-                    f"valid HF_TOKEN or run `hf auth login` (a private repo you cannot see "
-                    f"answers the same)")
-            return self.error(
-                f"{where} does not exist or is private (HTTP 401 without a token); check the "
-                f"name, or log in with HF_TOKEN / `hf auth login`")
-        if status == 403:
-            need = "write" if self.what == "push" else "read"
-            return self.error(
-                f"the token has no {need} access to {where} (HTTP 403); use a token with "
-                f"{need} access to it")
-        if status == 404 or kinds & {"RepositoryNotFoundError", "RevisionNotFoundError"}:
-            fix = ("check the name" if self.what == "push" else
-                   f"check the name, or publish a cache there with `retrieval-eval cache "
-                   f"push --repo {self.repo}`")
-            return self.error(f"{where} does not exist (HTTP 404 while {doing}); {fix}")
-        if kinds & _NETWORK_ERRORS:
-            return self.error(
-                f"the Hub at {self.endpoint} cannot be reached ({type(exc).__name__}: "
-                f"{one_line(exc, 120)}); check the network and HF_ENDPOINT, and run again "
-                f"(a pull resumes where it stopped)")
-        if status is not None:
-            return self.error(
-                f"the Hub answered HTTP {status} while {doing} {where} "
-                f"({one_line(exc, 120)}); try again later")
-        return self.error(f"{doing} failed: {type(exc).__name__}: {one_line(exc, 160)}")
-
-
-def _connect(what: str, repo: str) -> _Hub:
-    if not valid_repo_id(repo):
-        raise CacheHubError(
-            f"cache {what} --repo {repo!r}: not a Hub repo id; give ORG/NAME, e.g. "
-            f"my-org/longmemeval-vectors")
-    if offline_mode():
-        raise CacheHubError(
-            f"cache {what} --repo {repo}: offline (HF_HUB_OFFLINE is set), so the Hub cannot "
-            f"be reached; unset HF_HUB_OFFLINE, or run without the repo")
-    import huggingface_hub  # deferred: importing it costs ~0.3 s
-
-    address = endpoint()
-    token = huggingface_hub.get_token()
-    return _Hub(what, repo, address, token,
-                huggingface_hub.HfApi(endpoint=address, token=token))
-
-
-def _head_commit(hub: _Hub) -> str:
-    """The commit the repo's main branch points to now (every read is pinned to it)."""
-    with hub.calls("looking up"):
-        info = hub.api.dataset_info(hub.repo)
-    sha = getattr(info, "sha", None)
-    if not isinstance(sha, str) or not sha:
-        raise hub.error("the Hub gave no commit for the repo; check HF_ENDPOINT points at a "
-                        "Hugging Face Hub")
-    return sha
-
-
-def _remote_files(hub: _Hub, commit: str) -> dict[str, int]:
-    """Every file of the repo at ``commit``: path -> size."""
-    from huggingface_hub.hf_api import RepoFile
-
-    files: dict[str, int] = {}
-    with hub.calls("listing"):
-        for entry in hub.api.list_repo_tree(hub.repo, recursive=True, repo_type=REPO_TYPE,
-                                            revision=commit):
-            if isinstance(entry, RepoFile):
-                files[entry.path] = int(entry.size or 0)
-    return files
+# --------------------------------------------------------------------------- the repo
 
 
 def _remote_models(files: Mapping[str, int]) -> dict[str, list[str]]:
@@ -260,135 +143,13 @@ def _describe(info: Mapping[str, Any]) -> str:
     return f"{info.get('name', '?')} (fingerprint {str(info.get('fingerprint', '?'))[:12]})"
 
 
-# --------------------------------------------------------------------------- downloads
-
-
-def _byte_counter(on_bytes: Callable[[int], None]) -> type:
-    """A stand-in for tqdm that huggingface-hub's ``http_get`` accepts (``tqdm_class``): it
-    forwards the byte counts to our progress instead of drawing a bar."""
-
-    class _Counter:
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            pass
-
-        def __enter__(self) -> _Counter:
-            return self
-
-        def __exit__(self, *exc: object) -> None:
-            return None
-
-        def update(self, n: float | None = 1) -> None:
-            on_bytes(int(n or 0))
-
-        def close(self) -> None:
-            return None
-
-    return _Counter
-
-
-class _Fetcher:
-    """Downloads repo files at one commit into part files that survive an interrupted pull."""
-
-    def __init__(self, hub: _Hub, commit: str, staging: Path,
-                 progress: Progress | None, total: int) -> None:
-        self.hub, self.commit, self.staging = hub, commit, staging
-        self.progress, self.total = progress, total
-        self.done = 0  # bytes on disk of the files fetched so far (resumed bytes included)
-        self.downloaded = 0  # bytes that came over the network now
-        self.resumed = 0
-        self.label = f"pull {hub.repo} (bytes)"
-
-    def _tick(self, n: int) -> None:
-        self.done += n
-        self.downloaded += n
-        if self.progress is not None:
-            self.progress(self.label, min(self.done, self.total), self.total)
-
-    def fetch(self, path_in_repo: str) -> Path:
-        """Download (or finish downloading) one file; its part file."""
-        from huggingface_hub import get_hf_file_metadata, hf_hub_url
-        from huggingface_hub.file_download import http_get
-        from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]
-
-        hub = self.hub
-        url = hf_hub_url(hub.repo, path_in_repo, repo_type=REPO_TYPE, revision=self.commit,
-                         endpoint=hub.endpoint)
-        with hub.calls(f"fetching {path_in_repo} from"):
-            meta = get_hf_file_metadata(url, token=hub.token, endpoint=hub.endpoint)
-        flat = path_in_repo.replace("/", "--")
-        tag = hashlib.sha256(str(meta.etag or self.commit).encode()).hexdigest()[:12]
-        part = self.staging / f"{flat}.{tag}.part"
-        for stale in self.staging.glob(f"{flat}.*.part"):
-            if stale != part:  # another version of the file: useless to resume
-                stale.unlink(missing_ok=True)
-        have = part.stat().st_size if part.exists() else 0
-        size = meta.size if isinstance(meta.size, int) else None
-        if size is not None and have > size:
-            part.unlink()
-            have = 0
-        self.resumed += have
-        self.done += have
-        headers = build_hf_headers(token=hub.token)
-        location = meta.location or url
-        if urlparse(location).netloc != urlparse(url).netloc:
-            headers.pop("authorization", None)  # a signed CDN address: no token leaves
-        kwargs: dict[str, Any] = {"resume_size": have, "headers": headers,
-                                  "expected_size": size, "displayed_filename": path_in_repo}
-        if "tqdm_class" in inspect.signature(http_get).parameters:
-            kwargs["tqdm_class"] = _byte_counter(self._tick)
-        try:
-            self.staging.mkdir(parents=True, exist_ok=True)
-            with part.open("r+b" if have else "wb") as handle:
-                handle.seek(have)
-                with hub.calls(f"downloading {path_in_repo} from"):
-                    http_get(location, handle, **kwargs)
-                handle.flush()
-                os.fsync(handle.fileno())
-        except OSError as exc:
-            raise hub.error(
-                f"{path_in_repo} could not be written to {part} ({exc.strerror or exc}); "
-                f"check free disk space and permissions in {self.staging}") from None
-        return part
-
-    def fetch_digest(self, path_in_repo: str) -> str:
-        """The sha256 that a sidecar file of the repo records."""
-        part = self.fetch(path_in_repo)
-        try:
-            words = part.read_text(encoding="ascii").split()
-        except (OSError, UnicodeDecodeError):
-            words = []
-        finally:
-            part.unlink(missing_ok=True)
-        digest = words[0].lower() if words else ""
-        if not _HEX64.match(digest):
-            raise self.hub.error(
-                f"{path_in_repo} is not a sha256 sidecar; push that model again from a good "
-                f"cache")
-        return digest
-
-    def fetch_checked(self, path_in_repo: str, expected: str) -> Path:
-        """Download one file and check it against ``expected``; a file that fails is
-        deleted (the next pull fetches it afresh) and nothing is committed."""
-        part = self.fetch(path_in_repo)
-        actual = sha256_file(part)
-        if actual != expected:
-            part.unlink(missing_ok=True)
-            raise self.hub.error(
-                f"{path_in_repo} fails its checksum (sha256 {actual[:12]}..., its sidecar "
-                f"says {expected[:12]}...); nothing was committed to the local cache; push "
-                f"that model again from a good cache")
-        return part
-
-
 def _staging(root: Path, repo: str) -> Path:
     return Path(root) / STAGING_DIR / repo.replace("/", "--")
 
 
 @contextlib.contextmanager
-def _pull_turn(staging: Path, hub: _Hub, progress: Progress | None) -> Iterator[None]:
+def _pull_turn(staging: Path, hub: HubConnection, progress: Progress | None) -> Iterator[None]:
     """One pull of a repo into a cache at a time (they would share part files)."""
-    from filelock import FileLock, Timeout
-
     try:
         staging.mkdir(parents=True, exist_ok=True)
         lock = FileLock(str(staging / ".lock"))
@@ -410,7 +171,7 @@ def _pull_turn(staging: Path, hub: _Hub, progress: Progress | None) -> Iterator[
 # --------------------------------------------------------------------------- pull
 
 
-def _manifest(fetcher: _Fetcher, files: Mapping[str, int], fingerprint: str) -> dict[str, Any]:
+def _manifest(fetcher: Fetcher, files: Mapping[str, int], fingerprint: str) -> dict[str, Any]:
     """The repo's manifest of ``fingerprint``, checked against its sidecar when it has one."""
     path = f"vectors/{fingerprint}/manifest.json"
     if path + SIDECAR_SUFFIX in files:
@@ -441,7 +202,7 @@ def _manifest(fetcher: _Fetcher, files: Mapping[str, int], fingerprint: str) -> 
     return info
 
 
-def _choose_remote(hub: _Hub, fetcher: _Fetcher, files: Mapping[str, int],
+def _choose_remote(hub: HubConnection, fetcher: Fetcher, files: Mapping[str, int],
                    models: Mapping[str, list[str]], fingerprint: str | None,
                    model: str | None, model_flag: str) -> dict[str, Any]:
     if not models:
@@ -488,14 +249,14 @@ def pull(
     Raises :class:`CacheHubError` (one line); the local cache is then as it was.
     """
     started = time.perf_counter()
-    hub = _connect("pull", repo)
+    hub = connect("pull", repo)
     root = Path(root)
     staging = _staging(root, repo)
     with _pull_turn(staging, hub, progress):
-        commit = _head_commit(hub)
-        files = _remote_files(hub, commit)
+        commit = head_commit(hub)
+        files = remote_files(hub, commit)
         models = _remote_models(files)
-        meta_fetcher = _Fetcher(hub, commit, staging, None, 0)
+        meta_fetcher = Fetcher(hub, commit, staging, None, 0)
         info = _choose_remote(hub, meta_fetcher, files, models, fingerprint, model, model_flag)
         fp = str(info["fingerprint"])
         try:
@@ -507,7 +268,7 @@ def pull(
         corpus = _corpus_wanted(root, files) if include_corpus else []
         paths = [f"vectors/{fp}/{name}" for name in wanted] + corpus
         total = sum(files[p] for p in paths)
-        fetcher = _Fetcher(hub, commit, staging, progress, total)
+        fetcher = Fetcher(hub, commit, staging, progress, total)
         staged: list[tuple[Path, str]] = []
         for path in paths:
             digest = fetcher.fetch_digest(path + SIDECAR_SUFFIX)
@@ -541,9 +302,7 @@ def _corpus_wanted(root: Path, files: Mapping[str, int]) -> list[str]:
     return wanted
 
 
-def _commit_corpus(hub: _Hub, root: Path, path: str, part: Path) -> None:
-    from filelock import FileLock
-
+def _commit_corpus(hub: HubConnection, root: Path, path: str, part: Path) -> None:
     target = Path(root) / path
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -587,15 +346,13 @@ def _choose_local(root: Path, model: str | None, keys: Sequence[str] | None,
     return {k: v for k, v in models[0].items() if k not in ("roots", "vectors")}
 
 
-def _open_shards(directory: Path) -> list[tuple[str, BinaryIO]]:
+def _open_shards(cache: VectorCache) -> list[tuple[str, BinaryIO]]:
     """Every committed shard opened now (a later compaction cannot take it away) and checked
     against its sidecar; a corrupt one is a CacheError naming it."""
-    from .cache import _committed_shards
-
     for _attempt in range(20):
         opened: list[tuple[str, BinaryIO]] = []
         try:
-            for path in _committed_shards(directory):
+            for path in cache.own_shards():
                 handle: BinaryIO = path.open("rb")
                 opened.append((path.name, handle))
                 expected = read_sidecar(path)
@@ -616,7 +373,8 @@ def _open_shards(directory: Path) -> list[tuple[str, BinaryIO]]:
             for _name, handle in opened:
                 handle.close()
             raise
-    raise CacheError(f"cache push: {directory} keeps changing; push when no prep is running")
+    raise CacheError(f"cache push: {cache.directory} keeps changing; push when no prep is "
+                     f"running")
 
 
 def push(
@@ -645,17 +403,17 @@ def push(
     if corpus_file is not None and not matches_sidecar(corpus_file, trust_stamp=False):
         raise CacheError(f"cache push: corpus file {corpus_file} does not match its .sha256 "
                          f"sidecar; run the prep again to rebuild it, then push")
-    hub = _connect("push", repo)
-    opened = _open_shards(directory)
+    hub = connect("push", repo)
+    opened = _open_shards(VectorCache(root, fp, int(info["dim"]), info))
     try:
         with hub.calls("creating"):
             extra: dict[str, Any] = {"private": True} if private else {}
             hub.api.create_repo(hub.repo, repo_type=REPO_TYPE, exist_ok=True, **extra)
-        commit = _head_commit(hub)
-        files = _remote_files(hub, commit)
+        commit = head_commit(hub)
+        files = remote_files(hub, commit)
         if f"vectors/{fp}/manifest.json" in files:  # never mix two models under one name
             with tempfile.TemporaryDirectory(prefix=".push-", dir=root) as tmp:
-                remote = _manifest(_Fetcher(hub, commit, Path(tmp), None, 0), files, fp)
+                remote = _manifest(Fetcher(hub, commit, Path(tmp), None, 0), files, fp)
             if remote.get("dim") != info.get("dim"):
                 raise hub.error(f"the repo's vectors/{fp[:12]}... hold dim "
                                 f"{remote.get('dim')}, this cache {info.get('dim')}; push "

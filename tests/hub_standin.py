@@ -26,18 +26,39 @@ Faults, for the tests: :attr:`corrupt` (path -> bytes served instead, same lengt
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import re
 import socket
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 WRITE_TOKEN = "good-token"
 READ_TOKEN = "read-token"
+
+
+def serve(tmp_path: Path, monkeypatch: Any) -> Iterator[HubStandIn]:
+    """Body of a test fixture: a stand-in, and the environment that points
+    huggingface-hub at it (with the write token, Xet off, not offline)."""
+    import huggingface_hub.constants
+
+    with HubStandIn() as standin:
+        monkeypatch.setenv("HF_ENDPOINT", standin.url)
+        monkeypatch.setenv("HF_TOKEN", WRITE_TOKEN)
+        monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+        monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        # huggingface-hub reads these once, at import: an earlier test may have imported it
+        # offline.
+        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
+        yield standin
 
 
 def git_blob_sha1(data: bytes) -> str:
@@ -345,10 +366,8 @@ def _handler(hub: HubStandIn) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(chunk[: cut[0]])
                 self.wfile.flush()
                 self.close_connection = True
-                try:
+                with contextlib.suppress(OSError):
                     self.connection.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
                 return
             self._send(status, chunk, headers)
 
@@ -375,3 +394,11 @@ def _tree(files: dict[str, bytes], base: str, recursive: bool) -> list[dict[str,
             entries[path] = {"type": "file", "path": path, "size": len(files[path]),
                              "oid": git_blob_sha1(files[path])}
     return list(entries.values())
+
+
+if __name__ == "__main__":  # benchmarks/run.py: a stand-in in its own process
+    import sys
+
+    with HubStandIn() as running:
+        print(running.url, flush=True)
+        sys.stdin.read()  # serves until stdin closes

@@ -13,7 +13,7 @@ from pytest_retrieval_eval import cache_hub
 from pytest_retrieval_eval.cache import VectorCache
 from pytest_retrieval_eval.errors import CacheHubError, RetrievalEvalError
 
-from .hub_standin import READ_TOKEN, WRITE_TOKEN, HubStandIn
+from .hub_standin import READ_TOKEN, HubStandIn, serve
 
 REPO = "org/vectors"
 DIM = 8
@@ -48,19 +48,7 @@ def tree(directory: Path) -> dict[str, bytes]:
 
 @pytest.fixture
 def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubStandIn]:
-    import huggingface_hub.constants
-
-    with HubStandIn() as standin:
-        monkeypatch.setenv("HF_ENDPOINT", standin.url)
-        monkeypatch.setenv("HF_TOKEN", WRITE_TOKEN)
-        monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-        monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
-        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-        # huggingface-hub reads these once, at import: another test may have imported it
-        # offline.
-        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
-        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
-        yield standin
+    yield from serve(tmp_path, monkeypatch)
 
 
 def one_line(exc: pytest.ExceptionInfo[BaseException]) -> str:
