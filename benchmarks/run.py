@@ -293,7 +293,7 @@ def hub_phase(base: Path, vectors: int, results: Results) -> None:
                 if p.is_file() and not p.name.endswith(".lock")}
 
     identical = files(source) == files(copy)
-    nothing = "0 files fetched" in again.output
+    nothing = "0 shards fetched" in again.output
     results.add(Row(
         "hub: push a synthetic-M vector cache to the local Hub stand-in", fmt_s(push.wall),
         fmt_mem(push.tree_peak), f"{size / push.wall / 1e6:.0f} MB/s", "", "",

@@ -103,11 +103,12 @@ class PullResult:
     repo: str
     model: str
     fingerprint: str
-    fetched: int  # shards (and corpus files) committed now
+    fetched: int  # shards committed now
     already: int  # shards the local cache held already
     bytes: int  # bytes downloaded now (resumed parts count only their new bytes)
     resumed: int  # bytes that an earlier, interrupted pull had already fetched
     seconds: float
+    corpus_files: int = 0  # corpus files committed now (include_corpus)
 
 
 # --------------------------------------------------------------------------- the repo
@@ -175,9 +176,9 @@ def _manifest(fetcher: Fetcher, files: Mapping[str, int], fingerprint: str) -> d
     """The repo's manifest of ``fingerprint``, checked against its sidecar when it has one."""
     path = f"vectors/{fingerprint}/manifest.json"
     if path + SIDECAR_SUFFIX in files:
-        part = fetcher.fetch_checked(path, fetcher.fetch_digest(path + SIDECAR_SUFFIX))
+        part = fetcher.fetch_checked(path, fetcher.fetch_digest(path + SIDECAR_SUFFIX), False)
     else:
-        part = fetcher.fetch(path)
+        part = fetcher.fetch(path, counted=False)
     try:
         info = json.loads(part.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -274,7 +275,7 @@ def pull(
             digest = fetcher.fetch_digest(path + SIDECAR_SUFFIX)
             staged.append((fetcher.fetch_checked(path, digest), digest))
         if progress is not None and total:
-            progress(fetcher.label, total, total)
+            progress(fetcher.label, total // 1000, total // 1000)
         n_shards = len(wanted)
         try:
             cache.adopt([(part, name, digest) for name, (part, digest)
@@ -286,7 +287,8 @@ def pull(
         for path, (part, _digest) in zip(corpus, staged[n_shards:], strict=True):
             _commit_corpus(hub, root, path, part)
     return PullResult(repo=repo, model=str(info.get("name", fp[:12])), fingerprint=fp,
-                      fetched=len(paths), already=len(models[fp]) - len(wanted),
+                      fetched=len(wanted), corpus_files=len(corpus),
+                      already=len(models[fp]) - len(wanted),
                       bytes=fetcher.downloaded, resumed=fetcher.resumed,
                       seconds=time.perf_counter() - started)
 
@@ -440,8 +442,6 @@ def push(
         if todo:
             from huggingface_hub import CommitOperationAdd
 
-            if progress is not None:
-                progress(f"push {repo}", 0, len(todo))
             operations = [CommitOperationAdd(path_in_repo=p, path_or_fileobj=body)
                           for p, body, _size in todo]
             message = (f"retrieval-eval cache push: {info.get('name', fp[:12])} "
@@ -450,8 +450,6 @@ def push(
                 result = hub.api.create_commit(hub.repo, operations, commit_message=message,
                                                repo_type=REPO_TYPE)
             oid = str(getattr(result, "oid", "") or "") or None
-            if progress is not None:
-                progress(f"push {repo}", len(todo), len(todo))
     finally:
         for _name, handle in opened:
             handle.close()

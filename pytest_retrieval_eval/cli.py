@@ -333,6 +333,10 @@ def _cmd_models(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _size(n: int) -> str:
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if n >= scale:
@@ -366,7 +370,7 @@ def _cmd_push(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if bar is not None:
             bar.finish()
     commit = f"commit {result.commit[:12]}" if result.commit else "nothing new to commit"
-    out.write(f"cache push: {result.uploaded} files sent ({_size(result.bytes)}), "
+    out.write(f"cache push: {_count(result.uploaded, 'file')} sent ({_size(result.bytes)}), "
               f"{result.already} already there, to dataset repo {result.repo} ({commit}); "
               f"model {result.model}, fingerprint {result.fingerprint[:12]}, "
               f"{result.seconds:.1f}s\n")
@@ -386,9 +390,12 @@ def _cmd_pull(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if bar is not None:
             bar.finish()
     resumed = f", {_size(result.resumed)} resumed" if result.resumed else ""
-    out.write(f"cache pull: {result.fetched} files fetched ({_size(result.bytes)}{resumed}), "
-              f"{result.already} shards already here, from dataset repo {result.repo}; model "
-              f"{result.model}, fingerprint {result.fingerprint[:12]}, {result.seconds:.1f}s\n")
+    corpus = (f" and {_count(result.corpus_files, 'corpus file')}" if result.corpus_files
+              else "")
+    out.write(f"cache pull: {_count(result.fetched, 'shard')}{corpus} fetched "
+              f"({_size(result.bytes)}{resumed}), {result.already} already here, from dataset "
+              f"repo {result.repo}; model {result.model}, fingerprint "
+              f"{result.fingerprint[:12]}, {result.seconds:.1f}s\n")
     return 0
 
 

@@ -209,19 +209,24 @@ class Fetcher:
                  progress: Progress | None, total: int) -> None:
         self.hub, self.commit, self.staging = hub, commit, staging
         self.progress, self.total = progress, total
-        self.done = 0  # bytes on disk of the files fetched so far (resumed bytes included)
+        self.done = 0  # bytes of the counted files on disk so far (resumed bytes included)
         self.downloaded = 0  # bytes that came over the network now
         self.resumed = 0
-        self.label = f"pull {hub.repo} (bytes)"
+        self.label = f"pull {hub.repo} (kB)"
+        self._counted = False
 
     def _tick(self, n: int) -> None:
-        self.done += n
         self.downloaded += n
-        if self.progress is not None:
-            self.progress(self.label, min(self.done, self.total), self.total)
+        if self._counted:
+            self.done += n
+            if self.progress is not None:
+                self.progress(self.label, min(self.done, self.total) // 1000,
+                              self.total // 1000)
 
-    def fetch(self, path_in_repo: str) -> Path:
-        """Download (or finish downloading) one file; its part file."""
+    def fetch(self, path_in_repo: str, counted: bool = True) -> Path:
+        """Download (or finish downloading) one file; its part file. Bytes of a ``counted``
+        file go to the progress (the data files; sidecars and manifests do not)."""
+        self._counted = counted
         from huggingface_hub import get_hf_file_metadata, hf_hub_url
         from huggingface_hub.file_download import http_get
         from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]
@@ -243,7 +248,7 @@ class Fetcher:
             part.unlink()
             have = 0
         self.resumed += have
-        self.done += have
+        self.done += have if counted else 0
         headers = build_hf_headers(token=hub.token)
         location = meta.location or url
         if urlparse(location).netloc != urlparse(url).netloc:
@@ -268,7 +273,7 @@ class Fetcher:
 
     def fetch_digest(self, path_in_repo: str) -> str:
         """The sha256 that a sidecar file of the repo records."""
-        part = self.fetch(path_in_repo)
+        part = self.fetch(path_in_repo, counted=False)
         try:
             words = part.read_text(encoding="ascii").split()
         except (OSError, UnicodeDecodeError):
@@ -282,10 +287,10 @@ class Fetcher:
                 f"cache")
         return digest
 
-    def fetch_checked(self, path_in_repo: str, expected: str) -> Path:
+    def fetch_checked(self, path_in_repo: str, expected: str, counted: bool = True) -> Path:
         """Download one file and check it against ``expected``; a file that fails is
         deleted (the next pull fetches it afresh) and nothing is committed."""
-        part = self.fetch(path_in_repo)
+        part = self.fetch(path_in_repo, counted)
         actual = sha256_file(part)
         if actual != expected:
             part.unlink(missing_ok=True)

@@ -73,8 +73,15 @@ def test_push_then_pull_gives_identical_files(hub: HubStandIn, tmp_path: Path) -
     assert f"/api/datasets/{REPO}/preupload/main" in paths
     assert f"/api/datasets/{REPO}/commit/main" in paths
 
-    pulled = cache_hub.pull(REPO, tmp_path / "b")
+    seen: list[tuple[str, int, int | None]] = []
+    pulled = cache_hub.pull(REPO, tmp_path / "b",
+                            progress=lambda *step: seen.append(step))
     assert (pulled.fingerprint, pulled.fetched, pulled.already) == (FP_A, 3, 0)
+    # Progress in kB of the shards only; it ends at their total.
+    shard_kb = sum(len(v) for p, v in remote.items() if p.endswith(".parquet")) // 1000
+    assert {label for label, _d, _t in seen} == {f"pull {REPO} (kB)"}
+    assert seen[-1][1:] == (shard_kb, shard_kb)
+    assert [d for _l, d, _t in seen] == sorted(d for _l, d, _t in seen)
     assert pulled.model == "tiny-model" and pulled.resumed == 0
     source, copy = tree(tmp_path / "a" / "vectors"), tree(tmp_path / "b" / "vectors")
     assert source.keys() == copy.keys() and source == copy
@@ -133,7 +140,7 @@ def test_corpus_file_travels_with_include_corpus(hub: HubStandIn, tmp_path: Path
     without = cache_hub.pull(REPO, tmp_path / "b")
     assert without.fetched == 1 and not (tmp_path / "b" / "corpus").exists()
     pulled = cache_hub.pull(REPO, tmp_path / "b", include_corpus=True)
-    assert pulled.fetched == 1
+    assert (pulled.fetched, pulled.corpus_files) == (0, 1)
     copy = tmp_path / "b" / "corpus" / target.name
     assert copy.read_bytes() == target.read_bytes()
     assert Path(f"{copy}.sha256").read_text() == Path(f"{target}.sha256").read_text()

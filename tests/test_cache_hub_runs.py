@@ -64,11 +64,11 @@ def test_cli_pull_then_nothing_more(published: Path, tmp_path: Path,
     args = ["cache", "pull", "--repo", REPO, "--cache", str(target), "--no-progress"]
     assert cli.main(args) == 0
     out = capsys.readouterr().out
-    assert out.startswith("cache pull: 1 files fetched (") and "0 shards already here" in out
+    assert out.startswith("cache pull: 1 shard fetched (") and "0 already here" in out
     assert out.count("\n") == 1
     assert tree(target / "vectors") == tree(published / "vectors")
     assert cli.main(args) == 0
-    assert "cache pull: 0 files fetched (0 B), 1 shards already here" in capsys.readouterr().out
+    assert "cache pull: 0 shards fetched (0 B), 1 already here" in capsys.readouterr().out
 
 
 def test_cli_errors_are_one_line_and_exit_4(hub: HubStandIn, tmp_path: Path,
