@@ -269,6 +269,7 @@ def pull(
         corpus = _corpus_wanted(root, files) if include_corpus else []
         paths = [f"vectors/{fp}/{name}" for name in wanted] + corpus
         total = sum(files[p] for p in paths)
+        _drop_stale_parts(staging, paths)
         fetcher = Fetcher(hub, commit, staging, progress, total)
         staged: list[tuple[Path, str]] = []
         for path in paths:
@@ -281,6 +282,8 @@ def pull(
             cache.adopt([(part, name, digest) for name, (part, digest)
                          in zip(wanted, staged[:n_shards], strict=True)])
         except CacheError as exc:
+            for part, _digest in staged:
+                part.unlink(missing_ok=True)
             raise hub.error(f"a shard of model {_describe(info)} is unusable "
                             f"({one_line(exc, 200)}); nothing was committed; push that model "
                             f"again from a good cache") from None
@@ -291,6 +294,15 @@ def pull(
                       already=len(models[fp]) - len(wanted),
                       bytes=fetcher.downloaded, resumed=fetcher.resumed,
                       seconds=time.perf_counter() - started)
+
+
+def _drop_stale_parts(staging: Path, paths: Sequence[str]) -> None:
+    """Remove part files that no path of this pull can resume (an earlier pull's, of files
+    this cache has since got, or that the repo no longer holds)."""
+    prefixes = tuple(path.replace("/", "--") + "." for path in paths)
+    for part in staging.glob("*.part"):
+        if not part.name.startswith(prefixes):
+            part.unlink(missing_ok=True)
 
 
 def _corpus_wanted(root: Path, files: Mapping[str, int]) -> list[str]:

@@ -205,8 +205,11 @@ def test_a_killed_pull_resumes_where_it_stopped(hub: HubStandIn, tmp_path: Path)
     assert [p.stat().st_size for p in parts] == [1500]  # kept for the next pull
 
     hub.refuse.clear()
+    stale = parts[0].with_name("vectors--gone--shard-x.parquet.0123456789ab.part")
+    stale.write_bytes(b"an earlier pull's, of a file the repo no longer holds")
     pulled = cache_hub.pull(REPO, tmp_path / "b")
     assert pulled.fetched == 2 and pulled.resumed >= 1500
+    assert not list((tmp_path / "b" / cache_hub.STAGING_DIR).rglob("*.part"))
     assert hub.gets(shard)[-1][1] == "bytes=1500-"
     assert pulled.bytes < sum(len(v) for k, v in hub.files(REPO).items()
                               if k.startswith("vectors/")) - 1500 + size
