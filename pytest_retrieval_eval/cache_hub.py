@@ -400,7 +400,6 @@ def push(
     data: str | None = None,
     corpus_file: Path | None = None,
     private: bool = False,
-    progress: Progress | None = None,
 ) -> PushResult:
     """Publish one model's vectors of the cache at ``root`` to Hub repo ``repo``.
 

@@ -365,7 +365,7 @@ def _cmd_push(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             keys = list(dict.fromkeys(k for p in corpus.pairs for k in p.text_keys))
             corpus_file = corpus.path if args.include_corpus else None
         result = cache_hub.push(args.repo, root, model=args.model, keys=keys, data=args.data,
-                                corpus_file=corpus_file, progress=bar)
+                                corpus_file=corpus_file)
     finally:
         if bar is not None:
             bar.finish()
