@@ -331,7 +331,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
     from .report import terminal_lines
 
     terminalreporter.write_sep("=", "retrieval-eval")
-    for line in terminal_lines(state.report):
+    width = config.get_terminal_writer().fullwidth
+    for line in terminal_lines(state.report, width):
         terminalreporter.write_line(line)
     if state.json_error is not None:
         terminalreporter.write_line(f"retrieval-eval: error: {state.json_error}")
