@@ -254,7 +254,7 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
     errors = list(errors)
     scored_qids = {r["question_id"] for r in ordered}
     attempted = scored_qids | {str(e.get("question_id")) for e in errors}  # ran, even if failed
-    full_info = {**info, "scored": len(scored_qids)}
+    full_info = {**info, "scored": len(scored_qids), "retrievers": retrievers}
     run = _run_counts(info.get("selection") or {}, ordered, errors)
     chosen = run.pop("selected_pairs", None)
     skipped = {**info["skipped"], "not_selected": max(0, info["usable"] - (
