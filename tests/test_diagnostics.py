@@ -138,12 +138,14 @@ def test_sample_diagnostics_agree_with_the_separately_scored_lists(
 
 def test_variant_selected_by_k_and_spelled_in_the_ini(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nretrieval_eval_retriever = fts, fts+mode:or, "
-                     "hybrid+rrf_k:60+fts:or\n")
+                     "hybrid+rrf_k:60+fts:or, hybrid+recency:0.3\n")
+    n = len(USABLE)
     res = run(pytester, "--retrieval-eval", "--no-model", "-k", "fts+mode:or", "-v")
-    res.assert_outcomes(passed=len(USABLE), deselected=2 * len(USABLE))
+    res.assert_outcomes(passed=n, deselected=3 * n)
     res.stdout.fnmatch_lines([f"*{USABLE[0]['question_id']}?fts+mode:or? PASSED*"])
-    both = run(pytester, "--retrieval-eval", "--no-model", "-k", "hybrid+rrf_k:60+fts:or")
-    both.assert_outcomes(passed=len(USABLE), deselected=2 * len(USABLE))
+    for name in ("hybrid+rrf_k:60+fts:or", "hybrid+recency:0.3"):
+        one = run(pytester, "--retrieval-eval", "--no-model", "-k", name)
+        one.assert_outcomes(passed=n, deselected=3 * n)
 
 
 @pytest.mark.parametrize("where", ["cli", "ini"])
