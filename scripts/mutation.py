@@ -109,15 +109,29 @@ _DEDUPE_LAST = """        if item in seen:
             out.remove(item)
         seen.add(item)
         out.append(item)"""
-_HYBRID_CALL = """                lim,
-                0.0,
-                project_id=self.project_id,"""
+_SEARCH_HYBRID_SIGNATURE_END = """    recency_weight: float = 0.0,
+    *,
+    project_id: str,
+    created_at: Mapping[str, str] | None = None,
+    now: datetime | None = None,
+    semantic_ranking: Sequence[SearchResult] | None = None,
+) -> list[SearchResult]:"""
+
+
+def _r(old: str, new: str) -> Patch:
+    return Patch(f"{PACKAGE}/retrievers/reference.py", old, new)
+
 
 NAMED_MUTANTS: tuple[NamedMutant, ...] = (
     NamedMutant("rrf-k-60", "RRF k changed (RRF_K 25 -> 60)",
-                (_v("RRF_K = 25\n", "RRF_K = 60\n"),)),
+                (_v("RRF_K = 25\n", "RRF_K = 60\n"),), retrievers=True),
     NamedMutant("rrf-k-default-60", "RRF k changed (rrf_fuse's default k -> 60)",
-                (_v("k: int = RRF_K", "k: int = 60"),)),
+                (_v("fts_ids: Sequence[str], k: int = RRF_K",
+                    "fts_ids: Sequence[str], k: int = 60"),)),
+    NamedMutant("rrf-k-hybrid-60", "RRF k changed (search_hybrid_parts's default -> 60)",
+                (_v("    rrf_k: int = RRF_K,\n", "    rrf_k: int = 60,\n"),), retrievers=True),
+    NamedMutant("rrf-k-retriever-60", "RRF k changed (the hybrid retriever's k -> 60)",
+                (_r("rrf_k: int = vipune.RRF_K\n", "rrf_k: int = 60\n"),), retrievers=True),
     NamedMutant("pool-min-40", "pool clamp lower bound 50 -> 40",
                 (_v("MIN_CANDIDATE_POOL = 50\n", "MIN_CANDIDATE_POOL = 40\n"),)),
     NamedMutant("pool-max-5000", "pool clamp upper bound 10,000 -> 5,000",
@@ -126,14 +140,24 @@ NAMED_MUTANTS: tuple[NamedMutant, ...] = (
                 (_v("max(limit * 10, MIN_CANDIDATE_POOL)", "max(limit * 5, MIN_CANDIDATE_POOL)"),)),
     NamedMutant("pool-unclamped", "pool clamp removed (pool = limit*10)",
                 (_v("return min(max(limit * 10, MIN_CANDIDATE_POOL), MAX_CANDIDATE_POOL)",
-                    "return limit * 10"),)),
+                    "return limit * 10"),), retrievers=True),
+    NamedMutant("pool-retriever-fixed-50", "pool clamp replaced by a fixed pool of 50 "
+                "(the hybrid retriever)",
+                (_r("pool: int | None = None  #", "pool: int | None = 50  #"),), retrievers=True),
     NamedMutant("tie-break-reversed", "tie-break by id reversed (descending)",
                 (_v(_SORT, _SORT_REVERSED_TIES),)),
-    NamedMutant("fts-or", "FTS AND turned into OR",
-                (_v("    return \" \".join(\n        '\"' + word",
-                    "    return \" OR \".join(\n        '\"' + word"),)),
+    NamedMutant("fts-or", "FTS AND turned into OR (the escaped query's join)",
+                (_v('(" " if mode == "and" else " OR ")',
+                    '(" OR " if mode == "and" else " OR ")'),),
+                retrievers=True),
+    NamedMutant("fts-or-hybrid", "FTS AND turned into OR (search_hybrid_parts's default)",
+                (_v('    fts_mode: str = "and",\n', '    fts_mode: str = "or",\n'),),
+                retrievers=True),
+    NamedMutant("fts-or-retrievers", "FTS AND turned into OR (the hybrid and fts retrievers)",
+                (_r('    fts_mode: str = "and"\n', '    fts_mode: str = "or"\n'),
+                 _r('    mode: str = "and"\n', '    mode: str = "or"\n')), retrievers=True),
     NamedMutant("no-quote-doubling", "quote doubling removed",
-                (_v(".replace('\"', '\"\"')", ""),)),
+                (_v(".replace('\"', '\"\"')", ""),), retrievers=True),
     NamedMutant("cosine-float32", "cosine in float32 (cosine_similarity)",
                 (_v("a64 = va.astype(np.float64)", "a64 = va.astype(np.float32)"),
                  _v("b64 = vb.astype(np.float64)", "b64 = vb.astype(np.float32)"))),
@@ -146,18 +170,18 @@ NAMED_MUTANTS: tuple[NamedMutant, ...] = (
                  _v("squares = np.zeros(mat.shape[0], dtype=np.float64)",
                     "squares = np.zeros(mat.shape[0], dtype=np.float32)"),
                  _v("tmp = np.empty(mat.shape[0], dtype=np.float64)",
-                    "tmp = np.empty(mat.shape[0], dtype=np.float32)"))),
+                    "tmp = np.empty(mat.shape[0], dtype=np.float32)")), retrievers=True),
     NamedMutant("recency-default", "non-zero recency weight (search_hybrid's default 0.3)",
-                (_v("recency_weight: float = 0.0,", "recency_weight: float = 0.3,"),)),
+                (_v(_SEARCH_HYBRID_SIGNATURE_END,
+                    _SEARCH_HYBRID_SIGNATURE_END.replace("0.0,", "0.3,")),)),
     NamedMutant("recency-retriever", "non-zero recency weight (hybrid retriever asks 0.3)",
-                (Patch(f"{PACKAGE}/retrievers/reference.py", _HYBRID_CALL,
-                       _HYBRID_CALL.replace("0.0,", "0.3,")),), retrievers=True),
+                (_r("    recency: float = 0.0\n", "    recency: float = 0.3\n"),),
+                retrievers=True),
     NamedMutant("recency-retriever-dated",
                 "non-zero recency weight (hybrid retriever asks 0.3, passes the dates)",
-                (Patch(f"{PACKAGE}/retrievers/reference.py", _HYBRID_CALL,
-                       _HYBRID_CALL.replace("0.0,", "0.3,") + "\n                created_at="
-                       "dict(zip(persona.session_ids, persona.created_at)),"),),
-                retrievers=True),
+                (_r("    recency: float = 0.0\n", "    recency: float = 0.3\n"),
+                 _r("        return {}\n", "        return {'created_at': dict(zip("
+                    "persona.session_ids, persona.created_at))}\n")), retrievers=True),
     NamedMutant("recency-binary", "non-zero recency weight (vipune binary --recency 0.3)",
                 (Patch(f"{PACKAGE}/retrievers/vipune_binary.py",
                        '"--recency",\n            "0",', '"--recency",\n            "0.3",'),),

@@ -381,11 +381,11 @@ def test_hybrid_retriever_asks_vipune_for_recency_zero(monkeypatch: pytest.Monke
 
     seen: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
 
-    def spy(*args: Any, **kwargs: Any) -> list[tuple[str, float]]:
+    def spy(*args: Any, **kwargs: Any) -> vipune.HybridParts:
         seen.append((args, kwargs))
-        return [("s0", 1.0)]
+        return vipune.HybridParts([("s0", 1.0)], [("s0", 1.0)], [])
 
-    monkeypatch.setattr(reference.vipune, "search_hybrid", spy)
+    monkeypatch.setattr(reference.vipune, "search_hybrid_parts", spy)
     persona = Persona("k" * 16, ("s0",), ("2024-01-01T00:00:00Z",),
                       np.ones((1, DIM), np.float32), ("alpha",), lambda: Path(":memory:"))
     query = Query("q1", "single-session-user", "alpha", "2024-02-01T00:00:00Z",
@@ -395,6 +395,27 @@ def test_hybrid_retriever_asks_vipune_for_recency_zero(monkeypatch: pytest.Monke
     weight = kwargs["recency_weight"] if "recency_weight" in kwargs else args[6]
     assert weight == 0.0
     assert kwargs.get("created_at") is None and kwargs.get("now") is None
+    # ... and vipune's other rules: k 25, the clamped pool, FTS words ANDed
+    assert kwargs.get("rrf_k", 25) == 25 and kwargs.get("pool") is None
+    assert kwargs.get("fts_mode", "and") == "and"
+
+
+def test_fts_retriever_ands_the_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_retrieval_eval.retrievers import reference
+    from pytest_retrieval_eval.retrievers.base import Persona, Query
+
+    seen: list[dict[str, Any]] = []
+
+    def spy(*args: Any, **kwargs: Any) -> list[tuple[str, float]]:
+        seen.append(kwargs)
+        return []
+
+    monkeypatch.setattr(reference.vipune, "fts_search", spy)
+    persona = Persona("k" * 16, ("s0",), ("",), np.ones((1, DIM), np.float32), ("alpha",),
+                      lambda: Path(":memory:"))
+    query = Query("q1", "single-session-user", "alpha beta", "", None, ("s0",))
+    assert reference.FtsRetriever().rank(persona, query, 5) == []
+    assert seen[0].get("mode", "and") == "and"
 
 
 def test_the_vipune_binary_is_asked_for_recency_zero(tmp_path: Path) -> None:
