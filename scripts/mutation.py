@@ -302,14 +302,14 @@ def _mutmut_exe() -> str:
 def run_mutmut(max_children: int) -> int:
     exe = _mutmut_exe()
     shutil.rmtree(ROOT / "mutants", ignore_errors=True)
+    (ROOT / "mutants").mkdir()
     start = time.monotonic()
-    log = ROOT / "mutmut-run.log"
-    print(f"mutmut run --max-children {max_children} (log: {log.name}) ...", flush=True)
+    log = ROOT / "mutants" / "mutmut-run.log"
+    print(f"mutmut run --max-children {max_children} (log: mutants/{log.name}) ...", flush=True)
     with log.open("w", encoding="utf-8") as out:
         proc = subprocess.run([exe, "run", "--max-children", str(max_children)], cwd=ROOT,
                               stdout=out, stderr=subprocess.STDOUT, check=False)
     elapsed = time.monotonic() - start
-    shutil.move(log, ROOT / "mutants" / log.name) if (ROOT / "mutants").is_dir() else None
     print(f"mutmut finished with status {proc.returncode} in {elapsed / 60:.1f} min")
     if proc.returncode != 0:
         return proc.returncode

@@ -717,3 +717,15 @@ def test_remove_stale_partials_age_rule_and_vanishing_files(
     monkeypatch.setattr(store, "left_by_dead_builder", gone_first)
     assert cache.remove_stale_partials() == 1
     assert not second.exists()
+
+
+def test_load_rows_reads_created_at_not_updated_at(tmp_path: Path) -> None:
+    """A store vipune itself updated has updated_at != created_at; recency reads created_at."""
+    conn = sqlite3.connect(tmp_path / "v.sqlite")
+    conn.executescript(vipune.SCHEMA_SQL)
+    conn.execute(vipune.INSERT_SQL, ("m1", "p", "text", vipune.vector_to_blob(unit(1)), None,
+                                     "2024-01-01T00:00:00Z", "2024-06-01T00:00:00Z"))
+    conn.commit()
+    rows = vipune.load_rows(conn, "p")
+    conn.close()
+    assert rows.created_at == ("2024-01-01T00:00:00Z",)
