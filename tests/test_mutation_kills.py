@@ -454,8 +454,9 @@ def test_store_row_messages(tmp_path: Path) -> None:
                    [("a", "b", np.ones(8), "")], reference_only=False) == (
         "session 'a': vector has 8 values but vipune stores exactly 384; use a 384-d model "
         "(BAAI/bge-small-en-v1.5) for a vipune store")
-    assert message(DataError, build, ("a", "b", vec, ""), ("a", "c", vec, "")).startswith(
-        "store x.sqlite: two rows share a session id (")
+    assert message(DataError, build, ("a", "b", vec, ""), ("a", "c", vec, "")) == (
+        "store x.sqlite: two rows share a session id (UNIQUE constraint failed: memories.id); "
+        "dedupe the persona's session ids")
     assert not list(tmp_path.glob("*.tmp-*"))  # nothing half-written left behind
 
 
@@ -618,7 +619,9 @@ def test_store_keys_are_sha256_of_their_json(tmp_path: Path) -> None:
 def test_expected_master_is_the_schema_of_a_built_store(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     path = store.build_store(tmp_path / "s.sqlite", [("a", "b", np.ones(DIM), "")])
+    monkeypatch.chdir(tmp_path)
     expected = store._expected_master()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.sqlite"]  # in memory, no file
     assert expected == vipune.master_sql(path)
     assert [(kind, name) for kind, name, _, _ in expected][:3] == [
         ("table", "memories"), ("index", "sqlite_autoindex_memories_1"),
@@ -729,3 +732,115 @@ def test_load_rows_reads_created_at_not_updated_at(tmp_path: Path) -> None:
     rows = vipune.load_rows(conn, "p")
     conn.close()
     assert rows.created_at == ("2024-01-01T00:00:00Z",)
+
+
+# --------------------------------------------------------------------------- after main's merge
+def test_fts_or_mode_is_the_what_if_not_vipune(tmp_path: Path) -> None:
+    assert vipune.escape_fts_query("a  b", mode="or") == '"a" OR "b"'
+    assert vipune.escape_fts_query("a b") == vipune.escape_fts_query("a b", mode="and") == (
+        '"a" "b"')
+    assert message(ValueError, vipune.escape_fts_query, "a", mode="xor") == (
+        "FTS mode 'xor' is not one of and, or")
+    path = make_store(tmp_path / "s.sqlite", ["cat sat", "dog ran", "cat and dog"])
+    assert fts_set(path, "cat dog") == {"s2"}
+    assert fts_set(path, "cat dog", mode="or") == {"s0", "s1", "s2"}
+
+
+def fts_set(path: Path, query: str, **kwargs: Any) -> set[str]:
+    return {i for i, _ in vipune.fts_search(path, query, store.PROJECT_ID, 10, **kwargs)}
+
+
+@pytest.fixture
+def hybrid_case(tmp_path: Path) -> tuple[Path, np.ndarray, list[str]]:
+    contents = ["cat sat", "dog ran", "cat and dog", "bird flew", "cat nap"]
+    vectors = np.stack([unit(1, 0), unit(0.9, 0.1), unit(0.5, 0.5), unit(0, 1), unit(0.2, 0.8)])
+    return make_store(tmp_path / "s.sqlite", contents, vectors), vectors, [
+        f"s{i}" for i in range(5)]
+
+
+def test_hybrid_parts_defaults_are_vipunes(hybrid_case: tuple[Path, np.ndarray, list[str]]
+                                           ) -> None:
+    path, vectors, ids = hybrid_case
+    parts = vipune.search_hybrid_parts(path, vectors, ids, "cat dog", unit(1, 0), 3,
+                                       project_id=store.PROJECT_ID)
+    assert parts.fused == vipune.search_hybrid(path, vectors, ids, "cat dog", unit(1, 0), 3,
+                                               project_id=store.PROJECT_ID)
+    assert [i for i, _ in parts.semantic] == ["s0", "s1", "s2", "s4", "s3"]
+    assert [i for i, _ in parts.fts] == ["s2"]
+
+
+def test_hybrid_parts_knobs_reach_their_rule(hybrid_case: tuple[Path, np.ndarray, list[str]]
+                                             ) -> None:
+    path, vectors, ids = hybrid_case
+
+    def parts(**kwargs: Any) -> vipune.HybridParts:
+        return vipune.search_hybrid_parts(path, vectors, ids, "cat dog", unit(1, 0), 5,
+                                          project_id=store.PROJECT_ID, **kwargs)
+
+    small = parts(pool=2)
+    assert [i for i, _ in small.semantic] == ["s0", "s1"] and len(small.fts) == 1
+    assert {i for i, _ in small.fused} == {"s0", "s1", "s2"}
+    with pytest.raises(VipuneInputError, match="Limit must be greater than 0"):
+        parts(pool=0)
+    assert {i for i, _ in parts(fts_mode="or").fts} == {"s0", "s1", "s2", "s4"}
+    fused60 = dict(parts(rrf_k=60).fused)
+    assert fused60["s0"] == 1 / 61 and fused60["s2"] == 1 / 63 + 1 / 61
+
+
+def test_hybrid_recency_of_an_undated_row_is_zero(
+        hybrid_case: tuple[Path, np.ndarray, list[str]]) -> None:
+    path, vectors, ids = hybrid_case
+    now = datetime(2024, 1, 2, tzinfo=timezone.utc)
+    dated = {"s0": "", "s1": "2024-01-01T00:00:00Z"}
+    got = dict(vipune.search_hybrid_parts(path, vectors, ids, "zebra", unit(1, 0), 2, 0.5,
+                                          project_id=store.PROJECT_ID, created_at=dated,
+                                          now=now).fused)
+    assert got["s0"] == 0.5 * (1 / 26) + 0.5 * 0.0
+    assert got["s1"] == 0.5 * (1 / 27) + 0.5 * math.exp(-1e-6 * 86_400)
+
+
+def test_search_hybrid_uses_the_semantic_ranking_it_is_given(
+        hybrid_case: tuple[Path, np.ndarray, list[str]]) -> None:
+    """The retriever passes its one full scan; the hybrid search must fuse that list."""
+    path, vectors, ids = hybrid_case
+    given = [("s3", 0.9), ("s4", 0.8), ("s2", 0.7), ("s1", 0.6), ("s0", 0.5)]
+    got = vipune.search_hybrid(path, vectors, ids, "zebra", unit(1, 0), 2,
+                               project_id=store.PROJECT_ID, semantic_ranking=given)
+    assert [i for i, _ in got] == ["s3", "s4"]
+
+
+def test_get_or_build_names_a_full_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store, "build_store", full)
+    cache = store.StoreCache(tmp_path / "stores")
+    text = message(CacheError, cache.get_or_build, "ab" * 8, lambda: [])
+    assert text.endswith(f"); the disk is full; free disk space in {tmp_path / 'stores'}, or "
+                         "pass another --retrieval-eval-cache")
+    assert "(OSError: [Errno 28] No space left on device)" in text
+
+
+def test_a_built_store_is_stamped_with_its_digest(tmp_path: Path) -> None:
+    import json
+
+    from pytest_retrieval_eval import checksums
+
+    cache = store.StoreCache(tmp_path / "stores")
+    path = cache.get_or_build("ab" * 8, lambda: [("a", "b", np.ones(DIM), "")])
+    stamp = json.loads(path.with_name(path.name + checksums.VERIFIED_SUFFIX).read_text())
+    assert stamp["sha256"] == checksums.read_sidecar(path) == checksums.memoised_sha256(path)
+
+
+def test_remove_stale_partials_at_exactly_the_age_limit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = store.StoreCache(tmp_path / "stores")
+    folder = tmp_path / "stores" / "ab"
+    folder.mkdir(parents=True)
+    tmp = folder / "x.sqlite.tmp-otherhost-1-0"
+    tmp.write_bytes(b"")
+    os.utime(tmp, (1_000_000.0, 1_000_000.0))
+    monkeypatch.setattr(store.time, "time", lambda: 1_000_000.0 + 3600.0)
+    assert cache.remove_stale_partials() == 0 and tmp.exists()  # exactly max_age old: kept
