@@ -58,7 +58,7 @@ def load_report(path: Path) -> dict[str, Any]:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise CompareError(
-            f"report {path}: not valid JSON ({exc.msg} at line {exc.lineno} column "
+            f"report {path}: not valid JSON ({exc.msg}, line {exc.lineno} column "
             f"{exc.colno}: truncated or damaged); write it again with --retrieval-eval-json"
         ) from None
     problem = _shape_problem(data)

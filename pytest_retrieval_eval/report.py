@@ -94,11 +94,13 @@ def _fmt(value: float | None) -> str:
 
 
 def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
-                ks: Sequence[int]) -> list[str]:
+                ks: Sequence[int], width: int | None = None) -> list[str]:
     """The summary table: one row per question type present, then ``overall``.
 
     One retriever: one table with recall@k and its any/all variants. Several: one block per
-    metric family, the retrievers side by side under a second header row.
+    metric family, the retrievers side by side under a second header row. With a ``width``
+    (the terminal's), no row is wider: one retriever's families go one block each, and
+    several retrievers are split into blocks of as many as fit (the header rows repeated).
     """
     qtypes = sorted({t for name in retrievers for t in summary[name]["by_type"]},
                     key=_type_order)
@@ -120,21 +122,26 @@ def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
             lines.append(row(qtype, str(n), cells))
         return lines
 
-    if len(retrievers) == 1:
+    fixed = label_w + 2 + 4  # label, gap, n
+    if len(retrievers) == 1 and (
+            width is None or fixed + len(FAMILIES) * len(ks) * (cell_w + 2) <= width):
         name = retrievers[0]
         columns = [(name, fam, k) for fam, _ in FAMILIES for k in ks]
         heads = [f"{short}@{k}".rjust(cell_w) for _, short in FAMILIES for k in ks]
         return [row("question type", "n", heads), *body(columns)]
     group_w = len(ks) * (cell_w + 2) - 2
+    per_block = len(retrievers) if width is None else max(1, (width - fixed) // (group_w + 2))
+    blocks = [list(retrievers[i:i + per_block]) for i in range(0, len(retrievers), per_block)]
     lines: list[str] = []
     for family, _ in FAMILIES:
-        if lines:
-            lines.append("")
-        names = [name[:group_w].center(group_w) for name in retrievers]
-        lines.append(row(f"{family}@k", "", names))
-        heads = [f"@{k}".rjust(cell_w) for _ in retrievers for k in ks]
-        lines.append(row("question type", "n", heads))
-        lines.extend(body([(name, family, k) for name in retrievers for k in ks]))
+        for block in blocks:
+            if lines:
+                lines.append("")
+            names = [name[:group_w].center(group_w) for name in block]
+            lines.append(row(f"{family}@k", "", names))
+            heads = [f"@{k}".rjust(cell_w) for _ in block for k in ks]
+            lines.append(row("question type", "n", heads))
+            lines.extend(body([(name, family, k) for name in block for k in ks]))
     return lines
 
 
@@ -209,15 +216,16 @@ def header_lines(info: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def terminal_lines(report: Mapping[str, Any]) -> list[str]:
-    """Everything the terminal summary prints, from a finished report."""
+def terminal_lines(report: Mapping[str, Any], width: int | None = None) -> list[str]:
+    """Everything the terminal summary prints, from a finished report; table rows fit
+    ``width`` columns when it is given."""
     info = report["info"]
     lines = header_lines(info)
     if not report["summary"] or not any(
             s["overall"]["n"] for s in report["summary"].values()):
         return [*lines, "no pair was scored", *_error_lines(report)]
     lines.append("")
-    lines.extend(table_lines(report["summary"], report["retrievers"], report["ks"]))
+    lines.extend(table_lines(report["summary"], report["retrievers"], report["ks"], width))
     for d in report.get("drift") or []:
         lines.append(f"drift {d['a']} vs {d['b']}: {d['identical']} of {d['pairs']} pairs have "
                      f"an identical top {d['k']}")
