@@ -120,7 +120,7 @@ def check_comparable(base: Mapping[str, Any], new: Mapping[str, Any], *,
             f"{both} are on different data ({_data(base)} vs {_data(new)}); compare runs on "
             "the same dataset file, or pass --allow-different-data to compare the pairs both "
             "hold")
-    return different
+    return bool(different)
 
 
 def _ks(ks: Sequence[int]) -> str:
@@ -255,8 +255,8 @@ def _compare_pairs(base_pairs: Sequence[Mapping[str, Any]],
     n_ = n_.reshape(len(common), len(needed))
     col = {x: j for j, x in enumerate(needed)}
     names = [r for r in order if any(g[0] == r for g in groups)]
-    row_keys = [(r, t) for r in names for t in sorted(
-        {t for g, t in groups if g == r and t != OVERALL}, key=_type_order) + [OVERALL]]
+    row_keys = [(r, t) for r in names for t in [*sorted(
+        {t for g, t in groups if g == r and t != OVERALL}, key=_type_order), OVERALL]]
     # Rows holding the same pairs share resamples and permutations: one call per pair set.
     stats: dict[tuple[str, str], tuple[Any, Any, Any]] = {}
     by_set: dict[tuple[int, ...], list[tuple[str, str]]] = {}
@@ -273,7 +273,7 @@ def _compare_pairs(base_pairs: Sequence[Mapping[str, Any]],
     rows: dict[str, list[dict[str, Any]]] = {}
     for j, metric in enumerate(metrics):
         c = col[metric]
-        metric_rows = []
+        metric_rows: list[dict[str, Any]] = []
         for rk in row_keys:
             idx = np.array(groups[rk])
             low, high, p = stats[rk]
@@ -285,18 +285,18 @@ def _compare_pairs(base_pairs: Sequence[Mapping[str, Any]],
                 "ci_low": float(low[j]), "ci_high": float(high[j]), "p": float(p[j]),
             })
         adjusted = sig.holm([r["p"] for r in metric_rows])
-        for r, q in zip(metric_rows, adjusted):
+        for r, q in zip(metric_rows, adjusted, strict=True):
             r["p_holm"] = float(q)
             r["significant"] = bool(q <= sig.DEFAULT_ALPHA)
         rows[metric] = metric_rows
     qids = [str(base_by[m]["question_id"]) for m in common]
     changes: dict[str, dict[str, dict[str, list[str]]]] = {}
-    for r in names:
-        mine = groups[(r, OVERALL)]
-        changes[r] = {}
+    for name in names:
+        mine = groups[(name, OVERALL)]
+        changes[name] = {}
         for k in ks:
             c = col[f"recall@{k}"]
-            changes[r][str(k)] = {"gained": [qids[i] for i in mine if n_[i, c] > b[i, c]],
+            changes[name][str(k)] = {"gained": [qids[i] for i in mine if n_[i, c] > b[i, c]],
                                   "lost": [qids[i] for i in mine if n_[i, c] < b[i, c]]}
     return {"ks": list(ks), "metrics": list(metrics), "matched": len(common),
             "only_in_base": only_base, "only_in_new": only_new, "rows": rows,

@@ -73,7 +73,7 @@ def summary_markdown(report: Mapping[str, Any]) -> str:
             for e in entries:
                 for k in ks:
                     value = None if e is None else e.get(f"{family}@{k}")
-                    text = "–" if value is None else f"{value:.3f}"
+                    text = "-" if value is None else f"{value:.3f}"
                     if value is not None and len(retrievers) > 1 and value == best[k]:
                         text = f"**{text}**"
                     cells.append(text)
@@ -85,7 +85,7 @@ def summary_markdown(report: Mapping[str, Any]) -> str:
 
 def _p(value: float) -> str:
     if value != value:
-        return "–"
+        return "-"
     return "<0.001" if value < 0.001 else f"{value:.3f}"
 
 
@@ -117,7 +117,7 @@ def comparison_markdown(cmp: Mapping[str, Any]) -> str:
             for r in retrievers:
                 x = by.get((r, qtype))
                 if x is None:
-                    cells += ["–", "–", "–"]
+                    cells += ["-", "-", "-"]
                     continue
                 delta = f"{x['delta']:+.3f} [{x['ci_low']:+.2f}, {x['ci_high']:+.2f}]"
                 p = _p(x["p_holm"])
@@ -126,8 +126,8 @@ def comparison_markdown(cmp: Mapping[str, Any]) -> str:
                 cells += [f"{x['base']:.3f} → {x['new']:.3f}", delta, p]
             table.append(cells)
         lines.extend([f"#### Δ {metric}", "", *_table(head, table, right_from=1), ""])
-    lines.append(f"Δ = new − base; {method['ci']} CI ({method['resamples']} resamples); p: "
-                 f"{method['test']} test ({method['permutations']} permutations, exact when ≤ "
+    lines.append(f"Δ = new - base; {method['ci']} CI ({method['resamples']} resamples); p: "
+                 f"{method['test']} test ({method['permutations']} permutations, exact when <= "
                  f"{method['exact_when_differing_at_most']} pairs differ), Holm-adjusted across "
                  f"the rows of each metric; \\* = significant at {method['alpha']}.")
     lines.append("")

@@ -86,7 +86,7 @@ def plot_report(report: Mapping[str, Any], path: Path) -> None:
     width = 0.8 / len(retrievers)
     fig, axes = plt.subplots(len(ks), 1, figsize=(7.5, 2.2 * len(ks) + 0.6), sharex=True,
                              squeeze=False)
-    for panel, k in zip(axes[:, 0], ks):
+    for panel, k in zip(axes[:, 0], ks, strict=True):
         for i, name in enumerate(retrievers):
             values = []
             for t in types:
@@ -124,7 +124,7 @@ def plot_comparison(cmp: Mapping[str, Any], path: Path) -> None:
                 types.append(r["question_type"])
     types = [t for t in types if t != "overall"] + ["overall"]
     width = 0.8 / max(1, len(retrievers))
-    for panel, metric in zip(axes[:, 0], metrics):
+    for panel, metric in zip(axes[:, 0], metrics, strict=True):
         rows = {(r["retriever"], r["question_type"]): r for r in cmp["rows"][metric]}
         for i, name in enumerate(retrievers):
             xs, ys, lo, hi = [], [], [], []

@@ -67,7 +67,7 @@ def bootstrap_ci(diffs: ArrayLike, *, resamples: int = DEFAULT_RESAMPLES,
     n, m = d.shape
     if n == 0:
         nan = np.full(m, np.nan)
-        return (nan[0], nan[0]) if flat else (nan, nan)  # type: ignore[return-value]
+        return (nan[0:1].reshape(()), nan[0:1].reshape(())) if flat else (nan, nan)
     rng = np.random.default_rng(seed)
     # How often each pair is drawn in each resample (a bincount over all resamples at once):
     # the resampled means of every column are then one matrix product.
@@ -82,7 +82,7 @@ def bootstrap_ci(diffs: ArrayLike, *, resamples: int = DEFAULT_RESAMPLES,
     const = np.ptp(d, axis=0) == 0
     low = np.where(const, d[0], low)
     high = np.where(const, d[0], high)
-    return (low[0], high[0]) if flat else (low, high)
+    return (low.reshape(()), high.reshape(())) if flat else (low, high)
 
 
 def _exact_pvalue(d: NDArray[np.float64]) -> float:
@@ -108,7 +108,7 @@ def randomization_test(diffs: ArrayLike, *, permutations: int = DEFAULT_PERMUTAT
     random sign patterns. Returns p-values of shape ``(m,)`` (or a 0-D array for 1-D input).
     """
     d, flat = _columns(diffs)
-    n, m = d.shape
+    m = d.shape[1]
     out = np.ones(m)
     nonzero = d != 0
     differing = nonzero.sum(axis=0)
@@ -126,7 +126,7 @@ def randomization_test(diffs: ArrayLike, *, permutations: int = DEFAULT_PERMUTAT
         observed = np.abs(sub.sum(axis=0))
         hits = np.count_nonzero(stats >= observed - _TIE, axis=0)
         out[sampled] = (hits + 1.0) / (permutations + 1.0)
-    return out[0] if flat else out  # type: ignore[no-any-return]
+    return out.reshape(()) if flat else out
 
 
 def holm(pvalues: Sequence[float] | NDArray[np.float64]) -> NDArray[np.float64]:
