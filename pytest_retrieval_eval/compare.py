@@ -257,19 +257,26 @@ def _compare_pairs(base_pairs: Sequence[Mapping[str, Any]],
     names = [r for r in order if any(g[0] == r for g in groups)]
     row_keys = [(r, t) for r in names for t in [*sorted(
         {t for g, t in groups if g == r and t != OVERALL}, key=_type_order), OVERALL]]
-    # Rows holding the same pairs share resamples and permutations: one call per pair set.
-    stats: dict[tuple[str, str], tuple[Any, Any, Any]] = {}
-    by_set: dict[tuple[int, ...], list[tuple[str, str]]] = {}
+    # Rows on the same questions (each retriever's rows of one type, in a comparison of
+    # reports) share resamples and permutations: one call per question set, the rows' metrics
+    # side by side as columns, pairs aligned by question id.
+    qids = [str(base_by[m]["question_id"]) for m in common]
     for rk in row_keys:
-        by_set.setdefault(tuple(groups[rk]), []).append(rk)
+        groups[rk].sort(key=lambda i: qids[i])
+    stats: dict[tuple[str, str], tuple[Any, Any, Any]] = {}
+    by_set: dict[tuple[str, ...], list[tuple[str, str]]] = {}
+    for rk in row_keys:
+        by_set.setdefault(tuple(qids[i] for i in groups[rk]), []).append(rk)
     metric_cols = [col[x] for x in metrics]
-    for index_set, members in by_set.items():
-        idx = np.array(index_set)
-        d = n_[idx][:, metric_cols] - b[idx][:, metric_cols]
+    for members in by_set.values():
+        d = np.hstack([n_[groups[rk]][:, metric_cols] - b[groups[rk]][:, metric_cols]
+                       for rk in members])
         low, high = sig.bootstrap_ci(d, resamples=resamples, seed=seed)
         p = sig.randomization_test(d, permutations=permutations, seed=seed)
-        for rk in members:
-            stats[rk] = (low, high, p)
+        width = len(metric_cols)
+        for i, rk in enumerate(members):
+            part = slice(i * width, (i + 1) * width)
+            stats[rk] = (low[part], high[part], p[part])
     rows: dict[str, list[dict[str, Any]]] = {}
     for j, metric in enumerate(metrics):
         c = col[metric]
@@ -289,7 +296,6 @@ def _compare_pairs(base_pairs: Sequence[Mapping[str, Any]],
             r["p_holm"] = float(q)
             r["significant"] = bool(q <= sig.DEFAULT_ALPHA)
         rows[metric] = metric_rows
-    qids = [str(base_by[m]["question_id"]) for m in common]
     changes: dict[str, dict[str, dict[str, list[str]]]] = {}
     for name in names:
         mine = groups[(name, OVERALL)]

@@ -105,7 +105,8 @@ def randomization_test(diffs: ArrayLike, *, permutations: int = DEFAULT_PERMUTAT
     The statistic is ``|sum(d)|`` (the same test as ``|mean(d)|``: ``n`` is fixed). Pairs
     with ``d == 0`` cannot change it and are left out. A column whose differing pairs number
     at most ``exact_max`` gets the exact p-value; the others share ``permutations`` seeded
-    random sign patterns. Returns p-values of shape ``(m,)`` (or a 0-D array for 1-D input).
+    random sign patterns (one per pair: the same for a column alone or beside others).
+    Returns p-values of shape ``(m,)`` (or a 0-D array for 1-D input).
     """
     d, flat = _columns(diffs)
     m = d.shape[1]
@@ -117,8 +118,9 @@ def randomization_test(diffs: ArrayLike, *, permutations: int = DEFAULT_PERMUTAT
         if 0 < differing[j] <= exact_max:
             out[j] = _exact_pvalue(d[nonzero[:, j], j])
     if sampled:
-        rows = nonzero[:, sampled].any(axis=1)  # pairs that differ in some sampled column
-        sub = d[rows][:, sampled]
+        # One sign per pair (zeros add nothing), drawn from the seed alone: a column gets the
+        # same p-value whatever other columns are tested beside it.
+        sub = d[:, sampled]
         rng = np.random.default_rng(seed)
         signs = rng.integers(0, 2, size=(permutations, sub.shape[0]), dtype=np.int8)
         signed = (1 - 2 * signs).astype(np.float64)

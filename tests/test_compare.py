@@ -244,3 +244,24 @@ def test_cli_refusals_are_one_line_exit_4(tmp_path: Path, capsys: pytest.Capture
     if change == "dataset":
         code, out, _ = run_cli(capsys, "compare", str(a), str(b), "--allow-different-data")
         assert code == 0 and "different data (--allow-different-data)" in out
+
+
+def test_rows_computed_together_equal_each_row_alone() -> None:
+    """Rows on the same questions share one call; each equals its own computation."""
+    rng = __import__("numpy").random.default_rng(3)
+    qids = [(f"q{i:02d}", "multi-session" if i % 2 else "temporal-reasoning") for i in range(40)]
+    base = make_report({name: [(q, t, float(rng.choice([0, 0.5, 1]))) for q, t in qids]
+                        for name in ("hybrid", "semantic")}, ks=(1,))
+    new = make_report({name: [(q, t, float(rng.choice([0, 0.5, 1]))) for q, t in qids]
+                       for name in ("semantic", "hybrid")}, ks=(1,))
+    new["pairs"].reverse()  # another order of pairs and retrievers: matched by id all the same
+    result = cmp.compare_reports(base, new, permutations=2000, resamples=2000)
+    score = {(p["retriever"], p["question_id"], side): p["metrics"]["recall@1"]
+             for side, rep in (("b", base), ("n", new)) for p in rep["pairs"]}
+    for r in result["rows"]["recall@1"]:
+        mine = sorted(q for q, t in qids if r["question_type"] in ("overall", t))
+        d = [score[(r["retriever"], q, "n")] - score[(r["retriever"], q, "b")] for q in mine]
+        low, high = sig.bootstrap_ci(d, resamples=2000)
+        assert (r["ci_low"], r["ci_high"]) == (float(low), float(high))
+        assert r["p"] == float(sig.randomization_test(d, permutations=2000))
+        assert r["delta"] == pytest.approx(sum(d) / len(d))
