@@ -796,11 +796,12 @@ def compare_phase(results: Results) -> None:
         new.write_text(json.dumps(synthetic_report(2, 0.05)), encoding="utf-8")
         cmd = [PYTHON, "-m", "pytest_retrieval_eval.cli", "compare", str(base), str(new),
                "--json", str(Path(tmp) / "c.json")]
-        walls = []
+        walls, cpus = [], []
         for _ in range(3):
             m = measure(cmd, Path(tmp))
             check(m, "the compare phase")
             walls.append(m.wall)
+            cpus.append(m.cpu)
         saved = json.loads((Path(tmp) / "c.json").read_text())["comparison"]
         from pytest_retrieval_eval import compare as compare_mod
 
@@ -815,7 +816,9 @@ def compare_phase(results: Results) -> None:
         verdict(wall < COMPARE_TARGET_S),
         f"median of 3 runs of `retrieval-eval compare` (process start, JSON load, "
         f"{rows} rows: 3 metrics x 5 retrievers x 7; bootstrap CI, randomization p, Holm); "
-        f"walls {', '.join(f'{w:.2f}' for w in walls)}; compare_reports alone {inside:.2f} s"))
+        f"walls {', '.join(f'{w:.2f}' for w in walls)}, CPU {statistics.median(cpus):.2f} s; "
+        f"compare_reports alone {inside:.2f} s; load average {os.getloadavg()[0]:.1f} on "
+        f"{os.cpu_count()} CPUs"))
 
 
 def machine() -> list[str]:

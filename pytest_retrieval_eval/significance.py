@@ -19,6 +19,7 @@ on one set of resamples, which is how :mod:`.compare` keeps a full-size comparis
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -75,7 +76,8 @@ def bootstrap_ci(diffs: ArrayLike, *, resamples: int = DEFAULT_RESAMPLES,
     draws = rng.integers(0, n, size=(resamples, n), dtype=index)
     draws += (n * np.arange(resamples, dtype=index))[:, None]
     counts = np.bincount(draws.ravel(), minlength=resamples * n).reshape(resamples, n)
-    means = counts.astype(np.float64) @ d / n  # (resamples, m)
+    # float32 is ample for quantiles of means of scores in [-1, 1] (and twice as fast).
+    means = (counts.astype(np.float32) @ d.astype(np.float32)).astype(np.float64) / n
     alpha = (1.0 - level) / 2.0
     low, high = np.quantile(means, [alpha, 1.0 - alpha], axis=0)
     # All differences equal (often all zero): the interval is that value exactly.
@@ -85,14 +87,21 @@ def bootstrap_ci(diffs: ArrayLike, *, resamples: int = DEFAULT_RESAMPLES,
     return (low.reshape(()), high.reshape(())) if flat else (low, high)
 
 
+@functools.lru_cache(maxsize=EXACT_MAX_DIFFERING + 1)
+def _all_signs(m: int) -> NDArray[np.float64]:
+    """The ``2**m`` sign patterns of ``m`` pairs, as a read-only ``(2**m, m)`` array of +-1."""
+    patterns = np.arange(2**m, dtype=np.int64)[:, None] >> np.arange(m, dtype=np.int64)
+    signs = (1 - 2 * (patterns & 1)).astype(np.float64)
+    signs.setflags(write=False)
+    return signs
+
+
 def _exact_pvalue(d: NDArray[np.float64]) -> float:
     """Every sign pattern of the non-zero differences ``d``: the share at least as extreme."""
     m = d.size
     if m == 0:
         return 1.0
-    patterns = np.arange(2**m, dtype=np.int64)[:, None] >> np.arange(m, dtype=np.int64)
-    signs = 1.0 - 2.0 * (patterns & 1)  # (2**m, m) of +-1
-    stats = np.abs(signs @ d)
+    stats = np.abs(_all_signs(m) @ d)
     observed = abs(float(d.sum()))
     return float(np.count_nonzero(stats >= observed - _TIE)) / float(2**m)
 
