@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from .variants import VariantError, is_variant, parse_variant
+
 MAX_K = 10_000  # vipune's MAX_SEARCH_LIMIT: no search may ask for more rows
 DEFAULT_KS = (1, 5, 10)
 DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
@@ -58,10 +60,15 @@ def parse_retrievers(value: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError("retriever list is empty; give e.g. hybrid")
     valid = (*BUILTIN_RETRIEVERS, CUSTOM_RETRIEVER)
     for name in names:
-        if name not in valid and not _DOTTED.match(name):
+        if is_variant(name):  # "hybrid+rrf_k:60+fts:or": checked now, a usage error if bad
+            try:
+                parse_variant(name)
+            except VariantError as exc:
+                raise argparse.ArgumentTypeError(str(exc)) from None
+        elif name not in valid and not _DOTTED.match(name):
             raise argparse.ArgumentTypeError(
-                f"unknown retriever {name!r}; choose from {', '.join(valid)} "
-                "or give a dotted path package.module:attr"
+                f"unknown retriever {name!r}; choose from {', '.join(valid)}, a what-if "
+                "such as hybrid+fts:or, or a dotted path package.module:attr"
             )
     return tuple(dict.fromkeys(names))
 
@@ -157,8 +164,10 @@ OPTIONS: tuple[_Option, ...] = (
             DEFAULT_RETRIEVERS,
             "comma list of retrievers to score side by side: hybrid (vipune's search_hybrid "
             "reference), semantic, fts, bm25 (LongMemEval's baseline), oracle (self-check), "
-            "vipune (the real binary), custom (the retrieval_eval_custom_retriever fixture) "
-            "or package.module:attr (default: hybrid)", "NAME[,NAME...]"),
+            "vipune (the real binary), custom (the retrieval_eval_custom_retriever fixture), "
+            "package.module:attr, or a what-if such as hybrid+rrf_k:60+fts:or, "
+            "hybrid+pool:100, hybrid+recency:0.3, fts+mode:or, semantic+dtype:float32 "
+            "(docs/diagnostics.md) (default: hybrid)", "NAME[,NAME...]"),
     _Option("--retrieval-eval-json", "retrieval_eval_json", text, None,
             "write the JSON report to this path (default: none)", "PATH"),
     _Option("--retrieval-eval-compare", "retrieval_eval_compare", text, None,

@@ -22,11 +22,11 @@ import numpy as np
 from . import cache as cache_mod
 from . import corpus as corpus_mod
 from . import dataset as dataset_mod
+from . import diagnostics, vipune
 from . import prep as prep_mod
 from . import retrievers as retrievers_mod
 from . import store as store_mod
 from . import terms as terms_mod
-from . import vipune
 from .checksums import MEMO_DIR
 from .embedding import EmbedConfig, Embedder, load_embedder
 from .errors import CacheError, DataError, RetrieverError
@@ -360,6 +360,7 @@ class EvalSession:
             "metrics": metrics,
             "notes": {k: v for k, v in pair.notes.items() if v},
             "latency_ms": {"query_embedding": embed_ms, "retrieval": retrieval_ms},
+            **diagnostics.pair_facts(retriever, rankings, self.settings.ks),
         }
         self.add_result(result)
         return result
