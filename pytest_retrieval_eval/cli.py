@@ -208,7 +208,7 @@ def _add_compare_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     compare = sub.add_parser(
         "compare", help="compare two JSON reports (or two retrievers of one) pair by pair",
         description="Compare BASE.json with NEW.json pair by pair (matched on question_id and "
-        "retriever), or two retrievers of one report (--retrievers BASE,NEW): delta, 95%% "
+        "retriever), or two retrievers of one report (--retrievers BASE,NEW): delta, 95% "
         "paired bootstrap CI, paired randomization p-value, Holm-Bonferroni. Reports only: "
         "the exit status is 0 whatever the numbers.")
     compare.add_argument("reports", nargs="+", metavar="REPORT.json",
@@ -227,7 +227,7 @@ def _add_compare_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     plot = sub.add_parser(
         "plot", help="draw a report (or its comparison with a base report) as a figure",
         description="R.json alone: recall@k by question type, retrievers side by side, one "
-        "panel per k. R.json BASE.json: delta of R against BASE with its 95%% CI per question "
+        "panel per k. R.json BASE.json: delta of R against BASE with its 95% CI per question "
         "type. Needs the [plot] extra (matplotlib).")
     plot.add_argument("reports", nargs="+", metavar="REPORT.json", help="R.json [BASE.json]")
     plot.add_argument("-o", "--output", type=Path, required=True, metavar="FILE",
