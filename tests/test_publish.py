@@ -200,3 +200,18 @@ def test_markdown_bolds_the_best_value_per_row() -> None:
     assert text.count("#### ") == 3  # one table per metric family
     single: dict[str, Any] = make_report({"a": [("q1", "multi-session", 0.5)]}, ks=(1,))
     assert "**0.500**" not in markdown.summary_markdown(single)  # nothing to beat
+
+
+def test_under_xdist_the_controller_compares_and_items_keep_their_properties(
+        pytester: pytest.Pytester) -> None:
+    base = sample_report(pytester, "base.json", "hybrid")
+    xml = pytester.path / "junit.xml"
+    out = pytester.path / "new.json"
+    result = run(pytester, "-n", "2", "--retrieval-eval-compare", str(base),
+                 f"--junitxml={xml}", "--retrieval-eval-json", str(out))
+    assert result.ret == 0
+    assert result.stdout.str().count("compare: base ") == 1  # the controller alone
+    assert json.loads(out.read_text())["comparison"]["matched"] == 15
+    recall5 = [p for p in ET.parse(xml).getroot().iter("property")
+               if p.get("name") == "recall@5"]
+    assert len(recall5) == 15
