@@ -93,8 +93,15 @@ def comparison_markdown(cmp: Mapping[str, Any]) -> str:
     """A comparison: one table per metric, retrievers as column groups."""
     base, new = cmp["base"], cmp["new"]
     method = cmp["method"]
+    def both(key: str) -> str:
+        a, b = base.get(key), new.get(key)
+        return f"`{a}`" if a == b else f"`{a}` → `{b}`"
+
+    facts = [f"dataset {both('dataset')}", f"lane {both('lane')}", f"model {both('model')}"]
+    if base.get("protocol") is not None or new.get("protocol") is not None:
+        facts.append(f"protocol {both('protocol')}")
     lines = [f"**retrieval-eval compare** · base `{base['label']}` → new `{new['label']}` · "
-             f"dataset `{base['dataset']}` · {cmp['matched']} matched pair(s), "
+             + " · ".join(facts) + f" · {cmp['matched']} matched pair(s), "
              f"{len(cmp['only_in_base'])} only in base, {len(cmp['only_in_new'])} only in new",
              ""]
     if cmp.get("different_data"):
