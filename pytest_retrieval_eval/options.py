@@ -117,6 +117,15 @@ def choice(*allowed: str) -> Callable[[str], str]:
     return check
 
 
+def repo_id(value: str) -> str:
+    """A Hugging Face Hub repo id, ``ORG/NAME``."""
+    from .cache_hub import valid_repo_id
+
+    if not valid_repo_id(value.strip()):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a Hub repo id; give ORG/NAME")
+    return value.strip()
+
+
 def text(value: str) -> str:
     """Any string."""
     return str(value)
@@ -207,6 +216,10 @@ OPTIONS: tuple[_Option, ...] = (
             "cache folder for prep output, vectors and stores (default: "
             "$RETRIEVAL_EVAL_CACHE_DIR, else $XDG_CACHE_HOME/pytest-retrieval-eval or "
             "~/.cache/pytest-retrieval-eval; untouched by --cache-clear)", "DIR"),
+    _Option("--retrieval-eval-cache-repo", "retrieval_eval_cache_repo", repo_id, None,
+            "Hugging Face Hub dataset repo made by `retrieval-eval cache push`: vectors the "
+            "cache lacks are pulled from it before they would be embedded (model lane) or "
+            "missed (--no-model); needs the network only then (default: none)", "ORG/NAME"),
     _Option("--retrieval-eval-store-dir", "retrieval_eval_store_dir", text, None,
             "also keep each persona's vipune store (hybrid, fts, vipune) here as "
             "<question_id>.sqlite for inspection (default: stores live only in the cache)",
@@ -260,6 +273,7 @@ class Settings:
     compare: Path | None = None
     markdown: Path | None = None
     no_step_summary: bool = False
+    cache_repo: str | None = None
 
     @property
     def max_k(self) -> int:
