@@ -45,6 +45,7 @@ __all__ = [
     "LONGMEMEVAL_KS",
     "NO_USER_EVIDENCE",
     "PROTOCOLS",
+    "REPEATED_SLOTS_KEPT",
     "VIPUNE",
     "View",
     "is_lme_abstention",
@@ -63,6 +64,8 @@ LONGMEMEVAL_KS: tuple[int, ...] = (1, 3, 5, 10, 30, 50)
 #: Pair note: a question LongMemEval leaves out of its averages because no user turn of its
 #: haystack carries ``has_answer`` (run_retrieval.py lines 399-402).
 NO_USER_EVIDENCE = "no_user_evidence"
+#: Pair note: repeated session slots, each kept as its own corpus item (longmemeval).
+REPEATED_SLOTS_KEPT = "repeated_slots_kept"
 #: gold_source of the longmemeval protocol: corpus ids containing "answer".
 GOLD_FROM_ANSWER_IDS = "corpus_ids_with_answer"
 #: gold_source of the vipune protocol at turn level: has_answer turns of the gold sessions.
@@ -198,8 +201,8 @@ def _lme_instance(index: int, raw: dict[str, Any], base: Instance | None,
     if not abstention and not _has_user_evidence(sessions):
         notes[NO_USER_EVIDENCE] = 1  # left out of upstream's averages (lines 399-402)
     repeated = len(ids) - len(set(ids))
-    if repeated:
-        notes["repeated_session_ids"] = repeated
+    if repeated:  # kept as items, unlike the vipune protocol's "repeated_session_ids"
+        notes[REPEATED_SLOTS_KEPT] = repeated
     qtype = str(raw["question_type"])
     return Instance(
         index=index, question_id=question_id, question_type=qtype,

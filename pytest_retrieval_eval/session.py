@@ -33,7 +33,7 @@ from .embedding import EmbedConfig, Embedder, load_embedder
 from .errors import CacheError, DataError, RetrieverError
 from .metrics import dedupe, score_ranking
 from .options import CUSTOM_RETRIEVER, DEFAULT_MODEL, Settings
-from .protocol import LONGMEMEVAL, NO_USER_EVIDENCE, View, strip_turn
+from .protocol import LONGMEMEVAL, NO_USER_EVIDENCE, REPEATED_SLOTS_KEPT, View, strip_turn
 from .report import NOTE_TEXT, PairResult
 
 Progress = Callable[[str, int, "int | None"], None]
@@ -475,10 +475,9 @@ class EvalSession:
         stats = dict(corpus.stats)
         notes = {name: stats.get(name, 0) for name in NOTE_TEXT}  # the header's notes
         if self.settings.protocol == LONGMEMEVAL:  # every slot kept: nothing was dropped
-            notes["repeated_slots_kept"] = notes.pop("repeated_session_ids", 0)
-            for dropped in ("conflicting_repeats", "empty_sessions", "gold_not_in_haystack",
-                            "oversize_sessions", "gold_from_has_answer"):
-                notes.pop(dropped, None)
+            repeats = [p.notes.get(REPEATED_SLOTS_KEPT, 0) for p in corpus.pairs]
+            notes = {REPEATED_SLOTS_KEPT: sum(repeats),
+                     "histories_with_repeats": sum(1 for n in repeats if n)}
         return {
             "dataset": {**self.dataset_info, "stats": stats},
             "lane": self.plan.lane,

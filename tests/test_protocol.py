@@ -75,6 +75,7 @@ def test_every_repeated_session_slot_is_its_own_item() -> None:
     sessions = [[turn("user", "x", True)], [turn("user", "filler")], [turn("user", "filler")]]
     raw = instance(["answer_a", "f", "f"], sessions)
     assert [r.session_id for r in parsed(raw, LME_SESSION).rows] == ["answer_a", "f", "f"]
+    assert parsed(raw, LME_SESSION).notes == {"repeated_slots_kept": 1}
     assert [r.session_id for r in parsed(raw, LME_TURN).rows] == ["answer_a_1", "f_1", "f_1"]
     base = parse_for_view(0, raw, View())
     assert isinstance(base, Instance) and [r.session_id for r in base.rows] == ["answer_a", "f"]

@@ -48,6 +48,8 @@ def test_longmemeval_protocol_equals_an_independent_reimplementation(
     assert skipped["abstention"] + skipped["no_user_evidence"] == len(SAMPLE_INSTANCES) - len(
         expected)
     assert "without a user has_answer turn" in text
+    assert "repeated session slot(s), each kept as its own item" in text
+    assert "first occurrence kept" not in text
     if granularity == "turn":
         assert "session_recall_any@k" in text
         assert all("_" in r for p in data["pairs"] for r in p["ranked"])
