@@ -501,7 +501,6 @@ def turn_phase(base: Path, tiny: Path, instances: int, repeat: int, results: Res
     for sub in ("corpus", "vectors", "stores", "sha256"):
         shutil.rmtree(cache / sub, ignore_errors=True)
     cache.mkdir(parents=True, exist_ok=True)
-    usable = config.n_instances - config.n_abstention
     turn = ["--retrieval-eval-granularity", "turn"]
     prep = measure([PYTHON, "-m", "pytest_retrieval_eval.cli", "prep", "--no-progress",
                     "--granularity", "turn", "--data", str(data), "--model", str(tiny),
@@ -527,6 +526,9 @@ def turn_phase(base: Path, tiny: Path, instances: int, repeat: int, results: Res
         for m in warm:
             check(m, "a warm turn-level run")
         wall = statistics.median(m.wall for m in warm)
+        report = json.loads((Path(tmp) / "first.json").read_text(encoding="utf-8"))
+        scored = len(report["pairs"])
+        rejected = len(report["rejections"])
         rows = []
         for path in (cache / "stores").glob("*/*.sqlite"):
             with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
@@ -541,13 +543,14 @@ def turn_phase(base: Path, tiny: Path, instances: int, repeat: int, results: Res
             f"{total / 1e9:.2f} GB on disk"))
         results.add(Row(
             "turn: first run, serial (builds the stores)", fmt_s(first.wall),
-            fmt_mem(first.tree_peak), f"{usable / first.wall:.2f} pairs/s", "", "",
-            f"{usable} pairs, hybrid, --no-model; store build ~ first - warm = "
+            fmt_mem(first.tree_peak), f"{scored / first.wall:.2f} pairs/s", "", "",
+            f"{scored} pairs ({rejected} rejected: gold sessions without a has_answer turn), "
+            f"hybrid, --no-model; store build ~ first - warm = "
             f"{fmt_s(first.wall - wall)} ({(first.wall - wall) / max(len(rows), 1):.1f} s "
             f"per persona)"))
         results.add(Row(
             f"turn: warm run, serial (median of {repeat})", fmt_s(wall),
-            fmt_mem(max(m.tree_peak for m in warm)), f"{usable / wall:.2f} pairs/s", "", "",
+            fmt_mem(max(m.tree_peak for m in warm)), f"{scored / wall:.2f} pairs/s", "", "",
             "walls " + ", ".join(f"{m.wall:.1f}" for m in warm)))
 
 
