@@ -85,6 +85,10 @@ def test_store_retrievers_are_refused_under_longmemeval(pytester: pytest.Pyteste
                                 "--retrieval-eval-retriever", "bm25,hybrid")
     assert result.ret == USAGE_ERROR
     result.stderr.fnmatch_lines(["*--retrieval-eval-retriever hybrid reads a vipune store*"])
+    result = pytester.runpytest("--retrieval-eval", "--retrieval-eval-protocol", "longmemeval",
+                                "--retrieval-eval-retriever", "fts+mode:or")
+    assert result.ret == USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--retrieval-eval-retriever fts+mode:or reads a vipune*"])
 
 
 def test_a_bad_protocol_is_one_usage_error(pytester: pytest.Pytester) -> None:
