@@ -5,11 +5,12 @@ A comparison is plain data (it goes into the JSON report as ``"comparison"``):
 * pairs are matched on ``(question_id, retriever)`` (two retrievers of one report: on
   ``question_id``); a pair present on one side only is counted and named, never dropped
   silently;
-* for each metric (default ``recall@k`` at every k both reports share) one row per retriever
+* for each metric (default: the table's first family, ``recall@k`` under the vipune protocol
+  and ``recall_any@k`` under longmemeval, at every k both reports share) one row per retriever
   and question type, plus ``overall``: base and new means, ``delta`` (new - base), a 95% paired
   bootstrap interval of delta, the p-value of a two-sided paired randomization test and its
   Holm-Bonferroni adjustment across the rows of that metric (:mod:`.significance`);
-* the pairs whose ``recall@k`` went up (gained) or down (lost) at each k, by question id.
+* the pairs whose primary metric at k went up (gained) or down (lost), by question id.
 
 :func:`load_report` and :func:`check_comparable` refuse what cannot be compared with one line
 (:class:`CompareError`): an unreadable or truncated file, another schema_version, another
@@ -28,11 +29,13 @@ import numpy as np
 from . import significance as sig
 from .errors import RetrievalEvalError, one_line
 from .pairs import QUESTION_TYPES
-from .report import SCHEMA_VERSION
+from .report import SCHEMA_VERSION, families_for
 
 OVERALL = "overall"
-#: Metric families a pair's ``metrics`` holds at each k (metrics.score_ranking).
-METRIC_FAMILIES = ("recall", "recall_any", "recall_all", "ndcg_any")
+#: Metric families a pair's ``metrics`` may hold at each k (metrics.score_ranking, and the
+#: longmemeval protocol's and turn granularity's families).
+METRIC_FAMILIES = ("recall", "recall_any", "recall_all", "ndcg_any", "session_recall",
+                   "session_recall_any", "session_recall_all", "session_ndcg_any")
 #: Keys that, where a report has them (top level or under "dataset"), must match.
 SAME_KEYS = ("protocol", "granularity")
 #: Pairs named on one line of the terminal output before "... and N more" (without -v).
@@ -106,9 +109,9 @@ def check_comparable(base: Mapping[str, Any], new: Mapping[str, Any], *,
         raise CompareError(f"{both}: schema_version {base['schema_version']} vs "
                            f"{new['schema_version']}; write both with the same "
                            "pytest-retrieval-eval version")
-    for key in SAME_KEYS:
+    for key in SAME_KEYS:  # only where both reports record it (older reports do not)
         a, b = _same_key(base, key), _same_key(new, key)
-        if (a is not None or b is not None) and a != b:
+        if a is not None and b is not None and a != b:
             raise CompareError(f"{both} use another {key} ({a} vs {b}); compare runs made "
                                f"with the same {key}")
     if not set(base["ks"]) & set(new["ks"]):
@@ -132,11 +135,19 @@ def _data(report: Mapping[str, Any]) -> str:
     return f"{ds.get('name', '?')} sha256 {str(ds['sha256'])[:12]}"
 
 
-def resolve_metrics(specs: Sequence[str] | None, ks: Sequence[int]) -> list[str]:
-    """``None`` -> ``recall@k`` for each k; a family (``recall_any``) -> it at each k; a
+def primary_family(report: Mapping[str, Any]) -> str:
+    """The family the report's table leads with: ``recall`` (vipune protocol) or
+    ``recall_any`` (longmemeval); reports without a protocol are vipune's."""
+    return families_for(str(report.get("protocol") or "vipune"),
+                        str(report.get("granularity") or "session"))[0][0]
+
+
+def resolve_metrics(specs: Sequence[str] | None, ks: Sequence[int],
+                    primary: str = "recall") -> list[str]:
+    """``None`` -> ``primary@k`` for each k; a family (``recall_any``) -> it at each k; a
     name with a k (``recall@5``) -> itself. One line for an unknown name or a k not shared."""
     if not specs:
-        return [f"recall@{k}" for k in ks]
+        return [f"{primary}@{k}" for k in ks]
     out: list[str] = []
     for raw in specs:
         for spec in (s.strip() for s in raw.split(",") if s.strip()):
@@ -184,10 +195,11 @@ def compare_reports(base: Mapping[str, Any], new: Mapping[str, Any], *,
     different = check_comparable(base, new, base_name=base_name, new_name=new_name,
                                  allow_different_data=allow_different_data)
     ks = sorted(set(base["ks"]) & set(new["ks"]))
-    chosen = resolve_metrics(metrics, ks)
+    primary = primary_family(base)
+    chosen = resolve_metrics(metrics, ks, primary)
     order = list(dict.fromkeys([*base["retrievers"], *new["retrievers"]]))
     out = _compare_pairs(
-        base["pairs"], new["pairs"], order, ks, chosen,
+        base["pairs"], new["pairs"], order, ks, chosen, primary,
         key=lambda p: (p["question_id"], p["retriever"]), label=lambda p: p["retriever"],
         permutations=permutations, resamples=resamples, seed=seed)
     if not out["matched"]:
@@ -212,11 +224,12 @@ def compare_retrievers(report: Mapping[str, Any], base_retriever: str, new_retri
         raise CompareError(f"--retrievers names {base_retriever!r} twice; name two "
                            "different retrievers, base first")
     ks = sorted(report["ks"])
-    chosen = resolve_metrics(metrics, ks)
+    primary = primary_family(report)
+    chosen = resolve_metrics(metrics, ks, primary)
     row_label = f"{new_retriever} vs {base_retriever}"
     base_pairs = [p for p in report["pairs"] if p["retriever"] == base_retriever]
     new_pairs = [p for p in report["pairs"] if p["retriever"] == new_retriever]
-    out = _compare_pairs(base_pairs, new_pairs, [row_label], ks, chosen,
+    out = _compare_pairs(base_pairs, new_pairs, [row_label], ks, chosen, primary,
                          key=lambda p: (p["question_id"], p["retriever"]),
                          label=lambda p: row_label, match=lambda p: p["question_id"],
                          permutations=permutations, resamples=resamples, seed=seed)
@@ -232,7 +245,8 @@ def compare_retrievers(report: Mapping[str, Any], base_retriever: str, new_retri
 
 def _compare_pairs(base_pairs: Sequence[Mapping[str, Any]],
                    new_pairs: Sequence[Mapping[str, Any]], order: Sequence[str],
-                   ks: Sequence[int], metrics: Sequence[str], *, key: Any, label: Any,
+                   ks: Sequence[int], metrics: Sequence[str], primary: str, *, key: Any,
+                   label: Any,
                    permutations: int, resamples: int, seed: int,
                    match: Any = None) -> dict[str, Any]:
     match = match or key
@@ -241,7 +255,22 @@ def _compare_pairs(base_pairs: Sequence[Mapping[str, Any]],
     common = [m for m in base_by if m in new_by]
     only_base = [_name(key(base_by[m])) for m in base_by if m not in new_by]
     only_new = [_name(key(new_by[m])) for m in new_by if m not in base_by]
-    needed = list(dict.fromkeys([*metrics, *(f"recall@{k}" for k in ks)]))
+    def scored(metric: str) -> bool:
+        return all(metric in base_by[m]["metrics"] and metric in new_by[m]["metrics"]
+                   for m in common)
+
+    if not all(scored(f"{primary}@{k}") for k in ks):  # gained/lost: of a chosen family
+        primary = metrics[0].partition("@")[0]
+    change_ks = [k for k in ks if scored(f"{primary}@{k}")]
+    needed = list(dict.fromkeys([*metrics, *(f"{primary}@{k}" for k in change_ks)]))
+    for metric in needed:
+        lacking = next((m for m in common if metric not in base_by[m]["metrics"]
+                        or metric not in new_by[m]["metrics"]), None)
+        if lacking is not None:
+            held = sorted({name.partition("@")[0] for name in base_by[lacking]["metrics"]})
+            raise CompareError(f"metric {metric} is not scored in these reports (pair "
+                               f"{_name(key(base_by[lacking]))} holds {', '.join(held)}); "
+                               "pick one of those with --metric")
     # Rows: (retriever label, question type) -> indices into `common`.
     groups: dict[tuple[str, str], list[int]] = {}
     for i, m in enumerate(common):
@@ -300,11 +329,12 @@ def _compare_pairs(base_pairs: Sequence[Mapping[str, Any]],
     for name in names:
         mine = groups[(name, OVERALL)]
         changes[name] = {}
-        for k in ks:
-            c = col[f"recall@{k}"]
+        for k in change_ks:
+            c = col[f"{primary}@{k}"]
             changes[name][str(k)] = {"gained": [qids[i] for i in mine if n_[i, c] > b[i, c]],
                                   "lost": [qids[i] for i in mine if n_[i, c] < b[i, c]]}
-    return {"ks": list(ks), "metrics": list(metrics), "matched": len(common),
+    return {"ks": list(ks), "metrics": list(metrics), "primary": primary,
+            "matched": len(common),
             "only_in_base": only_base, "only_in_new": only_new, "rows": rows,
             "changes": changes,
             "method": {"ci": f"{int(sig.DEFAULT_LEVEL * 100)}% paired bootstrap",
@@ -403,7 +433,8 @@ def change_lines(cmp: Mapping[str, Any], verbose: bool = False) -> list[str]:
     for retriever, by_k in cmp["changes"].items():
         counts = ", ".join(f"@{k} +{len(v['gained'])}/-{len(v['lost'])}"
                            for k, v in by_k.items())
-        lines.append(f"{retriever}: pairs whose recall@k rose (+) or fell (-): {counts}")
+        lines.append(f"{retriever}: pairs whose {cmp.get('primary', 'recall')}@k rose (+) or "
+                     f"fell (-): {counts}")
         if verbose:
             for k, v in by_k.items():
                 for what in ("gained", "lost"):

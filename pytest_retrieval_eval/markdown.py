@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .pairs import QUESTION_TYPES
-from .report import FAMILIES
+from .report import families_for
 
 #: The step-summary file GitHub Actions reads after each step.
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
@@ -44,7 +44,9 @@ def header_line(report: Mapping[str, Any]) -> str:
              f"lane {report.get('lane', '?')}", f"model `{name or 'none'}`"]
     protocol = report.get("protocol", ds.get("protocol"))
     if protocol is not None:
-        parts.append(f"protocol {protocol}")
+        granularity = report.get("granularity")
+        parts.append(f"protocol {protocol}" + (f" ({granularity} granularity)"
+                                                if granularity not in (None, "session") else ""))
     run = report.get("run") or {}
     if report.get("interrupted") or run.get("interrupted"):
         parts.append("**interrupted**: partial numbers")
@@ -60,7 +62,9 @@ def summary_markdown(report: Mapping[str, Any]) -> str:
         return "\n".join([*lines, "No pair was scored.", ""])
     ks = list(report["ks"])
     qtypes = sorted({t for r in retrievers for t in summary[r]["by_type"]}, key=_type_order)
-    for family, _ in FAMILIES:
+    families = families_for(str(report.get("protocol") or "vipune"),
+                            str(report.get("granularity") or "session"))
+    for family, _ in families:
         head = ["question type", "n", *(f"{r} @{k}" for r in retrievers for k in ks)]
         rows = []
         for qtype in [*qtypes, "overall"]:

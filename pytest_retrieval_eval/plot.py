@@ -4,7 +4,8 @@ matplotlib is imported only inside :func:`require_matplotlib`, with the headless
 backend, so nothing else of the package needs it; without it the one line of
 :class:`PlotError` names the extra to install.
 
-* :func:`plot_report`: recall@k by question type, the retrievers side by side, one panel per k.
+* :func:`plot_report`: recall@k (the table's first metric: recall_any@k under the longmemeval
+  protocol) by question type, the retrievers side by side, one panel per k.
 * :func:`plot_comparison`: delta of each compared metric with its 95% CI, per question type
   (and overall), one panel per metric, the retrievers side by side.
 
@@ -82,6 +83,9 @@ def plot_report(report: Mapping[str, Any], path: Path) -> None:
                         "of a run that scored pairs")
     summary = report["summary"]
     ks = list(report["ks"])
+    from .compare import primary_family
+
+    family = primary_family(report)
     types = [*_type_order(summary, retrievers), "overall"]
     width = 0.8 / len(retrievers)
     fig, axes = plt.subplots(len(ks), 1, figsize=(7.5, 2.2 * len(ks) + 0.6), sharex=True,
@@ -92,11 +96,11 @@ def plot_report(report: Mapping[str, Any], path: Path) -> None:
             for t in types:
                 cell = summary[name]["overall"] if t == "overall" else (
                     summary[name]["by_type"].get(t))
-                values.append(float(cell.get(f"recall@{k}", 0.0)) if cell else 0.0)
+                values.append(float(cell.get(f"{family}@{k}", 0.0)) if cell else 0.0)
             xs = [j + (i - (len(retrievers) - 1) / 2) * width for j in range(len(types))]
             panel.bar(xs, values, width=width, label=name)
         panel.set_ylim(0, 1.05)
-        panel.set_ylabel(f"recall@{k}")
+        panel.set_ylabel(f"{family}@{k}")
         panel.grid(axis="y", alpha=0.3)
         panel.set_axisbelow(True)
     axes[0, 0].legend(ncol=min(len(retrievers), 5), fontsize=7, loc="lower center",

@@ -265,3 +265,26 @@ def test_rows_computed_together_equal_each_row_alone() -> None:
         assert (r["ci_low"], r["ci_high"]) == (float(low), float(high))
         assert r["p"] == float(sig.randomization_test(d, permutations=2000))
         assert r["delta"] == pytest.approx(sum(d) / len(d))
+
+
+def test_protocol_picks_the_default_metric_and_a_missing_key_is_not_a_refusal() -> None:
+    base, new = two_reports()
+    base["protocol"] = new["protocol"] = "longmemeval"
+    result = cmp.compare_reports(base, new)
+    assert result["metrics"] == ["recall_any@1", "recall_any@5"]
+    assert result["primary"] == "recall_any"
+    assert any("pairs whose recall_any@k rose" in line for line in cmp.change_lines(result))
+    older, _ = two_reports()  # written before reports recorded a protocol
+    _, current = two_reports()
+    current["protocol"], current["granularity"] = "vipune", "session"
+    assert cmp.compare_reports(older, current)["metrics"] == ["recall@1", "recall@5"]
+
+
+def test_a_metric_the_pairs_lack_is_one_line() -> None:
+    base, new = two_reports()
+    for pair in [*base["pairs"], *new["pairs"]]:
+        pair["metrics"] = {k: v for k, v in pair["metrics"].items() if not k.startswith("recall@")}
+    with pytest.raises(cmp.CompareError, match=r"metric recall@1 is not scored in these reports"):
+        cmp.compare_reports(base, new)
+    assert cmp.compare_reports(base, new, metrics=["recall_all"])["metrics"] == [
+        "recall_all@1", "recall_all@5"]
