@@ -126,7 +126,7 @@ def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
 
     One retriever: one table with recall@k and its any/all variants. Several: one block per
     metric family, the retrievers side by side under a second header row. With a ``width``
-    (the terminal's), no row is wider: one retriever's families go one table each, and
+    (the terminal's), no row is wider: one retriever's families go one block each, and
     several retrievers are split into blocks of as many as fit (the header rows repeated).
     """
     qtypes = sorted({t for name in retrievers for t in summary[name]["by_type"]},
@@ -150,19 +150,12 @@ def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
         return lines
 
     fixed = label_w + 2 + 4  # label, gap, n
-    if len(retrievers) == 1:
+    if len(retrievers) == 1 and len(families) * len(ks) <= MAX_ROW_COLUMNS and (
+            width is None or fixed + len(families) * len(ks) * (cell_w + 2) <= width):
         name = retrievers[0]
-        fits = len(families) * len(ks) <= MAX_ROW_COLUMNS and (
-            width is None or fixed + len(families) * len(ks) * (cell_w + 2) <= width)
-        parts = [list(families)] if fits else [[family] for family in families]
-        single: list[str] = []
-        for part in parts:
-            if single:
-                single.append("")
-            heads = [f"{short}@{k}".rjust(cell_w) for _, short in part for k in ks]
-            single.append(row("question type", "n", heads))
-            single.extend(body([(name, fam, k) for fam, _ in part for k in ks]))
-        return single
+        columns = [(name, fam, k) for fam, _ in families for k in ks]
+        heads = [f"{short}@{k}".rjust(cell_w) for _, short in families for k in ks]
+        return [row("question type", "n", heads), *body(columns)]
     group_w = len(ks) * (cell_w + 2) - 2
     per_block = len(retrievers) if width is None else max(1, (width - fixed) // (group_w + 2))
     blocks = [list(retrievers[i:i + per_block]) for i in range(0, len(retrievers), per_block)]
