@@ -66,8 +66,11 @@ class ProgressBar:
 
     Callable as a ``Progress`` (label, done, total). Redraws at most every ``interval``
     seconds on a terminal; elsewhere (a pipe, a CI log) it prints one line per label change
-    and then at most every ``quiet_interval`` seconds.
+    and then at most every ``quiet_interval`` seconds. Nothing is drawn for a step until it
+    has run :data:`GRACE` seconds, so a step that ends within a second shows nothing.
     """
+
+    GRACE = 1.0  # seconds a step runs before it is first drawn
 
     def __init__(
         self,
@@ -101,6 +104,8 @@ class ProgressBar:
         self._ended = self._ended or final
         if (done, total) == self._last_state:
             return
+        if now - self._start < self.GRACE:
+            return  # a step that ends within a second shows nothing
         if not final and now - self._last_draw < self.interval:
             return
         self._last_draw, self._last_state = now, (done, total)

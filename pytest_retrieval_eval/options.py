@@ -199,6 +199,22 @@ OPTIONS: tuple[_Option, ...] = (
 )
 
 
+def _command_line(opt: _Option) -> Callable[[str], Any]:
+    """``opt.parse`` as an argparse ``type=``, but a bad value raises :class:`pytest.UsageError`
+    itself: argparse passes that through (it turns only ArgumentTypeError, TypeError and
+    ValueError into its own error), so pytest prints one ``ERROR:`` line instead of its usage
+    banner followed by argparse's message."""
+
+    def parse(value: str) -> Any:
+        try:
+            return opt.parse(value)
+        except argparse.ArgumentTypeError as exc:
+            raise pytest.UsageError(f"{opt.flag}: {exc}") from None
+
+    parse.__name__ = opt.parse.__name__
+    return parse
+
+
 def add_options(parser: pytest.Parser) -> None:
     """Register the option group and the ini twins."""
     group = parser.getgroup("retrieval-eval", "retrieval evaluation (pytest-retrieval-eval)")
@@ -207,7 +223,7 @@ def add_options(parser: pytest.Parser) -> None:
             group.addoption(opt.flag, action="store_true", dest=opt.dest, default=None,
                             help=opt.help)
         else:
-            group.addoption(opt.flag, dest=opt.dest, type=opt.parse, default=None,
+            group.addoption(opt.flag, dest=opt.dest, type=_command_line(opt), default=None,
                             metavar=opt.metavar, help=opt.help)
         # Read as text and parsed here, flags included, so a bad ini value is one line
         # naming the option (pytest's own "bool" type does not name it).

@@ -109,8 +109,10 @@ def test_prep_vectors_match_the_model(
 
 
 def test_progress_bar_on_stderr(
-    dataset: Path, model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    dataset: Path, model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr(cli.ProgressBar, "GRACE", 0.0)  # these steps end within a second
     code, out, err = run(prep_args(dataset, model_dir, tmp_path / "c"), capsys)
     assert code == 0 and SUMMARY.match(out.strip())
     assert "embed [" in err and "18/18" in err and "ETA" in err
@@ -119,6 +121,7 @@ def test_progress_bar_on_stderr(
 def test_progress_bar_render() -> None:
     stream = io.StringIO()
     bar = cli.ProgressBar(stream, width=10)
+    bar.GRACE = 0.0  # drawn from the start
     assert bar.render("embed", 5, 10, 2.0, 5) == "embed [#####.....] 5/10 2.5/s ETA 00:02"
     assert bar.render("embed", 0, 0, 0.0, 0) == "embed [##########] 0/0 0.0/s ETA --:--"
     assert bar.render("read", 7, None, 3.0, 6).startswith("read 7 2.0/s")

@@ -355,6 +355,10 @@ def test_bad_options_are_one_line_usage_errors(pytester: pytest.Pytester, args: 
     assert result.ret == USAGE_ERROR
     result.stderr.fnmatch_lines([message])
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    # One line, without pytest's usage banner ("usage: pytest [options] ...").
+    lines = [line for line in result.stderr.lines if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("ERROR: "), lines
+    assert "usage:" not in result.stderr.str()
 
 
 @pytest.mark.parametrize(("ini", "message"), [
