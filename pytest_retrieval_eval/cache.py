@@ -212,7 +212,8 @@ def _check_manifest(
     if isinstance(fmt, int) and fmt > FORMAT_VERSION:
         raise CacheError(
             f"cache at {directory} has format {fmt}, newer than this pytest-retrieval-eval "
-            f"reads ({FORMAT_VERSION}); upgrade pytest-retrieval-eval or use another --cache"
+            f"reads ({FORMAT_VERSION}); upgrade pytest-retrieval-eval or use another "
+            f"--retrieval-eval-cache"
         )
     if found_fp != fingerprint or found_dim != dim:
         raise CacheError(
@@ -631,7 +632,7 @@ class VectorCache:
     def _unwritable(self, exc: OSError) -> CacheError:
         return CacheError(
             f"vector cache {self.directory} cannot be written ({exc.strerror or exc}); "
-            f"{write_fault(exc, self.directory)}, or pass another --cache"
+            f"{write_fault(exc, self.directory)}, or pass another --retrieval-eval-cache"
         )
 
     @contextlib.contextmanager

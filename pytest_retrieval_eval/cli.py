@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 import warnings
@@ -284,6 +285,24 @@ def _cmd_models(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
+#: The pytest options whose advice ``prep`` gives with its own flag. Messages are worded once,
+#: for pytest (``--retrieval-eval-model DIR``); the CLI rewrites the flag it shares, longest
+#: name first (``--retrieval-eval-data-repo`` before ``--retrieval-eval-data``).
+_PREP_FLAGS = {
+    f"--retrieval-eval-{name}": f"--{name}"
+    for name in sorted(("data", "data-repo", "data-file", "model", "cache", "pooling",
+                        "max-length", "query-prefix", "device", "threads", "batch-size"),
+                       key=len, reverse=True)
+}
+_PYTEST_FLAG = re.compile("|".join(re.escape(flag) + r"(?![\w-])" for flag in _PREP_FLAGS))
+
+
+def for_cli(message: str) -> str:
+    """``message`` with each pytest flag that ``prep`` shares named as ``prep`` spells it:
+    advice always names the flag of the command in use."""
+    return _PYTEST_FLAG.sub(lambda m: _PREP_FLAGS[m.group(0)], message)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``retrieval-eval``; returns the exit status."""
     out, err = sys.stdout, sys.stderr
@@ -292,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
              file: TextIO | None = None, line: str | None = None) -> None:
-        err.write(f"{PROG}: warning: {one_line(message)}\n")
+        err.write(f"{PROG}: warning: {for_cli(one_line(message))}\n")
 
     previous = warnings.showwarning
     warnings.showwarning = show
@@ -301,7 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_prep(args, out, err)
         return _cmd_models(args, out, err)
     except RetrievalEvalError as exc:
-        err.write(f"{PROG}: error: {one_line(exc)}\n")
+        err.write(f"{PROG}: error: {for_cli(one_line(exc))}\n")
         return EXIT_ERROR
     except KeyboardInterrupt:
         err.write(f"{PROG}: interrupted\n")

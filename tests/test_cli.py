@@ -56,13 +56,14 @@ def prep_args(dataset: Path, model: Path, cache: Path, *extra: str) -> list[str]
             *extra]
 
 
-def assert_error_line(err: str, *needles: str) -> None:
+def assert_error_line(err: str, *needles: str) -> str:
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
     assert lines[0].startswith("retrieval-eval: error: "), err
     assert "Traceback" not in err
     for needle in needles:
         assert needle in lines[0], lines[0]
+    return lines[0]
 
 
 # --------------------------------------------------------------------------- prep
@@ -143,7 +144,16 @@ def test_missing_model_is_one_line(
     code, out, err = run(prep_args(dataset, tmp_path / "no-model-here", tmp_path / "c",
                                    "--offline", "--no-progress"), capsys)
     assert code == cli.EXIT_ERROR and out == ""
-    assert_error_line(err)
+    line = assert_error_line(err)
+    # prep's advice names prep's own flag, never the pytest option (issue 10).
+    assert "pass --model DIR" in line and "--retrieval-eval-" not in line, line
+
+
+def test_advice_names_the_flag_of_the_command_in_use() -> None:
+    assert cli.for_cli("check --retrieval-eval-data-repo, or pass --retrieval-eval-model DIR "
+                       "(or --retrieval-eval-cache DIR); --retrieval-eval-json stays") == (
+        "check --data-repo, or pass --model DIR (or --cache DIR); --retrieval-eval-json stays")
+    assert cli.for_cli("--retrieval-eval-max-length 9") == "--max-length 9"
 
 
 def test_missing_dataset_is_one_line(
