@@ -43,7 +43,14 @@ import numpy as np
 import numpy.typing as npt
 from filelock import FileLock, Timeout
 
-from .checksums import SIDECAR_SUFFIX, read_sidecar, sha256_file, sidecar_path, write_sidecar
+from .checksums import (
+    SIDECAR_SUFFIX,
+    read_sidecar,
+    sha256_file,
+    share_as_umask,
+    sidecar_path,
+    write_sidecar,
+)
 from .errors import CacheError, write_fault
 
 __all__ = [
@@ -708,6 +715,7 @@ class VectorCache:
             with tmp.open("rb+") as handle:
                 os.fsync(handle.fileno())
             digest = sha256_file(tmp)
+            share_as_umask(tmp)
             os.replace(tmp, final)
             write_sidecar(final, digest, tmp=side_tmp)  # the commit point
             committed = True
