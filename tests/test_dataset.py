@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_retrieval_eval import checksums, dataset
+from pytest_retrieval_eval import hub as hub_mod
 from pytest_retrieval_eval.dataset import (
     DEFAULT_REPO,
     KNOWN,
@@ -133,7 +134,9 @@ def install_hub(monkeypatch: pytest.MonkeyPatch, hub: FakeHub) -> None:
     import huggingface_hub
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", hub)
+    monkeypatch.setattr(hub_mod, "_probe", lambda *args: None)  # the fake answers for the Hub
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)
 
 
 def test_resolve_known_name_uses_cached_copy_first(

@@ -17,6 +17,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from pytest_retrieval_eval import embedding as emb
+from pytest_retrieval_eval import hub as hub_mod
 from pytest_retrieval_eval.checksums import memoised_sha256 as file_sha256
 from pytest_retrieval_eval.embedding import (
     EmbedConfig,
@@ -465,7 +466,9 @@ def fake_hub(
         return str(outcome)
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+    monkeypatch.setattr(hub_mod, "_probe", lambda *args: None)  # the fake answers for the Hub
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     return calls
 
