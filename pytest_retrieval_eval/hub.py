@@ -117,17 +117,13 @@ def _probe(repo_id: str, filename: str, repo_type: str | None) -> None:
     huggingface_hub.get_hf_file_metadata(url, **kwargs)
 
 
-def _hf_hub_download(
-    repo_id: str, filename: str, repo_type: str | None, local_files_only: bool
-) -> Path:
+def _hf_hub_download(repo_id: str, filename: str, repo_type: str | None) -> Path:
     import huggingface_hub  # deferred: importing it costs ~0.3 s
 
     kwargs: dict[str, Any] = {"repo_id": repo_id, "filename": filename}
     if repo_type is not None:
         kwargs["repo_type"] = repo_type
-    if local_files_only:
-        kwargs["local_files_only"] = True
-    elif endpoint() is not None:
+    if endpoint() is not None:
         kwargs["endpoint"] = endpoint()
     where = cache_dir()
     if where is not None:
@@ -138,12 +134,22 @@ def _hf_hub_download(
 def cached_file(repo_id: str, filename: str, *, repo_type: str | None = None) -> Path | None:
     """The local path of ``filename`` of the Hub repo when it is in the local cache, else None.
 
-    Never touches the network; any failure (not cached, unreadable cache) is None.
+    Never touches the network: ``try_to_load_from_cache`` reads the cache's folders only
+    (``hf_hub_download(local_files_only=True)`` builds request headers first, and
+    huggingface_hub >= 2 fetches its agent registry over the network to build them). Any
+    failure (not cached, unreadable cache) is None.
     """
+    import huggingface_hub
+
     try:
-        return _hf_hub_download(repo_id, filename, repo_type, local_files_only=True)
-    except Exception:  # not cached (LocalEntryNotFoundError and friends)
+        found = huggingface_hub.try_to_load_from_cache(
+            repo_id, filename, cache_dir=cache_dir(), repo_type=repo_type)
+    except Exception:  # an invalid id, an unreadable cache
         return None
+    # A str is the file; None or the library's "known not to exist" marker is no file.
+    if isinstance(found, str) and Path(found).is_file():
+        return Path(found)
+    return None
 
 
 def download_file(repo_id: str, filename: str, *, repo_type: str | None = None) -> Path:
@@ -154,7 +160,7 @@ def download_file(repo_id: str, filename: str, *, repo_type: str | None = None) 
     """
     try:
         _probe(repo_id, filename, repo_type)  # one short request: fails fast when unreachable
-        return _hf_hub_download(repo_id, filename, repo_type, local_files_only=False)
+        return _hf_hub_download(repo_id, filename, repo_type)
     except Exception as exc:
         # Classified by name along the MRO: the classes moved between huggingface_hub versions.
         kinds = {cls.__name__ for cls in type(exc).__mro__}
