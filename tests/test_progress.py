@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_retrieval_eval import cli, plugin
+
+pytest_plugins = ["pytester"]
 
 
 class _Clock:
@@ -88,3 +91,19 @@ def test_cli_bar_step_under_a_second_shows_nothing(monkeypatch: pytest.MonkeyPat
     bar("embed", 4, 4)
     bar.finish()
     assert stream.getvalue().startswith("embed [##########] 4/4")
+
+
+def test_small_broken_file_is_one_line_with_no_progress_before_it(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A small file ends in its one error line: the sha256 and ingest steps before it took
+    well under a second, so they print nothing."""
+    monkeypatch.setenv("RETRIEVAL_EVAL_CACHE_DIR", str(pytester.path / "cache"))
+    data = pytester.path / "broken.json"
+    sample = (Path(plugin.__file__).parent / "data" / "sample" / "longmemeval_sample.json")
+    data.write_bytes(sample.read_bytes()[:200_000])  # cut short: truncated JSON
+    result = pytester.runpytest("-p", "no:cacheprovider", "--retrieval-eval", "--no-model",
+                                "--retrieval-eval-data", str(data))
+    assert result.ret == 4
+    lines = [line for line in result.outlines + result.errlines if line.strip()]
+    assert len(lines) == 1 and "ends early" in lines[0], lines
