@@ -429,7 +429,11 @@ def test_no_model_with_two_models_in_the_cache_asks_for_one(
 
 
 def test_model_lane_shows_prep_progress_then_embeds_nothing_the_second_time(
-        pytester: pytest.Pytester, tmp_path: Path) -> None:
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_retrieval_eval.plugin import _Progress
+
+    # These steps end within a second, which shows no progress (tests/test_progress.py).
+    monkeypatch.setattr(_Progress, "GRACE", 0.0)
     model = make_model_dir(tmp_path, dim=8)
     data_file = write_dataset(tmp_path / "lme.json", [make_instance("q1", n_sessions=6),
                                                       make_instance("q2", n_sessions=5)])
