@@ -122,11 +122,14 @@ def test_readme_is_a_short_page() -> None:
         assert heading in text, heading
 
 
-def test_readme_links_resolve() -> None:
-    text = README.read_text(encoding="utf-8")
+@pytest.mark.parametrize("page", [README, *sorted((ROOT / "docs").glob("*.md"))],
+                         ids=lambda p: p.name)
+def test_links_resolve(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
     for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
         if not target.startswith(("http://", "https://")):
-            assert (ROOT / target).exists(), target
+            assert (page.parent / target).exists(), (page.name, target)
+    assert "scope document" not in text
 
 
 def test_readme_error_table_has_ten_rows() -> None:
