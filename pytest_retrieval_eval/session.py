@@ -140,11 +140,13 @@ class EvalSession:
     def _no_model_hint(self, corpus: corpus_mod.Corpus) -> str | None:
         """When the model cannot be loaded: the ``--no-model`` command that works with the
         vectors the cache (or the bundled sample) holds for this dataset, or None."""
+        s = self.settings
         try:
             model = self._choose_cached_model(corpus)
+            if "vipune" in s.retrievers:
+                retrievers_mod.check_compatible(model)  # as finish_setup would
         except RetrievalEvalError:
             return None
-        s = self.settings
         words = ["pytest", "--retrieval-eval", "--no-model"]
         if s.data != DEFAULT_DATA:
             words += ["--retrieval-eval-data", s.data]
