@@ -20,7 +20,7 @@ import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import NoReturn, TextIO
 
 from .errors import RetrievalEvalError, one_line
 
@@ -147,11 +147,20 @@ class ProgressBar:
 # --------------------------------------------------------------------------- commands
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """A bad argument is one line (``retrieval-eval prep: error: argument --batch-size: ...;
+    see --help``), not the usage banner followed by the message."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {one_line(message)}; see "
+                              f"{self.prog} --help\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of ``retrieval-eval``."""
     from .cache import default_cache_dir
 
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog=PROG,
         description="Prep phase of pytest-retrieval-eval: embed a LongMemEval dataset once "
         "into the vector cache, so `pytest --retrieval-eval` (and --no-model) runs need no "

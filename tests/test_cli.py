@@ -299,3 +299,14 @@ def test_sigint_then_sigkill_then_resume(
     np.testing.assert_allclose(vectors.get(keys), embedder.embed(corpus.texts(keys)), atol=1e-6)
     leftovers = [p for p in cache.glob("vectors/*/.tmp-*")]
     assert leftovers == []
+
+
+def test_bad_argument_is_one_line_without_the_usage_banner(
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["prep", "--batch-size", "0"])
+    assert exit_info.value.code == cli.EXIT_ERROR
+    err = capsys.readouterr().err
+    assert err.splitlines() == ["retrieval-eval prep: error: argument --batch-size: 0 must be "
+                                "at least 1; see retrieval-eval prep --help"], err
