@@ -20,7 +20,10 @@ repository (``--data-dir``, default ``~/.cache/pytest-retrieval-eval-bench``), t
    digest, the dataset sample, texts against their keys, the stores and terms file rehashed;
 6. embedding: :meth:`Embedder.embed` against onnxruntime called directly on the same
    batches (MiniLM when ``--minilm`` is an ONNX export, and the tiny model), MiniLM prep
-   throughput and the model lane's per-query latency.
+   throughput and the model lane's per-query latency;
+7. hub (only when asked: ``--only hub``, no dataset needed): ``retrieval-eval cache push``
+   and ``cache pull`` of a vector cache of the synthetic M's size (41,140 vectors of dim 384
+   in prep's shard layout) through the local stand-in of the Hub (tests/hub_standin.py).
 
 It prints a table (phase, wall, peak memory, items/s, target, result) and writes it with the
 machine's description to ``--out`` (default ``benchmarks/RESULTS.md`` at full scale).
@@ -238,6 +241,78 @@ def ensure_data(scale: Scale, base: Path, results: Results) -> tuple[Path, Path]
 
 
 # --------------------------------------------------------------------------- phases
+
+#: Unique texts (passages and questions) of the full synthetic M: the prep row's count.
+M_VECTORS = 41_140
+
+
+def hub_phase(base: Path, vectors: int, results: Results) -> None:
+    """Push, then pull into an empty cache, a vector cache of ``vectors`` vectors (dim 384)
+    through the local Hub stand-in, each a real ``retrieval-eval`` process. The vectors are
+    random (a pull moves bytes; their values do not matter) in prep's layout: commits of
+    1024, then compacted as prep compacts."""
+    from pytest_retrieval_eval.cache import VectorCache
+    from tests.hub_standin import WRITE_TOKEN
+
+    work = base / "hub"
+    shutil.rmtree(work, ignore_errors=True)
+    source, copy = work / "source", work / "copy"
+    fingerprint = "bench" + "0" * 59
+    cache = VectorCache(source, fingerprint, 384, {"name": "bench-384", "dim": 384})
+    rng = np.random.default_rng(0)
+    for start in range(0, vectors, 1024):
+        n = min(1024, vectors - start)
+        cache.add([f"k{i}" for i in range(start, start + n)],
+                  rng.standard_normal((n, 384)).astype(np.float32))
+    cache.compact()
+    shards = len(cache.own_shards())
+    size = _du(source / "vectors")
+    server = subprocess.Popen([PYTHON, "-m", "tests.hub_standin"], cwd=ROOT, text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert server.stdout is not None
+        url = server.stdout.readline().strip()
+        env = {**os.environ, "HF_ENDPOINT": url, "HF_TOKEN": WRITE_TOKEN,
+               "HF_HUB_DISABLE_XET": "1", "HF_HOME": str(work / "hf-home")}
+        env.pop("HF_HUB_OFFLINE", None)
+        cli = [PYTHON, "-m", "pytest_retrieval_eval.cli", "cache"]
+        repo = ["--repo", "bench/m-vectors", "--no-progress"]
+        push = measure([*cli, "push", *repo, "--cache", str(source)], cwd=work, env=env)
+        check(push, "cache push")
+        pull = measure([*cli, "pull", *repo, "--cache", str(copy)], cwd=work, env=env)
+        check(pull, "cache pull")
+        again = measure([*cli, "pull", *repo, "--cache", str(copy)], cwd=work, env=env)
+        check(again, "cache pull (again)")
+    finally:
+        if server.stdin is not None:
+            server.stdin.close()
+        server.wait(timeout=30)
+
+    def files(root: Path) -> dict[str, bytes]:
+        return {str(p.relative_to(root)): p.read_bytes() for p in (root / "vectors").rglob("*")
+                if p.is_file() and not p.name.endswith(".lock")}
+
+    identical = files(source) == files(copy)
+    nothing = "0 shards fetched" in again.output
+    results.add(Row(
+        "hub: push a synthetic-M vector cache to the local Hub stand-in", fmt_s(push.wall),
+        fmt_mem(push.tree_peak), f"{size / push.wall / 1e6:.0f} MB/s", "", "",
+        f"{vectors:,} vectors, dim 384, {shards} shards, {size / 1e6:.0f} MB; one commit, "
+        f"files base64 in it (the stand-in answers every file 'regular': no LFS/Xet); CPU "
+        f"{push.cpu:.1f} s"))
+    results.add(Row(
+        "hub: pull it into an empty cache (checked, committed)", fmt_s(pull.wall),
+        fmt_mem(pull.tree_peak), f"{size / pull.wall / 1e6:.0f} MB/s", "identical files",
+        verdict(identical),
+        f"every file sha256-checked against its sidecar, then committed; the process whole "
+        f"(imports included); CPU {pull.cpu:.1f} s"))
+    results.add(Row(
+        "hub: pull again (nothing missing)", fmt_s(again.wall), fmt_mem(again.tree_peak), "",
+        "nothing fetched", verdict(nothing),
+        f"a listing at one commit, one manifest; CPU {again.cpu:.1f} s (mostly imports)"))
+    results.facts.append(
+        f"hub rows: load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores when "
+        "they ran; the stand-in serves from its own process (its CPU is not counted)")
 
 
 def load_phase(data: Path, cache: Path, n_instances: int, results: Results) -> None:
@@ -847,7 +922,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="MiniLM ONNX export (scripts/export_minilm_onnx.py); skipped if "
                              "absent")
     parser.add_argument("--only", default="load,prep,run,bm25,verify,embed",
-                        help="comma list of phases to run (default: all)")
+                        help="comma list of phases to run (default: all but hub)")
     parser.add_argument("--no-profile", dest="profile", action="store_false",
                         help="skip the cProfile'd warm serial run (its summary goes into the "
                              "results file)")
@@ -865,6 +940,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     info = machine()
     print("\n".join(info), flush=True)
     results = Results()
+    if phases == {"hub"}:  # no dataset needed: vectors of the synthetic M's size
+        hub_phase(args.data_dir / scale.name, M_VECTORS if scale.name == "full" else 4_096,
+                  results)
+        print("\n".join(table(results.rows)))
+        write_results(out, scale, args, results, info, "python benchmarks/run.py "
+                      + " ".join(argv if argv is not None else sys.argv[1:]))
+        print(f"\nwritten to {out}")
+        return 1 if any(r.result == "FAIL" for r in results.rows) else 0
     data, tiny = ensure_data(scale, args.data_dir, results)
     cache = args.data_dir / scale.name / "cache"
     cache.mkdir(parents=True, exist_ok=True)
@@ -886,6 +969,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "embed" in phases:
         minilm = args.minilm if (args.minilm / "tokenizer.json").is_file() else None
         embedding_phase(cache, tiny, minilm, scale, unique, results)
+    if "hub" in phases:
+        hub_phase(args.data_dir / scale.name, unique + cfg.n_instances, results)
     results.facts.append(f"cache size on disk {_du(cache) / 1e9:.2f} GB in {cache}")
     results.facts.append(
         f"load average at the end {os.getloadavg()[0]:.2f} (other work on the machine shifts "

@@ -783,6 +783,40 @@ class VectorCache:
             except FileNotFoundError:  # pragma: no cover - compacted already
                 self._reset()
 
+    def adopt(self, shards: Sequence[tuple[Path, str, str]]) -> list[Path]:
+        """Commit finished shard files made elsewhere (a pull from the Hub) into this cache.
+
+        Each ``(path, name, sha256)``: a file on this cache's file system, to be committed as
+        shard ``name`` (``shard-*.parquet``), whose bytes the caller checked against
+        ``sha256``. Every file's schema is checked first (a :class:`CacheError` then commits
+        nothing); then, under the writers' lock, the manifest is written if absent and each
+        file is renamed in and committed by its sidecar, as :meth:`add` commits. A shard of
+        that name already committed is kept (the file given is removed). Returns the paths
+        committed now.
+        """
+        for path, name, _digest in shards:
+            if not _SHARD_RE.match(name):
+                raise ValueError(f"{name!r} is not a shard name")
+            _read_keys(path, self.dim, read_only=False)  # the right columns and dimension
+        committed: list[Path] = []
+        with self._locked():
+            self._ensure_manifest()
+            self._sweep()
+            for path, name, digest in shards:
+                final = self.directory / name
+                if final.exists() and sidecar_path(final).exists():
+                    _unlink(path)
+                    continue
+                with path.open("rb+") as handle:
+                    os.fsync(handle.fileno())
+                os.replace(path, final)
+                write_sidecar(final, digest)  # the commit point
+                self._verified.add(final)
+                committed.append(final)
+            _fsync_dir(self.directory)
+        self._reset()
+        return committed
+
     def repair(self) -> list[Path]:
         """Check every shard in full; quarantine corrupt writable ones (``*.corrupt``).
 

@@ -4,6 +4,9 @@
   embeds every text the cache lacks (resumable: run the same command again after Ctrl-C or a
   crash), drawing a progress bar on stderr, and ends with one summary line on stdout.
 * ``retrieval-eval models --cache DIR`` lists the models whose vectors a cache holds.
+* ``retrieval-eval cache push --repo ORG/NAME`` / ``cache pull --repo ORG/NAME`` share one
+  model's vectors through a Hugging Face Hub dataset repo (:mod:`cache_hub`); their errors
+  (offline, no such repo, a refused token, another model's vectors, a failed checksum) exit 4.
 
 Option names and defaults match the pytest options (without the ``--retrieval-eval-`` prefix).
 A :class:`~pytest_retrieval_eval.errors.RetrievalEvalError` prints
@@ -34,6 +37,7 @@ __all__ = ["ProgressBar", "build_parser", "main"]
 
 PROG = "retrieval-eval"
 EXIT_ERROR = 2
+EXIT_HUB = 4  # cache push/pull: the exit status pytest gives a usage error
 EXIT_INTERRUPTED = 130
 
 
@@ -44,6 +48,14 @@ def _directory(value: str) -> Path:
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"{path} exists and is not a directory")
     return path
+
+
+def _repo_id(value: str) -> str:
+    from .cache_hub import valid_repo_id
+
+    if not valid_repo_id(value.strip()):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a Hub repo id; give ORG/NAME")
+    return value.strip()
 
 
 def _nonempty(value: str) -> str:
@@ -211,7 +223,49 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"cache folder (default: {default_cache_dir()})")
     models.add_argument("--no-bundled", action="store_true",
                         help="leave out the vectors bundled with the package")
+
+    cache = sub.add_parser("cache", help="share a prepared cache: push, pull",
+                           description="Share a prepared vector cache.")
+    actions = cache.add_subparsers(dest="cache_command", metavar="ACTION", required=True)
+    _add_hub_commands(actions, default_cache_dir())
     return parser
+
+
+def _add_hub_commands(actions: argparse._SubParsersAction[_OneLineParser],
+                      default_cache: Path) -> None:
+    """``cache push`` and ``cache pull`` (the Hugging Face Hub, a dataset repo)."""
+    push = actions.add_parser(
+        "push", help="upload one model's vectors to a Hugging Face Hub dataset repo",
+        description="Upload one model's shards, manifest and sidecars (only what the repo "
+        "lacks, in one commit) to a Hugging Face Hub dataset repo, created if needed. Needs "
+        "the network and a token with write access (HF_TOKEN or `hf auth login`).")
+    pull = actions.add_parser(
+        "pull", help="fetch the vectors the cache lacks from a Hugging Face Hub dataset repo",
+        description="Fetch the shards the local cache lacks from a Hugging Face Hub dataset "
+        "repo made by `cache push`: each checked against its sidecar, committed only when "
+        "all have arrived; an interrupted pull resumes. Needs the network.")
+    for command in (push, pull):
+        command.add_argument("--repo", type=_repo_id, required=True, metavar="ORG/NAME",
+                             help="the Hub dataset repo (required)")
+        command.add_argument("--cache", type=_directory, default=None, metavar="DIR",
+                             help=f"cache folder (default: {default_cache})")
+        command.add_argument("--model", type=_nonempty, default=None, metavar="NAME",
+                             help="the model whose vectors travel: its name, local folder or "
+                             "a fingerprint prefix (default: the only one there)")
+        command.add_argument("--include-corpus", action="store_true",
+                             help="also the corpus file (push: the one of --data)")
+        command.add_argument("--no-progress", action="store_true", help="draw no progress")
+    push.add_argument("--data", type=_nonempty, default=None, metavar="SPEC",
+                      help="a dataset (as prep's --data): push the model whose vectors cover "
+                      "it, and with --include-corpus its corpus (default: none)")
+    push.add_argument("--data-repo", type=_nonempty, default=DEFAULT_DATA_REPO,
+                      metavar="REPO", help="Hugging Face dataset repo for named datasets "
+                      f"(default: {DEFAULT_DATA_REPO})")
+    push.add_argument("--data-file", type=_nonempty, default=None, metavar="NAME",
+                      help="file name inside the dataset repo, overriding the named dataset's")
+    push.add_argument("--private", action="store_true",
+                      help="create the repo private (default: public; an existing repo keeps "
+                      "its visibility)")
 
 
 def _cmd_prep(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -312,6 +366,72 @@ def for_cli(message: str) -> str:
     return _PYTEST_FLAG.sub(lambda m: _PREP_FLAGS[m.group(0)], message)
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def _cmd_push(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from . import cache as cache_mod
+    from . import cache_hub
+    from . import corpus as corpus_mod
+    from . import dataset as dataset_mod
+
+    root: Path = args.cache if args.cache is not None else cache_mod.default_cache_dir()
+    if args.include_corpus and args.data is None:
+        err.write(f"{PROG}: error: cache push --include-corpus needs --data SPEC, the dataset "
+                  f"whose corpus to upload\n")
+        return EXIT_HUB
+    bar = None if args.no_progress else ProgressBar(err)
+    try:
+        keys = corpus_file = None
+        if args.data is not None:
+            source = dataset_mod.resolve_dataset(args.data, repo=args.data_repo,
+                                                 filename=args.data_file)
+            corpus = corpus_mod.load_corpus(source, root, bar)
+            keys = list(dict.fromkeys(k for p in corpus.pairs for k in p.text_keys))
+            corpus_file = corpus.path if args.include_corpus else None
+        result = cache_hub.push(args.repo, root, model=args.model, keys=keys, data=args.data,
+                                corpus_file=corpus_file)
+    finally:
+        if bar is not None:
+            bar.finish()
+    commit = f"commit {result.commit[:12]}" if result.commit else "nothing new to commit"
+    out.write(f"cache push: {_count(result.uploaded, 'file')} sent ({_size(result.bytes)}), "
+              f"{result.already} already there, to dataset repo {result.repo} ({commit}); "
+              f"model {result.model}, fingerprint {result.fingerprint[:12]}, "
+              f"{result.seconds:.1f}s\n")
+    return 0
+
+
+def _cmd_pull(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from . import cache as cache_mod
+    from . import cache_hub
+
+    root: Path = args.cache if args.cache is not None else cache_mod.default_cache_dir()
+    bar = None if args.no_progress else ProgressBar(err)
+    try:
+        result = cache_hub.pull(args.repo, root, model=args.model,
+                                include_corpus=args.include_corpus, progress=bar)
+    finally:
+        if bar is not None:
+            bar.finish()
+    resumed = f", {_size(result.resumed)} resumed" if result.resumed else ""
+    corpus = (f" and {_count(result.corpus_files, 'corpus file')}" if result.corpus_files
+              else "")
+    out.write(f"cache pull: {_count(result.fetched, 'shard')}{corpus} fetched "
+              f"({_size(result.bytes)}{resumed}), {result.already} already here, from dataset "
+              f"repo {result.repo}; model {result.model}, fingerprint "
+              f"{result.fingerprint[:12]}, {result.seconds:.1f}s\n")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``retrieval-eval``; returns the exit status."""
     out, err = sys.stdout, sys.stderr
@@ -327,10 +447,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "prep":
             return _cmd_prep(args, out, err)
+        if args.command == "cache" and args.cache_command == "push":
+            return _cmd_push(args, out, err)
+        if args.command == "cache" and args.cache_command == "pull":
+            return _cmd_pull(args, out, err)
         return _cmd_models(args, out, err)
     except RetrievalEvalError as exc:
         err.write(f"{PROG}: error: {for_cli(one_line(exc))}\n")
-        return EXIT_ERROR
+        return EXIT_HUB if args.command == "cache" else EXIT_ERROR
     except KeyboardInterrupt:
         err.write(f"{PROG}: interrupted\n")
         return EXIT_INTERRUPTED

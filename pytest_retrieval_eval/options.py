@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from .variants import VariantError, is_variant, parse_variant
+
 MAX_K = 10_000  # vipune's MAX_SEARCH_LIMIT: no search may ask for more rows
 DEFAULT_KS = (1, 5, 10)
 DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
@@ -58,10 +60,15 @@ def parse_retrievers(value: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError("retriever list is empty; give e.g. hybrid")
     valid = (*BUILTIN_RETRIEVERS, CUSTOM_RETRIEVER)
     for name in names:
-        if name not in valid and not _DOTTED.match(name):
+        if is_variant(name):  # "hybrid+rrf_k:60+fts:or": checked now, a usage error if bad
+            try:
+                parse_variant(name)
+            except VariantError as exc:
+                raise argparse.ArgumentTypeError(str(exc)) from None
+        elif name not in valid and not _DOTTED.match(name):
             raise argparse.ArgumentTypeError(
-                f"unknown retriever {name!r}; choose from {', '.join(valid)} "
-                "or give a dotted path package.module:attr"
+                f"unknown retriever {name!r}; choose from {', '.join(valid)}, a what-if "
+                "such as hybrid+fts:or, or a dotted path package.module:attr"
             )
     return tuple(dict.fromkeys(names))
 
@@ -108,6 +115,15 @@ def choice(*allowed: str) -> Callable[[str], str]:
 
     check.__name__ = "choice"
     return check
+
+
+def repo_id(value: str) -> str:
+    """A Hugging Face Hub repo id, ``ORG/NAME``."""
+    from .cache_hub import valid_repo_id
+
+    if not valid_repo_id(value.strip()):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a Hub repo id; give ORG/NAME")
+    return value.strip()
 
 
 def text(value: str) -> str:
@@ -157,8 +173,10 @@ OPTIONS: tuple[_Option, ...] = (
             DEFAULT_RETRIEVERS,
             "comma list of retrievers to score side by side: hybrid (vipune's search_hybrid "
             "reference), semantic, fts, bm25 (LongMemEval's baseline), oracle (self-check), "
-            "vipune (the real binary), custom (the retrieval_eval_custom_retriever fixture) "
-            "or package.module:attr (default: hybrid)", "NAME[,NAME...]"),
+            "vipune (the real binary), custom (the retrieval_eval_custom_retriever fixture), "
+            "package.module:attr, or a what-if such as hybrid+rrf_k:60+fts:or, "
+            "hybrid+pool:100, hybrid+recency:0.3, fts+mode:or, semantic+dtype:float32 "
+            "(docs/diagnostics.md) (default: hybrid)", "NAME[,NAME...]"),
     _Option("--retrieval-eval-json", "retrieval_eval_json", text, None,
             "write the JSON report to this path (default: none)", "PATH"),
     _Option("--no-model", "retrieval_eval_no_model", boolean, False,
@@ -187,6 +205,10 @@ OPTIONS: tuple[_Option, ...] = (
             "cache folder for prep output, vectors and stores (default: "
             "$RETRIEVAL_EVAL_CACHE_DIR, else $XDG_CACHE_HOME/pytest-retrieval-eval or "
             "~/.cache/pytest-retrieval-eval; untouched by --cache-clear)", "DIR"),
+    _Option("--retrieval-eval-cache-repo", "retrieval_eval_cache_repo", repo_id, None,
+            "Hugging Face Hub dataset repo made by `retrieval-eval cache push`: vectors the "
+            "cache lacks are pulled from it before they would be embedded (model lane) or "
+            "missed (--no-model); needs the network only then (default: none)", "ORG/NAME"),
     _Option("--retrieval-eval-store-dir", "retrieval_eval_store_dir", text, None,
             "also keep each persona's vipune store (hybrid, fts, vipune) here as "
             "<question_id>.sqlite for inspection (default: stores live only in the cache)",
@@ -253,6 +275,7 @@ class Settings:
     store_dir: Path | None
     vipune: str
     vipune_timeout: float
+    cache_repo: str | None = None
 
     @property
     def max_k(self) -> int:

@@ -39,6 +39,10 @@ def _is_worker(config: pytest.Config) -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{MARKER}: a LongMemEval pair scored by pytest-retrieval-eval")
+    from . import fixtures  # the public fixtures, for user tests and the pair items alike
+
+    if not config.pluginmanager.is_registered(fixtures):
+        config.pluginmanager.register(fixtures, "retrieval-eval-fixtures")
     settings = read_settings(config)
     if settings.enabled:
         from .session import EvalSession
@@ -187,6 +191,7 @@ class PairItem(pytest.Function):
 def _pair_test(request: pytest.FixtureRequest) -> None:
     item = request.node
     state = request.config.stash[SESSION_KEY]
+    request.getfixturevalue("retrieval_eval_pair")  # the fixture user tests get (fixtures.py)
     custom: Retriever | None = None
     if item.retriever == CUSTOM_RETRIEVER:
         # Asked for here, not as an argument: a missing fixture then fails the call with one
@@ -337,7 +342,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
     from .report import terminal_lines
 
     terminalreporter.write_sep("=", "retrieval-eval")
-    for line in terminal_lines(state.report):
+    width = config.get_terminal_writer().fullwidth
+    for line in terminal_lines(state.report, width):
         terminalreporter.write_line(line)
     if state.json_error is not None:
         terminalreporter.write_line(f"retrieval-eval: error: {state.json_error}")

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from . import diagnostics
 from .checksums import share_as_umask
 from .errors import CacheError
 from .metrics import mean_metrics, metric_key
@@ -210,8 +211,9 @@ def header_lines(info: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def terminal_lines(report: Mapping[str, Any]) -> list[str]:
-    """Everything the terminal summary prints, from a finished report."""
+def terminal_lines(report: Mapping[str, Any], width: int = 80) -> list[str]:
+    """Everything the terminal summary prints, from a finished report (``width``: the
+    terminal's, which the diagnostics lines fit)."""
     info = report["info"]
     lines = header_lines(info)
     if not report["summary"] or not any(
@@ -219,6 +221,9 @@ def terminal_lines(report: Mapping[str, Any]) -> list[str]:
         return [*lines, "no pair was scored", *_error_lines(report)]
     lines.append("")
     lines.extend(table_lines(report["summary"], report["retrievers"], report["ks"]))
+    notes = diagnostics.lines(report.get("diagnostics") or {}, report["retrievers"],
+                              report["ks"], width)
+    lines.extend(["", *notes] if notes else [])
     for d in report.get("drift") or []:
         lines.append(f"drift {d['a']} vs {d['b']}: {d['identical']} of {d['pairs']} pairs have "
                      f"an identical top {d['k']}")
@@ -237,7 +242,9 @@ def _error_lines(report: Mapping[str, Any]) -> list[str]:
 def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
                  errors: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """The JSON report (schema documented in the README)."""
-    retrievers = list(info["retrievers"])
+    results = list(results)
+    # Rankings handed in by user tests (retrieval_eval_record) are columns of their own.
+    retrievers = list(dict.fromkeys([*info["retrievers"], *(r["retriever"] for r in results)]))
     ks = list(info["ks"])
     ordered = sort_results(results, retrievers)
     drifts = []
@@ -248,7 +255,7 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
     errors = list(errors)
     scored_qids = {r["question_id"] for r in ordered}
     attempted = scored_qids | {str(e.get("question_id")) for e in errors}  # ran, even if failed
-    full_info = {**info, "scored": len(scored_qids)}
+    full_info = {**info, "scored": len(scored_qids), "retrievers": retrievers}
     run = _run_counts(info.get("selection") or {}, ordered, errors)
     chosen = run.pop("selected_pairs", None)
     skipped = {**info["skipped"], "not_selected": max(0, info["usable"] - (
@@ -271,6 +278,7 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
         "rejections": info.get("rejections", []),
         "notes": info.get("notes", {}),
         "drift": drifts,
+        **diagnostics.report_sections(ordered, retrievers, ks),
         "latency_ms": latency_summary(ordered),
         "errors": sorted(errors, key=lambda e: (str(e.get("retriever")),
                                                 str(e.get("question_id")))),

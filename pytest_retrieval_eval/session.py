@@ -23,11 +23,11 @@ import numpy as np
 from . import cache as cache_mod
 from . import corpus as corpus_mod
 from . import dataset as dataset_mod
+from . import diagnostics, vipune
 from . import prep as prep_mod
 from . import retrievers as retrievers_mod
 from . import store as store_mod
 from . import terms as terms_mod
-from . import vipune
 from .checksums import MEMO_DIR
 from .embedding import EmbedConfig, Embedder, load_embedder
 from .errors import CacheError, DataError, ModelError, RetrievalEvalError, RetrieverError
@@ -111,7 +111,13 @@ class EvalSession:
             plan = Plan(str(corpus.path), str(self.cache_root),
                         "model-free" if s.no_model else "model", None, None)
         elif s.no_model:
-            model = self._choose_cached_model(corpus)
+            try:
+                model = self._choose_cached_model(corpus)
+            except CacheError:
+                if s.cache_repo is None:
+                    raise
+                self._pull(progress, model=s.model)  # what the repo has, then choose again
+                model = self._choose_cached_model(corpus)
             # Every shard checked now: a corrupt one is a usage error naming the file, never
             # a vector served (the model lane's prep quarantines and re-embeds).
             self.vectors = self._vector_cache(model)
@@ -129,6 +135,9 @@ class EvalSession:
                 raise ModelError(f"{exc}; {hint}") from None
             self.embedder = embedder
             self.vectors = self._vector_cache(embedder.info())
+            if s.cache_repo is not None and self.vectors.missing(
+                    prep_mod.needed_keys(corpus, embedder)):
+                self._pull(progress, fingerprint=embedder.fingerprint, model=embedder.name)
             prep_mod.run_prep(corpus, embedder, self.vectors, progress)
             plan = Plan(str(corpus.path), str(self.cache_root), "model", embedder.info(), spec)
         self.plan = plan
@@ -161,6 +170,15 @@ class EvalSession:
         command = " ".join(shlex.quote(word) for word in words)
         return (f"or score without the model, offline, from the vectors of {model['name']} "
                 f"cached for dataset {corpus.dataset_name}: `{command}`")
+
+    def _pull(self, progress: Progress | None, *, fingerprint: str | None = None,
+              model: str | None = None) -> None:
+        """``--retrieval-eval-cache-repo``: fetch the model's vectors the cache lacks."""
+        from .cache_hub import pull
+
+        assert self.settings.cache_repo is not None
+        pull(self.settings.cache_repo, self.cache_root, fingerprint=fingerprint, model=model,
+             progress=progress, model_flag="--retrieval-eval-model")
 
     def _vector_cache(self, model: Mapping[str, Any]) -> cache_mod.VectorCache:
         return cache_mod.VectorCache(self.cache_root, str(model["fingerprint"]),
@@ -395,6 +413,7 @@ class EvalSession:
             "metrics": metrics,
             "notes": {k: v for k, v in pair.notes.items() if v},
             "latency_ms": {"query_embedding": embed_ms, "retrieval": retrieval_ms},
+            **diagnostics.pair_facts(retriever, rankings, self.settings.ks),
         }
         self.add_result(result)
         return result
