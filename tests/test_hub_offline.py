@@ -202,3 +202,22 @@ def test_no_model_named_dataset_not_cached_is_one_line_without_a_socket(
     line = _one_error_line(result)
     assert "longmemeval_m" in line and "--no-model never downloads" in line, line
     assert no_sockets == []
+
+
+def test_no_hint_when_a_retriever_cannot_use_the_cached_vectors(
+    pytester: pytest.Pytester, hub_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vipune embeds with bge-small: the bundled MiniLM vectors would not serve it, so the
+    line names no --no-model command that would only fail next."""
+    from tests.reliability_support import fake_vipune_wrapper
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    binary = fake_vipune_wrapper(hub_env / "bin")
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--retrieval-eval", "--retrieval-eval-retriever",
+        "hybrid,vipune", "--retrieval-eval-vipune", str(binary))
+    line = _one_error_line(result)
+    assert "'BAAI/bge-small-en-v1.5'" in line and "--no-model" not in line, line
+    # ...whereas without vipune the same run names it.
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--retrieval-eval")
+    assert _one_error_line(result).endswith("`pytest --retrieval-eval --no-model`")
