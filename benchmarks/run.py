@@ -231,13 +231,18 @@ def ensure_data(scale: Scale, base: Path, results: Results) -> tuple[Path, Path]
         stamp.write_text(wanted)
         results.facts.append(
             f"dataset generated in {time.perf_counter() - began:.0f} s ({size / 1e9:.2f} GB)")
+    return data, ensure_tiny_model(base)
+
+
+def ensure_tiny_model(base: Path) -> Path:
+    """The tiny test model (dim 384), made once under ``base``."""
     model_root = base / "model-tiny-384"
     model = model_root / "tiny-model"
     if not (model / "tokenizer.json").is_file():
         from tests.model_factory import make_model_dir
 
         model = make_model_dir(model_root, dim=384).path
-    return data, model
+    return model
 
 
 # --------------------------------------------------------------------------- phases
@@ -547,6 +552,81 @@ def floor_phase(tmp: Path, usable: int, repeat: int, results: Results, warm: flo
         f"in all, so splitting its item work in two cannot win back that floor plus the "
         f"workers' own start (numpy, corpus, vector cache). Where items carry real work "
         f"(store builds, several retrievers) -n 2 is faster: see those rows")
+
+
+def turn_phase(base: Path, tiny: Path, instances: int, repeat: int, results: Results) -> None:
+    """vipune protocol at turn granularity (one row per turn) on personas of M's full size.
+
+    ``instances`` personas of LongMemEval_M's shape (500 sessions each; all 500 = the full
+    synthetic M): prep embeds every distinct turn text once, the first run builds one store
+    per persona (rows = turns), warm runs reuse them. Store build time = first run - warm run
+    (both rank every pair with hybrid, --no-model).
+    """
+    config = generator.FULL_M.scaled(instances=instances) if instances != \
+        generator.FULL_M.n_instances else generator.FULL_M
+    folder = base / f"turn-m-{instances}"
+    folder.mkdir(parents=True, exist_ok=True)
+    data = folder / "synthetic_m.json"
+    stamp = folder / "synthetic_m.config"
+    if not data.is_file() or not stamp.is_file() or stamp.read_text() != repr(config):
+        print(f"generating {data} ...", flush=True)
+        generator.write_dataset(config, data)
+        stamp.write_text(repr(config))
+    cache = folder / "cache"
+    for sub in ("corpus", "vectors", "stores", "sha256"):
+        shutil.rmtree(cache / sub, ignore_errors=True)
+    cache.mkdir(parents=True, exist_ok=True)
+    turn = ["--retrieval-eval-granularity", "turn"]
+    prep = measure([PYTHON, "-m", "pytest_retrieval_eval.cli", "prep", "--no-progress",
+                    "--granularity", "turn", "--data", str(data), "--model", str(tiny),
+                    "--cache", str(cache)], cwd=folder)
+    check(prep, "turn-level prep")
+    line = next(x for x in prep.output.splitlines() if x.startswith("prep:"))
+    words = line.replace(",", "").split()
+    slots, unique, embedded = int(words[1]), int(words[3]), int(words[6])
+    label = f"{instances} of 500 personas" if instances != 500 else "all 500 personas"
+    results.add(Row(
+        f"turn: prep, vipune protocol ({label}, tiny model)", fmt_s(prep.wall),
+        fmt_mem(prep.tree_peak), f"{embedded / prep.wall:.0f} texts/s",
+        "each distinct turn text once", verdict(embedded == unique <= slots),
+        f"{slots:,} turn rows -> {unique:,} unique texts, {embedded:,} embedded"))
+    env = run_env()
+    with tempfile.TemporaryDirectory(prefix="retrieval-eval-turn-") as tmp:
+        workdir = Path(tmp) / "empty"
+        workdir.mkdir()
+        first = measure(pytest_cmd(data, cache, Path(tmp) / "first.json", turn), workdir, env)
+        check(first, "the first turn-level run")
+        warm = [measure(pytest_cmd(data, cache, Path(tmp) / f"warm-{i}.json", turn), workdir,
+                        env) for i in range(repeat)]
+        for m in warm:
+            check(m, "a warm turn-level run")
+        wall = statistics.median(m.wall for m in warm)
+        report = json.loads((Path(tmp) / "first.json").read_text(encoding="utf-8"))
+        scored = len(report["pairs"])
+        rejected = len(report["rejections"])
+        rows = []
+        for path in (cache / "stores").glob("*/*.sqlite"):
+            with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+                rows.append(int(db.execute("SELECT count(*) FROM memories").fetchone()[0]))
+        rows.sort()
+        total = _du(cache / "stores")
+        results.add(Row(
+            "turn: store rows per persona (one row per turn)", "", "", "",
+            "", "", f"{len(rows)} stores: min {rows[0]:,}, median "
+            f"{rows[len(rows) // 2]:,}, max {rows[-1]:,} rows; "
+            f"{sum(r > 10_000 for r in rows)} over MAX_SEARCH_LIMIT (10,000); "
+            f"{total / 1e9:.2f} GB on disk"))
+        results.add(Row(
+            "turn: first run, serial (builds the stores)", fmt_s(first.wall),
+            fmt_mem(first.tree_peak), f"{scored / first.wall:.2f} pairs/s", "", "",
+            f"{scored} pairs ({rejected} rejected: gold sessions without a has_answer turn), "
+            f"hybrid, --no-model; store build ~ first - warm = "
+            f"{fmt_s(first.wall - wall)} ({(first.wall - wall) / max(len(rows), 1):.1f} s "
+            f"per persona)"))
+        results.add(Row(
+            f"turn: warm run, serial (median of {repeat})", fmt_s(wall),
+            fmt_mem(max(m.tree_peak for m in warm)), f"{scored / wall:.2f} pairs/s", "", "",
+            "walls " + ", ".join(f"{m.wall:.1f}" for m in warm)))
 
 
 def _report_numbers(path: Path) -> Any:
@@ -922,7 +1002,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="MiniLM ONNX export (scripts/export_minilm_onnx.py); skipped if "
                              "absent")
     parser.add_argument("--only", default="load,prep,run,bm25,verify,embed",
-                        help="comma list of phases to run (default: all but hub)")
+                        help="comma list of phases to run (default: all but hub and turn)")
+    parser.add_argument("--turn-instances", type=int, default=500,
+                        help="personas of the turn phase (--only turn), each of M's full "
+                             "size (default: 500, the whole synthetic M)")
     parser.add_argument("--no-profile", dest="profile", action="store_false",
                         help="skip the cProfile'd warm serial run (its summary goes into the "
                              "results file)")
@@ -940,6 +1023,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     info = machine()
     print("\n".join(info), flush=True)
     results = Results()
+    if phases == {"turn"}:  # its own data: personas of M's size at turn granularity
+        tiny = ensure_tiny_model(args.data_dir)
+        turn_phase(args.data_dir, tiny, args.turn_instances, args.repeat, results)
+        print("\n".join(table(results.rows)))
+        write_results(out, scale, args, results, info, "python benchmarks/run.py " + " ".join(
+            argv if argv is not None else sys.argv[1:]))
+        print(f"\nwritten to {out}")
+        return 0
     if phases == {"hub"}:  # no dataset needed: vectors of the synthetic M's size
         hub_phase(args.data_dir / scale.name, M_VECTORS if scale.name == "full" else 4_096,
                   results)

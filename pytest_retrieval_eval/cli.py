@@ -216,6 +216,12 @@ def build_parser() -> argparse.ArgumentParser:
                       help="texts embedded between two cache commits (default: 1024)")
     prep.add_argument("--offline", action="store_true",
                       help="never touch the network (also HF_HUB_OFFLINE=1)")
+    prep.add_argument("--protocol", type=_choice("vipune", "longmemeval"), default="vipune",
+                      help="the corpus items to embed: those of --retrieval-eval-protocol "
+                           "(default: vipune)")
+    prep.add_argument("--granularity", type=_choice("session", "turn"), default="session",
+                      help="sessions or turns, as --retrieval-eval-granularity (default: "
+                           "session)")
     prep.add_argument("--no-progress", action="store_true", help="draw no progress bar")
 
     models = sub.add_parser("models", help="list the models whose vectors a cache holds")
@@ -275,6 +281,7 @@ def _cmd_prep(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from . import embedding as embedding_mod
     from . import prep as prep_mod
     from .checksums import MEMO_DIR
+    from .protocol import View
 
     started = time.perf_counter()
     root: Path = args.cache if args.cache is not None else cache_mod.default_cache_dir()
@@ -283,7 +290,8 @@ def _cmd_prep(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         source = dataset_mod.resolve_dataset(
             args.data, repo=args.data_repo, filename=args.data_file, offline=args.offline
         )
-        corpus = corpus_mod.load_corpus(source, root, bar)
+        corpus = corpus_mod.load_corpus(source, root, bar,
+                                        view=View(args.protocol, args.granularity))
         if corpus.rejections:
             first = corpus.rejections[0]
             if bar is not None:

@@ -22,6 +22,10 @@ from .variants import VariantError, is_variant, parse_variant
 
 MAX_K = 10_000  # vipune's MAX_SEARCH_LIMIT: no search may ask for more rows
 DEFAULT_KS = (1, 5, 10)
+LONGMEMEVAL_KS = (1, 3, 5, 10, 30, 50)  # protocol.LONGMEMEVAL_KS (run_retrieval.py line 316)
+#: Retrievers that read a vipune store, which holds each id once: not under the longmemeval
+#: protocol, whose corpus keeps repeated session slots as separate items.
+STORE_RETRIEVERS = ("hybrid", "fts", "vipune")
 DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
 DEFAULT_DATA = "sample"
 DEFAULT_DATA_REPO = "xiaowu0162/longmemeval-cleaned"
@@ -215,6 +219,17 @@ OPTIONS: tuple[_Option, ...] = (
             "DIR"),
     _Option("--retrieval-eval-vipune", "retrieval_eval_vipune", text, "vipune",
             "the vipune binary for the vipune retriever (default: vipune on PATH)", "PATH"),
+    _Option("--retrieval-eval-protocol", "retrieval_eval_protocol",
+            choice("vipune", "longmemeval"), "vipune",
+            "what is scored: vipune (one row per session, answer_session_ids, recall@k) or "
+            "longmemeval (LongMemEval's own retrieval experiment: user turns only, every "
+            "session slot kept, its question set, gold, ties and metrics; k defaults to "
+            "1,3,5,10,30,50 and the retriever to bm25) (default: vipune)", "vipune|longmemeval"),
+    _Option("--retrieval-eval-granularity", "retrieval_eval_granularity",
+            choice("session", "turn"), "session",
+            "corpus item: a session, or a turn (id <session_id>_<n>, gold the has_answer turns, "
+            "session metrics derived from the turn ranking) (default: session)",
+            "session|turn"),
     _Option("--retrieval-eval-vipune-timeout", "retrieval_eval_vipune_timeout", positive_float,
             60.0, "seconds one vipune search may take before its item fails (default: 60)",
             "SECONDS"),
@@ -275,6 +290,8 @@ class Settings:
     store_dir: Path | None
     vipune: str
     vipune_timeout: float
+    protocol: str = "vipune"
+    granularity: str = "session"
     cache_repo: str | None = None
 
     @property
@@ -295,6 +312,12 @@ def _value(config: pytest.Config, opt: _Option) -> Any:
     return opt.default
 
 
+def _given(config: pytest.Config, dest: str) -> bool:
+    """Whether the option was set on the command line or in the ini file."""
+    raw = config.getini(dest)
+    return config.getoption(dest) is not None or (isinstance(raw, str) and bool(raw.strip()))
+
+
 def read_settings(config: pytest.Config) -> Settings:
     """Resolve every option (command line, then ini, then default) and check combinations."""
     v = {opt.dest.removeprefix("retrieval_eval_"): _value(config, opt) for opt in OPTIONS}
@@ -302,6 +325,11 @@ def read_settings(config: pytest.Config) -> Settings:
     cache = v.pop("cache") or None  # None: cache.default_cache_dir() (env, XDG, ~/.cache)
     json_path = v.pop("json")
     store_dir = v.pop("store_dir")
+    if v["protocol"] == "longmemeval":  # upstream's ks and retriever, unless asked otherwise
+        if not _given(config, "retrieval_eval_k"):
+            v["k"] = LONGMEMEVAL_KS
+        if not _given(config, "retrieval_eval_retriever"):
+            v["retriever"] = ("bm25",)
     settings = Settings(
         cache_dir=Path(cache).expanduser() if cache else None,
         json_path=Path(json_path) if json_path else None,
@@ -321,6 +349,15 @@ def check_combinations(settings: Settings) -> None:
             "--retrieval-eval-device cuda has nothing to run with --no-model "
             "(no model is loaded); drop one of them"
         )
+    if settings.protocol == "longmemeval":
+        stored = [name for name in settings.retrievers  # what-ifs of them too (hybrid+…)
+                  if name.split("+", 1)[0] in STORE_RETRIEVERS]
+        if stored:
+            raise pytest.UsageError(
+                f"--retrieval-eval-retriever {stored[0]} reads a vipune store, which holds each "
+                f"id once, but --retrieval-eval-protocol longmemeval keeps every repeated "
+                f"session slot as its own item; use bm25, semantic, oracle or your own "
+                f"retriever with it, or --retrieval-eval-protocol vipune")
     if settings.json_path is not None:
         if settings.json_path.is_dir():
             raise pytest.UsageError(

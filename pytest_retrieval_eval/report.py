@@ -28,6 +28,30 @@ FAMILIES: tuple[tuple[str, str], ...] = (
     ("recall_all", "all"),
 )
 
+#: The columns under ``--retrieval-eval-protocol longmemeval``: upstream's three metrics.
+LME_FAMILIES: tuple[tuple[str, str], ...] = (
+    ("recall_any", "any"),
+    ("recall_all", "all"),
+    ("ndcg_any", "ndcg"),
+)
+#: At turn granularity: session metrics derived from the turn ranking.
+SESSION_FAMILIES: dict[str, tuple[tuple[str, str], ...]] = {
+    "vipune": (("session_recall", "sR"),),
+    "longmemeval": tuple((f"session_{name}", f"s{short}") for name, short in LME_FAMILIES),
+}
+#: A single retriever's table holds at most this many metric columns in one row; more are
+#: shown one block per metric family (so six ks stay within a terminal's width).
+MAX_ROW_COLUMNS = 12
+
+
+def families_for(protocol: str = "vipune",
+                 granularity: str = "session") -> tuple[tuple[str, str], ...]:
+    """The metric families the table shows for a protocol and granularity."""
+    base = LME_FAMILIES if protocol == "longmemeval" else FAMILIES
+    extra = SESSION_FAMILIES.get(protocol, ()) if granularity == "turn" else ()
+    return (*base, *extra)
+
+
 PairResult = dict[str, Any]
 """One scored (pair, retriever): retriever, index, question_id, question_type, gold,
 gold_source, ranked, metrics, notes, latency_ms."""
@@ -96,7 +120,8 @@ def _fmt(value: float | None) -> str:
 
 
 def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
-                ks: Sequence[int]) -> list[str]:
+                ks: Sequence[int],
+                families: Sequence[tuple[str, str]] = FAMILIES) -> list[str]:
     """The summary table: one row per question type present, then ``overall``.
 
     One retriever: one table with recall@k and its any/all variants. Several: one block per
@@ -122,14 +147,14 @@ def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
             lines.append(row(qtype, str(n), cells))
         return lines
 
-    if len(retrievers) == 1:
+    if len(retrievers) == 1 and len(families) * len(ks) <= MAX_ROW_COLUMNS:
         name = retrievers[0]
-        columns = [(name, fam, k) for fam, _ in FAMILIES for k in ks]
-        heads = [f"{short}@{k}".rjust(cell_w) for _, short in FAMILIES for k in ks]
+        columns = [(name, fam, k) for fam, _ in families for k in ks]
+        heads = [f"{short}@{k}".rjust(cell_w) for _, short in families for k in ks]
         return [row("question type", "n", heads), *body(columns)]
     group_w = len(ks) * (cell_w + 2) - 2
     lines: list[str] = []
-    for family, _ in FAMILIES:
+    for family, _ in families:
         if lines:
             lines.append("")
         names = [name[:group_w].center(group_w) for name in retrievers]
@@ -143,6 +168,8 @@ def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
 #: How the header words each data note (counts over the whole dataset).
 NOTE_TEXT: dict[str, str] = {
     "repeated_session_ids": "{n} repeated session id(s) (first occurrence kept)",
+    "repeated_slots_kept": "{n} repeated session slot(s), each kept as its own item (as "
+                           "LongMemEval does)",
     "conflicting_repeats": "{n} of them with different content",
     "histories_with_repeats": "{n} history(ies) with repeats",
     "gold_not_in_haystack": "{n} pair(s) with gold ids not in the haystack (scored; those "
@@ -193,19 +220,26 @@ def header_lines(info: Mapping[str, Any]) -> list[str]:
     stop = [] if not run.get("interrupted") else [
         f"interrupted after {run['items_run']} of {run.get('items_selected', '?')} items: the "
         f"numbers below cover only what ran; run again for the rest"]
+    protocol = info.get("protocol", "vipune")
     lines = [
         *stop,
         f"dataset: {ds['name']} (sha256 {ds['sha256'][:16]}…)  gold: {ds['gold_source']}",
+        (f"protocol: {protocol}  granularity: {info.get('granularity', 'session')}"
+         + ("  (LongMemEval's own retrieval experiment)" if protocol == "longmemeval" else "")),
         f"lane: {info['lane']}  model: {model_text}",
         f"retrievers: {', '.join(info['retrievers'])}  k: {', '.join(map(str, info['ks']))}",
         (f"pairs: {info['scored']} scored of {info['usable']} usable; skipped "
-         f"{skipped['abstention']} abstention, {skipped['rejected']} rejected, "
+         f"{skipped['abstention']} abstention, "
+         + (f"{skipped['no_user_evidence']} without a user has_answer turn, "
+            if skipped.get("no_user_evidence") else "")
+         + f"{skipped['rejected']} rejected, "
          f"{skipped['not_selected']} not selected"
          + (f", {skipped['not_run']} not run" if run.get("interrupted") else "")),
     ]
     lines.extend(note_lines(info.get("notes") or {}))
     lines.extend(rejection_lines(info.get("rejections") or []))
-    if ds["gold_source"] != "answer_session_ids":
+    if protocol == "vipune" and info.get("granularity", "session") == "session" and \
+            ds["gold_source"] != "answer_session_ids":
         lines.append("gold: answer_session_ids absent for some pairs; their gold is the "
                      "sessions with a has_answer turn (an approximation)")
     return lines
@@ -220,7 +254,9 @@ def terminal_lines(report: Mapping[str, Any], width: int = 80) -> list[str]:
             s["overall"]["n"] for s in report["summary"].values()):
         return [*lines, "no pair was scored", *_error_lines(report)]
     lines.append("")
-    lines.extend(table_lines(report["summary"], report["retrievers"], report["ks"]))
+    lines.extend(table_lines(report["summary"], report["retrievers"], report["ks"],
+                             families_for(info.get("protocol", "vipune"),
+                                          info.get("granularity", "session"))))
     notes = diagnostics.lines(report.get("diagnostics") or {}, report["retrievers"],
                               report["ks"], width)
     lines.extend(["", *notes] if notes else [])
@@ -268,6 +304,8 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
         "run": run,
         "schema_version": SCHEMA_VERSION,
         "dataset": info["dataset"],
+        "protocol": info.get("protocol", "vipune"),
+        "granularity": info.get("granularity", "session"),
         "lane": info["lane"],
         "model": info.get("model"),
         "ks": ks,

@@ -24,6 +24,7 @@ from . import cache as cache_mod
 from . import corpus as corpus_mod
 from . import dataset as dataset_mod
 from . import diagnostics, vipune
+from . import longmemeval_metrics as lme_metrics
 from . import prep as prep_mod
 from . import retrievers as retrievers_mod
 from . import store as store_mod
@@ -33,6 +34,7 @@ from .embedding import EmbedConfig, Embedder, load_embedder
 from .errors import CacheError, DataError, ModelError, RetrievalEvalError, RetrieverError
 from .metrics import dedupe, score_ranking
 from .options import CUSTOM_RETRIEVER, DEFAULT_DATA, DEFAULT_DATA_REPO, DEFAULT_MODEL, Settings
+from .protocol import LONGMEMEVAL, NO_USER_EVIDENCE, REPEATED_SLOTS_KEPT, View, strip_turn
 from .report import NOTE_TEXT, PairResult
 
 Progress = Callable[[str, int, "int | None"], None]
@@ -92,6 +94,11 @@ class EvalSession:
                            device=s.device,  # type: ignore[arg-type]
                            threads=s.threads, batch_size=s.batch_size)
 
+    @property
+    def view(self) -> View:
+        """The run's protocol and granularity (:mod:`.protocol`)."""
+        return View(self.settings.protocol, self.settings.granularity)
+
     def prepare(self, progress: Progress | None = None) -> Plan:
         """Resolve data and model, build the corpus and the missing vectors; fix the plan."""
         s = self.settings
@@ -100,11 +107,11 @@ class EvalSession:
         source = dataset_mod.resolve_dataset(
             s.data, repo=s.data_repo, filename=s.data_file, offline=s.no_model,
             offline_reason="--no-model never downloads")
-        corpus = corpus_mod.load_corpus(source, self.cache_root, progress)
+        corpus = corpus_mod.load_corpus(source, self.cache_root, progress, view=self.view)
         if not any(not p.abstention for p in corpus.pairs):
             raise DataError(_no_usable_pair(source, corpus))
         self.corpus = corpus
-        if "bm25" in s.retrievers:
+        if "bm25" in s.retrievers and self.view.is_default:
             # Saved once per corpus, before any worker starts: no process splits texts again.
             terms_mod.ensure_table(corpus, self.cache_root, progress)
         if not self._needs_vectors():
@@ -195,6 +202,9 @@ class EvalSession:
     def _make_retrievers(self) -> None:
         for name in self.settings.retrievers:
             if name != CUSTOM_RETRIEVER and name not in self._retrievers:
+                if name == "bm25" and self.settings.protocol == LONGMEMEVAL:
+                    self._retrievers[name] = retrievers_mod.LongMemEvalBM25Retriever()
+                    continue
                 self._retrievers[name] = retrievers_mod.get_retriever(name, self.settings)
 
     def _needs_vectors(self) -> bool:
@@ -293,7 +303,7 @@ class EvalSession:
         }
         self._make_retrievers()  # workers make theirs here
         bm25 = self._retrievers.get("bm25")
-        if isinstance(bm25, retrievers_mod.BM25Retriever):
+        if isinstance(bm25, retrievers_mod.BM25Retriever) and self.view.is_default:
             table = terms_mod.table_path(Path(self.plan.cache_root), corpus.dataset_sha256)
             corpus_sha = terms_mod.corpus_file_sha256(corpus)  # counts of this very corpus
             bm25.use_table(lambda: terms_mod.open_table(table, corpus_sha))
@@ -386,7 +396,12 @@ class EvalSession:
         if getattr(retriever, "needs_store", False):
             persona.store_path()  # built or checked once per persona: not query latency
         start = time.perf_counter()
-        rankings = self._rankings(retriever, persona, query)
+        if self.settings.protocol == LONGMEMEVAL:
+            # Every corpus item ranked, repeats kept (turn metrics grow k past the cut-off).
+            whole = [str(x) for x in retriever.rank(persona, query, len(pair.session_ids))]
+            rankings = dict.fromkeys(self.settings.ks, whole)
+        else:
+            rankings = self._rankings(retriever, persona, query)
         retrieval_ms = (time.perf_counter() - start) * 1000.0
         rankable = set(pair.session_ids)
         for ranked in rankings.values():
@@ -399,9 +414,7 @@ class EvalSession:
                     f"({len(pair.session_ids)} sessions); a retriever must rank only "
                     f"persona.session_ids"
                 )
-        metrics: dict[str, float] = {}
-        for k in self.settings.ks:
-            metrics.update(score_ranking(rankings[k], pair.gold, (k,), rankable))
+        metrics = self._score(pair, rankings, rankable)
         result: PairResult = {
             "retriever": retriever_name,
             "index": pair.index,
@@ -417,6 +430,25 @@ class EvalSession:
         }
         self.add_result(result)
         return result
+
+    def _score(self, pair: corpus_mod.PairRecord, rankings: Mapping[int, list[str]],
+               rankable: set[str]) -> dict[str, float]:
+        """The pair's metrics under the run's protocol and granularity."""
+        ks = self.settings.ks
+        if self.settings.protocol == LONGMEMEVAL:
+            return lme_metrics.score_ranking(rankings[ks[0]], pair.gold, pair.session_ids, ks,
+                                             self.settings.granularity)
+        metrics: dict[str, float] = {}
+        for k in ks:
+            metrics.update(score_ranking(rankings[k], pair.gold, (k,), rankable))
+        if self.settings.granularity == "turn":
+            # A caller asking vipune for k rows gets k turns: the share of the gold sessions
+            # with a turn among them.
+            gold_sessions = {strip_turn(g) for g in pair.gold}
+            for k in ks:
+                found = {strip_turn(x) for x in rankings[k][:k]} & gold_sessions
+                metrics[f"session_recall@{k}"] = len(found) / len(gold_sessions)
+        return metrics
 
     def _rankings(self, retriever: retrievers_mod.Retriever, persona: retrievers_mod.Persona,
                   query: retrievers_mod.Query) -> dict[int, list[str]]:
@@ -493,16 +525,24 @@ class EvalSession:
             selection["selected"] = [[corpus.pairs[i].question_id, name]
                                      for i, name in self.selected]
         abstention = sum(1 for p in corpus.pairs if p.abstention)
+        no_evidence = sum(1 for p in corpus.pairs if p.notes.get(NO_USER_EVIDENCE))
         stats = dict(corpus.stats)
         notes = {name: stats.get(name, 0) for name in NOTE_TEXT}  # the header's notes
+        if self.settings.protocol == LONGMEMEVAL:  # every slot kept: nothing was dropped
+            repeats = [p.notes.get(REPEATED_SLOTS_KEPT, 0) for p in corpus.pairs]
+            notes = {REPEATED_SLOTS_KEPT: sum(repeats),
+                     "histories_with_repeats": sum(1 for n in repeats if n)}
         return {
             "dataset": {**self.dataset_info, "stats": stats},
             "lane": self.plan.lane,
             "model": self.plan.model,
             "ks": list(self.settings.ks),
             "retrievers": list(self.settings.retrievers),
+            "protocol": self.settings.protocol,
+            "granularity": self.settings.granularity,
             "usable": len(corpus.pairs) - abstention,
-            "skipped": {"abstention": abstention, "rejected": len(corpus.rejections)},
+            "skipped": {"abstention": abstention - no_evidence, "rejected": len(corpus.rejections),
+                        **({NO_USER_EVIDENCE: no_evidence} if no_evidence else {})},
             "rejections": [asdict(r) for r in corpus.rejections],
             "notes": notes,
             "selection": selection,

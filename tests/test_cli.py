@@ -88,6 +88,27 @@ def test_prep_summary_line_then_cached(
     assert match and match.groups()[2:] == ("0", "18")
 
 
+def test_prep_of_turns_embeds_each_distinct_turn_text_once(
+    dataset: Path, model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_retrieval_eval.protocol import View
+
+    cache = tmp_path / "cache"
+    code, out, err = run(prep_args(dataset, model_dir, cache, "--no-progress",
+                                   "--granularity", "turn"), capsys)
+    assert code == 0, err
+    match = SUMMARY.match(out.strip())
+    assert match, out
+    slots, unique, now, cached = map(int, match.groups())
+    corpus = load_corpus(DatasetSource("data", dataset), cache, view=View("vipune", "turn"))
+    turn_keys = {k for p in corpus.pairs for k in p.text_keys}
+    questions = {query_key(p.question, "") for p in corpus.pairs}
+    # q0 and q1 share sessions: their turns are stored once, embedded once.
+    assert slots == sum(len(p.text_keys) for p in corpus.pairs) > len(turn_keys)
+    assert (unique, now, cached) == (len(turn_keys | questions),) * 2 + (0,)
+    assert all("_" in sid for p in corpus.pairs for sid in p.session_ids)
+
+
 def test_prep_vectors_match_the_model(
     dataset: Path, model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
