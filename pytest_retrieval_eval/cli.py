@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, NoReturn, TextIO
 
 from .errors import RetrievalEvalError, one_line
 
@@ -78,8 +79,11 @@ class ProgressBar:
 
     Callable as a ``Progress`` (label, done, total). Redraws at most every ``interval``
     seconds on a terminal; elsewhere (a pipe, a CI log) it prints one line per label change
-    and then at most every ``quiet_interval`` seconds.
+    and then at most every ``quiet_interval`` seconds. Nothing is drawn for a step until it
+    has run :data:`GRACE` seconds, so a step that ends within a second shows nothing.
     """
+
+    GRACE = 1.0  # seconds a step runs before it is first drawn
 
     def __init__(
         self,
@@ -113,6 +117,8 @@ class ProgressBar:
         self._ended = self._ended or final
         if (done, total) == self._last_state:
             return
+        if now - self._start < self.GRACE:
+            return  # a step that ends within a second shows nothing
         if not final and now - self._last_draw < self.interval:
             return
         self._last_draw, self._last_state = now, (done, total)
@@ -153,11 +159,20 @@ class ProgressBar:
 # --------------------------------------------------------------------------- commands
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """A bad argument is one line (``retrieval-eval prep: error: argument --batch-size: ...;
+    see --help``), not the usage banner followed by the message."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {one_line(message)}; see "
+                              f"{self.prog} --help\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of ``retrieval-eval``."""
     from .cache import default_cache_dir
 
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog=PROG,
         description="Prep phase of pytest-retrieval-eval: embed a LongMemEval dataset once "
         "into the vector cache, so `pytest --retrieval-eval` (and --no-model) runs need no "
@@ -223,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_hub_commands(actions: argparse._SubParsersAction[argparse.ArgumentParser],
+def _add_hub_commands(actions: argparse._SubParsersAction[_OneLineParser],
                       default_cache: Path) -> None:
     """``cache push`` and ``cache pull`` (the Hugging Face Hub, a dataset repo)."""
     push = actions.add_parser(
@@ -264,7 +279,7 @@ def _add_hub_commands(actions: argparse._SubParsersAction[argparse.ArgumentParse
 EXIT_REFUSED = 4
 
 
-def _add_compare_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_compare_commands(sub: argparse._SubParsersAction[Any]) -> None:
     compare = sub.add_parser(
         "compare", help="compare two JSON reports (or two retrievers of one) pair by pair",
         description="Compare BASE.json with NEW.json pair by pair (matched on question_id and "
@@ -432,6 +447,24 @@ def _cmd_models(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
+#: The pytest options whose advice ``prep`` gives with its own flag. Messages are worded once,
+#: for pytest (``--retrieval-eval-model DIR``); the CLI rewrites the flag it shares, longest
+#: name first (``--retrieval-eval-data-repo`` before ``--retrieval-eval-data``).
+_PREP_FLAGS = {
+    f"--retrieval-eval-{name}": f"--{name}"
+    for name in sorted(("data", "data-repo", "data-file", "model", "cache", "pooling",
+                        "max-length", "query-prefix", "device", "threads", "batch-size"),
+                       key=len, reverse=True)
+}
+_PYTEST_FLAG = re.compile("|".join(re.escape(flag) + r"(?![\w-])" for flag in _PREP_FLAGS))
+
+
+def for_cli(message: str) -> str:
+    """``message`` with each pytest flag that ``prep`` shares named as ``prep`` spells it:
+    advice always names the flag of the command in use."""
+    return _PYTEST_FLAG.sub(lambda m: _PREP_FLAGS[m.group(0)], message)
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
@@ -506,7 +539,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
              file: TextIO | None = None, line: str | None = None) -> None:
-        err.write(f"{PROG}: warning: {one_line(message)}\n")
+        err.write(f"{PROG}: warning: {for_cli(one_line(message))}\n")
 
     previous = warnings.showwarning
     warnings.showwarning = show
@@ -525,7 +558,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return EXIT_REFUSED
         return _cmd_models(args, out, err)
     except RetrievalEvalError as exc:
-        err.write(f"{PROG}: error: {one_line(exc)}\n")
+        err.write(f"{PROG}: error: {for_cli(one_line(exc))}\n")
         return EXIT_HUB if args.command == "cache" else EXIT_ERROR
     except KeyboardInterrupt:
         err.write(f"{PROG}: interrupted\n")

@@ -232,7 +232,7 @@ OPTIONS: tuple[_Option, ...] = (
             "the vipune binary for the vipune retriever (default: vipune on PATH)", "PATH"),
     _Option("--retrieval-eval-protocol", "retrieval_eval_protocol",
             choice("vipune", "longmemeval"), "vipune",
-            "what is scored: vipune (the scope document's memory rows, gold and metrics) or "
+            "what is scored: vipune (one row per session, answer_session_ids, recall@k) or "
             "longmemeval (LongMemEval's own retrieval experiment: user turns only, every "
             "session slot kept, its question set, gold, ties and metrics; k defaults to "
             "1,3,5,10,30,50 and the retriever to bm25) (default: vipune)", "vipune|longmemeval"),
@@ -247,6 +247,22 @@ OPTIONS: tuple[_Option, ...] = (
 )
 
 
+def _command_line(opt: _Option) -> Callable[[str], Any]:
+    """``opt.parse`` as an argparse ``type=``, but a bad value raises :class:`pytest.UsageError`
+    itself: argparse passes that through (it turns only ArgumentTypeError, TypeError and
+    ValueError into its own error), so pytest prints one ``ERROR:`` line instead of its usage
+    banner followed by argparse's message."""
+
+    def parse(value: str) -> Any:
+        try:
+            return opt.parse(value)
+        except argparse.ArgumentTypeError as exc:
+            raise pytest.UsageError(f"{opt.flag}: {exc}") from None
+
+    parse.__name__ = opt.parse.__name__
+    return parse
+
+
 def add_options(parser: pytest.Parser) -> None:
     """Register the option group and the ini twins."""
     group = parser.getgroup("retrieval-eval", "retrieval evaluation (pytest-retrieval-eval)")
@@ -255,7 +271,7 @@ def add_options(parser: pytest.Parser) -> None:
             group.addoption(opt.flag, action="store_true", dest=opt.dest, default=None,
                             help=opt.help)
         else:
-            group.addoption(opt.flag, dest=opt.dest, type=opt.parse, default=None,
+            group.addoption(opt.flag, dest=opt.dest, type=_command_line(opt), default=None,
                             metavar=opt.metavar, help=opt.help)
         # Read as text and parsed here, flags included, so a bad ini value is one line
         # naming the option (pytest's own "bool" type does not name it).

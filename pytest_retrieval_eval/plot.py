@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .checksums import file_mode
 from .errors import RetrievalEvalError, write_fault
 
 FORMATS = ("png", "svg", "pdf")
@@ -165,9 +166,7 @@ def _save(fig: Any, plt: Any, path: Path, fmt: str) -> None:
             # A fixed date keeps pdf/svg output reproducible for the same report.
             meta = {"Date": None} if fmt in ("svg", "pdf") else {"Software": None}
             fig.savefig(fh, format=fmt, dpi=80, metadata=meta)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would hide the figure from others
+        os.chmod(tmp, file_mode())  # the umask's mode, not mkstemp's 0600
         os.replace(tmp, path)
         tmp = None
     except OSError as exc:

@@ -59,8 +59,12 @@ class _Progress:
     """Progress of long steps (ingest, embedding) through the terminal reporter.
 
     On a terminal the line is rewritten in place (at most twice a second); in a log (CI) a
-    line is written at the start, every 30 seconds, and at the end of each step.
+    line is written once the step has run a second, every 30 seconds, and at its end. A step
+    that ends within :data:`GRACE` seconds shows nothing (a small file's error is not preceded
+    by the progress of the steps before it).
     """
+
+    GRACE = 1.0  # seconds a step runs before its first line
 
     def __init__(self, config: pytest.Config) -> None:
         self.tr = config.pluginmanager.get_plugin("terminalreporter")
@@ -77,6 +81,8 @@ class _Progress:
         final = total is not None and done >= total
         if final and self.last < 0:
             return  # this step's end was shown already
+        if now - self.started < self.GRACE:
+            return  # a step that ends within a second shows nothing
         interval = 0.5 if self.tr.isatty else 30.0
         if not final and self.last > 0 and now - self.last < interval:
             return

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .checksums import file_mode
 from .errors import RetrievalEvalError, write_fault
 from .markdown import STEP_SUMMARY_ENV, run_markdown
 
@@ -55,9 +56,7 @@ def _write(path: Path, text: str, *, append: bool) -> None:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
+        os.chmod(tmp, file_mode())  # the umask's mode, not mkstemp's 0600
         os.replace(tmp, path)
         tmp = None
     finally:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from . import diagnostics
+from .checksums import share_as_umask
 from .errors import CacheError
 from .metrics import mean_metrics, metric_key
 from .pairs import QUESTION_TYPES
@@ -361,6 +362,7 @@ def write_json(report: Mapping[str, Any], path: Path) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(public, fh, indent=1, sort_keys=False)
             fh.write("\n")
+        share_as_umask(tmp)  # mkstemp makes it 0600
         os.replace(tmp, path)
     except BaseException as exc:
         if tmp is not None:

@@ -10,6 +10,7 @@ is never loaded twice for prep. Each item then calls :meth:`EvalSession.run_pair
 from __future__ import annotations
 
 import contextlib
+import shlex
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -30,9 +31,9 @@ from . import store as store_mod
 from . import terms as terms_mod
 from .checksums import MEMO_DIR
 from .embedding import EmbedConfig, Embedder, load_embedder
-from .errors import CacheError, DataError, RetrieverError
+from .errors import CacheError, DataError, ModelError, RetrievalEvalError, RetrieverError
 from .metrics import dedupe, score_ranking
-from .options import CUSTOM_RETRIEVER, DEFAULT_MODEL, Settings
+from .options import CUSTOM_RETRIEVER, DEFAULT_DATA, DEFAULT_DATA_REPO, DEFAULT_MODEL, Settings
 from .protocol import LONGMEMEVAL, NO_USER_EVIDENCE, REPEATED_SLOTS_KEPT, View, strip_turn
 from .report import NOTE_TEXT, PairResult
 
@@ -102,7 +103,10 @@ class EvalSession:
         """Resolve data and model, build the corpus and the missing vectors; fix the plan."""
         s = self.settings
         self._make_retrievers()  # a bad retriever fails now, not after an hour of prep
-        source = dataset_mod.resolve_dataset(s.data, repo=s.data_repo, filename=s.data_file)
+        # --no-model never opens a socket: a named dataset comes from the local Hub cache only.
+        source = dataset_mod.resolve_dataset(
+            s.data, repo=s.data_repo, filename=s.data_file, offline=s.no_model,
+            offline_reason="--no-model never downloads")
         corpus = corpus_mod.load_corpus(source, self.cache_root, progress, view=self.view)
         if not any(not p.abstention for p in corpus.pairs):
             raise DataError(_no_usable_pair(source, corpus))
@@ -128,8 +132,14 @@ class EvalSession:
             plan = Plan(str(corpus.path), str(self.cache_root), "model-free", model, None)
         else:
             spec = s.model or DEFAULT_MODEL
-            embedder = load_embedder(spec, self.embed_config(),
-                                     memo_dir=self.cache_root / MEMO_DIR)
+            try:
+                embedder = load_embedder(spec, self.embed_config(),
+                                         memo_dir=self.cache_root / MEMO_DIR)
+            except ModelError as exc:
+                hint = self._no_model_hint(corpus)
+                if hint is None:
+                    raise
+                raise ModelError(f"{exc}; {hint}") from None
             self.embedder = embedder
             self.vectors = self._vector_cache(embedder.info())
             if s.cache_repo is not None and self.vectors.missing(
@@ -142,6 +152,31 @@ class EvalSession:
         with contextlib.suppress(OSError):
             store_mod.StoreCache(self.cache_root / "stores").remove_stale_partials()
         return plan
+
+    def _no_model_hint(self, corpus: corpus_mod.Corpus) -> str | None:
+        """When the model cannot be loaded: the ``--no-model`` command that works with the
+        vectors the cache (or the bundled sample) holds for this dataset, or None."""
+        s = self.settings
+        try:
+            model = self._choose_cached_model(corpus)
+            if "vipune" in s.retrievers:
+                retrievers_mod.check_compatible(model)  # as finish_setup would
+        except RetrievalEvalError:
+            return None
+        words = ["pytest", "--retrieval-eval", "--no-model"]
+        if s.data != DEFAULT_DATA:
+            words += ["--retrieval-eval-data", s.data]
+        if s.data_repo != DEFAULT_DATA_REPO:
+            words += ["--retrieval-eval-data-repo", s.data_repo]
+        if s.data_file is not None:
+            words += ["--retrieval-eval-data-file", s.data_file]
+        if s.model is not None:
+            words += ["--retrieval-eval-model", s.model]
+        if s.cache_dir is not None:
+            words += ["--retrieval-eval-cache", str(s.cache_dir)]
+        command = " ".join(shlex.quote(word) for word in words)
+        return (f"or score without the model, offline, from the vectors of {model['name']} "
+                f"cached for dataset {corpus.dataset_name}: `{command}`")
 
     def _pull(self, progress: Progress | None, *, fingerprint: str | None = None,
               model: str | None = None) -> None:

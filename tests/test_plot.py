@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -111,3 +113,13 @@ def test_the_plugin_and_compare_never_import_matplotlib() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "False"
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o002])
+def test_figure_mode_follows_the_umask(tmp_path: Path, mask: int) -> None:
+    old = os.umask(mask)
+    try:
+        plot.plot_report(reports()[0], tmp_path / "r.png")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "r.png").stat().st_mode) == 0o666 & ~mask

@@ -4,6 +4,8 @@ properties and summary tables that fit the terminal."""
 from __future__ import annotations
 
 import json
+import os
+import stat
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -215,3 +217,16 @@ def test_under_xdist_the_controller_compares_and_items_keep_their_properties(
     recall5 = [p for p in ET.parse(xml).getroot().iter("property")
                if p.get("name") == "recall@5"]
     assert len(recall5) == 15
+
+
+def test_markdown_file_mode_follows_the_umask(tmp_path: Path) -> None:
+    from pytest_retrieval_eval.publish import publish_markdown
+
+    old = os.umask(0o002)
+    try:
+        lines = publish_markdown(make_report({"a": [("q1", "multi-session", 1.0)]}),
+                                 tmp_path / "s.md", step_summary=False)
+    finally:
+        os.umask(old)
+    assert lines == [f"Markdown summary: {tmp_path / 's.md'}"]
+    assert stat.S_IMODE((tmp_path / "s.md").stat().st_mode) == 0o664
