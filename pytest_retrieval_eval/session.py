@@ -142,6 +142,11 @@ class EvalSession:
             self.subset = subset_mod.choose(self.corpus, self.settings.subset,
                                             self.settings.subset_seed)
 
+    def _subset_args(self) -> str:
+        """What a suggested prep command adds under a subset (prep only what is scored)."""
+        s = self.settings
+        return "" if s.subset is None else f" --subset {s.subset} --subset-seed {s.subset_seed}"
+
     def vector_corpus(self) -> corpus_mod.Corpus | subset_mod.SubsetCorpus:
         """The corpus whose texts need vectors: the subset's pairs only under a subset."""
         assert self.corpus is not None
@@ -191,7 +196,7 @@ class EvalSession:
                         and int(m.get("max_length", 512)) == s.max_length]
             holding = explicit or holding
         prep_cmd = (f"retrieval-eval prep --data {s.data} --model {s.model or DEFAULT_MODEL} "
-                    f"--cache {self.cache_root}")
+                    f"--cache {self.cache_root}{self._subset_args()}")
         if not holding:
             raise CacheError(self._no_cached_model(corpus, roots))
         if len(holding) > 1:
@@ -225,7 +230,7 @@ class EvalSession:
         cached = lost or {str(m.get("name")) for m in present}
         model = s.model or (cached.pop() if len(cached) == 1 else DEFAULT_MODEL)
         prep_cmd = (f"retrieval-eval prep --data {s.data} --model {model} "
-                    f"--cache {self.cache_root}")
+                    f"--cache {self.cache_root}{self._subset_args()}")
         where = f"dataset {corpus.dataset_name}"
         if orphans:
             shard, info = orphans[0]

@@ -228,3 +228,26 @@ def test_prep_under_a_subset_embeds_only_its_pairs_texts(
     # Each session text is its persona's own: the other 8 pairs' texts are absent.
     other = corpus.pairs[next(i for i in range(12) if i not in chosen.positions)]
     assert text_key(corpus.texts([other.text_keys[0]])[0]) not in set(vectors.keys())
+
+
+def test_no_model_run_on_a_subset_prep(pytester: pytest.Pytester, tmp_path: Path,
+                                       isolated_cache: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A cache prepped for a subset serves the model-free lane for that subset only; for
+    another, the one line names the prep command with its --subset."""
+    model = make_model_dir(tmp_path / "model", dim=8).path
+    instances = [make_instance(f"q{i}", question_type=QUESTION_TYPES[i % 3], n_sessions=3)
+                 for i in range(9)]
+    data = write_dataset(tmp_path / "data.json", instances)
+    assert cli.main(["prep", "--data", str(data), "--model", str(model), "--cache",
+                     str(isolated_cache), "--no-progress", "--subset", "3"]) == 0
+    capsys.readouterr()
+    args = ("--retrieval-eval", "--no-model", "--retrieval-eval-data", str(data),
+            "--retrieval-eval-model", "tiny-model")
+    ok = pytester.runpytest(*args, "--retrieval-eval-subset", "3")
+    ok.assert_outcomes(passed=3)
+    bad = pytester.runpytest(*args, "--retrieval-eval-subset", "3",
+                             "--retrieval-eval-subset-seed", "1")
+    assert bad.ret == 4
+    bad.stderr.fnmatch_lines(["*run `retrieval-eval prep --data * --model tiny-model --cache "
+                              "* --subset 3 --subset-seed 1` first"])
