@@ -120,3 +120,24 @@ def test_without_ray_it_is_one_line_naming_the_extra(
     assert not (tmp_path / "cache" / "vectors").exists() or not any(
         p.name.startswith("shard-") for d in (tmp_path / "cache" / "vectors").iterdir()
         for p in d.iterdir())
+
+
+def test_an_unreachable_cluster_is_one_line(
+        dataset: Path, model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    class FakeRay:
+        def is_initialized(self) -> bool:
+            return False
+
+        def init(self, **kwargs: Any) -> None:
+            raise ConnectionError(f"could not connect to {kwargs['address']}\nretrying...")
+
+    monkeypatch.setattr(ray_prep, "import_ray", lambda: (FakeRay(), object()))
+    code = cli.main(prep(dataset, model_dir, tmp_path / "cache", "--ray", "10.9.9.9:6379"))
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith(
+        "retrieval-eval: error: prep --ray: no Ray cluster at 10.9.9.9:6379 could be used "
+        "(ConnectionError: could not connect to 10.9.9.9:6379 retrying...); check the address")
+    # The corpus is built, no vector was committed: the next prep (any kind) embeds it all.
+    assert not list((tmp_path / "cache").glob("vectors/*/shard-*"))
