@@ -251,3 +251,25 @@ def test_no_model_run_on_a_subset_prep(pytester: pytest.Pytester, tmp_path: Path
     assert bad.ret == 4
     bad.stderr.fnmatch_lines(["*run `retrieval-eval prep --data * --model tiny-model --cache "
                               "* --subset 3 --subset-seed 1` first"])
+
+
+def test_model_lane_under_a_subset_embeds_only_its_pairs(
+        pytester: pytest.Pytester, tmp_path: Path, isolated_cache: Path) -> None:
+    model = make_model_dir(tmp_path / "model", dim=8).path
+    instances = [make_instance(f"q{i}", question_type=QUESTION_TYPES[i % 3], n_sessions=3)
+                 for i in range(9)]
+    data = write_dataset(tmp_path / "data.json", instances)
+    result = pytester.runpytest("--retrieval-eval", "--retrieval-eval-data", str(data),
+                                "--retrieval-eval-model", str(model),
+                                "--retrieval-eval-subset", "4")
+    result.assert_outcomes(passed=4)
+    from pytest_retrieval_eval.corpus import open_corpus
+
+    corpus = open_corpus(next((isolated_cache / "corpus").glob("*.sqlite")))
+    chosen = subset_mod.choose(corpus, 4, 0)
+    expected = set()
+    for i in chosen.positions:
+        expected |= set(corpus.pairs[i].text_keys) | {query_key(corpus.pairs[i].question, "")}
+    embedder = load_embedder(str(model), EmbedConfig())
+    held = VectorCache(isolated_cache, embedder.fingerprint, embedder.dim, embedder.info())
+    assert set(held.keys()) == expected and len(expected) < 9 * 4
