@@ -4,6 +4,8 @@
   embeds every text the cache lacks (resumable: run the same command again after Ctrl-C or a
   crash), drawing a progress bar on stderr, and ends with one summary line on stdout.
 * ``retrieval-eval models --cache DIR`` lists the models whose vectors a cache holds.
+* ``retrieval-eval prep --subset N`` / ``--shard I/N`` / ``--ray [ADDRESS]`` and
+  ``retrieval-eval cache merge DIR... [--into DIR]`` scale prep out (docs/scaling.md).
 
 Option names and defaults match the pytest options (without the ``--retrieval-eval-`` prefix).
 A :class:`~pytest_retrieval_eval.errors.RetrievalEvalError` prints
