@@ -238,9 +238,11 @@ def _add_scale_arguments(prep: argparse.ArgumentParser) -> None:
 
 
 def _add_cache_commands(sub: Any) -> None:
+    """The ``cache`` group; each action is one subparser of ``cache_sub`` and one branch of
+    :func:`_cmd_cache` (merge here; push/pull: docs/cache-hub.md)."""
     from .cache import default_cache_dir
 
-    cache = sub.add_parser("cache", help="work on prepared caches (merge)")
+    cache = sub.add_parser("cache", help="work on prepared caches")
     cache_sub = cache.add_subparsers(dest="cache_command", metavar="ACTION", required=True)
     merge = cache_sub.add_parser(
         "merge", help="verify caches and copy the vectors they hold into one",
@@ -254,6 +256,12 @@ def _add_cache_commands(sub: Any) -> None:
 
 
 def _cmd_cache(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.cache_command == "merge":
+        return _cmd_cache_merge(args, out, err)
+    raise AssertionError(f"unknown cache action {args.cache_command}")  # pragma: no cover
+
+
+def _cmd_cache_merge(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from . import cache as cache_mod
     from . import cache_merge
 
