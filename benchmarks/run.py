@@ -21,7 +21,10 @@ repository (``--data-dir``, default ``~/.cache/pytest-retrieval-eval-bench``), t
 6. embedding: :meth:`Embedder.embed` against onnxruntime called directly on the same
    batches (MiniLM when ``--minilm`` is an ONNX export, and the tiny model), MiniLM prep
    throughput and the model lane's per-query latency;
-7. scale (only when asked: ``--only scale``): prep from an empty vector cache, unsharded
+7. hub (only when asked: ``--only hub``, no dataset needed): ``retrieval-eval cache push``
+   and ``cache pull`` of a vector cache of the synthetic M's size (41,140 vectors of dim 384
+   in prep's shard layout) through the local stand-in of the Hub (tests/hub_standin.py).
+8. scale (only when asked: ``--only scale``): prep from an empty vector cache, unsharded
    against 2-way ``--shard`` + ``cache merge`` (same keys, same vectors?), against ``--ray``
    on a local 2-CPU Ray (bit-identical?), and a 50-pair ``--subset`` (docs/scaling.md).
 
@@ -231,16 +234,93 @@ def ensure_data(scale: Scale, base: Path, results: Results) -> tuple[Path, Path]
         stamp.write_text(wanted)
         results.facts.append(
             f"dataset generated in {time.perf_counter() - began:.0f} s ({size / 1e9:.2f} GB)")
+    return data, ensure_tiny_model(base)
+
+
+def ensure_tiny_model(base: Path) -> Path:
+    """The tiny test model (dim 384), made once under ``base``."""
     model_root = base / "model-tiny-384"
     model = model_root / "tiny-model"
     if not (model / "tokenizer.json").is_file():
         from tests.model_factory import make_model_dir
 
         model = make_model_dir(model_root, dim=384).path
-    return data, model
+    return model
 
 
 # --------------------------------------------------------------------------- phases
+
+#: Unique texts (passages and questions) of the full synthetic M: the prep row's count.
+M_VECTORS = 41_140
+
+
+def hub_phase(base: Path, vectors: int, results: Results) -> None:
+    """Push, then pull into an empty cache, a vector cache of ``vectors`` vectors (dim 384)
+    through the local Hub stand-in, each a real ``retrieval-eval`` process. The vectors are
+    random (a pull moves bytes; their values do not matter) in prep's layout: commits of
+    1024, then compacted as prep compacts."""
+    from pytest_retrieval_eval.cache import VectorCache
+    from tests.hub_standin import WRITE_TOKEN
+
+    work = base / "hub"
+    shutil.rmtree(work, ignore_errors=True)
+    source, copy = work / "source", work / "copy"
+    fingerprint = "bench" + "0" * 59
+    cache = VectorCache(source, fingerprint, 384, {"name": "bench-384", "dim": 384})
+    rng = np.random.default_rng(0)
+    for start in range(0, vectors, 1024):
+        n = min(1024, vectors - start)
+        cache.add([f"k{i}" for i in range(start, start + n)],
+                  rng.standard_normal((n, 384)).astype(np.float32))
+    cache.compact()
+    shards = len(cache.own_shards())
+    size = _du(source / "vectors")
+    server = subprocess.Popen([PYTHON, "-m", "tests.hub_standin"], cwd=ROOT, text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert server.stdout is not None
+        url = server.stdout.readline().strip()
+        env = {**os.environ, "HF_ENDPOINT": url, "HF_TOKEN": WRITE_TOKEN,
+               "HF_HUB_DISABLE_XET": "1", "HF_HOME": str(work / "hf-home")}
+        env.pop("HF_HUB_OFFLINE", None)
+        cli = [PYTHON, "-m", "pytest_retrieval_eval.cli", "cache"]
+        repo = ["--repo", "bench/m-vectors", "--no-progress"]
+        push = measure([*cli, "push", *repo, "--cache", str(source)], cwd=work, env=env)
+        check(push, "cache push")
+        pull = measure([*cli, "pull", *repo, "--cache", str(copy)], cwd=work, env=env)
+        check(pull, "cache pull")
+        again = measure([*cli, "pull", *repo, "--cache", str(copy)], cwd=work, env=env)
+        check(again, "cache pull (again)")
+    finally:
+        if server.stdin is not None:
+            server.stdin.close()
+        server.wait(timeout=30)
+
+    def files(root: Path) -> dict[str, bytes]:
+        return {str(p.relative_to(root)): p.read_bytes() for p in (root / "vectors").rglob("*")
+                if p.is_file() and not p.name.endswith(".lock")}
+
+    identical = files(source) == files(copy)
+    nothing = "0 shards fetched" in again.output
+    results.add(Row(
+        "hub: push a synthetic-M vector cache to the local Hub stand-in", fmt_s(push.wall),
+        fmt_mem(push.tree_peak), f"{size / push.wall / 1e6:.0f} MB/s", "", "",
+        f"{vectors:,} vectors, dim 384, {shards} shards, {size / 1e6:.0f} MB; one commit, "
+        f"files base64 in it (the stand-in answers every file 'regular': no LFS/Xet); CPU "
+        f"{push.cpu:.1f} s"))
+    results.add(Row(
+        "hub: pull it into an empty cache (checked, committed)", fmt_s(pull.wall),
+        fmt_mem(pull.tree_peak), f"{size / pull.wall / 1e6:.0f} MB/s", "identical files",
+        verdict(identical),
+        f"every file sha256-checked against its sidecar, then committed; the process whole "
+        f"(imports included); CPU {pull.cpu:.1f} s"))
+    results.add(Row(
+        "hub: pull again (nothing missing)", fmt_s(again.wall), fmt_mem(again.tree_peak), "",
+        "nothing fetched", verdict(nothing),
+        f"a listing at one commit, one manifest; CPU {again.cpu:.1f} s (mostly imports)"))
+    results.facts.append(
+        f"hub rows: load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores when "
+        "they ran; the stand-in serves from its own process (its CPU is not counted)")
 
 
 def load_phase(data: Path, cache: Path, n_instances: int, results: Results) -> None:
@@ -475,6 +555,81 @@ def floor_phase(tmp: Path, usable: int, repeat: int, results: Results, warm: flo
         f"in all, so splitting its item work in two cannot win back that floor plus the "
         f"workers' own start (numpy, corpus, vector cache). Where items carry real work "
         f"(store builds, several retrievers) -n 2 is faster: see those rows")
+
+
+def turn_phase(base: Path, tiny: Path, instances: int, repeat: int, results: Results) -> None:
+    """vipune protocol at turn granularity (one row per turn) on personas of M's full size.
+
+    ``instances`` personas of LongMemEval_M's shape (500 sessions each; all 500 = the full
+    synthetic M): prep embeds every distinct turn text once, the first run builds one store
+    per persona (rows = turns), warm runs reuse them. Store build time = first run - warm run
+    (both rank every pair with hybrid, --no-model).
+    """
+    config = generator.FULL_M.scaled(instances=instances) if instances != \
+        generator.FULL_M.n_instances else generator.FULL_M
+    folder = base / f"turn-m-{instances}"
+    folder.mkdir(parents=True, exist_ok=True)
+    data = folder / "synthetic_m.json"
+    stamp = folder / "synthetic_m.config"
+    if not data.is_file() or not stamp.is_file() or stamp.read_text() != repr(config):
+        print(f"generating {data} ...", flush=True)
+        generator.write_dataset(config, data)
+        stamp.write_text(repr(config))
+    cache = folder / "cache"
+    for sub in ("corpus", "vectors", "stores", "sha256"):
+        shutil.rmtree(cache / sub, ignore_errors=True)
+    cache.mkdir(parents=True, exist_ok=True)
+    turn = ["--retrieval-eval-granularity", "turn"]
+    prep = measure([PYTHON, "-m", "pytest_retrieval_eval.cli", "prep", "--no-progress",
+                    "--granularity", "turn", "--data", str(data), "--model", str(tiny),
+                    "--cache", str(cache)], cwd=folder)
+    check(prep, "turn-level prep")
+    line = next(x for x in prep.output.splitlines() if x.startswith("prep:"))
+    words = line.replace(",", "").split()
+    slots, unique, embedded = int(words[1]), int(words[3]), int(words[6])
+    label = f"{instances} of 500 personas" if instances != 500 else "all 500 personas"
+    results.add(Row(
+        f"turn: prep, vipune protocol ({label}, tiny model)", fmt_s(prep.wall),
+        fmt_mem(prep.tree_peak), f"{embedded / prep.wall:.0f} texts/s",
+        "each distinct turn text once", verdict(embedded == unique <= slots),
+        f"{slots:,} turn rows -> {unique:,} unique texts, {embedded:,} embedded"))
+    env = run_env()
+    with tempfile.TemporaryDirectory(prefix="retrieval-eval-turn-") as tmp:
+        workdir = Path(tmp) / "empty"
+        workdir.mkdir()
+        first = measure(pytest_cmd(data, cache, Path(tmp) / "first.json", turn), workdir, env)
+        check(first, "the first turn-level run")
+        warm = [measure(pytest_cmd(data, cache, Path(tmp) / f"warm-{i}.json", turn), workdir,
+                        env) for i in range(repeat)]
+        for m in warm:
+            check(m, "a warm turn-level run")
+        wall = statistics.median(m.wall for m in warm)
+        report = json.loads((Path(tmp) / "first.json").read_text(encoding="utf-8"))
+        scored = len(report["pairs"])
+        rejected = len(report["rejections"])
+        rows = []
+        for path in (cache / "stores").glob("*/*.sqlite"):
+            with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+                rows.append(int(db.execute("SELECT count(*) FROM memories").fetchone()[0]))
+        rows.sort()
+        total = _du(cache / "stores")
+        results.add(Row(
+            "turn: store rows per persona (one row per turn)", "", "", "",
+            "", "", f"{len(rows)} stores: min {rows[0]:,}, median "
+            f"{rows[len(rows) // 2]:,}, max {rows[-1]:,} rows; "
+            f"{sum(r > 10_000 for r in rows)} over MAX_SEARCH_LIMIT (10,000); "
+            f"{total / 1e9:.2f} GB on disk"))
+        results.add(Row(
+            "turn: first run, serial (builds the stores)", fmt_s(first.wall),
+            fmt_mem(first.tree_peak), f"{scored / first.wall:.2f} pairs/s", "", "",
+            f"{scored} pairs ({rejected} rejected: gold sessions without a has_answer turn), "
+            f"hybrid, --no-model; store build ~ first - warm = "
+            f"{fmt_s(first.wall - wall)} ({(first.wall - wall) / max(len(rows), 1):.1f} s "
+            f"per persona)"))
+        results.add(Row(
+            f"turn: warm run, serial (median of {repeat})", fmt_s(wall),
+            fmt_mem(max(m.tree_peak for m in warm)), f"{scored / wall:.2f} pairs/s", "", "",
+            "walls " + ", ".join(f"{m.wall:.1f}" for m in warm)))
 
 
 def _report_numbers(path: Path) -> Any:
@@ -999,8 +1154,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="MiniLM ONNX export (scripts/export_minilm_onnx.py); skipped if "
                              "absent")
     parser.add_argument("--only", default="load,prep,run,bm25,verify,embed",
-                        help="comma list of phases to run (default: all but scale; scale "
-                             "preps the dataset five times over: docs/scaling.md)")
+                        help="comma list of phases to run (default: all but hub, turn and "
+                             "scale; scale preps the dataset five times over: "
+                             "docs/scaling.md)")
+    parser.add_argument("--turn-instances", type=int, default=500,
+                        help="personas of the turn phase (--only turn), each of M's full "
+                             "size (default: 500, the whole synthetic M)")
     parser.add_argument("--scale-steps", default="reference,shard,ray,subset",
                         help="steps of the scale phase (default: all)")
     parser.add_argument("--scale-pairs", type=int, default=None,
@@ -1026,6 +1185,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     info = machine()
     print("\n".join(info), flush=True)
     results = Results()
+    if phases == {"turn"}:  # its own data: personas of M's size at turn granularity
+        tiny = ensure_tiny_model(args.data_dir)
+        turn_phase(args.data_dir, tiny, args.turn_instances, args.repeat, results)
+        print("\n".join(table(results.rows)))
+        write_results(out, scale, args, results, info, "python benchmarks/run.py " + " ".join(
+            argv if argv is not None else sys.argv[1:]))
+        print(f"\nwritten to {out}")
+        return 0
+    if phases == {"hub"}:  # no dataset needed: vectors of the synthetic M's size
+        hub_phase(args.data_dir / scale.name, M_VECTORS if scale.name == "full" else 4_096,
+                  results)
+        print("\n".join(table(results.rows)))
+        write_results(out, scale, args, results, info, "python benchmarks/run.py "
+                      + " ".join(argv if argv is not None else sys.argv[1:]))
+        print(f"\nwritten to {out}")
+        return 1 if any(r.result == "FAIL" for r in results.rows) else 0
     data, tiny = ensure_data(scale, args.data_dir, results)
     cache = args.data_dir / scale.name / "cache"
     cache.mkdir(parents=True, exist_ok=True)
@@ -1050,6 +1225,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "embed" in phases:
         minilm = args.minilm if (args.minilm / "tokenizer.json").is_file() else None
         embedding_phase(cache, tiny, minilm, scale, unique, results)
+    if "hub" in phases:
+        hub_phase(args.data_dir / scale.name, unique + cfg.n_instances, results)
     results.facts.append(f"cache size on disk {_du(cache) / 1e9:.2f} GB in {cache}")
     results.facts.append(
         f"load average at the end {os.getloadavg()[0]:.2f} (other work on the machine shifts "

@@ -43,7 +43,14 @@ import numpy as np
 import numpy.typing as npt
 from filelock import FileLock, Timeout
 
-from .checksums import SIDECAR_SUFFIX, read_sidecar, sha256_file, sidecar_path, write_sidecar
+from .checksums import (
+    SIDECAR_SUFFIX,
+    read_sidecar,
+    sha256_file,
+    share_as_umask,
+    sidecar_path,
+    write_sidecar,
+)
 from .errors import CacheError, write_fault
 
 __all__ = [
@@ -212,7 +219,8 @@ def _check_manifest(
     if isinstance(fmt, int) and fmt > FORMAT_VERSION:
         raise CacheError(
             f"cache at {directory} has format {fmt}, newer than this pytest-retrieval-eval "
-            f"reads ({FORMAT_VERSION}); upgrade pytest-retrieval-eval or use another --cache"
+            f"reads ({FORMAT_VERSION}); upgrade pytest-retrieval-eval or use another "
+            f"--retrieval-eval-cache"
         )
     if found_fp != fingerprint or found_dim != dim:
         raise CacheError(
@@ -631,7 +639,7 @@ class VectorCache:
     def _unwritable(self, exc: OSError) -> CacheError:
         return CacheError(
             f"vector cache {self.directory} cannot be written ({exc.strerror or exc}); "
-            f"{write_fault(exc, self.directory)}, or pass another --cache"
+            f"{write_fault(exc, self.directory)}, or pass another --retrieval-eval-cache"
         )
 
     @contextlib.contextmanager
@@ -707,6 +715,7 @@ class VectorCache:
             with tmp.open("rb+") as handle:
                 os.fsync(handle.fileno())
             digest = sha256_file(tmp)
+            share_as_umask(tmp)
             os.replace(tmp, final)
             write_sidecar(final, digest, tmp=side_tmp)  # the commit point
             committed = True
@@ -773,6 +782,40 @@ class VectorCache:
                 self._rebuild_arrays()
             except FileNotFoundError:  # pragma: no cover - compacted already
                 self._reset()
+
+    def adopt(self, shards: Sequence[tuple[Path, str, str]]) -> list[Path]:
+        """Commit finished shard files made elsewhere (a pull from the Hub) into this cache.
+
+        Each ``(path, name, sha256)``: a file on this cache's file system, to be committed as
+        shard ``name`` (``shard-*.parquet``), whose bytes the caller checked against
+        ``sha256``. Every file's schema is checked first (a :class:`CacheError` then commits
+        nothing); then, under the writers' lock, the manifest is written if absent and each
+        file is renamed in and committed by its sidecar, as :meth:`add` commits. A shard of
+        that name already committed is kept (the file given is removed). Returns the paths
+        committed now.
+        """
+        for path, name, _digest in shards:
+            if not _SHARD_RE.match(name):
+                raise ValueError(f"{name!r} is not a shard name")
+            _read_keys(path, self.dim, read_only=False)  # the right columns and dimension
+        committed: list[Path] = []
+        with self._locked():
+            self._ensure_manifest()
+            self._sweep()
+            for path, name, digest in shards:
+                final = self.directory / name
+                if final.exists() and sidecar_path(final).exists():
+                    _unlink(path)
+                    continue
+                with path.open("rb+") as handle:
+                    os.fsync(handle.fileno())
+                os.replace(path, final)
+                write_sidecar(final, digest)  # the commit point
+                self._verified.add(final)
+                committed.append(final)
+            _fsync_dir(self.directory)
+        self._reset()
+        return committed
 
     def repair(self) -> list[Path]:
         """Check every shard in full; quarantine corrupt writable ones (``*.corrupt``).

@@ -6,6 +6,9 @@
 * ``retrieval-eval models --cache DIR`` lists the models whose vectors a cache holds.
 * ``retrieval-eval prep --subset N`` / ``--shard I/N`` / ``--ray [ADDRESS]`` and
   ``retrieval-eval cache merge DIR... [--into DIR]`` scale prep out (docs/scaling.md).
+* ``retrieval-eval cache push --repo ORG/NAME`` / ``cache pull --repo ORG/NAME`` share one
+  model's vectors through a Hugging Face Hub dataset repo (:mod:`cache_hub`); their errors
+  (offline, no such repo, a refused token, another model's vectors, a failed checksum) exit 4.
 
 Option names and defaults match the pytest options (without the ``--retrieval-eval-`` prefix).
 A :class:`~pytest_retrieval_eval.errors.RetrievalEvalError` prints
@@ -16,12 +19,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from .errors import RetrievalEvalError, one_line
 
@@ -35,6 +39,7 @@ __all__ = ["ProgressBar", "build_parser", "main"]
 
 PROG = "retrieval-eval"
 EXIT_ERROR = 2
+EXIT_HUB = 4  # cache push/pull: the exit status pytest gives a usage error
 EXIT_INTERRUPTED = 130
 
 
@@ -45,6 +50,14 @@ def _directory(value: str) -> Path:
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"{path} exists and is not a directory")
     return path
+
+
+def _repo_id(value: str) -> str:
+    from .cache_hub import valid_repo_id
+
+    if not valid_repo_id(value.strip()):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a Hub repo id; give ORG/NAME")
+    return value.strip()
 
 
 def _nonempty(value: str) -> str:
@@ -68,8 +81,11 @@ class ProgressBar:
 
     Callable as a ``Progress`` (label, done, total). Redraws at most every ``interval``
     seconds on a terminal; elsewhere (a pipe, a CI log) it prints one line per label change
-    and then at most every ``quiet_interval`` seconds.
+    and then at most every ``quiet_interval`` seconds. Nothing is drawn for a step until it
+    has run :data:`GRACE` seconds, so a step that ends within a second shows nothing.
     """
+
+    GRACE = 1.0  # seconds a step runs before it is first drawn
 
     def __init__(
         self,
@@ -103,6 +119,8 @@ class ProgressBar:
         self._ended = self._ended or final
         if (done, total) == self._last_state:
             return
+        if now - self._start < self.GRACE:
+            return  # a step that ends within a second shows nothing
         if not final and now - self._last_draw < self.interval:
             return
         self._last_draw, self._last_state = now, (done, total)
@@ -143,11 +161,20 @@ class ProgressBar:
 # --------------------------------------------------------------------------- commands
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """A bad argument is one line (``retrieval-eval prep: error: argument --batch-size: ...;
+    see --help``), not the usage banner followed by the message."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {one_line(message)}; see "
+                              f"{self.prog} --help\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of ``retrieval-eval``."""
     from .cache import default_cache_dir
 
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog=PROG,
         description="Prep phase of pytest-retrieval-eval: embed a LongMemEval dataset once "
         "into the vector cache, so `pytest --retrieval-eval` (and --no-model) runs need no "
@@ -191,6 +218,12 @@ def build_parser() -> argparse.ArgumentParser:
                       help="texts embedded between two cache commits (default: 1024)")
     prep.add_argument("--offline", action="store_true",
                       help="never touch the network (also HF_HUB_OFFLINE=1)")
+    prep.add_argument("--protocol", type=_choice("vipune", "longmemeval"), default="vipune",
+                      help="the corpus items to embed: those of --retrieval-eval-protocol "
+                           "(default: vipune)")
+    prep.add_argument("--granularity", type=_choice("session", "turn"), default="session",
+                      help="sessions or turns, as --retrieval-eval-granularity (default: "
+                           "session)")
     prep.add_argument("--no-progress", action="store_true", help="draw no progress bar")
     _add_scale_arguments(prep)
 
@@ -199,8 +232,51 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"cache folder (default: {default_cache_dir()})")
     models.add_argument("--no-bundled", action="store_true",
                         help="leave out the vectors bundled with the package")
-    _add_cache_commands(sub)
+
+    cache = sub.add_parser("cache", help="share and combine prepared caches: push, pull, merge",
+                           description="Share and combine prepared vector caches.")
+    actions = cache.add_subparsers(dest="cache_command", metavar="ACTION", required=True)
+    _add_hub_commands(actions, default_cache_dir())
+    _add_merge_command(actions, default_cache_dir())
     return parser
+
+
+def _add_hub_commands(actions: argparse._SubParsersAction[_OneLineParser],
+                      default_cache: Path) -> None:
+    """``cache push`` and ``cache pull`` (the Hugging Face Hub, a dataset repo)."""
+    push = actions.add_parser(
+        "push", help="upload one model's vectors to a Hugging Face Hub dataset repo",
+        description="Upload one model's shards, manifest and sidecars (only what the repo "
+        "lacks, in one commit) to a Hugging Face Hub dataset repo, created if needed. Needs "
+        "the network and a token with write access (HF_TOKEN or `hf auth login`).")
+    pull = actions.add_parser(
+        "pull", help="fetch the vectors the cache lacks from a Hugging Face Hub dataset repo",
+        description="Fetch the shards the local cache lacks from a Hugging Face Hub dataset "
+        "repo made by `cache push`: each checked against its sidecar, committed only when "
+        "all have arrived; an interrupted pull resumes. Needs the network.")
+    for command in (push, pull):
+        command.add_argument("--repo", type=_repo_id, required=True, metavar="ORG/NAME",
+                             help="the Hub dataset repo (required)")
+        command.add_argument("--cache", type=_directory, default=None, metavar="DIR",
+                             help=f"cache folder (default: {default_cache})")
+        command.add_argument("--model", type=_nonempty, default=None, metavar="NAME",
+                             help="the model whose vectors travel: its name, local folder or "
+                             "a fingerprint prefix (default: the only one there)")
+        command.add_argument("--include-corpus", action="store_true",
+                             help="also the corpus file (push: the one of --data)")
+        command.add_argument("--no-progress", action="store_true", help="draw no progress")
+    push.add_argument("--data", type=_nonempty, default=None, metavar="SPEC",
+                      help="a dataset (as prep's --data): push the model whose vectors cover "
+                      "it, and with --include-corpus its corpus (default: none)")
+    push.add_argument("--data-repo", type=_nonempty, default=DEFAULT_DATA_REPO,
+                      metavar="REPO", help="Hugging Face dataset repo for named datasets "
+                      f"(default: {DEFAULT_DATA_REPO})")
+    push.add_argument("--data-file", type=_nonempty, default=None, metavar="NAME",
+                      help="file name inside the dataset repo, overriding the named dataset's")
+    push.add_argument("--private", action="store_true",
+                      help="create the repo private (default: public; an existing repo keeps "
+                      "its visibility)")
+
 
 
 # --------------------------------------------------------------------------- scaling out
@@ -237,14 +313,9 @@ def _add_scale_arguments(prep: argparse.ArgumentParser) -> None:
                       "$RAY_ADDRESS, a running local cluster, else a new local one)")
 
 
-def _add_cache_commands(sub: Any) -> None:
-    """The ``cache`` group; each action is one subparser of ``cache_sub`` and one branch of
-    :func:`_cmd_cache` (merge here; push/pull: docs/cache-hub.md)."""
-    from .cache import default_cache_dir
-
-    cache = sub.add_parser("cache", help="work on prepared caches")
-    cache_sub = cache.add_subparsers(dest="cache_command", metavar="ACTION", required=True)
-    merge = cache_sub.add_parser(
+def _add_merge_command(actions: Any, default_cache: Path) -> None:
+    """``cache merge`` (cache_merge.py); push and pull are the Hub's (cache_hub.py)."""
+    merge = actions.add_parser(
         "merge", help="verify caches and copy the vectors they hold into one",
         description="Check every shard of each DIR against its sha256 sidecar and each "
         "model's manifest, then copy the vectors the target lacks (atomic shards). Nothing "
@@ -252,7 +323,7 @@ def _add_cache_commands(sub: Any) -> None:
     merge.add_argument("sources", type=_directory, nargs="+", metavar="DIR",
                        help="cache folders to merge (e.g. the outputs of prep --shard I/N)")
     merge.add_argument("--into", type=_directory, default=None, metavar="DIR",
-                       help=f"the cache to merge into (default: {default_cache_dir()})")
+                       help=f"the cache to merge into (default: {default_cache})")
 
 
 def _cmd_cache(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -283,6 +354,7 @@ def _cmd_prep(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from . import embedding as embedding_mod
     from . import prep as prep_mod
     from .checksums import MEMO_DIR
+    from .protocol import View
 
     started = time.perf_counter()
     root: Path = args.cache if args.cache is not None else cache_mod.default_cache_dir()
@@ -291,7 +363,8 @@ def _cmd_prep(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         source = dataset_mod.resolve_dataset(
             args.data, repo=args.data_repo, filename=args.data_file, offline=args.offline
         )
-        corpus = corpus_mod.load_corpus(source, root, bar)
+        corpus = corpus_mod.load_corpus(source, root, bar,
+                                        view=View(args.protocol, args.granularity))
         if corpus.rejections:
             first = corpus.rejections[0]
             if bar is not None:
@@ -396,6 +469,90 @@ def _cmd_models(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
+#: The pytest options whose advice ``prep`` gives with its own flag. Messages are worded once,
+#: for pytest (``--retrieval-eval-model DIR``); the CLI rewrites the flag it shares, longest
+#: name first (``--retrieval-eval-data-repo`` before ``--retrieval-eval-data``).
+_PREP_FLAGS = {
+    f"--retrieval-eval-{name}": f"--{name}"
+    for name in sorted(("data", "data-repo", "data-file", "model", "cache", "pooling",
+                        "max-length", "query-prefix", "device", "threads", "batch-size"),
+                       key=len, reverse=True)
+}
+_PYTEST_FLAG = re.compile("|".join(re.escape(flag) + r"(?![\w-])" for flag in _PREP_FLAGS))
+
+
+def for_cli(message: str) -> str:
+    """``message`` with each pytest flag that ``prep`` shares named as ``prep`` spells it:
+    advice always names the flag of the command in use."""
+    return _PYTEST_FLAG.sub(lambda m: _PREP_FLAGS[m.group(0)], message)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def _cmd_push(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from . import cache as cache_mod
+    from . import cache_hub
+    from . import corpus as corpus_mod
+    from . import dataset as dataset_mod
+
+    root: Path = args.cache if args.cache is not None else cache_mod.default_cache_dir()
+    if args.include_corpus and args.data is None:
+        err.write(f"{PROG}: error: cache push --include-corpus needs --data SPEC, the dataset "
+                  f"whose corpus to upload\n")
+        return EXIT_HUB
+    bar = None if args.no_progress else ProgressBar(err)
+    try:
+        keys = corpus_file = None
+        if args.data is not None:
+            source = dataset_mod.resolve_dataset(args.data, repo=args.data_repo,
+                                                 filename=args.data_file)
+            corpus = corpus_mod.load_corpus(source, root, bar)
+            keys = list(dict.fromkeys(k for p in corpus.pairs for k in p.text_keys))
+            corpus_file = corpus.path if args.include_corpus else None
+        result = cache_hub.push(args.repo, root, model=args.model, keys=keys, data=args.data,
+                                corpus_file=corpus_file)
+    finally:
+        if bar is not None:
+            bar.finish()
+    commit = f"commit {result.commit[:12]}" if result.commit else "nothing new to commit"
+    out.write(f"cache push: {_count(result.uploaded, 'file')} sent ({_size(result.bytes)}), "
+              f"{result.already} already there, to dataset repo {result.repo} ({commit}); "
+              f"model {result.model}, fingerprint {result.fingerprint[:12]}, "
+              f"{result.seconds:.1f}s\n")
+    return 0
+
+
+def _cmd_pull(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from . import cache as cache_mod
+    from . import cache_hub
+
+    root: Path = args.cache if args.cache is not None else cache_mod.default_cache_dir()
+    bar = None if args.no_progress else ProgressBar(err)
+    try:
+        result = cache_hub.pull(args.repo, root, model=args.model,
+                                include_corpus=args.include_corpus, progress=bar)
+    finally:
+        if bar is not None:
+            bar.finish()
+    resumed = f", {_size(result.resumed)} resumed" if result.resumed else ""
+    corpus = (f" and {_count(result.corpus_files, 'corpus file')}" if result.corpus_files
+              else "")
+    out.write(f"cache pull: {_count(result.fetched, 'shard')}{corpus} fetched "
+              f"({_size(result.bytes)}{resumed}), {result.already} already here, from dataset "
+              f"repo {result.repo}; model {result.model}, fingerprint "
+              f"{result.fingerprint[:12]}, {result.seconds:.1f}s\n")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``retrieval-eval``; returns the exit status."""
     out, err = sys.stdout, sys.stderr
@@ -404,19 +561,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
              file: TextIO | None = None, line: str | None = None) -> None:
-        err.write(f"{PROG}: warning: {one_line(message)}\n")
+        err.write(f"{PROG}: warning: {for_cli(one_line(message))}\n")
 
     previous = warnings.showwarning
     warnings.showwarning = show
     try:
         if args.command == "prep":
             return _cmd_prep(args, out, err)
+        if args.command == "cache" and args.cache_command == "push":
+            return _cmd_push(args, out, err)
+        if args.command == "cache" and args.cache_command == "pull":
+            return _cmd_pull(args, out, err)
         if args.command == "cache":
             return _cmd_cache(args, out, err)
         return _cmd_models(args, out, err)
     except RetrievalEvalError as exc:
-        err.write(f"{PROG}: error: {one_line(exc)}\n")
-        return EXIT_ERROR
+        err.write(f"{PROG}: error: {for_cli(one_line(exc))}\n")
+        hub = args.command == "cache" and args.cache_command in ("push", "pull")
+        return EXIT_HUB if hub else EXIT_ERROR
     except KeyboardInterrupt:
         err.write(f"{PROG}: interrupted\n")
         return EXIT_INTERRUPTED

@@ -25,6 +25,10 @@ class ModelError(RetrievalEvalError):
     """The embedding model cannot be found, downloaded or run."""
 
 
+class CacheHubError(RetrievalEvalError):
+    """A prepared cache could not be pushed to or pulled from the Hugging Face Hub."""
+
+
 class RetrieverError(RetrievalEvalError):
     """A retriever failed for one pair (the item fails; the run goes on)."""
 

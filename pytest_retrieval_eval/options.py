@@ -18,8 +18,14 @@ from typing import Any
 
 import pytest
 
+from .variants import VariantError, is_variant, parse_variant
+
 MAX_K = 10_000  # vipune's MAX_SEARCH_LIMIT: no search may ask for more rows
 DEFAULT_KS = (1, 5, 10)
+LONGMEMEVAL_KS = (1, 3, 5, 10, 30, 50)  # protocol.LONGMEMEVAL_KS (run_retrieval.py line 316)
+#: Retrievers that read a vipune store, which holds each id once: not under the longmemeval
+#: protocol, whose corpus keeps repeated session slots as separate items.
+STORE_RETRIEVERS = ("hybrid", "fts", "vipune")
 DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
 DEFAULT_DATA = "sample"
 DEFAULT_DATA_REPO = "xiaowu0162/longmemeval-cleaned"
@@ -58,10 +64,15 @@ def parse_retrievers(value: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError("retriever list is empty; give e.g. hybrid")
     valid = (*BUILTIN_RETRIEVERS, CUSTOM_RETRIEVER)
     for name in names:
-        if name not in valid and not _DOTTED.match(name):
+        if is_variant(name):  # "hybrid+rrf_k:60+fts:or": checked now, a usage error if bad
+            try:
+                parse_variant(name)
+            except VariantError as exc:
+                raise argparse.ArgumentTypeError(str(exc)) from None
+        elif name not in valid and not _DOTTED.match(name):
             raise argparse.ArgumentTypeError(
-                f"unknown retriever {name!r}; choose from {', '.join(valid)} "
-                "or give a dotted path package.module:attr"
+                f"unknown retriever {name!r}; choose from {', '.join(valid)}, a what-if "
+                "such as hybrid+fts:or, or a dotted path package.module:attr"
             )
     return tuple(dict.fromkeys(names))
 
@@ -121,6 +132,15 @@ def choice(*allowed: str) -> Callable[[str], str]:
     return check
 
 
+def repo_id(value: str) -> str:
+    """A Hugging Face Hub repo id, ``ORG/NAME``."""
+    from .cache_hub import valid_repo_id
+
+    if not valid_repo_id(value.strip()):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a Hub repo id; give ORG/NAME")
+    return value.strip()
+
+
 def text(value: str) -> str:
     """Any string."""
     return str(value)
@@ -168,8 +188,10 @@ OPTIONS: tuple[_Option, ...] = (
             DEFAULT_RETRIEVERS,
             "comma list of retrievers to score side by side: hybrid (vipune's search_hybrid "
             "reference), semantic, fts, bm25 (LongMemEval's baseline), oracle (self-check), "
-            "vipune (the real binary), custom (the retrieval_eval_custom_retriever fixture) "
-            "or package.module:attr (default: hybrid)", "NAME[,NAME...]"),
+            "vipune (the real binary), custom (the retrieval_eval_custom_retriever fixture), "
+            "package.module:attr, or a what-if such as hybrid+rrf_k:60+fts:or, "
+            "hybrid+pool:100, hybrid+recency:0.3, fts+mode:or, semantic+dtype:float32 "
+            "(docs/diagnostics.md) (default: hybrid)", "NAME[,NAME...]"),
     _Option("--retrieval-eval-json", "retrieval_eval_json", text, None,
             "write the JSON report to this path (default: none)", "PATH"),
     _Option("--no-model", "retrieval_eval_no_model", boolean, False,
@@ -198,12 +220,27 @@ OPTIONS: tuple[_Option, ...] = (
             "cache folder for prep output, vectors and stores (default: "
             "$RETRIEVAL_EVAL_CACHE_DIR, else $XDG_CACHE_HOME/pytest-retrieval-eval or "
             "~/.cache/pytest-retrieval-eval; untouched by --cache-clear)", "DIR"),
+    _Option("--retrieval-eval-cache-repo", "retrieval_eval_cache_repo", repo_id, None,
+            "Hugging Face Hub dataset repo made by `retrieval-eval cache push`: vectors the "
+            "cache lacks are pulled from it before they would be embedded (model lane) or "
+            "missed (--no-model); needs the network only then (default: none)", "ORG/NAME"),
     _Option("--retrieval-eval-store-dir", "retrieval_eval_store_dir", text, None,
             "also keep each persona's vipune store (hybrid, fts, vipune) here as "
             "<question_id>.sqlite for inspection (default: stores live only in the cache)",
             "DIR"),
     _Option("--retrieval-eval-vipune", "retrieval_eval_vipune", text, "vipune",
             "the vipune binary for the vipune retriever (default: vipune on PATH)", "PATH"),
+    _Option("--retrieval-eval-protocol", "retrieval_eval_protocol",
+            choice("vipune", "longmemeval"), "vipune",
+            "what is scored: vipune (one row per session, answer_session_ids, recall@k) or "
+            "longmemeval (LongMemEval's own retrieval experiment: user turns only, every "
+            "session slot kept, its question set, gold, ties and metrics; k defaults to "
+            "1,3,5,10,30,50 and the retriever to bm25) (default: vipune)", "vipune|longmemeval"),
+    _Option("--retrieval-eval-granularity", "retrieval_eval_granularity",
+            choice("session", "turn"), "session",
+            "corpus item: a session, or a turn (id <session_id>_<n>, gold the has_answer turns, "
+            "session metrics derived from the turn ranking) (default: session)",
+            "session|turn"),
     _Option("--retrieval-eval-vipune-timeout", "retrieval_eval_vipune_timeout", positive_float,
             60.0, "seconds one vipune search may take before its item fails (default: 60)",
             "SECONDS"),
@@ -217,6 +254,22 @@ OPTIONS: tuple[_Option, ...] = (
 )
 
 
+def _command_line(opt: _Option) -> Callable[[str], Any]:
+    """``opt.parse`` as an argparse ``type=``, but a bad value raises :class:`pytest.UsageError`
+    itself: argparse passes that through (it turns only ArgumentTypeError, TypeError and
+    ValueError into its own error), so pytest prints one ``ERROR:`` line instead of its usage
+    banner followed by argparse's message."""
+
+    def parse(value: str) -> Any:
+        try:
+            return opt.parse(value)
+        except argparse.ArgumentTypeError as exc:
+            raise pytest.UsageError(f"{opt.flag}: {exc}") from None
+
+    parse.__name__ = opt.parse.__name__
+    return parse
+
+
 def add_options(parser: pytest.Parser) -> None:
     """Register the option group and the ini twins."""
     group = parser.getgroup("retrieval-eval", "retrieval evaluation (pytest-retrieval-eval)")
@@ -225,7 +278,7 @@ def add_options(parser: pytest.Parser) -> None:
             group.addoption(opt.flag, action="store_true", dest=opt.dest, default=None,
                             help=opt.help)
         else:
-            group.addoption(opt.flag, dest=opt.dest, type=opt.parse, default=None,
+            group.addoption(opt.flag, dest=opt.dest, type=_command_line(opt), default=None,
                             metavar=opt.metavar, help=opt.help)
         # Read as text and parsed here, flags included, so a bad ini value is one line
         # naming the option (pytest's own "bool" type does not name it).
@@ -257,6 +310,9 @@ class Settings:
     vipune_timeout: float
     subset: int | None = None  # --retrieval-eval-subset (subset.py)
     subset_seed: int = 0
+    protocol: str = "vipune"
+    granularity: str = "session"
+    cache_repo: str | None = None
 
     @property
     def max_k(self) -> int:
@@ -276,6 +332,12 @@ def _value(config: pytest.Config, opt: _Option) -> Any:
     return opt.default
 
 
+def _given(config: pytest.Config, dest: str) -> bool:
+    """Whether the option was set on the command line or in the ini file."""
+    raw = config.getini(dest)
+    return config.getoption(dest) is not None or (isinstance(raw, str) and bool(raw.strip()))
+
+
 def read_settings(config: pytest.Config) -> Settings:
     """Resolve every option (command line, then ini, then default) and check combinations."""
     v = {opt.dest.removeprefix("retrieval_eval_"): _value(config, opt) for opt in OPTIONS}
@@ -283,6 +345,11 @@ def read_settings(config: pytest.Config) -> Settings:
     cache = v.pop("cache") or None  # None: cache.default_cache_dir() (env, XDG, ~/.cache)
     json_path = v.pop("json")
     store_dir = v.pop("store_dir")
+    if v["protocol"] == "longmemeval":  # upstream's ks and retriever, unless asked otherwise
+        if not _given(config, "retrieval_eval_k"):
+            v["k"] = LONGMEMEVAL_KS
+        if not _given(config, "retrieval_eval_retriever"):
+            v["retriever"] = ("bm25",)
     settings = Settings(
         cache_dir=Path(cache).expanduser() if cache else None,
         json_path=Path(json_path) if json_path else None,
@@ -302,6 +369,15 @@ def check_combinations(settings: Settings) -> None:
             "--retrieval-eval-device cuda has nothing to run with --no-model "
             "(no model is loaded); drop one of them"
         )
+    if settings.protocol == "longmemeval":
+        stored = [name for name in settings.retrievers  # what-ifs of them too (hybrid+…)
+                  if name.split("+", 1)[0] in STORE_RETRIEVERS]
+        if stored:
+            raise pytest.UsageError(
+                f"--retrieval-eval-retriever {stored[0]} reads a vipune store, which holds each "
+                f"id once, but --retrieval-eval-protocol longmemeval keeps every repeated "
+                f"session slot as its own item; use bm25, semantic, oracle or your own "
+                f"retriever with it, or --retrieval-eval-protocol vipune")
     if settings.json_path is not None:
         if settings.json_path.is_dir():
             raise pytest.UsageError(

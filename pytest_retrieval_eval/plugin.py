@@ -39,6 +39,10 @@ def _is_worker(config: pytest.Config) -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{MARKER}: a LongMemEval pair scored by pytest-retrieval-eval")
+    from . import fixtures  # the public fixtures, for user tests and the pair items alike
+
+    if not config.pluginmanager.is_registered(fixtures):
+        config.pluginmanager.register(fixtures, "retrieval-eval-fixtures")
     settings = read_settings(config)
     if settings.enabled:
         from .session import EvalSession
@@ -53,8 +57,12 @@ class _Progress:
     """Progress of long steps (ingest, embedding) through the terminal reporter.
 
     On a terminal the line is rewritten in place (at most twice a second); in a log (CI) a
-    line is written at the start, every 30 seconds, and at the end of each step.
+    line is written once the step has run a second, every 30 seconds, and at its end. A step
+    that ends within :data:`GRACE` seconds shows nothing (a small file's error is not preceded
+    by the progress of the steps before it).
     """
+
+    GRACE = 1.0  # seconds a step runs before its first line
 
     def __init__(self, config: pytest.Config) -> None:
         self.tr = config.pluginmanager.get_plugin("terminalreporter")
@@ -71,6 +79,8 @@ class _Progress:
         final = total is not None and done >= total
         if final and self.last < 0:
             return  # this step's end was shown already
+        if now - self.started < self.GRACE:
+            return  # a step that ends within a second shows nothing
         interval = 0.5 if self.tr.isatty else 30.0
         if not final and self.last > 0 and now - self.last < interval:
             return
@@ -181,6 +191,7 @@ class PairItem(pytest.Function):
 def _pair_test(request: pytest.FixtureRequest) -> None:
     item = request.node
     state = request.config.stash[SESSION_KEY]
+    request.getfixturevalue("retrieval_eval_pair")  # the fixture user tests get (fixtures.py)
     custom: Retriever | None = None
     if item.retriever == CUSTOM_RETRIEVER:
         # Asked for here, not as an argument: a missing fixture then fails the call with one
@@ -330,7 +341,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
     from .report import terminal_lines
 
     terminalreporter.write_sep("=", "retrieval-eval")
-    for line in terminal_lines(state.report):
+    width = config.get_terminal_writer().fullwidth
+    for line in terminal_lines(state.report, width):
         terminalreporter.write_line(line)
     if state.json_error is not None:
         terminalreporter.write_line(f"retrieval-eval: error: {state.json_error}")

@@ -33,6 +33,7 @@ from .pairs import text_key
 __all__ = [
     "PrepInterrupted",
     "PrepStats",
+    "needed_keys",
     "query_key",
     "query_prefix",
     "query_text",
@@ -150,6 +151,11 @@ def _plan(corpus: CorpusLike, prefix: str) -> tuple[dict[str, str | None], int]:
             # A passage whose text equals a (prefixed) query's is one text: one vector.
             needed.setdefault(key, None)
     return needed, slots
+
+
+def needed_keys(corpus: CorpusLike, embedder: EmbedderLike) -> list[str]:
+    """Every key a prep of ``corpus`` with ``embedder`` needs: passages and prefixed queries."""
+    return list(_plan(corpus, query_prefix(embedder))[0])
 
 
 def run_prep(

@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from . import diagnostics
+from .checksums import share_as_umask
 from .errors import CacheError
 from .metrics import mean_metrics, metric_key
 from .pairs import QUESTION_TYPES
@@ -26,6 +28,30 @@ FAMILIES: tuple[tuple[str, str], ...] = (
     ("recall_any", "any"),
     ("recall_all", "all"),
 )
+
+#: The columns under ``--retrieval-eval-protocol longmemeval``: upstream's three metrics.
+LME_FAMILIES: tuple[tuple[str, str], ...] = (
+    ("recall_any", "any"),
+    ("recall_all", "all"),
+    ("ndcg_any", "ndcg"),
+)
+#: At turn granularity: session metrics derived from the turn ranking.
+SESSION_FAMILIES: dict[str, tuple[tuple[str, str], ...]] = {
+    "vipune": (("session_recall", "sR"),),
+    "longmemeval": tuple((f"session_{name}", f"s{short}") for name, short in LME_FAMILIES),
+}
+#: A single retriever's table holds at most this many metric columns in one row; more are
+#: shown one block per metric family (so six ks stay within a terminal's width).
+MAX_ROW_COLUMNS = 12
+
+
+def families_for(protocol: str = "vipune",
+                 granularity: str = "session") -> tuple[tuple[str, str], ...]:
+    """The metric families the table shows for a protocol and granularity."""
+    base = LME_FAMILIES if protocol == "longmemeval" else FAMILIES
+    extra = SESSION_FAMILIES.get(protocol, ()) if granularity == "turn" else ()
+    return (*base, *extra)
+
 
 PairResult = dict[str, Any]
 """One scored (pair, retriever): retriever, index, question_id, question_type, gold,
@@ -95,7 +121,8 @@ def _fmt(value: float | None) -> str:
 
 
 def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
-                ks: Sequence[int]) -> list[str]:
+                ks: Sequence[int],
+                families: Sequence[tuple[str, str]] = FAMILIES) -> list[str]:
     """The summary table: one row per question type present, then ``overall``.
 
     One retriever: one table with recall@k and its any/all variants. Several: one block per
@@ -121,14 +148,14 @@ def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
             lines.append(row(qtype, str(n), cells))
         return lines
 
-    if len(retrievers) == 1:
+    if len(retrievers) == 1 and len(families) * len(ks) <= MAX_ROW_COLUMNS:
         name = retrievers[0]
-        columns = [(name, fam, k) for fam, _ in FAMILIES for k in ks]
-        heads = [f"{short}@{k}".rjust(cell_w) for _, short in FAMILIES for k in ks]
+        columns = [(name, fam, k) for fam, _ in families for k in ks]
+        heads = [f"{short}@{k}".rjust(cell_w) for _, short in families for k in ks]
         return [row("question type", "n", heads), *body(columns)]
     group_w = len(ks) * (cell_w + 2) - 2
     lines: list[str] = []
-    for family, _ in FAMILIES:
+    for family, _ in families:
         if lines:
             lines.append("")
         names = [name[:group_w].center(group_w) for name in retrievers]
@@ -142,6 +169,8 @@ def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
 #: How the header words each data note (counts over the whole dataset).
 NOTE_TEXT: dict[str, str] = {
     "repeated_session_ids": "{n} repeated session id(s) (first occurrence kept)",
+    "repeated_slots_kept": "{n} repeated session slot(s), each kept as its own item (as "
+                           "LongMemEval does)",
     "conflicting_repeats": "{n} of them with different content",
     "histories_with_repeats": "{n} history(ies) with repeats",
     "gold_not_in_haystack": "{n} pair(s) with gold ids not in the haystack (scored; those "
@@ -192,34 +221,47 @@ def header_lines(info: Mapping[str, Any]) -> list[str]:
     stop = [] if not run.get("interrupted") else [
         f"interrupted after {run['items_run']} of {run.get('items_selected', '?')} items: the "
         f"numbers below cover only what ran; run again for the rest"]
+    protocol = info.get("protocol", "vipune")
     lines = [
         *stop,
         f"dataset: {ds['name']} (sha256 {ds['sha256'][:16]}…)  gold: {ds['gold_source']}",
+        (f"protocol: {protocol}  granularity: {info.get('granularity', 'session')}"
+         + ("  (LongMemEval's own retrieval experiment)" if protocol == "longmemeval" else "")),
         f"lane: {info['lane']}  model: {model_text}",
         f"retrievers: {', '.join(info['retrievers'])}  k: {', '.join(map(str, info['ks']))}",
         (f"pairs: {info['scored']} scored of {info['usable']} usable; skipped "
-         f"{skipped['abstention']} abstention, {skipped['rejected']} rejected, "
+         f"{skipped['abstention']} abstention, "
+         + (f"{skipped['no_user_evidence']} without a user has_answer turn, "
+            if skipped.get("no_user_evidence") else "")
+         + f"{skipped['rejected']} rejected, "
          f"{skipped['not_selected']} not selected"
          + (f", {skipped['not_run']} not run" if run.get("interrupted") else "")),
     ]
     lines.extend(subset_lines(info.get("subset")))
     lines.extend(note_lines(info.get("notes") or {}))
     lines.extend(rejection_lines(info.get("rejections") or []))
-    if ds["gold_source"] != "answer_session_ids":
+    if protocol == "vipune" and info.get("granularity", "session") == "session" and \
+            ds["gold_source"] != "answer_session_ids":
         lines.append("gold: answer_session_ids absent for some pairs; their gold is the "
                      "sessions with a has_answer turn (an approximation)")
     return lines
 
 
-def terminal_lines(report: Mapping[str, Any]) -> list[str]:
-    """Everything the terminal summary prints, from a finished report."""
+def terminal_lines(report: Mapping[str, Any], width: int = 80) -> list[str]:
+    """Everything the terminal summary prints, from a finished report (``width``: the
+    terminal's, which the diagnostics lines fit)."""
     info = report["info"]
     lines = header_lines(info)
     if not report["summary"] or not any(
             s["overall"]["n"] for s in report["summary"].values()):
         return [*lines, "no pair was scored", *_error_lines(report)]
     lines.append("")
-    lines.extend(table_lines(report["summary"], report["retrievers"], report["ks"]))
+    lines.extend(table_lines(report["summary"], report["retrievers"], report["ks"],
+                             families_for(info.get("protocol", "vipune"),
+                                          info.get("granularity", "session"))))
+    notes = diagnostics.lines(report.get("diagnostics") or {}, report["retrievers"],
+                              report["ks"], width)
+    lines.extend(["", *notes] if notes else [])
     for d in report.get("drift") or []:
         lines.append(f"drift {d['a']} vs {d['b']}: {d['identical']} of {d['pairs']} pairs have "
                      f"an identical top {d['k']}")
@@ -238,7 +280,9 @@ def _error_lines(report: Mapping[str, Any]) -> list[str]:
 def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
                  errors: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """The JSON report (schema documented in the README)."""
-    retrievers = list(info["retrievers"])
+    results = list(results)
+    # Rankings handed in by user tests (retrieval_eval_record) are columns of their own.
+    retrievers = list(dict.fromkeys([*info["retrievers"], *(r["retriever"] for r in results)]))
     ks = list(info["ks"])
     ordered = sort_results(results, retrievers)
     drifts = []
@@ -249,7 +293,7 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
     errors = list(errors)
     scored_qids = {r["question_id"] for r in ordered}
     attempted = scored_qids | {str(e.get("question_id")) for e in errors}  # ran, even if failed
-    full_info = {**info, "scored": len(scored_qids)}
+    full_info = {**info, "scored": len(scored_qids), "retrievers": retrievers}
     run = _run_counts(info.get("selection") or {}, ordered, errors)
     chosen = run.pop("selected_pairs", None)
     skipped = {**info["skipped"], "not_selected": max(0, info["usable"] - (
@@ -265,6 +309,8 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
         "run": run,
         "schema_version": SCHEMA_VERSION,
         "dataset": info["dataset"],
+        "protocol": info.get("protocol", "vipune"),
+        "granularity": info.get("granularity", "session"),
         "lane": info["lane"],
         "model": info.get("model"),
         "ks": ks,
@@ -276,6 +322,7 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
         "notes": info.get("notes", {}),
         "subset": full_info.get("subset"),
         "drift": drifts,
+        **diagnostics.report_sections(ordered, retrievers, ks),
         "latency_ms": latency_summary(ordered),
         "errors": sorted(errors, key=lambda e: (str(e.get("retriever")),
                                                 str(e.get("question_id")))),
@@ -313,6 +360,7 @@ def write_json(report: Mapping[str, Any], path: Path) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(public, fh, indent=1, sort_keys=False)
             fh.write("\n")
+        share_as_umask(tmp)  # mkstemp makes it 0600
         os.replace(tmp, path)
     except BaseException as exc:
         if tmp is not None:

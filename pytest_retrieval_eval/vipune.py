@@ -38,6 +38,7 @@ __all__ = [
     "DECAY_LAMBDA",
     "EMBEDDING_BLOB_SIZE",
     "EMBEDDING_DIM",
+    "FTS_MODES",
     "FTS_SQL",
     "INSERT_SQL",
     "MAX_CANDIDATE_POOL",
@@ -50,6 +51,7 @@ __all__ = [
     "SEMANTIC_SQL",
     "VIPUNE_VERSION",
     "WHITE_SPACE",
+    "HybridParts",
     "SearchResult",
     "StoredRows",
     "VipuneInputError",
@@ -68,6 +70,7 @@ __all__ = [
     "rrf_fuse",
     "rust_trim",
     "search_hybrid",
+    "search_hybrid_parts",
     "semantic_search",
     "validate_limit",
     "validate_query",
@@ -383,18 +386,26 @@ def semantic_search(
 # --------------------------------------------------------------------------- full text
 
 
-def escape_fts_query(query: str) -> str:
+def escape_fts_query(query: str, *, mode: str = "and") -> str:
     """``escape_fts_query``: each white-space separated word ``\\`` and ``"`` doubled, quoted.
 
     The quoted words are joined with single spaces, so FTS5 ANDs them as phrases; FTS5 syntax
     (AND, OR, NOT, NEAR, ``*``, ``column:``) inside a word is plain text. "" when no words.
+
+    ``mode="or"`` is not vipune's: the same quoted words joined with `` OR `` (a row matching
+    any word), what a one-line change to the ``join(" ")`` of vipune's ``src/sqlite/fts.rs``
+    would do. The what-if retrievers ``fts+mode:or`` and ``hybrid+fts:or`` use it.
     """
+    if mode not in FTS_MODES:
+        raise ValueError(f"FTS mode {mode!r} is not one of {', '.join(FTS_MODES)}")
     words = query.translate(_WS_TO_SPACE).split(" ")
-    return " ".join(
+    return (" " if mode == "and" else " OR ").join(
         '"' + word.replace("\\", "\\\\").replace('"', '""') + '"' for word in words if word
     )
 
 
+#: How the quoted words of an FTS5 query are joined: ``and`` (vipune) or ``or`` (what-if).
+FTS_MODES = ("and", "or")
 _WS_TO_SPACE = {ord(ch): " " for ch in WHITE_SPACE}
 
 
@@ -424,14 +435,15 @@ class _Conn:
             self._owned.close()
 
 
-def fts_search(conn: Connectable, query: str, project_id: str, limit: int) -> list[SearchResult]:
+def fts_search(conn: Connectable, query: str, project_id: str, limit: int, *,
+               mode: str = "and") -> list[SearchResult]:
     """``Database::search_bm25``: escaped query, FTS5 MATCH, ``bm25()`` ascending, ``limit``.
 
     Returns (id, bm25) with bm25 lower-is-better, as SQLite computes it. An empty escaped
-    query returns no rows without running SQL.
+    query returns no rows without running SQL. ``mode``: see :func:`escape_fts_query`.
     """
     validate_limit(limit)
-    escaped = escape_fts_query(query)
+    escaped = escape_fts_query(query, mode=mode)
     if not escaped:
         return []
     with _Conn(conn) as db:
@@ -541,6 +553,15 @@ def recency_decay(created_at: str, now: datetime) -> float:
     return math.exp(exponent)
 
 
+@dataclass(frozen=True)
+class HybridParts:
+    """One hybrid search: the fused result and the two lists that were fused."""
+
+    fused: list[SearchResult]  # truncated to the limit
+    semantic: list[SearchResult]  # the semantic candidate list, ``pool`` long at most
+    fts: list[SearchResult]  # the FTS5 candidate list, ``pool`` long at most
+
+
 def search_hybrid(
     conn: Connectable,
     vectors: np.ndarray,
@@ -569,26 +590,57 @@ def search_hybrid(
        (``created_at`` maps id -> RFC 3339, ``now`` defaults to the current time; the re-sort is
        stable, by score only); 7. truncate to ``limit``.
     """
+    return search_hybrid_parts(
+        conn, vectors, ids, query, query_vector, limit, recency_weight, project_id=project_id,
+        created_at=created_at, now=now, semantic_ranking=semantic_ranking).fused
+
+
+def search_hybrid_parts(
+    conn: Connectable,
+    vectors: np.ndarray,
+    ids: Sequence[str],
+    query: str,
+    query_vector: np.ndarray,
+    limit: int,
+    recency_weight: float = 0.0,
+    *,
+    project_id: str,
+    created_at: Mapping[str, str] | None = None,
+    now: datetime | None = None,
+    semantic_ranking: Sequence[SearchResult] | None = None,
+    rrf_k: int = RRF_K,
+    pool: int | None = None,
+    fts_mode: str = "and",
+) -> HybridParts:
+    """:func:`search_hybrid`, keeping the two fused lists (for diagnostics).
+
+    The defaults are vipune's. The what-if knobs (``hybrid+...`` retrievers) change one rule
+    each: ``rrf_k`` the RRF constant (vipune: 25, ``src/rrf.rs``), ``pool`` a fixed candidate
+    pool instead of ``clamp(limit * 10, 50, 10000)`` (``src/memory/search.rs``), ``fts_mode``
+    ``"or"`` the FTS5 query's operator (:func:`escape_fts_query`). With a recency weight, a row
+    whose ``created_at`` is missing or empty decays to 0 (the oldest possible).
+    """
     trimmed = validate_query(query)
     weight = validate_recency(recency_weight)
     validate_limit(limit)
-    pool = candidate_pool(limit)
+    size = candidate_pool(limit) if pool is None else validate_limit(pool)
     if semantic_ranking is not None:
-        semantic = list(semantic_ranking[:pool])
+        semantic = list(semantic_ranking[:size])
     else:
-        semantic = semantic_search(vectors, ids, query_vector, pool)
-    bm25 = fts_search(conn, trimmed, project_id, pool)
-    fused = rrf_fuse([i for i, _ in semantic], [i for i, _ in bm25])
+        semantic = semantic_search(vectors, ids, query_vector, size)
+    bm25 = fts_search(conn, trimmed, project_id, size, mode=fts_mode)
+    fused = rrf_fuse([i for i, _ in semantic], [i for i, _ in bm25], rrf_k)
     if weight > 0.0:
         if created_at is None:
             raise ValueError("a recency weight above 0 needs created_at for every row")
         when = now if now is not None else datetime.now(timezone.utc)
         rescored = [
-            (mem_id, (1.0 - weight) * score + weight * recency_decay(created_at[mem_id], when))
+            (mem_id, (1.0 - weight) * score + weight * (
+                recency_decay(created_at[mem_id], when) if created_at.get(mem_id) else 0.0))
             for mem_id, score in fused
         ]
         fused = sorted(rescored, key=lambda item: -item[1])
-    return fused[:limit]
+    return HybridParts(fused[:limit], semantic, bm25)
 
 
 # --------------------------------------------------------------------------- CLI output

@@ -491,7 +491,8 @@ def test_search_hybrid_pool_clamp_both_ends(monkeypatch: pytest.MonkeyPatch) -> 
         seen.append(("semantic", limit))
         return []
 
-    def fake_fts(conn: object, query: str, project: str, limit: int) -> list[tuple[str, float]]:
+    def fake_fts(conn: object, query: str, project: str, limit: int,
+                 mode: str = "and") -> list[tuple[str, float]]:
         seen.append(("fts", limit))
         return []
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import RetrievalEvalError, one_line
+from ..variants import VariantError, is_variant, make_variant
 from .base import Persona, Query, Retriever, _option
 from .bm25 import BM25Retriever
 from .oracle import OracleRetriever
@@ -146,7 +147,8 @@ REGISTRY: dict[str, Callable[[object], Retriever]] = {
 
 
 def get_retriever(name: str, options: object = None) -> Retriever:
-    """A built-in retriever by name, or a user one by ``"package.module:attr"``.
+    """A built-in retriever by name, a what-if one (``"hybrid+fts:or"``,
+    :mod:`pytest_retrieval_eval.variants`), or a user one by ``"package.module:attr"``.
 
     ``options``: a mapping or an object (``options.Settings``); the vipune retriever reads
     ``binary``/``vipune`` and ``timeout``/``vipune_timeout`` from it.
@@ -155,9 +157,14 @@ def get_retriever(name: str, options: object = None) -> Retriever:
     factory = REGISTRY.get(name)
     if factory is not None:
         return factory(opts)
+    if is_variant(name):  # "hybrid+rrf_k:60": before dotted paths, which also hold ':'
+        try:
+            return make_variant(name)
+        except VariantError as exc:
+            raise RetrievalEvalError(str(exc)) from None
     if ":" in name:
         return load_dotted(name)
     raise RetrievalEvalError(
         f"retriever '{name}' is unknown; choose from {', '.join(sorted(REGISTRY))} "
-        "or give 'package.module:attr'"
+        "or give 'package.module:attr' (what-if: hybrid+rrf_k:60, fts+mode:or, ...)"
     )

@@ -7,6 +7,7 @@ classes adapt it to the :class:`~.base.Retriever` protocol.
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
 import numpy as np
 
@@ -34,8 +35,17 @@ class HybridRetriever:
     #: ``rank`` searches the persona's store: it is built (once) before the query is timed.
     needs_store = True
 
+    #: vipune's rules; the ``hybrid+...`` what-if retrievers (:mod:`.variants`) change them.
+    rrf_k: int = vipune.RRF_K
+    pool: int | None = None  # None: vipune's clamp(limit * 10, 50, 10000)
+    fts_mode: str = "and"
+    recency: float = 0.0
+
     def __init__(self, project_id: str = store_mod.PROJECT_ID) -> None:
         self.project_id = project_id
+        #: The semantic and FTS lists the last ``rank`` fused (ids, best first), for the
+        #: diagnostics ("fused top k equals semantic top k").
+        self.last_components: dict[str, list[str]] | None = None
         # The last query's full cosine ranking: asked again at another limit (another pool
         # size), the same query reuses it instead of scanning every row again.
         self._semantic: tuple[tuple[str, str, bytes], list[vipune.SearchResult]] | None = None
@@ -54,23 +64,34 @@ class HybridRetriever:
     def rank(self, persona: Persona, query: Query, limit: int) -> list[str]:
         lim = _vipune_limit(limit)
         qvec = _query_vector(self.name, persona, query)
+        self.last_components = None
         try:
-            results = vipune.search_hybrid(
+            parts = vipune.search_hybrid_parts(
                 persona.store_path(),
                 persona.vectors,
                 persona.session_ids,
                 query.question,
                 qvec,
                 lim,
-                0.0,
+                self.recency,
                 project_id=self.project_id,
                 semantic_ranking=self._semantic_ranking(persona, query, qvec),
+                rrf_k=self.rrf_k,
+                pool=self.pool,
+                fts_mode=self.fts_mode,
+                **self._recency_inputs(persona, query),
             )
         except (vipune.VipuneInputError, ValueError) as exc:
             raise _wrap_vipune_error(self.name, query, exc) from None
         except sqlite3.Error as exc:
             raise _store_error(self.name, query, exc) from None
-        return [mem_id for mem_id, _ in results]
+        self.last_components = {"semantic": [i for i, _ in parts.semantic],
+                                "fts": [i for i, _ in parts.fts]}
+        return [mem_id for mem_id, _ in parts.fused]
+
+    def _recency_inputs(self, persona: Persona, query: Query) -> dict[str, Any]:
+        """Rows' dates and "now" for a recency weight above 0 (none at vipune's 0)."""
+        return {}
 
 
 class SemanticRetriever:
@@ -94,6 +115,8 @@ class FtsRetriever:
     name = "fts"
     needs_store = True
     needs_vectors = False  # ranks without embeddings: no model, no prep
+    #: ``and``: vipune's quoted words ANDed; ``or`` is the ``fts+mode:or`` what-if.
+    mode: str = "and"
 
     def __init__(self, project_id: str = store_mod.PROJECT_ID) -> None:
         self.project_id = project_id
@@ -101,7 +124,8 @@ class FtsRetriever:
     def rank(self, persona: Persona, query: Query, limit: int) -> list[str]:
         lim = _vipune_limit(limit)
         try:
-            results = vipune.fts_search(persona.store_path(), query.question, self.project_id, lim)
+            results = vipune.fts_search(persona.store_path(), query.question,
+                                        self.project_id, lim, mode=self.mode)
         except sqlite3.Error as exc:
             raise _store_error(self.name, query, exc) from None
         return [mem_id for mem_id, _ in results]
