@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import builtins
 import importlib.util
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,19 +37,21 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def local_ray(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def local_ray() -> Iterator[Any]:
     """A Ray of 2 CPUs on 127.0.0.1, started once for this module, stopped after it."""
     if not HAS_RAY:  # part of the [test] extra: a missing Ray fails, it never skips
         pytest.fail("ray[data] is in the [test] extra; pip install -e '.[test]'")
     import ray
 
+    # Ray's socket paths must stay under 107 bytes: a short folder of its own, not tmp_path.
+    temp = tempfile.mkdtemp(prefix="rre-ray-")
     ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
-             log_to_driver=False, configure_logging=False,
-             _temp_dir=str(tmp_path_factory.mktemp("ray")))
+             log_to_driver=False, configure_logging=False, _temp_dir=temp)
     try:
         yield ray
     finally:
         ray.shutdown()
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def vectors_of(cache: Path, model: Path) -> tuple[list[str], np.ndarray, int]:
