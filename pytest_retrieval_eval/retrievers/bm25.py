@@ -324,15 +324,14 @@ def _tokenize_arrow(
 
 
 def _tokenize_python(
-    texts: Sequence[str],
+    texts: Sequence[str], split: Callable[[str], list[str]] = str.split,
 ) -> tuple[np.ndarray, np.ndarray, Callable[[Sequence[str]], list[int | None]]]:
-    """Plain-Python twin of :func:`_tokenize_arrow` (``str.split``, dict ids)."""
+    """Plain-Python twin of :func:`_tokenize_arrow` (``split`` per text, dict ids)."""
     vocab: dict[str, int] = {}
     gid_parts: list[np.ndarray] = []
     doc_parts: list[np.ndarray] = []
     for d, text in enumerate(texts):
-        tokens = text.split()
-        ids = [vocab.setdefault(tok, len(vocab)) for tok in tokens]
+        ids = [vocab.setdefault(tok, len(vocab)) for tok in split(text)]
         gid_parts.append(np.asarray(ids, dtype=np.int64))
         doc_parts.append(np.full(len(ids), d, dtype=np.int64))
     gids = np.concatenate(gid_parts) if gid_parts else np.zeros(0, dtype=np.int64)
@@ -469,26 +468,17 @@ class BM25Retriever:
         return [persona.session_ids[i] for i in order.tolist()]
 
 
+def _split_single_space(text: str) -> list[str]:
+    return text.split(" ")
+
+
 def _tokenize_single_space(
     texts: Sequence[str],
 ) -> tuple[np.ndarray, np.ndarray, Callable[[Sequence[str]], list[int | None]]]:
     """Tokens of ``t.split(" ")`` for every text: LongMemEval's tokenisation
     (``src/retrieval/run_retrieval.py`` lines 107 and 110). Unlike ``split()``, runs of spaces
     give empty tokens, an empty text is one empty token, and newlines stay inside tokens."""
-    vocab: dict[str, int] = {}
-    gid_parts: list[np.ndarray] = []
-    doc_parts: list[np.ndarray] = []
-    for d, text in enumerate(texts):
-        ids = [vocab.setdefault(tok, len(vocab)) for tok in text.split(" ")]
-        gid_parts.append(np.asarray(ids, dtype=np.int64))
-        doc_parts.append(np.full(len(ids), d, dtype=np.int64))
-    gids = np.concatenate(gid_parts) if gid_parts else np.zeros(0, dtype=np.int64)
-    docs = np.concatenate(doc_parts) if doc_parts else np.zeros(0, dtype=np.int64)
-
-    def lookup(tokens: Sequence[str]) -> list[int | None]:
-        return [vocab.get(tok) for tok in tokens]
-
-    return gids, docs, lookup
+    return _tokenize_python(texts, _split_single_space)
 
 
 class LongMemEvalBM25Retriever:
