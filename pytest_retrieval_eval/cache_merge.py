@@ -23,7 +23,7 @@ dataset on first use in a few seconds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,8 @@ from .errors import CacheError
 from .prep import COMPACT_AFTER_SHARDS
 
 __all__ = ["MergeResult", "MergedModel", "merge_caches"]
+
+Progress = Callable[[str, int, "int | None"], None]
 
 #: Vectors read from a source and written to the target at a time (one target shard each).
 COPY_ROWS = 32768
@@ -74,7 +76,8 @@ def _sources(sources: Sequence[Path], target: Path) -> list[Path]:
     return out
 
 
-def _check_source(root: Path) -> list[tuple[dict[str, Any], VectorCache]]:
+def _check_source(root: Path, progress: Progress | None = None
+                  ) -> list[tuple[dict[str, Any], VectorCache]]:
     """Every model of ``root``, each shard verified now (CacheError names the first bad
     file)."""
     caches = []
@@ -90,16 +93,21 @@ def _check_source(root: Path) -> list[tuple[dict[str, Any], VectorCache]]:
                              f"and prep it again")
         info = {k: v for k, v in info.items() if k not in ("vectors", "roots", "format")}
         cache = VectorCache(root, fingerprint, dim, info)
+        if progress is not None:
+            progress(f"verify {root}", 0, None)
         cache.verify()
         caches.append((info, cache))
     return caches
 
 
-def merge_caches(sources: Sequence[Path], target: Path) -> MergeResult:
-    """Verify every source, then copy into ``target`` the vectors it lacks."""
+def merge_caches(sources: Sequence[Path], target: Path,
+                 progress: Progress | None = None) -> MergeResult:
+    """Verify every source, then copy into ``target`` the vectors it lacks.
+
+    ``progress(label, done, total)`` reports each source's check and the vectors copied."""
     target = Path(target)
     roots = _sources(sources, target)
-    checked = [(root, _check_source(root)) for root in roots]  # pass 1: nothing written
+    checked = [(root, _check_source(root, progress)) for root in roots]  # pass 1: no write
     models: dict[str, MergedModel] = {}
     targets: dict[str, VectorCache] = {}
     for _root, caches in checked:
@@ -123,10 +131,15 @@ def merge_caches(sources: Sequence[Path], target: Path) -> MergeResult:
             keys = source.keys()
             lacking = into.missing(keys)
             merged.present += len(keys) - len(lacking)
+            label = f"copy {source.directory}"
+            if progress is not None and lacking:
+                progress(label, 0, len(lacking))
             for start in range(0, len(lacking), COPY_ROWS):
                 chunk = lacking[start : start + COPY_ROWS]
                 into.add(chunk, source.get(chunk))
                 merged.copied += len(chunk)
+                if progress is not None:
+                    progress(label, start + len(chunk), len(lacking))
     for into in targets.values():  # many sources, many small shards: merge them (atomic)
         if len(into.own_shards()) > COMPACT_AFTER_SHARDS:
             into.compact()

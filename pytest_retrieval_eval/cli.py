@@ -324,6 +324,7 @@ def _add_merge_command(actions: Any, default_cache: Path) -> None:
                        help="cache folders to merge (e.g. the outputs of prep --shard I/N)")
     merge.add_argument("--into", type=_directory, default=None, metavar="DIR",
                        help=f"the cache to merge into (default: {default_cache})")
+    merge.add_argument("--no-progress", action="store_true", help="draw no progress bar")
 
 
 def _cmd_cache(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -337,7 +338,12 @@ def _cmd_cache_merge(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from . import cache_merge
 
     target: Path = args.into if args.into is not None else cache_mod.default_cache_dir()
-    result = cache_merge.merge_caches(args.sources, target)
+    bar = None if args.no_progress else ProgressBar(err)
+    try:
+        result = cache_merge.merge_caches(args.sources, target, bar)
+    finally:
+        if bar is not None:
+            bar.finish()
     for model in result.models:
         out.write(f"merge: model {model.name} (fingerprint {model.fingerprint[:12]}): "
                   f"{model.copied} vectors copied, {model.present} already present, from "

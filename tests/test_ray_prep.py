@@ -25,6 +25,9 @@ from .model_factory import make_model_dir
 HAS_RAY = importlib.util.find_spec("ray") is not None
 
 
+MERGE = ["cache", "merge", "--no-progress"]
+
+
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_model_dir(tmp_path_factory.mktemp("model"), dim=8).path
@@ -93,7 +96,7 @@ def test_ray_prep_with_a_shard_embeds_that_slice(
         capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(prep(dataset, model_dir, tmp_path / "a", "--ray", "--shard", "1/2")) == 0
     assert cli.main(prep(dataset, model_dir, tmp_path / "b", "--shard", "2/2")) == 0
-    assert cli.main(["cache", "merge", str(tmp_path / "a"), str(tmp_path / "b"), "--into",
+    assert cli.main([*MERGE, str(tmp_path / "a"), str(tmp_path / "b"), "--into",
                      str(tmp_path / "merged")]) == 0
     assert cli.main(prep(dataset, model_dir, tmp_path / "whole")) == 0
     capsys.readouterr()

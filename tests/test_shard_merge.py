@@ -21,6 +21,8 @@ from pytest_retrieval_eval.prep import shard_of
 from .lme_factory import make_instance, write_dataset
 from .model_factory import make_model_dir
 
+MERGE = ["cache", "merge", "--no-progress"]
+
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -76,7 +78,7 @@ def test_two_shards_merged_equal_one_unsharded_prep(
     assert all(shard_of(k, 2) == 1 for k in first)
     assert f"shard 1/2: {len(two.keys())} missing texts left to the other slices" in out1
     assert "shard 2/2" in out2 and "shard" not in whole_out
-    code = cli.main(["cache", "merge", str(tmp_path / "s1"), str(tmp_path / "s2"), "--into",
+    code = cli.main([*MERGE, str(tmp_path / "s1"), str(tmp_path / "s2"), "--into",
                      str(tmp_path / "merged")])
     out = capsys.readouterr().out
     assert code == 0
@@ -91,7 +93,7 @@ def test_two_shards_merged_equal_one_unsharded_prep(
     assert cli.main(prep(dataset, model_dir, tmp_path / "merged")) == 0
     assert " 0 embedded now" in capsys.readouterr().out
     # Merging again copies nothing.
-    assert cli.main(["cache", "merge", str(tmp_path / "s1"), "--into",
+    assert cli.main([*MERGE, str(tmp_path / "s1"), "--into",
                      str(tmp_path / "merged")]) == 0
     assert "0 vectors copied" in capsys.readouterr().out
 
@@ -108,7 +110,7 @@ def test_a_corrupt_source_is_one_line_and_nothing_is_written(
     data[len(data) // 2] ^= 0xFF
     shard.write_bytes(bytes(data))
     before = snapshot(tmp_path / "target")
-    code = cli.main(["cache", "merge", str(tmp_path / "s1"), str(tmp_path / "s2"), "--into",
+    code = cli.main([*MERGE, str(tmp_path / "s1"), str(tmp_path / "s2"), "--into",
                      str(tmp_path / "target")])
     err = capsys.readouterr().err
     assert code == 2
@@ -140,7 +142,7 @@ def test_merge_refuses_other_models_and_non_caches(
         merge_caches([tmp_path / "src"], other)
     # A folder that is no cache.
     (tmp_path / "empty").mkdir()
-    code = cli.main(["cache", "merge", str(tmp_path / "empty"), "--into", str(tmp_path / "x")])
+    code = cli.main([*MERGE, str(tmp_path / "empty"), "--into", str(tmp_path / "x")])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1
     assert "holds no vectors/ folder, so it is not a prepared cache" in err
