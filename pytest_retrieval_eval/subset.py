@@ -15,7 +15,7 @@
 The run's header and JSON state the subset, its seed and how wide the 95% confidence interval
 of overall recall@5 is at that N (:func:`ci95_width`): a normal approximation, from the
 per-pair recall@5 values' standard deviation when the run scored them, and the worst case
-(a 0/1 outcome at p = 0.5, ``2 * 1.96 * 0.5 / sqrt(N)``) always.
+(half the pairs at 0, half at 1: ``2 * 1.96 * 0.5 / sqrt(N - 1)``) always.
 """
 
 from __future__ import annotations
@@ -159,10 +159,10 @@ class SubsetCorpus:
 
 
 def worst_case_ci95_width(n: int) -> float:
-    """Full width of the 95% normal interval of a mean of ``n`` 0/1 outcomes at p = 0.5:
-    the widest any recall can have (per-pair recall lies in 0..1, so its variance is at
-    most 1/4)."""
-    return 2 * Z95 * 0.5 / math.sqrt(n) if n > 0 else math.inf
+    """The widest :func:`ci95_width` of ``n`` values in 0..1 can be: half of them 0, half 1,
+    whose sample standard deviation is ``0.5 * sqrt(n / (n - 1))``; so ``2 * 1.96 * 0.5 /
+    sqrt(n - 1)``."""
+    return 2 * Z95 * 0.5 / math.sqrt(n - 1) if n > 1 else math.inf
 
 
 def ci95_width(values: Sequence[float]) -> float | None:
@@ -183,13 +183,17 @@ def subset_info(subset: Mapping[str, Any], results: Sequence[Mapping[str, Any]],
     at that N (worst case, and from the scored pairs of the first retriever when it has
     recall@5)."""
     chosen = int(subset.get("chosen", 0))
-    values = [float(r["metrics"]["recall@5"]) for r in results
-              if r.get("retriever") == retriever and "recall@5" in r.get("metrics", {})]
+    mine = [r.get("metrics", {}) for r in results if r.get("retriever") == retriever]
+    # recall@5 (vipune protocol); under the LongMemEval protocol its recall_all@5.
+    metric = next((m for m in ("recall@5", "recall_all@5") if mine and m in mine[0]),
+                  "recall@5")
+    values = [float(m[metric]) for m in mine if metric in m]
     return {
         **subset,
         "ci95_recall_at_5": {
-            "method": "normal approximation: 2*1.96*sd/sqrt(n) of per-pair recall@5; "
-                      "worst case sd = 0.5",
+            "method": f"normal approximation: 2*1.96*sd/sqrt(n) of per-pair {metric}; "
+                      "worst case half the pairs at 0, half at 1",
+            "metric": metric,
             "worst_case_width": round(worst_case_ci95_width(chosen), 4),
             "retriever": retriever if values else None,
             "width": None if ci95_width(values) is None else round(ci95_width(values) or 0, 4),
@@ -208,6 +212,7 @@ def subset_lines(subset: Mapping[str, Any] | None) -> list[str]:
     if ci:
         observed = (f"±{ci['width'] / 2:.3f} observed for {ci['retriever']}, "
                     if ci.get("width") is not None else "")
-        lines.append(f"subset: 95% CI of overall recall@5 at n={subset['chosen']}: {observed}"
+        metric = ci.get("metric", "recall@5")
+        lines.append(f"subset: 95% CI of overall {metric} at n={subset['chosen']}: {observed}"
                      f"±{ci['worst_case_width'] / 2:.3f} at worst (normal approximation)")
     return lines

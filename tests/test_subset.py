@@ -108,8 +108,11 @@ def test_subset_at_least_all_is_every_usable_pair_and_too_small_is_one_line() ->
 
 
 def test_ci_width_against_the_normal_formula() -> None:
-    assert subset_mod.worst_case_ci95_width(50) == pytest.approx(2 * 1.96 * 0.5 / math.sqrt(50),
+    assert subset_mod.worst_case_ci95_width(50) == pytest.approx(2 * 1.96 * 0.5 / math.sqrt(49),
                                                                  rel=1e-3)
+    # The worst case bounds every observed width of values in 0..1.
+    half = [0.0] * 4 + [1.0] * 4
+    assert subset_mod.ci95_width(half) == pytest.approx(subset_mod.worst_case_ci95_width(8))
     values = [1.0] * 30 + [0.0] * 20  # p = 0.6, sample sd = sqrt(0.24 * 50 / 49)
     assert subset_mod.ci95_width(values) == pytest.approx(
         2 * 1.95996 * math.sqrt(0.24 * 50 / 49) / math.sqrt(50), rel=1e-4)
@@ -144,7 +147,8 @@ def test_plugin_scores_the_subset_and_states_it(pytester: pytest.Pytester) -> No
     assert scored == subset["by_type"] and all(v >= 1 for v in scored.values())
     assert len(scored) == 6
     ci = subset["ci95_recall_at_5"]
-    assert ci["worst_case_width"] == pytest.approx(2 * 1.96 * 0.5 / math.sqrt(8), abs=1e-3)
+    assert ci["worst_case_width"] == pytest.approx(2 * 1.96 * 0.5 / math.sqrt(7), abs=1e-3)
+    assert ci["metric"] == "recall@5" and ci["width"] <= ci["worst_case_width"]
     recalls = [p["metrics"]["recall@5"] for p in data["pairs"]]
     assert ci["width"] == pytest.approx(subset_mod.ci95_width(recalls), abs=1e-4)
     result.stdout.fnmatch_lines([
@@ -273,3 +277,14 @@ def test_model_lane_under_a_subset_embeds_only_its_pairs(
     embedder = load_embedder(str(model), EmbedConfig())
     held = VectorCache(isolated_cache, embedder.fingerprint, embedder.dim, embedder.info())
     assert set(held.keys()) == expected and len(expected) < 9 * 4
+
+
+def test_ci_uses_recall_all_at_5_under_the_longmemeval_protocol() -> None:
+    results = [{"retriever": "bm25", "metrics": {"recall_any@5": 1.0, "recall_all@5": v}}
+               for v in (0.0, 1.0, 1.0, 0.5)]
+    info = subset_mod.subset_info({"chosen": 4}, results, "bm25")["ci95_recall_at_5"]
+    assert info["metric"] == "recall_all@5"
+    assert info["width"] == pytest.approx(subset_mod.ci95_width([0.0, 1.0, 1.0, 0.5]), abs=1e-4)
+    line = subset_mod.subset_lines({"chosen": 4, "of_usable": 9, "n": 4, "seed": 0,
+                                    "ci95_recall_at_5": info})[1]
+    assert line.startswith("subset: 95% CI of overall recall_all@5 at n=4: ±")
