@@ -21,7 +21,10 @@ repository (``--data-dir``, default ``~/.cache/pytest-retrieval-eval-bench``), t
 6. embedding: :meth:`Embedder.embed` against onnxruntime called directly on the same
    batches (MiniLM when ``--minilm`` is an ONNX export, and the tiny model), MiniLM prep
    throughput and the model lane's per-query latency;
-7. hub (only when asked: ``--only hub``, no dataset needed): ``retrieval-eval cache push``
+7. compare: ``retrieval-eval compare`` of two synthetic full-M-sized reports (470 pairs, five
+   retrievers, 10,000 permutations and resamples), as a subprocess (``--only compare`` needs
+   no dataset);
+8. hub (only when asked: ``--only hub``, no dataset needed): ``retrieval-eval cache push``
    and ``cache pull`` of a vector cache of the synthetic M's size (41,140 vectors of dim 384
    in prep's shard layout) through the local stand-in of the Hub (tests/hub_standin.py).
 8. scale (only when asked: ``--only scale``): prep from an empty vector cache, unsharded
@@ -1057,6 +1060,74 @@ def embedding_phase(cache: Path, tiny: Path, minilm: Path | None, scale: Scale,
 # --------------------------------------------------------------------------- report
 
 
+#: Scored pairs per question type in LongMemEval_M (500 questions less 30 abstention).
+M_TYPES = {"single-session-user": 64, "single-session-assistant": 56,
+           "single-session-preference": 30, "temporal-reasoning": 127,
+           "knowledge-update": 72, "multi-session": 121}
+COMPARE_TARGET_S = 5.0
+
+
+def synthetic_report(seed: int, shift: float) -> dict[str, Any]:
+    """A full-M-sized report: 470 pairs x five retrievers, recall at k 1, 5, 10."""
+    from pytest_retrieval_eval.report import SCHEMA_VERSION, summarize
+
+    rng = np.random.default_rng(seed)
+    base_rng = np.random.default_rng(0)  # the same "true" difficulty per question
+    pairs = []
+    retrievers = ["hybrid", "semantic", "fts", "bm25", "vipune"]
+    qids = [(f"q{t[:3]}{i:03d}", t) for t, n in M_TYPES.items() for i in range(n)]
+    ease = base_rng.random(len(qids))
+    for name in retrievers:
+        for index, (qid, qtype) in enumerate(qids):
+            metrics = {}
+            for k in (1, 5, 10):
+                p = min(1.0, ease[index] * (0.3 + 0.07 * k) + shift * rng.random())
+                value = float(rng.choice([0.0, 0.5, 1.0], p=[1 - p, 0.0, p]) if k == 1
+                              else rng.binomial(3, p) / 3)
+                for family in ("recall", "recall_any", "recall_all", "ndcg_any"):
+                    metrics[f"{family}@{k}"] = value
+            pairs.append({"retriever": name, "index": index, "question_id": qid,
+                          "question_type": qtype, "metrics": metrics, "ranked": [],
+                          "gold": [], "latency_ms": {"retrieval": 1.0}})
+    return {"schema_version": SCHEMA_VERSION,
+            "dataset": {"name": "longmemeval_m", "sha256": "0" * 64}, "lane": "model-free",
+            "model": {"name": "synthetic"}, "ks": [1, 5, 10], "retrievers": retrievers,
+            "pairs": pairs, "summary": summarize(pairs, retrievers)}
+
+
+def compare_phase(results: Results) -> None:
+    """`retrieval-eval compare` of two full-M-sized reports, end to end in a subprocess."""
+    with tempfile.TemporaryDirectory() as tmp:
+        base, new = Path(tmp) / "base.json", Path(tmp) / "new.json"
+        base.write_text(json.dumps(synthetic_report(1, 0.0)), encoding="utf-8")
+        new.write_text(json.dumps(synthetic_report(2, 0.05)), encoding="utf-8")
+        cmd = [PYTHON, "-m", "pytest_retrieval_eval.cli", "compare", str(base), str(new),
+               "--json", str(Path(tmp) / "c.json")]
+        walls, cpus = [], []
+        for _ in range(3):
+            m = measure(cmd, Path(tmp))
+            check(m, "the compare phase")
+            walls.append(m.wall)
+            cpus.append(m.cpu)
+        saved = json.loads((Path(tmp) / "c.json").read_text())["comparison"]
+        from pytest_retrieval_eval import compare as compare_mod
+
+        started = time.perf_counter()
+        compare_mod.compare_reports(json.loads(base.read_text()), json.loads(new.read_text()))
+        inside = time.perf_counter() - started
+    wall = statistics.median(walls)
+    rows = sum(len(r) for r in saved["rows"].values())
+    results.add(Row(
+        "compare: two full-M reports (470 pairs, 5 retrievers, 10,000 permutations)",
+        fmt_s(wall), fmt_mem(m.tree_peak), "", f"< {COMPARE_TARGET_S:.0f} s",
+        verdict(wall < COMPARE_TARGET_S),
+        f"median of 3 runs of `retrieval-eval compare` (process start, JSON load, "
+        f"{rows} rows: 3 metrics x 5 retrievers x 7; bootstrap CI, randomization p, Holm); "
+        f"walls {', '.join(f'{w:.2f}' for w in walls)}, CPU {statistics.median(cpus):.2f} s; "
+        f"compare_reports alone {inside:.2f} s; load average {os.getloadavg()[0]:.1f} on "
+        f"{os.cpu_count()} CPUs"))
+
+
 def machine() -> list[str]:
     cpu = "unknown"
     with contextlib.suppress(OSError):
@@ -1153,7 +1224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--minilm", type=Path, default=Path("/tmp/minilm-onnx"),
                         help="MiniLM ONNX export (scripts/export_minilm_onnx.py); skipped if "
                              "absent")
-    parser.add_argument("--only", default="load,prep,run,bm25,verify,embed",
+    parser.add_argument("--only", default="load,prep,run,bm25,verify,embed,compare",
                         help="comma list of phases to run (default: all but hub, turn and "
                              "scale; scale preps the dataset five times over: "
                              "docs/scaling.md)")
@@ -1185,6 +1256,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     info = machine()
     print("\n".join(info), flush=True)
     results = Results()
+    if "compare" in phases:
+        compare_phase(results)
+    if phases == {"compare"}:  # nothing else asked: no dataset needed
+        print("\n".join(table(results.rows)))
+        if args.out is not None:
+            write_results(args.out, scale, args, results, info, "python benchmarks/run.py "
+                          + " ".join(argv if argv is not None else sys.argv[1:]))
+        return 1 if any(r.result == "FAIL" for r in results.rows) else 0
     if phases == {"turn"}:  # its own data: personas of M's size at turn granularity
         tiny = ensure_tiny_model(args.data_dir)
         turn_phase(args.data_dir, tiny, args.turn_instances, args.repeat, results)

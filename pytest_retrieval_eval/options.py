@@ -194,6 +194,17 @@ OPTIONS: tuple[_Option, ...] = (
             "(docs/diagnostics.md) (default: hybrid)", "NAME[,NAME...]"),
     _Option("--retrieval-eval-json", "retrieval_eval_json", text, None,
             "write the JSON report to this path (default: none)", "PATH"),
+    _Option("--retrieval-eval-compare", "retrieval_eval_compare", text, None,
+            "compare this run with the JSON report at PATH, pair by pair (delta with its "
+            "bootstrap interval, paired randomization p-value, Holm): printed under the "
+            "summary and put in the JSON report; never changes the exit status (default: "
+            "none)", "BASE.json"),
+    _Option("--retrieval-eval-markdown", "retrieval_eval_markdown", text, None,
+            "write the summary (and the comparison) as GitHub-flavoured Markdown to PATH "
+            "(default: none)", "PATH"),
+    _Option("--retrieval-eval-no-step-summary", "retrieval_eval_no_step_summary", boolean,
+            False, "do not append the Markdown summary to $GITHUB_STEP_SUMMARY (default: "
+            "appended when that variable is set)", is_flag=True),
     _Option("--no-model", "retrieval_eval_no_model", boolean, False,
             "model-free lane: load no model, touch no network; query and passage vectors "
             "come from the prep cache (default: off, the model lane embeds each query live)",
@@ -310,6 +321,9 @@ class Settings:
     vipune_timeout: float
     subset: int | None = None  # --retrieval-eval-subset (subset.py)
     subset_seed: int = 0
+    compare: Path | None = None
+    markdown: Path | None = None
+    no_step_summary: bool = False
     protocol: str = "vipune"
     granularity: str = "session"
     cache_repo: str | None = None
@@ -350,7 +364,10 @@ def read_settings(config: pytest.Config) -> Settings:
             v["k"] = LONGMEMEVAL_KS
         if not _given(config, "retrieval_eval_retriever"):
             v["retriever"] = ("bm25",)
+    compare, markdown = v.pop("compare"), v.pop("markdown")
     settings = Settings(
+        compare=Path(compare).expanduser() if compare else None,
+        markdown=Path(markdown).expanduser() if markdown else None,
         cache_dir=Path(cache).expanduser() if cache else None,
         json_path=Path(json_path) if json_path else None,
         store_dir=Path(store_dir) if store_dir else None,
@@ -388,6 +405,13 @@ def check_combinations(settings: Settings) -> None:
     if settings.store_dir is not None:
         _check_writable_folder("--retrieval-eval-store-dir", settings.store_dir,
                                settings.store_dir)
+    if settings.markdown is not None:
+        if settings.markdown.is_dir():
+            raise pytest.UsageError(
+                f"--retrieval-eval-markdown {settings.markdown}: is a directory; give a file "
+                "path")
+        _check_writable_folder("--retrieval-eval-markdown", settings.markdown,
+                               settings.markdown.parent)
 
 
 def _check_writable_folder(option: str, value: Path, folder: Path) -> None:

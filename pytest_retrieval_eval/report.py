@@ -122,11 +122,14 @@ def _fmt(value: float | None) -> str:
 
 def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
                 ks: Sequence[int],
-                families: Sequence[tuple[str, str]] = FAMILIES) -> list[str]:
+                families: Sequence[tuple[str, str]] = FAMILIES,
+                width: int | None = None) -> list[str]:
     """The summary table: one row per question type present, then ``overall``.
 
     One retriever: one table with recall@k and its any/all variants. Several: one block per
-    metric family, the retrievers side by side under a second header row.
+    metric family, the retrievers side by side under a second header row. With a ``width``
+    (the terminal's), no row is wider: one retriever's families go one block each, and
+    several retrievers are split into blocks of as many as fit (the header rows repeated).
     """
     qtypes = sorted({t for name in retrievers for t in summary[name]["by_type"]},
                     key=_type_order)
@@ -148,21 +151,26 @@ def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
             lines.append(row(qtype, str(n), cells))
         return lines
 
-    if len(retrievers) == 1 and len(families) * len(ks) <= MAX_ROW_COLUMNS:
+    fixed = label_w + 2 + 4  # label, gap, n
+    if len(retrievers) == 1 and len(families) * len(ks) <= MAX_ROW_COLUMNS and (
+            width is None or fixed + len(families) * len(ks) * (cell_w + 2) <= width):
         name = retrievers[0]
         columns = [(name, fam, k) for fam, _ in families for k in ks]
         heads = [f"{short}@{k}".rjust(cell_w) for _, short in families for k in ks]
         return [row("question type", "n", heads), *body(columns)]
     group_w = len(ks) * (cell_w + 2) - 2
+    per_block = len(retrievers) if width is None else max(1, (width - fixed) // (group_w + 2))
+    blocks = [list(retrievers[i:i + per_block]) for i in range(0, len(retrievers), per_block)]
     lines: list[str] = []
     for family, _ in families:
-        if lines:
-            lines.append("")
-        names = [name[:group_w].center(group_w) for name in retrievers]
-        lines.append(row(f"{family}@k", "", names))
-        heads = [f"@{k}".rjust(cell_w) for _ in retrievers for k in ks]
-        lines.append(row("question type", "n", heads))
-        lines.extend(body([(name, family, k) for name in retrievers for k in ks]))
+        for block in blocks:
+            if lines:
+                lines.append("")
+            names = [name[:group_w].center(group_w) for name in block]
+            lines.append(row(f"{family}@k", "", names))
+            heads = [f"@{k}".rjust(cell_w) for _ in block for k in ks]
+            lines.append(row("question type", "n", heads))
+            lines.extend(body([(name, family, k) for name in block for k in ks]))
     return lines
 
 
@@ -249,7 +257,7 @@ def header_lines(info: Mapping[str, Any]) -> list[str]:
 
 def terminal_lines(report: Mapping[str, Any], width: int = 80) -> list[str]:
     """Everything the terminal summary prints, from a finished report (``width``: the
-    terminal's, which the diagnostics lines fit)."""
+    terminal's, which the table rows and the diagnostics lines fit)."""
     info = report["info"]
     lines = header_lines(info)
     if not report["summary"] or not any(
@@ -258,7 +266,7 @@ def terminal_lines(report: Mapping[str, Any], width: int = 80) -> list[str]:
     lines.append("")
     lines.extend(table_lines(report["summary"], report["retrievers"], report["ks"],
                              families_for(info.get("protocol", "vipune"),
-                                          info.get("granularity", "session"))))
+                                          info.get("granularity", "session")), width))
     notes = diagnostics.lines(report.get("diagnostics") or {}, report["retrievers"],
                               report["ks"], width)
     lines.extend(["", *notes] if notes else [])
