@@ -4,6 +4,8 @@
   embeds every text the cache lacks (resumable: run the same command again after Ctrl-C or a
   crash), drawing a progress bar on stderr, and ends with one summary line on stdout.
 * ``retrieval-eval models --cache DIR`` lists the models whose vectors a cache holds.
+* ``retrieval-eval prep --subset N`` / ``--shard I/N`` / ``--ray [ADDRESS]`` and
+  ``retrieval-eval cache merge DIR... [--into DIR]`` scale prep out (docs/scaling.md).
 * ``retrieval-eval cache push --repo ORG/NAME`` / ``cache pull --repo ORG/NAME`` share one
   model's vectors through a Hugging Face Hub dataset repo (:mod:`cache_hub`); their errors
   (offline, no such repo, a refused token, another model's vectors, a failed checksum) exit 4.
@@ -223,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="sessions or turns, as --retrieval-eval-granularity (default: "
                            "session)")
     prep.add_argument("--no-progress", action="store_true", help="draw no progress bar")
+    _add_scale_arguments(prep)
 
     models = sub.add_parser("models", help="list the models whose vectors a cache holds")
     models.add_argument("--cache", type=_directory, default=None, metavar="DIR",
@@ -230,10 +233,11 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_argument("--no-bundled", action="store_true",
                         help="leave out the vectors bundled with the package")
 
-    cache = sub.add_parser("cache", help="share a prepared cache: push, pull",
-                           description="Share a prepared vector cache.")
+    cache = sub.add_parser("cache", help="share and combine prepared caches: push, pull, merge",
+                           description="Share and combine prepared vector caches.")
     actions = cache.add_subparsers(dest="cache_command", metavar="ACTION", required=True)
     _add_hub_commands(actions, default_cache_dir())
+    _add_merge_command(actions, default_cache_dir())
     _add_compare_commands(sub)
     return parser
 
@@ -273,6 +277,81 @@ def _add_hub_commands(actions: argparse._SubParsersAction[_OneLineParser],
     push.add_argument("--private", action="store_true",
                       help="create the repo private (default: public; an existing repo keeps "
                       "its visibility)")
+
+
+
+# --------------------------------------------------------------------------- scaling out
+# Subsets, shards, Ray and `cache merge` (docs/scaling.md); kept together here.
+
+
+def _shard(value: str) -> tuple[int, int]:
+    index, sep, count = value.partition("/")
+    try:
+        i, n = int(index), int(count)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not I/N; give e.g. 1/4 for the first of four slices") from None
+    if not sep or n < 1 or not 1 <= i <= n:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: I must lie in 1..N, e.g. 1/4 .. 4/4")
+    return i, n
+
+
+def _add_scale_arguments(prep: argparse.ArgumentParser) -> None:
+    from .options import nonnegative_int
+
+    prep.add_argument("--subset", type=_positive_int, default=None, metavar="N",
+                      help="embed only the texts of N usable pairs, stratified by question "
+                      "type, as --retrieval-eval-subset N picks them (default: every pair)")
+    prep.add_argument("--subset-seed", type=nonnegative_int, default=0, metavar="S",
+                      help="seed of the subset's choice (default: 0)")
+    prep.add_argument("--shard", type=_shard, default=None, metavar="I/N",
+                      help="embed only slice I of N of the missing texts, chosen by content "
+                      "key; combine the N caches with `cache merge` (default: all)")
+    prep.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                      help="embed on a Ray cluster with Ray Data (extra [ray]); ADDRESS as "
+                      "ray.init takes it, e.g. auto or ray://head:10001 (default: Ray's own: "
+                      "$RAY_ADDRESS, a running local cluster, else a new local one)")
+
+
+def _add_merge_command(actions: Any, default_cache: Path) -> None:
+    """``cache merge`` (cache_merge.py); push and pull are the Hub's (cache_hub.py)."""
+    merge = actions.add_parser(
+        "merge", help="verify caches and copy the vectors they hold into one",
+        description="Check every shard of each DIR against its sha256 sidecar and each "
+        "model's manifest, then copy the vectors the target lacks (atomic shards). Nothing "
+        "is written unless every source checks out.")
+    merge.add_argument("sources", type=_directory, nargs="+", metavar="DIR",
+                       help="cache folders to merge (e.g. the outputs of prep --shard I/N)")
+    merge.add_argument("--into", type=_directory, default=None, metavar="DIR",
+                       help=f"the cache to merge into (default: {default_cache})")
+    merge.add_argument("--no-progress", action="store_true", help="draw no progress bar")
+
+
+def _cmd_cache(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.cache_command == "merge":
+        return _cmd_cache_merge(args, out, err)
+    raise AssertionError(f"unknown cache action {args.cache_command}")  # pragma: no cover
+
+
+def _cmd_cache_merge(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from . import cache as cache_mod
+    from . import cache_merge
+
+    target: Path = args.into if args.into is not None else cache_mod.default_cache_dir()
+    bar = None if args.no_progress else ProgressBar(err)
+    try:
+        result = cache_merge.merge_caches(args.sources, target, bar)
+    finally:
+        if bar is not None:
+            bar.finish()
+    for model in result.models:
+        out.write(f"merge: model {model.name} (fingerprint {model.fingerprint[:12]}): "
+                  f"{model.copied} vectors copied, {model.present} already present, from "
+                  f"{model.shards} verified shard(s)\n")
+    if not result.models:
+        out.write("merge: the sources hold no model vectors; nothing to copy\n")
+    return 0
 
 
 # Exit status of a comparison or figure that cannot be made (as pytest's usage error).
@@ -404,7 +483,9 @@ def _cmd_prep(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             root, embedder.fingerprint, embedder.dim, embedder.info(),
             read_only_roots=[cache_mod.bundled_cache_dir()],
         )
-        stats = prep_mod.run_prep(corpus, embedder, vectors, bar, chunk_size=args.chunk_size)
+        stats = prep_mod.run_prep(_subset_corpus(args, corpus), embedder, vectors, bar,
+                                  chunk_size=args.chunk_size, shard=args.shard,
+                                  embed=_ray_embed(args, config, embedder, vectors, bar))
     except KeyboardInterrupt as exc:
         saved = exc.saved if isinstance(exc, prep_mod.PrepInterrupted) else 0
         if bar is not None:
@@ -421,7 +502,45 @@ def _cmd_prep(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         f"embedded now, {stats.from_cache} from cache, {seconds:.1f}s (model "
         f"{embedder.name}, fingerprint {embedder.fingerprint[:12]})\n"
     )
+    for line in _scale_lines(args, stats):
+        out.write(line + "\n")
     return 0
+
+
+def _subset_corpus(args: argparse.Namespace, corpus: Any) -> Any:
+    """The corpus prep sees: under --subset, the chosen pairs only."""
+    if args.subset is None:
+        return corpus
+    from . import subset as subset_mod
+
+    chosen = subset_mod.choose(corpus, args.subset, args.subset_seed, flag="--subset")
+    return subset_mod.SubsetCorpus(corpus, chosen)
+
+
+def _ray_embed(args: argparse.Namespace, config: Any, embedder: Any, vectors: Any,
+               bar: ProgressBar | None) -> Any:
+    """Under --ray, prep's embedding loop on Ray (ray_prep.py); else None (local)."""
+    if args.ray is None:
+        return None
+    from . import ray_prep
+
+    return ray_prep.ray_embed_missing(
+        address=args.ray or None, model_spec=args.model, config=config, offline=args.offline,
+        fingerprint=embedder.fingerprint, dim=embedder.dim, cache=vectors, progress=bar,
+        chunk_size=args.chunk_size)
+
+
+def _scale_lines(args: argparse.Namespace, stats: Any) -> list[str]:
+    lines = []
+    if args.subset is not None:
+        lines.append(f"subset: {args.subset} pairs, seed {args.subset_seed} (stratified by "
+                     f"question type; the same pairs as --retrieval-eval-subset "
+                     f"{args.subset} --retrieval-eval-subset-seed {args.subset_seed})")
+    if args.shard is not None:
+        i, n = args.shard
+        lines.append(f"shard {i}/{n}: {stats.other_shards} missing texts left to the other "
+                     f"slices; combine the caches with `{PROG} cache merge DIR... --into DIR`")
+    return lines
 
 
 def _cmd_models(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -550,6 +669,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_push(args, out, err)
         if args.command == "cache" and args.cache_command == "pull":
             return _cmd_pull(args, out, err)
+        if args.command == "cache":
+            return _cmd_cache(args, out, err)
         if args.command in ("compare", "plot"):
             try:
                 return (_cmd_compare if args.command == "compare" else _cmd_plot)(args, out, err)
@@ -559,7 +680,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _cmd_models(args, out, err)
     except RetrievalEvalError as exc:
         err.write(f"{PROG}: error: {for_cli(one_line(exc))}\n")
-        return EXIT_HUB if args.command == "cache" else EXIT_ERROR
+        hub = args.command == "cache" and args.cache_command in ("push", "pull")
+        return EXIT_HUB if hub else EXIT_ERROR
     except KeyboardInterrupt:
         err.write(f"{PROG}: interrupted\n")
         return EXIT_INTERRUPTED

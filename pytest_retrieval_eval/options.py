@@ -88,6 +88,17 @@ def positive_int(value: str) -> int:
     return number
 
 
+def nonnegative_int(value: str) -> int:
+    """A whole number of at least 0 (a seed)."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"{number} must be at least 0")
+    return number
+
+
 def positive_float(value: str) -> float:
     """A number above 0 (seconds)."""
     try:
@@ -244,6 +255,13 @@ OPTIONS: tuple[_Option, ...] = (
     _Option("--retrieval-eval-vipune-timeout", "retrieval_eval_vipune_timeout", positive_float,
             60.0, "seconds one vipune search may take before its item fails (default: 60)",
             "SECONDS"),
+    # Stratified subsets (subset.py): N usable pairs, proportional by question type.
+    _Option("--retrieval-eval-subset", "retrieval_eval_subset", positive_int, None,
+            "score (and prep) only N usable pairs, stratified by question type: proportional, "
+            "at least one per type, fixed by the dataset's sha256 and the seed "
+            "(default: every pair)", "N"),
+    _Option("--retrieval-eval-subset-seed", "retrieval_eval_subset_seed", nonnegative_int, 0,
+            "seed of the subset's choice (default: 0)", "S"),
 )
 
 
@@ -301,6 +319,8 @@ class Settings:
     store_dir: Path | None
     vipune: str
     vipune_timeout: float
+    subset: int | None = None  # --retrieval-eval-subset (subset.py)
+    subset_seed: int = 0
     compare: Path | None = None
     markdown: Path | None = None
     no_step_summary: bool = False

@@ -293,9 +293,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
                                               nodeid="retrieval-eval")
     ours: list[pytest.Item | pytest.Collector] = []
     by_type: dict[str, QuestionTypeCollector] = {}
-    for position, pair in enumerate(state.corpus.pairs):
-        if pair.abstention:
-            continue
+    for position in state.scored_positions():  # usable pairs, or the subset's
+        pair = state.corpus.pairs[position]
         parent = by_type.get(pair.question_type)
         if parent is None:
             parent = QuestionTypeCollector.from_parent(root, name=pair.question_type)

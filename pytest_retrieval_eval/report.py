@@ -20,6 +20,7 @@ from .checksums import share_as_umask
 from .errors import CacheError
 from .metrics import mean_metrics, metric_key
 from .pairs import QUESTION_TYPES
+from .subset import subset_info, subset_lines
 
 SCHEMA_VERSION = 1
 FAMILIES: tuple[tuple[str, str], ...] = (
@@ -244,6 +245,7 @@ def header_lines(info: Mapping[str, Any]) -> list[str]:
          f"{skipped['not_selected']} not selected"
          + (f", {skipped['not_run']} not run" if run.get("interrupted") else "")),
     ]
+    lines.extend(subset_lines(info.get("subset")))
     lines.extend(note_lines(info.get("notes") or {}))
     lines.extend(rejection_lines(info.get("rejections") or []))
     if protocol == "vipune" and info.get("granularity", "session") == "session" and \
@@ -307,6 +309,9 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
     skipped["not_run"] = len((chosen or set()) - attempted)  # selected, none of it ran
     full_info["skipped"] = skipped
     full_info["run"] = run
+    if info.get("subset"):  # --retrieval-eval-subset: the choice and its CI width
+        full_info["subset"] = subset_info(info["subset"], ordered,
+                                          retrievers[0] if retrievers else None)
     return {
         "interrupted": run["interrupted"],
         "run": run,
@@ -323,6 +328,7 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
         "skipped": full_info["skipped"],
         "rejections": info.get("rejections", []),
         "notes": info.get("notes", {}),
+        "subset": full_info.get("subset"),
         "drift": drifts,
         **diagnostics.report_sections(ordered, retrievers, ks),
         "latency_ms": latency_summary(ordered),

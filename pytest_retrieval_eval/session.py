@@ -28,6 +28,7 @@ from . import longmemeval_metrics as lme_metrics
 from . import prep as prep_mod
 from . import retrievers as retrievers_mod
 from . import store as store_mod
+from . import subset as subset_mod
 from . import terms as terms_mod
 from .checksums import MEMO_DIR
 from .embedding import EmbedConfig, Embedder, load_embedder
@@ -80,6 +81,8 @@ class EvalSession:
     _seen_errors: set[tuple[str, str]] = field(default_factory=set)
     _personas: OrderedDict[int, retrievers_mod.Persona] = field(default_factory=OrderedDict)
     _queries: OrderedDict[int, retrievers_mod.Query] = field(default_factory=OrderedDict)
+    #: --retrieval-eval-subset: the chosen pairs (None: every usable pair).
+    subset: subset_mod.Subset | None = None
 
     # -- preparing (controller or serial run) ---------------------------------------------
 
@@ -111,6 +114,7 @@ class EvalSession:
         if not any(not p.abstention for p in corpus.pairs):
             raise DataError(_no_usable_pair(source, corpus))
         self.corpus = corpus
+        self._choose_subset()
         if "bm25" in s.retrievers and self.view.is_default:
             # Saved once per corpus, before any worker starts: no process splits texts again.
             terms_mod.ensure_table(corpus, self.cache_root, progress)
@@ -119,12 +123,12 @@ class EvalSession:
                         "model-free" if s.no_model else "model", None, None)
         elif s.no_model:
             try:
-                model = self._choose_cached_model(corpus)
+                model = self._choose_cached_model(self.vector_corpus())
             except CacheError:
                 if s.cache_repo is None:
                     raise
                 self._pull(progress, model=s.model)  # what the repo has, then choose again
-                model = self._choose_cached_model(corpus)
+                model = self._choose_cached_model(self.vector_corpus())
             # Every shard checked now: a corrupt one is a usage error naming the file, never
             # a vector served (the model lane's prep quarantines and re-embeds).
             self.vectors = self._vector_cache(model)
@@ -143,9 +147,9 @@ class EvalSession:
             self.embedder = embedder
             self.vectors = self._vector_cache(embedder.info())
             if s.cache_repo is not None and self.vectors.missing(
-                    prep_mod.needed_keys(corpus, embedder)):
+                    prep_mod.needed_keys(self.vector_corpus(), embedder)):
                 self._pull(progress, fingerprint=embedder.fingerprint, model=embedder.name)
-            prep_mod.run_prep(corpus, embedder, self.vectors, progress)
+            prep_mod.run_prep(self.vector_corpus(), embedder, self.vectors, progress)
             plan = Plan(str(corpus.path), str(self.cache_root), "model", embedder.info(), spec)
         self.plan = plan
         # Temp files of store builds killed over an hour ago (live builders are younger).
@@ -192,7 +196,33 @@ class EvalSession:
                                      int(model["dim"]), model,
                                      read_only_roots=[cache_mod.bundled_cache_dir()])
 
-    def _needed_keys(self, corpus: corpus_mod.Corpus) -> list[str]:
+    def _choose_subset(self) -> None:
+        assert self.corpus is not None
+        if self.settings.subset is not None:
+            self.subset = subset_mod.choose(self.corpus, self.settings.subset,
+                                            self.settings.subset_seed)
+
+    def _subset_args(self) -> str:
+        """What a suggested prep command adds under a subset (prep only what is scored)."""
+        s = self.settings
+        return "" if s.subset is None else f" --subset {s.subset} --subset-seed {s.subset_seed}"
+
+    def vector_corpus(self) -> corpus_mod.Corpus | subset_mod.SubsetCorpus:
+        """The corpus whose texts need vectors: the subset's pairs only under a subset."""
+        assert self.corpus is not None
+        if self.subset is None:
+            return self.corpus
+        return subset_mod.SubsetCorpus(self.corpus, self.subset)
+
+    def scored_positions(self) -> list[int]:
+        """Positions (into ``corpus.pairs``) of the pairs this run scores: the usable ones,
+        or the subset's."""
+        assert self.corpus is not None
+        if self.subset is not None:
+            return list(self.subset.positions)
+        return [i for i, p in enumerate(self.corpus.pairs) if not p.abstention]
+
+    def _needed_keys(self, corpus: corpus_mod.Corpus | subset_mod.SubsetCorpus) -> list[str]:
         keys: dict[str, None] = {}
         for pair in corpus.pairs:
             if not pair.abstention:
@@ -213,7 +243,8 @@ class EvalSession:
         return CUSTOM_RETRIEVER in self.settings.retrievers or any(
             getattr(r, "needs_vectors", True) for r in self._retrievers.values())
 
-    def _choose_cached_model(self, corpus: corpus_mod.Corpus) -> dict[str, Any]:
+    def _choose_cached_model(
+            self, corpus: corpus_mod.Corpus | subset_mod.SubsetCorpus) -> dict[str, Any]:
         """``--no-model``: the one model whose cached vectors cover the dataset."""
         s = self.settings
         roots = [self.cache_root, cache_mod.bundled_cache_dir()]
@@ -228,7 +259,7 @@ class EvalSession:
                         and int(m.get("max_length", 512)) == s.max_length]
             holding = explicit or holding
         prep_cmd = (f"retrieval-eval prep --data {s.data} --model {s.model or DEFAULT_MODEL} "
-                    f"--cache {self.cache_root}")
+                    f"--cache {self.cache_root}{self._subset_args()}")
         if not holding:
             raise CacheError(self._no_cached_model(corpus, roots))
         if len(holding) > 1:
@@ -250,7 +281,8 @@ class EvalSession:
             )
         return model
 
-    def _no_cached_model(self, corpus: corpus_mod.Corpus, roots: Sequence[Path]) -> str:
+    def _no_cached_model(self, corpus: corpus_mod.Corpus | subset_mod.SubsetCorpus,
+                         roots: Sequence[Path]) -> str:
         """The one line when no cached model covers the dataset: it names the shard that
         lost its sidecar, or the models the cache does hold, and a prep of that model."""
         s = self.settings
@@ -261,7 +293,7 @@ class EvalSession:
         cached = lost or {str(m.get("name")) for m in present}
         model = s.model or (cached.pop() if len(cached) == 1 else DEFAULT_MODEL)
         prep_cmd = (f"retrieval-eval prep --data {s.data} --model {model} "
-                    f"--cache {self.cache_root}")
+                    f"--cache {self.cache_root}{self._subset_args()}")
         where = f"dataset {corpus.dataset_name}"
         if orphans:
             shard, info = orphans[0]
@@ -285,6 +317,7 @@ class EvalSession:
         """Open what the controller prepared; load the model only for live query embedding."""
         self.plan = plan
         self.corpus = corpus_mod.open_corpus(Path(plan.corpus_path))
+        self._choose_subset()  # deterministic: the controller's very pairs
         if plan.lane == "model" and plan.model_spec is not None:
             self.embedder = load_embedder(plan.model_spec, self.embed_config(),
                                           memo_dir=Path(plan.cache_root) / MEMO_DIR)
@@ -507,8 +540,8 @@ class EvalSession:
     def select_node_ids(self, ids: Sequence[str]) -> None:
         """xdist controller: the selection from a worker's collected node ids."""
         assert self.corpus is not None
-        names = {f"{pair.question_id}[{name}]": (position, name)
-                 for position, pair in enumerate(self.corpus.pairs) if not pair.abstention
+        names = {f"{self.corpus.pairs[position].question_id}[{name}]": (position, name)
+                 for position in self.scored_positions()
                  for name in self.settings.retrievers}
         tails = (node.rsplit("::", 1)[-1] for node in ids if node.startswith("retrieval-eval"))
         self.select([names[tail] for tail in tails if tail in names])
@@ -528,11 +561,13 @@ class EvalSession:
         no_evidence = sum(1 for p in corpus.pairs if p.notes.get(NO_USER_EVIDENCE))
         stats = dict(corpus.stats)
         notes = {name: stats.get(name, 0) for name in NOTE_TEXT}  # the header's notes
+        subset = {} if self.subset is None else {"subset": self.subset.to_dict()}
         if self.settings.protocol == LONGMEMEVAL:  # every slot kept: nothing was dropped
             repeats = [p.notes.get(REPEATED_SLOTS_KEPT, 0) for p in corpus.pairs]
             notes = {REPEATED_SLOTS_KEPT: sum(repeats),
                      "histories_with_repeats": sum(1 for n in repeats if n)}
         return {
+            **subset,
             "dataset": {**self.dataset_info, "stats": stats},
             "lane": self.plan.lane,
             "model": self.plan.model,
@@ -540,7 +575,7 @@ class EvalSession:
             "retrievers": list(self.settings.retrievers),
             "protocol": self.settings.protocol,
             "granularity": self.settings.granularity,
-            "usable": len(corpus.pairs) - abstention,
+            "usable": len(self.scored_positions()),
             "skipped": {"abstention": abstention - no_evidence, "rejected": len(corpus.rejections),
                         **({NO_USER_EVIDENCE: no_evidence} if no_evidence else {})},
             "rejections": [asdict(r) for r in corpus.rejections],
