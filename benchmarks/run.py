@@ -21,9 +21,15 @@ repository (``--data-dir``, default ``~/.cache/pytest-retrieval-eval-bench``), t
 6. embedding: :meth:`Embedder.embed` against onnxruntime called directly on the same
    batches (MiniLM when ``--minilm`` is an ONNX export, and the tiny model), MiniLM prep
    throughput and the model lane's per-query latency;
-7. hub (only when asked: ``--only hub``, no dataset needed): ``retrieval-eval cache push``
+7. compare: ``retrieval-eval compare`` of two synthetic full-M-sized reports (470 pairs, five
+   retrievers, 10,000 permutations and resamples), as a subprocess (``--only compare`` needs
+   no dataset);
+8. hub (only when asked: ``--only hub``, no dataset needed): ``retrieval-eval cache push``
    and ``cache pull`` of a vector cache of the synthetic M's size (41,140 vectors of dim 384
    in prep's shard layout) through the local stand-in of the Hub (tests/hub_standin.py).
+8. scale (only when asked: ``--only scale``): prep from an empty vector cache, unsharded
+   against 2-way ``--shard`` + ``cache merge`` (same keys, same vectors?), against ``--ray``
+   on a local 2-CPU Ray (bit-identical?), and a 50-pair ``--subset`` (docs/scaling.md).
 
 It prints a table (phase, wall, peak memory, items/s, target, result) and writes it with the
 machine's description to ``--out`` (default ``benchmarks/RESULTS.md`` at full scale).
@@ -231,13 +237,18 @@ def ensure_data(scale: Scale, base: Path, results: Results) -> tuple[Path, Path]
         stamp.write_text(wanted)
         results.facts.append(
             f"dataset generated in {time.perf_counter() - began:.0f} s ({size / 1e9:.2f} GB)")
+    return data, ensure_tiny_model(base)
+
+
+def ensure_tiny_model(base: Path) -> Path:
+    """The tiny test model (dim 384), made once under ``base``."""
     model_root = base / "model-tiny-384"
     model = model_root / "tiny-model"
     if not (model / "tokenizer.json").is_file():
         from tests.model_factory import make_model_dir
 
         model = make_model_dir(model_root, dim=384).path
-    return data, model
+    return model
 
 
 # --------------------------------------------------------------------------- phases
@@ -549,6 +560,81 @@ def floor_phase(tmp: Path, usable: int, repeat: int, results: Results, warm: flo
         f"(store builds, several retrievers) -n 2 is faster: see those rows")
 
 
+def turn_phase(base: Path, tiny: Path, instances: int, repeat: int, results: Results) -> None:
+    """vipune protocol at turn granularity (one row per turn) on personas of M's full size.
+
+    ``instances`` personas of LongMemEval_M's shape (500 sessions each; all 500 = the full
+    synthetic M): prep embeds every distinct turn text once, the first run builds one store
+    per persona (rows = turns), warm runs reuse them. Store build time = first run - warm run
+    (both rank every pair with hybrid, --no-model).
+    """
+    config = generator.FULL_M.scaled(instances=instances) if instances != \
+        generator.FULL_M.n_instances else generator.FULL_M
+    folder = base / f"turn-m-{instances}"
+    folder.mkdir(parents=True, exist_ok=True)
+    data = folder / "synthetic_m.json"
+    stamp = folder / "synthetic_m.config"
+    if not data.is_file() or not stamp.is_file() or stamp.read_text() != repr(config):
+        print(f"generating {data} ...", flush=True)
+        generator.write_dataset(config, data)
+        stamp.write_text(repr(config))
+    cache = folder / "cache"
+    for sub in ("corpus", "vectors", "stores", "sha256"):
+        shutil.rmtree(cache / sub, ignore_errors=True)
+    cache.mkdir(parents=True, exist_ok=True)
+    turn = ["--retrieval-eval-granularity", "turn"]
+    prep = measure([PYTHON, "-m", "pytest_retrieval_eval.cli", "prep", "--no-progress",
+                    "--granularity", "turn", "--data", str(data), "--model", str(tiny),
+                    "--cache", str(cache)], cwd=folder)
+    check(prep, "turn-level prep")
+    line = next(x for x in prep.output.splitlines() if x.startswith("prep:"))
+    words = line.replace(",", "").split()
+    slots, unique, embedded = int(words[1]), int(words[3]), int(words[6])
+    label = f"{instances} of 500 personas" if instances != 500 else "all 500 personas"
+    results.add(Row(
+        f"turn: prep, vipune protocol ({label}, tiny model)", fmt_s(prep.wall),
+        fmt_mem(prep.tree_peak), f"{embedded / prep.wall:.0f} texts/s",
+        "each distinct turn text once", verdict(embedded == unique <= slots),
+        f"{slots:,} turn rows -> {unique:,} unique texts, {embedded:,} embedded"))
+    env = run_env()
+    with tempfile.TemporaryDirectory(prefix="retrieval-eval-turn-") as tmp:
+        workdir = Path(tmp) / "empty"
+        workdir.mkdir()
+        first = measure(pytest_cmd(data, cache, Path(tmp) / "first.json", turn), workdir, env)
+        check(first, "the first turn-level run")
+        warm = [measure(pytest_cmd(data, cache, Path(tmp) / f"warm-{i}.json", turn), workdir,
+                        env) for i in range(repeat)]
+        for m in warm:
+            check(m, "a warm turn-level run")
+        wall = statistics.median(m.wall for m in warm)
+        report = json.loads((Path(tmp) / "first.json").read_text(encoding="utf-8"))
+        scored = len(report["pairs"])
+        rejected = len(report["rejections"])
+        rows = []
+        for path in (cache / "stores").glob("*/*.sqlite"):
+            with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+                rows.append(int(db.execute("SELECT count(*) FROM memories").fetchone()[0]))
+        rows.sort()
+        total = _du(cache / "stores")
+        results.add(Row(
+            "turn: store rows per persona (one row per turn)", "", "", "",
+            "", "", f"{len(rows)} stores: min {rows[0]:,}, median "
+            f"{rows[len(rows) // 2]:,}, max {rows[-1]:,} rows; "
+            f"{sum(r > 10_000 for r in rows)} over MAX_SEARCH_LIMIT (10,000); "
+            f"{total / 1e9:.2f} GB on disk"))
+        results.add(Row(
+            "turn: first run, serial (builds the stores)", fmt_s(first.wall),
+            fmt_mem(first.tree_peak), f"{scored / first.wall:.2f} pairs/s", "", "",
+            f"{scored} pairs ({rejected} rejected: gold sessions without a has_answer turn), "
+            f"hybrid, --no-model; store build ~ first - warm = "
+            f"{fmt_s(first.wall - wall)} ({(first.wall - wall) / max(len(rows), 1):.1f} s "
+            f"per persona)"))
+        results.add(Row(
+            f"turn: warm run, serial (median of {repeat})", fmt_s(wall),
+            fmt_mem(max(m.tree_peak for m in warm)), f"{scored / wall:.2f} pairs/s", "", "",
+            "walls " + ", ".join(f"{m.wall:.1f}" for m in warm)))
+
+
 def _report_numbers(path: Path) -> Any:
     report = json.loads(path.read_text())
     ranked = sorted((p["retriever"], p["question_id"], p["ranked"]) for p in report["pairs"])
@@ -730,6 +816,155 @@ def verify_phase(data: Path, cache: Path, results: Results) -> None:
 # --------------------------------------------------------------------------- embedding
 
 
+# --------------------------------------------------------------------------- scale
+
+
+SUBSET_N = 50
+SUBSET_TARGET = 0.10  # the issue's goal: a 50-pair subset preps in about a tenth of the time
+RAY_SCRIPT = (
+    "import sys, ray\n"
+    "ray.init(num_cpus=2, include_dashboard=False, _node_ip_address='127.0.0.1', "
+    "log_to_driver=False, configure_logging=False)\n"
+    "from pytest_retrieval_eval import cli\n"
+    "code = cli.main(sys.argv[1:])\n"
+    "ray.shutdown()\n"
+    "sys.exit(code)\n"
+)
+
+
+def _fresh_root(cache: Path, name: str) -> Path:
+    """An empty vector cache beside ``cache`` sharing its corpus (hard links): every prep
+    variant starts from the same corpus and no vectors."""
+    root = cache.parent / f"scale-{name}"
+    shutil.rmtree(root, ignore_errors=True)
+    for sub in ("corpus", "sha256"):
+        src = cache / sub
+        if src.is_dir():
+            shutil.copytree(src, root / sub, copy_function=os.link)
+    return root
+
+
+def _prep_cmd(data: Path, model: Path, root: Path, *extra: str) -> list[str]:
+    return [PYTHON, "-m", "pytest_retrieval_eval.cli", "prep", "--no-progress", "--data",
+            str(data), "--model", str(model), "--cache", str(root), *extra]
+
+
+def _prepped(m: Measured) -> tuple[int, int]:
+    """(unique texts, embedded now) of a prep summary line."""
+    line = next(x for x in m.output.splitlines() if x.startswith("prep:"))
+    words = line.replace(",", "").split()
+    return int(words[3]), int(words[6])
+
+
+def _vectors(root: Path, model: Path) -> tuple[list[str], Any]:
+    from pytest_retrieval_eval.cache import VectorCache
+
+    embedder = load_embedder(str(model), EmbedConfig())
+    vc = VectorCache(root, embedder.fingerprint, embedder.dim, embedder.info())
+    keys = sorted(vc.keys())
+    return keys, vc.get(keys)
+
+
+def _compare(a: tuple[list[str], Any], b: tuple[list[str], Any]) -> tuple[bool, bool, float]:
+    """(same keys, bit-identical vectors, largest absolute difference)."""
+    if a[0] != b[0]:
+        return False, False, float("nan")
+    diff = float(np.abs(a[1] - b[1]).max()) if len(a[0]) else 0.0
+    return True, a[1].tobytes() == b[1].tobytes(), diff
+
+
+def scale_phase(data: Path, model: Path, cache: Path, results: Results, *,
+                steps: set[str], pairs: int | None = None,
+                full_wall: float | None = None) -> None:
+    """``steps``: reference (unsharded prep from empty), shard, ray, subset. ``pairs`` runs the
+    reference, shard and Ray comparisons on that many pairs of the dataset (``--subset``), so
+    they fit a loaded machine; ``full_wall`` is a full prep's wall measured earlier, for the
+    subset row's ratio when the reference is not the full dataset."""
+    env = run_env()
+    load = [os.getloadavg()[0]]
+    scope: tuple[str, ...] = ("--subset", str(pairs)) if pairs else ()
+    on = f" ({pairs}-pair subset of M)" if pairs else ""
+    full_root = _fresh_root(cache, "full")
+    full = measure(_prep_cmd(data, model, full_root, *scope), cwd=cache.parent, env=env)
+    check(full, "unsharded prep")
+    unique, embedded = _prepped(full)
+    reference = _vectors(full_root, model)
+    if not pairs:
+        full_wall = full.wall
+    results.add(Row(
+        f"scale: prep from empty, unsharded (tiny model){on}", fmt_s(full.wall),
+        fmt_mem(full.tree_peak), f"{embedded / full.wall:.0f} texts/s", "", "",
+        f"{embedded:,} of {unique:,} texts embedded; corpus already built; CPU "
+        f"{full.cpu:.0f} s"))
+    if "shard" in steps:
+        # Two slices (one after the other here: two machines in real use), then a merge.
+        walls, parts = [], []
+        for i in (1, 2):
+            root = _fresh_root(cache, f"shard{i}")
+            m = measure(_prep_cmd(data, model, root, *scope, "--shard", f"{i}/2"),
+                        cwd=cache.parent, env=env)
+            check(m, f"prep --shard {i}/2")
+            walls.append(m.wall)
+            parts.append((root, _prepped(m)[1]))
+        merged_root = _fresh_root(cache, "merged")
+        merge = measure([PYTHON, "-m", "pytest_retrieval_eval.cli", "cache", "merge",
+                         *(str(r) for r, _ in parts), "--into", str(merged_root)],
+                        cwd=cache.parent, env=env)
+        check(merge, "cache merge")
+        same_keys, identical, diff = _compare(reference, _vectors(merged_root, model))
+        two = max(walls) + merge.wall
+        results.add(Row(
+            f"scale: 2-way --shard prep + cache merge vs unsharded{on}",
+            f"{fmt_s(max(walls))} + {fmt_s(merge.wall)}", "", "",
+            "identical cache", verdict(same_keys and diff <= 1e-6),
+            f"slices {fmt_s(walls[0])} ({parts[0][1]:,} texts) and {fmt_s(walls[1])} "
+            f"({parts[1][1]:,}); two machines: {two:.0f} s with the merge against "
+            f"{full.wall:.0f} s unsharded ({full.wall / two:.2f}x); one machine, slices in "
+            f"turn: {sum(walls):.0f} s; same {len(reference[0]):,} keys: {same_keys}; vectors "
+            + ("bit-identical" if identical else f"equal to {diff:.1e} (float32 rounding: "
+               "other chunks batch other texts together)")))
+    if "ray" in steps:
+        # Ray Data on a local 2-CPU Ray (127.0.0.1), started inside the measured process.
+        ray_root = _fresh_root(cache, "ray")
+        ray_cmd = [PYTHON, "-c", RAY_SCRIPT, "prep", "--no-progress", "--data", str(data),
+                   "--model", str(model), "--cache", str(ray_root), *scope, "--ray"]
+        ray = measure(ray_cmd, cwd=cache.parent, env=env)
+        check(ray, "prep --ray")
+        same_keys, identical, diff = _compare(reference, _vectors(ray_root, model))
+        results.add(Row(
+            f"scale: prep --ray (local Ray, 2 CPUs) vs local prep{on}", fmt_s(ray.wall),
+            fmt_mem(ray.tree_peak), f"{_prepped(ray)[1] / ray.wall:.0f} texts/s",
+            "bit-identical vectors", verdict(same_keys and identical),
+            f"{ray.wall / full.wall:.2f}x local prep's wall ({fmt_s(full.wall)}), Ray start "
+            f"included: overhead {ray.wall - full.wall:+.0f} s; same keys: {same_keys}; "
+            f"max difference {diff:.1e}"))
+    if "subset" in steps:
+        sub_root = _fresh_root(cache, "subset")
+        sub = measure(_prep_cmd(data, model, sub_root, "--subset", str(SUBSET_N)),
+                      cwd=cache.parent, env=env)
+        check(sub, "prep --subset")
+        _, sub_embedded = _prepped(sub)
+        texts = corpus_mod.open_corpus(next((cache / "corpus").glob("*.sqlite"))).stats
+        total = int(texts.get("unique_texts", 0)) or unique
+        ratio = sub.wall / full_wall if full_wall else None
+        results.add(Row(
+            f"scale: prep --subset {SUBSET_N} (of M) vs full prep", fmt_s(sub.wall),
+            fmt_mem(sub.tree_peak), f"{sub_embedded / sub.wall:.0f} texts/s",
+            f"about {SUBSET_TARGET:.0%} of full prep",
+            "" if ratio is None else verdict(ratio <= SUBSET_TARGET * 1.5),
+            ("" if ratio is None else f"{ratio:.0%} of the full prep's wall "
+             f"({fmt_s(full_wall or 0)}); ")
+            + f"{sub_embedded:,} of {total:,} texts ({sub_embedded / total:.0%}): each "
+            "history holds ~500 sessions of one shared pool, so 50 histories cover ~46% of "
+            "it (docs/scaling.md)"))
+    load.append(os.getloadavg()[0])
+    results.facts.append(
+        f"scale phase: load average {load[0]:.2f} at its start, {load[1]:.2f} at its end "
+        f"(other work on the 2 cores shifts every wall; the rows are taken minutes apart)")
+    for name in ("full", "shard1", "shard2", "merged", "ray", "subset"):
+        shutil.rmtree(cache.parent / f"scale-{name}", ignore_errors=True)
+
+
 def sample_sessions(cache: Path, count: int) -> tuple[list[str], list[str]]:
     """The first ``count`` distinct session texts in file order, and every question."""
     corpus = corpus_mod.open_corpus(next((cache / "corpus").glob("*.sqlite")))
@@ -823,6 +1058,74 @@ def embedding_phase(cache: Path, tiny: Path, minilm: Path | None, scale: Scale,
 
 
 # --------------------------------------------------------------------------- report
+
+
+#: Scored pairs per question type in LongMemEval_M (500 questions less 30 abstention).
+M_TYPES = {"single-session-user": 64, "single-session-assistant": 56,
+           "single-session-preference": 30, "temporal-reasoning": 127,
+           "knowledge-update": 72, "multi-session": 121}
+COMPARE_TARGET_S = 5.0
+
+
+def synthetic_report(seed: int, shift: float) -> dict[str, Any]:
+    """A full-M-sized report: 470 pairs x five retrievers, recall at k 1, 5, 10."""
+    from pytest_retrieval_eval.report import SCHEMA_VERSION, summarize
+
+    rng = np.random.default_rng(seed)
+    base_rng = np.random.default_rng(0)  # the same "true" difficulty per question
+    pairs = []
+    retrievers = ["hybrid", "semantic", "fts", "bm25", "vipune"]
+    qids = [(f"q{t[:3]}{i:03d}", t) for t, n in M_TYPES.items() for i in range(n)]
+    ease = base_rng.random(len(qids))
+    for name in retrievers:
+        for index, (qid, qtype) in enumerate(qids):
+            metrics = {}
+            for k in (1, 5, 10):
+                p = min(1.0, ease[index] * (0.3 + 0.07 * k) + shift * rng.random())
+                value = float(rng.choice([0.0, 0.5, 1.0], p=[1 - p, 0.0, p]) if k == 1
+                              else rng.binomial(3, p) / 3)
+                for family in ("recall", "recall_any", "recall_all", "ndcg_any"):
+                    metrics[f"{family}@{k}"] = value
+            pairs.append({"retriever": name, "index": index, "question_id": qid,
+                          "question_type": qtype, "metrics": metrics, "ranked": [],
+                          "gold": [], "latency_ms": {"retrieval": 1.0}})
+    return {"schema_version": SCHEMA_VERSION,
+            "dataset": {"name": "longmemeval_m", "sha256": "0" * 64}, "lane": "model-free",
+            "model": {"name": "synthetic"}, "ks": [1, 5, 10], "retrievers": retrievers,
+            "pairs": pairs, "summary": summarize(pairs, retrievers)}
+
+
+def compare_phase(results: Results) -> None:
+    """`retrieval-eval compare` of two full-M-sized reports, end to end in a subprocess."""
+    with tempfile.TemporaryDirectory() as tmp:
+        base, new = Path(tmp) / "base.json", Path(tmp) / "new.json"
+        base.write_text(json.dumps(synthetic_report(1, 0.0)), encoding="utf-8")
+        new.write_text(json.dumps(synthetic_report(2, 0.05)), encoding="utf-8")
+        cmd = [PYTHON, "-m", "pytest_retrieval_eval.cli", "compare", str(base), str(new),
+               "--json", str(Path(tmp) / "c.json")]
+        walls, cpus = [], []
+        for _ in range(3):
+            m = measure(cmd, Path(tmp))
+            check(m, "the compare phase")
+            walls.append(m.wall)
+            cpus.append(m.cpu)
+        saved = json.loads((Path(tmp) / "c.json").read_text())["comparison"]
+        from pytest_retrieval_eval import compare as compare_mod
+
+        started = time.perf_counter()
+        compare_mod.compare_reports(json.loads(base.read_text()), json.loads(new.read_text()))
+        inside = time.perf_counter() - started
+    wall = statistics.median(walls)
+    rows = sum(len(r) for r in saved["rows"].values())
+    results.add(Row(
+        "compare: two full-M reports (470 pairs, 5 retrievers, 10,000 permutations)",
+        fmt_s(wall), fmt_mem(m.tree_peak), "", f"< {COMPARE_TARGET_S:.0f} s",
+        verdict(wall < COMPARE_TARGET_S),
+        f"median of 3 runs of `retrieval-eval compare` (process start, JSON load, "
+        f"{rows} rows: 3 metrics x 5 retrievers x 7; bootstrap CI, randomization p, Holm); "
+        f"walls {', '.join(f'{w:.2f}' for w in walls)}, CPU {statistics.median(cpus):.2f} s; "
+        f"compare_reports alone {inside:.2f} s; load average {os.getloadavg()[0]:.1f} on "
+        f"{os.cpu_count()} CPUs"))
 
 
 def machine() -> list[str]:
@@ -921,8 +1224,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--minilm", type=Path, default=Path("/tmp/minilm-onnx"),
                         help="MiniLM ONNX export (scripts/export_minilm_onnx.py); skipped if "
                              "absent")
-    parser.add_argument("--only", default="load,prep,run,bm25,verify,embed",
-                        help="comma list of phases to run (default: all but hub)")
+    parser.add_argument("--only", default="load,prep,run,bm25,verify,embed,compare",
+                        help="comma list of phases to run (default: all but hub, turn and "
+                             "scale; scale preps the dataset five times over: "
+                             "docs/scaling.md)")
+    parser.add_argument("--turn-instances", type=int, default=500,
+                        help="personas of the turn phase (--only turn), each of M's full "
+                             "size (default: 500, the whole synthetic M)")
+    parser.add_argument("--scale-steps", default="reference,shard,ray,subset",
+                        help="steps of the scale phase (default: all)")
+    parser.add_argument("--scale-pairs", type=int, default=None,
+                        help="run the scale phase's unsharded/shard/Ray comparisons on this "
+                             "many pairs (prep --subset N) instead of the whole dataset")
+    parser.add_argument("--full-prep-wall", type=float, default=None,
+                        help="a full prep's wall (s) measured earlier, for the subset row's "
+                             "ratio when --scale-pairs is given")
     parser.add_argument("--no-profile", dest="profile", action="store_false",
                         help="skip the cProfile'd warm serial run (its summary goes into the "
                              "results file)")
@@ -940,6 +1256,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     info = machine()
     print("\n".join(info), flush=True)
     results = Results()
+    if "compare" in phases:
+        compare_phase(results)
+    if phases == {"compare"}:  # nothing else asked: no dataset needed
+        print("\n".join(table(results.rows)))
+        if args.out is not None:
+            write_results(args.out, scale, args, results, info, "python benchmarks/run.py "
+                          + " ".join(argv if argv is not None else sys.argv[1:]))
+        return 1 if any(r.result == "FAIL" for r in results.rows) else 0
+    if phases == {"turn"}:  # its own data: personas of M's size at turn granularity
+        tiny = ensure_tiny_model(args.data_dir)
+        turn_phase(args.data_dir, tiny, args.turn_instances, args.repeat, results)
+        print("\n".join(table(results.rows)))
+        write_results(out, scale, args, results, info, "python benchmarks/run.py " + " ".join(
+            argv if argv is not None else sys.argv[1:]))
+        print(f"\nwritten to {out}")
+        return 0
     if phases == {"hub"}:  # no dataset needed: vectors of the synthetic M's size
         hub_phase(args.data_dir / scale.name, M_VECTORS if scale.name == "full" else 4_096,
                   results)
@@ -966,6 +1298,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         verify_phase(data, cache, results)
     corpus = corpus_mod.open_corpus(next((cache / "corpus").glob("*.sqlite")))
     unique = int(corpus.stats.get("unique_session_texts", 0))
+    if "scale" in phases:
+        scale_phase(data, tiny, cache, results, steps=set(args.scale_steps.split(",")),
+                    pairs=args.scale_pairs, full_wall=args.full_prep_wall)
     if "embed" in phases:
         minilm = args.minilm if (args.minilm / "tokenizer.json").is_file() else None
         embedding_phase(cache, tiny, minilm, scale, unique, results)

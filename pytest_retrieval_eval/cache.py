@@ -43,7 +43,14 @@ import numpy as np
 import numpy.typing as npt
 from filelock import FileLock, Timeout
 
-from .checksums import SIDECAR_SUFFIX, read_sidecar, sha256_file, sidecar_path, write_sidecar
+from .checksums import (
+    SIDECAR_SUFFIX,
+    read_sidecar,
+    sha256_file,
+    share_as_umask,
+    sidecar_path,
+    write_sidecar,
+)
 from .errors import CacheError, write_fault
 
 __all__ = [
@@ -212,7 +219,8 @@ def _check_manifest(
     if isinstance(fmt, int) and fmt > FORMAT_VERSION:
         raise CacheError(
             f"cache at {directory} has format {fmt}, newer than this pytest-retrieval-eval "
-            f"reads ({FORMAT_VERSION}); upgrade pytest-retrieval-eval or use another --cache"
+            f"reads ({FORMAT_VERSION}); upgrade pytest-retrieval-eval or use another "
+            f"--retrieval-eval-cache"
         )
     if found_fp != fingerprint or found_dim != dim:
         raise CacheError(
@@ -631,7 +639,7 @@ class VectorCache:
     def _unwritable(self, exc: OSError) -> CacheError:
         return CacheError(
             f"vector cache {self.directory} cannot be written ({exc.strerror or exc}); "
-            f"{write_fault(exc, self.directory)}, or pass another --cache"
+            f"{write_fault(exc, self.directory)}, or pass another --retrieval-eval-cache"
         )
 
     @contextlib.contextmanager
@@ -707,6 +715,7 @@ class VectorCache:
             with tmp.open("rb+") as handle:
                 os.fsync(handle.fileno())
             digest = sha256_file(tmp)
+            share_as_umask(tmp)
             os.replace(tmp, final)
             write_sidecar(final, digest, tmp=side_tmp)  # the commit point
             committed = True

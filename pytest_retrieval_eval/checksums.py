@@ -36,6 +36,7 @@ __all__ = [
     "VERIFIED_SUFFIX",
     "FileVersion",
     "commit_file",
+    "file_mode",
     "file_version",
     "known_sha256",
     "left_by_dead_builder",
@@ -45,6 +46,7 @@ __all__ = [
     "read_sidecar",
     "remove_partials",
     "sha256_file",
+    "share_as_umask",
     "sidecar_path",
     "temp_path",
     "write_sidecar",
@@ -297,12 +299,38 @@ def remove_partials(target: Path) -> None:
             leftover.unlink()
 
 
+def file_mode() -> int:
+    """The mode a plain new file gets under this process's umask: ``0o666 & ~umask``.
+
+    Read from ``/proc/self/status`` where Linux gives it, else by setting and restoring the
+    umask (not thread-safe, but only on systems without that file)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def share_as_umask(path: Path | str) -> None:
+    """Give ``path`` the mode the umask asks for (:func:`file_mode`). Temp files from
+    ``mkstemp`` are 0600 and SQLite creates 0644 whatever the umask: a report or cache file
+    must be as readable as any file the user writes (a CI artifact step run as another user
+    reads it)."""
+    os.chmod(path, file_mode())
+
+
 def commit_file(tmp: Path, target: Path) -> None:
     """Put a finished ``tmp`` in place as ``target`` and commit it: fsync, hash, drop any old
     sidecar (it must never vouch for the new file), rename, write the sidecar, and stamp the
     new version verified, so the next process need not hash it again. A kill part-way leaves
     only names :func:`remove_partials` sweeps (the sidecar's temp is named after ``tmp``)."""
     tmp, target = Path(tmp), Path(target)
+    share_as_umask(tmp)
     with open(tmp, "rb+") as handle:
         os.fsync(handle.fileno())
     digest = sha256_file(tmp)

@@ -4,6 +4,8 @@
   embeds every text the cache lacks (resumable: run the same command again after Ctrl-C or a
   crash), drawing a progress bar on stderr, and ends with one summary line on stdout.
 * ``retrieval-eval models --cache DIR`` lists the models whose vectors a cache holds.
+* ``retrieval-eval prep --subset N`` / ``--shard I/N`` / ``--ray [ADDRESS]`` and
+  ``retrieval-eval cache merge DIR... [--into DIR]`` scale prep out (docs/scaling.md).
 * ``retrieval-eval cache push --repo ORG/NAME`` / ``cache pull --repo ORG/NAME`` share one
   model's vectors through a Hugging Face Hub dataset repo (:mod:`cache_hub`); their errors
   (offline, no such repo, a refused token, another model's vectors, a failed checksum) exit 4.
@@ -17,12 +19,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, NoReturn, TextIO
 
 from .errors import RetrievalEvalError, one_line
 
@@ -78,8 +81,11 @@ class ProgressBar:
 
     Callable as a ``Progress`` (label, done, total). Redraws at most every ``interval``
     seconds on a terminal; elsewhere (a pipe, a CI log) it prints one line per label change
-    and then at most every ``quiet_interval`` seconds.
+    and then at most every ``quiet_interval`` seconds. Nothing is drawn for a step until it
+    has run :data:`GRACE` seconds, so a step that ends within a second shows nothing.
     """
+
+    GRACE = 1.0  # seconds a step runs before it is first drawn
 
     def __init__(
         self,
@@ -113,6 +119,8 @@ class ProgressBar:
         self._ended = self._ended or final
         if (done, total) == self._last_state:
             return
+        if now - self._start < self.GRACE:
+            return  # a step that ends within a second shows nothing
         if not final and now - self._last_draw < self.interval:
             return
         self._last_draw, self._last_state = now, (done, total)
@@ -153,11 +161,20 @@ class ProgressBar:
 # --------------------------------------------------------------------------- commands
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """A bad argument is one line (``retrieval-eval prep: error: argument --batch-size: ...;
+    see --help``), not the usage banner followed by the message."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {one_line(message)}; see "
+                              f"{self.prog} --help\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of ``retrieval-eval``."""
     from .cache import default_cache_dir
 
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog=PROG,
         description="Prep phase of pytest-retrieval-eval: embed a LongMemEval dataset once "
         "into the vector cache, so `pytest --retrieval-eval` (and --no-model) runs need no "
@@ -201,7 +218,14 @@ def build_parser() -> argparse.ArgumentParser:
                       help="texts embedded between two cache commits (default: 1024)")
     prep.add_argument("--offline", action="store_true",
                       help="never touch the network (also HF_HUB_OFFLINE=1)")
+    prep.add_argument("--protocol", type=_choice("vipune", "longmemeval"), default="vipune",
+                      help="the corpus items to embed: those of --retrieval-eval-protocol "
+                           "(default: vipune)")
+    prep.add_argument("--granularity", type=_choice("session", "turn"), default="session",
+                      help="sessions or turns, as --retrieval-eval-granularity (default: "
+                           "session)")
     prep.add_argument("--no-progress", action="store_true", help="draw no progress bar")
+    _add_scale_arguments(prep)
 
     models = sub.add_parser("models", help="list the models whose vectors a cache holds")
     models.add_argument("--cache", type=_directory, default=None, metavar="DIR",
@@ -209,14 +233,16 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_argument("--no-bundled", action="store_true",
                         help="leave out the vectors bundled with the package")
 
-    cache = sub.add_parser("cache", help="share a prepared cache: push, pull",
-                           description="Share a prepared vector cache.")
+    cache = sub.add_parser("cache", help="share and combine prepared caches: push, pull, merge",
+                           description="Share and combine prepared vector caches.")
     actions = cache.add_subparsers(dest="cache_command", metavar="ACTION", required=True)
     _add_hub_commands(actions, default_cache_dir())
+    _add_merge_command(actions, default_cache_dir())
+    _add_compare_commands(sub)
     return parser
 
 
-def _add_hub_commands(actions: argparse._SubParsersAction[argparse.ArgumentParser],
+def _add_hub_commands(actions: argparse._SubParsersAction[_OneLineParser],
                       default_cache: Path) -> None:
     """``cache push`` and ``cache pull`` (the Hugging Face Hub, a dataset repo)."""
     push = actions.add_parser(
@@ -253,6 +279,171 @@ def _add_hub_commands(actions: argparse._SubParsersAction[argparse.ArgumentParse
                       "its visibility)")
 
 
+
+# --------------------------------------------------------------------------- scaling out
+# Subsets, shards, Ray and `cache merge` (docs/scaling.md); kept together here.
+
+
+def _shard(value: str) -> tuple[int, int]:
+    index, sep, count = value.partition("/")
+    try:
+        i, n = int(index), int(count)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not I/N; give e.g. 1/4 for the first of four slices") from None
+    if not sep or n < 1 or not 1 <= i <= n:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: I must lie in 1..N, e.g. 1/4 .. 4/4")
+    return i, n
+
+
+def _add_scale_arguments(prep: argparse.ArgumentParser) -> None:
+    from .options import nonnegative_int
+
+    prep.add_argument("--subset", type=_positive_int, default=None, metavar="N",
+                      help="embed only the texts of N usable pairs, stratified by question "
+                      "type, as --retrieval-eval-subset N picks them (default: every pair)")
+    prep.add_argument("--subset-seed", type=nonnegative_int, default=0, metavar="S",
+                      help="seed of the subset's choice (default: 0)")
+    prep.add_argument("--shard", type=_shard, default=None, metavar="I/N",
+                      help="embed only slice I of N of the missing texts, chosen by content "
+                      "key; combine the N caches with `cache merge` (default: all)")
+    prep.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                      help="embed on a Ray cluster with Ray Data (extra [ray]); ADDRESS as "
+                      "ray.init takes it, e.g. auto or ray://head:10001 (default: Ray's own: "
+                      "$RAY_ADDRESS, a running local cluster, else a new local one)")
+
+
+def _add_merge_command(actions: Any, default_cache: Path) -> None:
+    """``cache merge`` (cache_merge.py); push and pull are the Hub's (cache_hub.py)."""
+    merge = actions.add_parser(
+        "merge", help="verify caches and copy the vectors they hold into one",
+        description="Check every shard of each DIR against its sha256 sidecar and each "
+        "model's manifest, then copy the vectors the target lacks (atomic shards). Nothing "
+        "is written unless every source checks out.")
+    merge.add_argument("sources", type=_directory, nargs="+", metavar="DIR",
+                       help="cache folders to merge (e.g. the outputs of prep --shard I/N)")
+    merge.add_argument("--into", type=_directory, default=None, metavar="DIR",
+                       help=f"the cache to merge into (default: {default_cache})")
+    merge.add_argument("--no-progress", action="store_true", help="draw no progress bar")
+
+
+def _cmd_cache(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.cache_command == "merge":
+        return _cmd_cache_merge(args, out, err)
+    raise AssertionError(f"unknown cache action {args.cache_command}")  # pragma: no cover
+
+
+def _cmd_cache_merge(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from . import cache as cache_mod
+    from . import cache_merge
+
+    target: Path = args.into if args.into is not None else cache_mod.default_cache_dir()
+    bar = None if args.no_progress else ProgressBar(err)
+    try:
+        result = cache_merge.merge_caches(args.sources, target, bar)
+    finally:
+        if bar is not None:
+            bar.finish()
+    for model in result.models:
+        out.write(f"merge: model {model.name} (fingerprint {model.fingerprint[:12]}): "
+                  f"{model.copied} vectors copied, {model.present} already present, from "
+                  f"{model.shards} verified shard(s)\n")
+    if not result.models:
+        out.write("merge: the sources hold no model vectors; nothing to copy\n")
+    return 0
+
+
+# Exit status of a comparison or figure that cannot be made (as pytest's usage error).
+EXIT_REFUSED = 4
+
+
+def _add_compare_commands(sub: argparse._SubParsersAction[Any]) -> None:
+    compare = sub.add_parser(
+        "compare", help="compare two JSON reports (or two retrievers of one) pair by pair",
+        description="Compare BASE.json with NEW.json pair by pair (matched on question_id and "
+        "retriever), or two retrievers of one report (--retrievers BASE,NEW): delta, 95% "
+        "paired bootstrap CI, paired randomization p-value, Holm-Bonferroni. Reports only: "
+        "the exit status is 0 whatever the numbers.")
+    compare.add_argument("reports", nargs="+", metavar="REPORT.json",
+                         help="BASE.json NEW.json, or one report with --retrievers")
+    compare.add_argument("--retrievers", type=_retriever_pair, default=None, metavar="BASE,NEW",
+                         help="compare two retrievers of one report, base first")
+    compare.add_argument("--metric", action="append", default=None, metavar="NAME",
+                         help="metric to compare: recall, recall_any, recall_all or ndcg_any, "
+                         "optionally @k; repeatable (default: recall at every shared k)")
+    compare.add_argument("--allow-different-data", action="store_true",
+                         help="compare reports on different datasets over the pairs both hold")
+    compare.add_argument("--json", type=Path, default=None, metavar="PATH",
+                         help="also write the comparison as JSON here (default: none)")
+    compare.add_argument("-v", "--verbose", action="store_true",
+                         help="name every gained, lost and unmatched question")
+    plot = sub.add_parser(
+        "plot", help="draw a report (or its comparison with a base report) as a figure",
+        description="R.json alone: recall@k by question type, retrievers side by side, one "
+        "panel per k. R.json BASE.json: delta of R against BASE with its 95% CI per question "
+        "type. Needs the [plot] extra (matplotlib).")
+    plot.add_argument("reports", nargs="+", metavar="REPORT.json", help="R.json [BASE.json]")
+    plot.add_argument("-o", "--output", type=Path, required=True, metavar="FILE",
+                      help="the figure: FILE.png, FILE.svg or FILE.pdf")
+    plot.add_argument("--metric", action="append", default=None, metavar="NAME",
+                      help="with BASE.json: metrics to draw (default: recall at every k)")
+    plot.add_argument("--allow-different-data", action="store_true",
+                      help="with BASE.json: compare over the pairs both reports hold")
+
+
+def _retriever_pair(value: str) -> tuple[str, str]:
+    names = [p.strip() for p in value.split(",") if p.strip()]
+    if len(names) != 2:
+        raise argparse.ArgumentTypeError(f"{value!r}: give two retriever names, BASE,NEW")
+    return names[0], names[1]
+
+
+def _cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from . import compare as cmp_mod
+    from .report import write_json
+
+    paths = [Path(p) for p in args.reports]
+    if len(paths) > 2 or (len(paths) == 2) == (args.retrievers is not None):
+        raise cmp_mod.CompareError(
+            "compare takes BASE.json NEW.json, or one REPORT.json with --retrievers BASE,NEW")
+    reports = [cmp_mod.load_report(p) for p in paths]
+    if args.retrievers is not None:
+        result = cmp_mod.compare_retrievers(reports[0], *args.retrievers, name=str(paths[0]),
+                                            metrics=args.metric)
+    else:
+        result = cmp_mod.compare_reports(reports[0], reports[1], base_name=str(paths[0]),
+                                         new_name=str(paths[1]), metrics=args.metric,
+                                         allow_different_data=args.allow_different_data)
+    for line in cmp_mod.comparison_lines(result, verbose=args.verbose):
+        out.write(line + "\n")
+    if args.json is not None:
+        write_json({"comparison": result}, args.json)
+        out.write(f"comparison JSON: {args.json}\n")
+    return 0
+
+
+def _cmd_plot(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from . import compare as cmp_mod
+    from . import plot as plot_mod
+
+    paths = [Path(p) for p in args.reports]
+    if len(paths) > 2:
+        raise cmp_mod.CompareError("plot takes R.json, or R.json BASE.json")
+    plot_mod.check_output(args.output)
+    plot_mod.require_matplotlib()
+    reports = [cmp_mod.load_report(p) for p in paths]
+    if len(reports) == 1:
+        plot_mod.plot_report(reports[0], args.output)
+    else:
+        result = cmp_mod.compare_reports(reports[1], reports[0], base_name=str(paths[1]),
+                                         new_name=str(paths[0]), metrics=args.metric,
+                                         allow_different_data=args.allow_different_data)
+        plot_mod.plot_comparison(result, args.output)
+    out.write(f"figure: {args.output}\n")
+    return 0
+
+
 def _cmd_prep(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from . import cache as cache_mod
     from . import corpus as corpus_mod
@@ -260,6 +451,7 @@ def _cmd_prep(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from . import embedding as embedding_mod
     from . import prep as prep_mod
     from .checksums import MEMO_DIR
+    from .protocol import View
 
     started = time.perf_counter()
     root: Path = args.cache if args.cache is not None else cache_mod.default_cache_dir()
@@ -268,7 +460,8 @@ def _cmd_prep(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         source = dataset_mod.resolve_dataset(
             args.data, repo=args.data_repo, filename=args.data_file, offline=args.offline
         )
-        corpus = corpus_mod.load_corpus(source, root, bar)
+        corpus = corpus_mod.load_corpus(source, root, bar,
+                                        view=View(args.protocol, args.granularity))
         if corpus.rejections:
             first = corpus.rejections[0]
             if bar is not None:
@@ -290,7 +483,9 @@ def _cmd_prep(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             root, embedder.fingerprint, embedder.dim, embedder.info(),
             read_only_roots=[cache_mod.bundled_cache_dir()],
         )
-        stats = prep_mod.run_prep(corpus, embedder, vectors, bar, chunk_size=args.chunk_size)
+        stats = prep_mod.run_prep(_subset_corpus(args, corpus), embedder, vectors, bar,
+                                  chunk_size=args.chunk_size, shard=args.shard,
+                                  embed=_ray_embed(args, config, embedder, vectors, bar))
     except KeyboardInterrupt as exc:
         saved = exc.saved if isinstance(exc, prep_mod.PrepInterrupted) else 0
         if bar is not None:
@@ -307,7 +502,45 @@ def _cmd_prep(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         f"embedded now, {stats.from_cache} from cache, {seconds:.1f}s (model "
         f"{embedder.name}, fingerprint {embedder.fingerprint[:12]})\n"
     )
+    for line in _scale_lines(args, stats):
+        out.write(line + "\n")
     return 0
+
+
+def _subset_corpus(args: argparse.Namespace, corpus: Any) -> Any:
+    """The corpus prep sees: under --subset, the chosen pairs only."""
+    if args.subset is None:
+        return corpus
+    from . import subset as subset_mod
+
+    chosen = subset_mod.choose(corpus, args.subset, args.subset_seed, flag="--subset")
+    return subset_mod.SubsetCorpus(corpus, chosen)
+
+
+def _ray_embed(args: argparse.Namespace, config: Any, embedder: Any, vectors: Any,
+               bar: ProgressBar | None) -> Any:
+    """Under --ray, prep's embedding loop on Ray (ray_prep.py); else None (local)."""
+    if args.ray is None:
+        return None
+    from . import ray_prep
+
+    return ray_prep.ray_embed_missing(
+        address=args.ray or None, model_spec=args.model, config=config, offline=args.offline,
+        fingerprint=embedder.fingerprint, dim=embedder.dim, cache=vectors, progress=bar,
+        chunk_size=args.chunk_size)
+
+
+def _scale_lines(args: argparse.Namespace, stats: Any) -> list[str]:
+    lines = []
+    if args.subset is not None:
+        lines.append(f"subset: {args.subset} pairs, seed {args.subset_seed} (stratified by "
+                     f"question type; the same pairs as --retrieval-eval-subset "
+                     f"{args.subset} --retrieval-eval-subset-seed {args.subset_seed})")
+    if args.shard is not None:
+        i, n = args.shard
+        lines.append(f"shard {i}/{n}: {stats.other_shards} missing texts left to the other "
+                     f"slices; combine the caches with `{PROG} cache merge DIR... --into DIR`")
+    return lines
 
 
 def _cmd_models(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -331,6 +564,24 @@ def _cmd_models(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             f"{str(m.get('query_prefix', ''))!r}  ({where})\n"
         )
     return 0
+
+
+#: The pytest options whose advice ``prep`` gives with its own flag. Messages are worded once,
+#: for pytest (``--retrieval-eval-model DIR``); the CLI rewrites the flag it shares, longest
+#: name first (``--retrieval-eval-data-repo`` before ``--retrieval-eval-data``).
+_PREP_FLAGS = {
+    f"--retrieval-eval-{name}": f"--{name}"
+    for name in sorted(("data", "data-repo", "data-file", "model", "cache", "pooling",
+                        "max-length", "query-prefix", "device", "threads", "batch-size"),
+                       key=len, reverse=True)
+}
+_PYTEST_FLAG = re.compile("|".join(re.escape(flag) + r"(?![\w-])" for flag in _PREP_FLAGS))
+
+
+def for_cli(message: str) -> str:
+    """``message`` with each pytest flag that ``prep`` shares named as ``prep`` spells it:
+    advice always names the flag of the command in use."""
+    return _PYTEST_FLAG.sub(lambda m: _PREP_FLAGS[m.group(0)], message)
 
 
 def _count(n: int, noun: str) -> str:
@@ -407,7 +658,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
              file: TextIO | None = None, line: str | None = None) -> None:
-        err.write(f"{PROG}: warning: {one_line(message)}\n")
+        err.write(f"{PROG}: warning: {for_cli(one_line(message))}\n")
 
     previous = warnings.showwarning
     warnings.showwarning = show
@@ -418,10 +669,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_push(args, out, err)
         if args.command == "cache" and args.cache_command == "pull":
             return _cmd_pull(args, out, err)
+        if args.command == "cache":
+            return _cmd_cache(args, out, err)
+        if args.command in ("compare", "plot"):
+            try:
+                return (_cmd_compare if args.command == "compare" else _cmd_plot)(args, out, err)
+            except RetrievalEvalError as exc:
+                err.write(f"{PROG}: error: {one_line(exc)}\n")
+                return EXIT_REFUSED
         return _cmd_models(args, out, err)
     except RetrievalEvalError as exc:
-        err.write(f"{PROG}: error: {one_line(exc)}\n")
-        return EXIT_HUB if args.command == "cache" else EXIT_ERROR
+        err.write(f"{PROG}: error: {for_cli(one_line(exc))}\n")
+        hub = args.command == "cache" and args.cache_command in ("push", "pull")
+        return EXIT_HUB if hub else EXIT_ERROR
     except KeyboardInterrupt:
         err.write(f"{PROG}: interrupted\n")
         return EXIT_INTERRUPTED

@@ -55,9 +55,9 @@ from .pairs import (
     Instance,
     PairFacts,
     Rejection,
-    parse_instance,
     text_key,
 )
+from .protocol import View, parse_for_view
 
 __all__ = [
     "FORMAT_VERSION",
@@ -464,13 +464,13 @@ class _Builder:
         self.conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", list(meta.items()))
 
 
-def _instances(source: DatasetSource) -> Iterator[Instance | Rejection]:
+def _instances(source: DatasetSource, view: View) -> Iterator[Instance | Rejection]:
     for index, raw in iter_instances(source.path):
-        yield parse_instance(index, raw)
+        yield parse_for_view(index, raw, view)
 
 
 def _build(source: DatasetSource, sha256: str, sample: str, target: Path,
-           progress: Progress | None) -> None:
+           progress: Progress | None, view: View) -> None:
     tmp = temp_path(target)
     side_tmp = sidecar_path(tmp)
     label = f"ingest {source.name}"
@@ -487,7 +487,7 @@ def _build(source: DatasetSource, sha256: str, sample: str, target: Path,
             if progress is not None:
                 progress(label, 0, None)
             done = 0
-            for done, parsed in enumerate(_instances(source), start=1):
+            for done, parsed in enumerate(_instances(source, view), start=1):
                 builder.add(parsed)
                 if progress is not None:
                     progress(label, done, None)
@@ -509,20 +509,25 @@ def _build(source: DatasetSource, sha256: str, sample: str, target: Path,
                 os.remove(leftover)
 
 
-def corpus_path(cache_dir: Path, sha256: str) -> Path:
-    """Where the corpus of the dataset with this sha256 lives under ``cache_dir``."""
-    return Path(cache_dir) / "corpus" / f"{sha256}.sqlite"
+def corpus_path(cache_dir: Path, sha256: str, view: View | None = None) -> Path:
+    """Where the corpus of the dataset with this sha256 lives under ``cache_dir``; a view other
+    than the default (:mod:`.protocol`) has its own file, ``<sha256>.<view>.sqlite``."""
+    suffix = "" if view is None or view.is_default else f".{view.name}"
+    return Path(cache_dir) / "corpus" / f"{sha256}{suffix}.sqlite"
 
 
-def load_corpus(source: DatasetSource, cache_dir: Path, progress: Progress | None = None) -> Corpus:
+def load_corpus(source: DatasetSource, cache_dir: Path, progress: Progress | None = None,
+                view: View | None = None) -> Corpus:
     """Open the corpus of ``source`` under ``cache_dir``, building it first if needed.
 
     The dataset is streamed once, ever, per content hash; later calls (and other processes)
     open the SQLite file. The dataset's sha256 is memoised under ``<cache_dir>/sha256/`` per
     file version (path, size, mtime, ctime, inode), so later runs do not read the file at all.
     Raises :class:`DataError` for an unusable dataset file and
-    :class:`CacheError` when the cache directory cannot be written.
+    :class:`CacheError` when the cache directory cannot be written. ``view`` (a protocol and
+    granularity, :mod:`.protocol`) chooses the memory rows and gold; default: vipune sessions.
     """
+    view = view or View()
     memo_dir = Path(cache_dir) / MEMO_DIR  # hashed once per file version, ever
     hashing = None if progress is None else (
         lambda done, total: progress(f"sha256 {source.name}", done, total))
@@ -532,14 +537,15 @@ def load_corpus(source: DatasetSource, cache_dir: Path, progress: Progress | Non
     except OSError:
         known = None  # file_sha256 words the error
     if known is not None:
-        corpus = _open_if_complete(corpus_path(cache_dir, known[0]), source.name, known[0])
+        corpus = _open_if_complete(corpus_path(cache_dir, known[0], view), source.name,
+                                   known[0])
         if corpus is not None and corpus.dataset_sample == sample:
             return corpus
     # No corpus of the memo's sha256, or one of another file (a wrong memo): a build reads
     # the whole file anyway, so a digest only the on-disk memo vouches for is recomputed.
     sha256 = file_sha256(source.path, hashing, memo_dir=memo_dir,
                          fresh=known is not None and known[1])
-    target = corpus_path(cache_dir, sha256)
+    target = corpus_path(cache_dir, sha256, view)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         lock = FileLock(f"{target}.lock")
@@ -548,7 +554,7 @@ def load_corpus(source: DatasetSource, cache_dir: Path, progress: Progress | Non
             if corpus is not None and corpus.dataset_sample == sample:
                 return corpus
             remove_partials(target)
-            _build(source, sha256, sample, target, progress)
+            _build(source, sha256, sample, target, progress, view)
     except OSError as exc:
         where = f": {exc.filename}" if exc.filename else ""
         raise CacheError(

@@ -119,14 +119,16 @@ def _check_readable_file(path: Path, what: str) -> None:
         raise DataError(f"{what} {path} is not readable; fix its permissions")
 
 
-def _from_hub(name: str, repo: str, filename: str, offline: bool) -> DatasetSource:
+def _from_hub(name: str, repo: str, filename: str, offline: bool,
+              offline_reason: str) -> DatasetSource:
     local = hub.cached_file(repo, filename, repo_type="dataset")
     if local is not None:
         return DatasetSource(name, local)
     if hub.offline_mode(offline):
+        reason = offline_reason if offline else "offline mode is on (HF_HUB_OFFLINE)"
         raise DataError(
             f"dataset {name} ({repo}/{filename}) is not in the local Hugging Face cache and "
-            f"offline mode is on; download it once with network access, or pass the path to a "
+            f"{reason}; download it once with network access, or pass the path to a "
             f"local copy"
         )
     try:
@@ -152,13 +154,15 @@ def resolve_dataset(
     repo: str = DEFAULT_REPO,
     filename: str | None = None,
     offline: bool = False,
+    offline_reason: str = "offline mode is on",
 ) -> DatasetSource:
     """Resolve ``spec`` to a local file.
 
     ``"sample"`` is the bundled sample; a name in :data:`KNOWN` (or any name when ``filename``
     is given) is fetched from the dataset repo ``repo`` on the Hugging Face Hub (cache first;
     no network when ``offline`` or ``HF_HUB_OFFLINE`` is set); anything else must be the path
-    of a readable file. Raises :class:`DataError` (one line) otherwise.
+    of a readable file. Raises :class:`DataError` (one line) otherwise. ``offline_reason``
+    says why in that line when ``offline`` kept a named dataset from being downloaded.
     """
     spec = spec.strip()
     if not spec:
@@ -173,7 +177,7 @@ def resolve_dataset(
         path = Path(spec).expanduser()
         if spec not in KNOWN and path.is_file():
             return DatasetSource(_name_for_path(path), path)
-        return _from_hub(spec, repo, filename or KNOWN[spec], offline)
+        return _from_hub(spec, repo, filename or KNOWN[spec], offline, offline_reason)
     path = Path(spec).expanduser()
     if not path.exists():
         raise DataError(

@@ -159,11 +159,12 @@ def _hub_file(repo_id: str, filename: str, *, download: bool) -> Path | None:
 
 
 def _files_from_hub(repo_id: str, *, offline: bool, memo_dir: Path | None) -> ModelFiles:
-    offline = hub.offline_mode(offline)
+    given_offline, offline = offline, hub.offline_mode(offline)
     attempts = (False,) if offline else (False, True)
     model_path: Path | None = None
     tokenizer_path: Path | None = None
-    reason = "offline mode: HF_HUB_OFFLINE or --offline" if offline else ""
+    reason = ("offline mode: --offline" if given_offline else "offline mode: HF_HUB_OFFLINE is set"
+              ) if offline else ""
     for download in attempts:
         try:
             if model_path is None:

@@ -22,6 +22,10 @@ from .variants import VariantError, is_variant, parse_variant
 
 MAX_K = 10_000  # vipune's MAX_SEARCH_LIMIT: no search may ask for more rows
 DEFAULT_KS = (1, 5, 10)
+LONGMEMEVAL_KS = (1, 3, 5, 10, 30, 50)  # protocol.LONGMEMEVAL_KS (run_retrieval.py line 316)
+#: Retrievers that read a vipune store, which holds each id once: not under the longmemeval
+#: protocol, whose corpus keeps repeated session slots as separate items.
+STORE_RETRIEVERS = ("hybrid", "fts", "vipune")
 DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
 DEFAULT_DATA = "sample"
 DEFAULT_DATA_REPO = "xiaowu0162/longmemeval-cleaned"
@@ -81,6 +85,17 @@ def positive_int(value: str) -> int:
         raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
     if number < 1:
         raise argparse.ArgumentTypeError(f"{number} must be at least 1")
+    return number
+
+
+def nonnegative_int(value: str) -> int:
+    """A whole number of at least 0 (a seed)."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"{number} must be at least 0")
     return number
 
 
@@ -179,6 +194,17 @@ OPTIONS: tuple[_Option, ...] = (
             "(docs/diagnostics.md) (default: hybrid)", "NAME[,NAME...]"),
     _Option("--retrieval-eval-json", "retrieval_eval_json", text, None,
             "write the JSON report to this path (default: none)", "PATH"),
+    _Option("--retrieval-eval-compare", "retrieval_eval_compare", text, None,
+            "compare this run with the JSON report at PATH, pair by pair (delta with its "
+            "bootstrap interval, paired randomization p-value, Holm): printed under the "
+            "summary and put in the JSON report; never changes the exit status (default: "
+            "none)", "BASE.json"),
+    _Option("--retrieval-eval-markdown", "retrieval_eval_markdown", text, None,
+            "write the summary (and the comparison) as GitHub-flavoured Markdown to PATH "
+            "(default: none)", "PATH"),
+    _Option("--retrieval-eval-no-step-summary", "retrieval_eval_no_step_summary", boolean,
+            False, "do not append the Markdown summary to $GITHUB_STEP_SUMMARY (default: "
+            "appended when that variable is set)", is_flag=True),
     _Option("--no-model", "retrieval_eval_no_model", boolean, False,
             "model-free lane: load no model, touch no network; query and passage vectors "
             "come from the prep cache (default: off, the model lane embeds each query live)",
@@ -215,10 +241,44 @@ OPTIONS: tuple[_Option, ...] = (
             "DIR"),
     _Option("--retrieval-eval-vipune", "retrieval_eval_vipune", text, "vipune",
             "the vipune binary for the vipune retriever (default: vipune on PATH)", "PATH"),
+    _Option("--retrieval-eval-protocol", "retrieval_eval_protocol",
+            choice("vipune", "longmemeval"), "vipune",
+            "what is scored: vipune (one row per session, answer_session_ids, recall@k) or "
+            "longmemeval (LongMemEval's own retrieval experiment: user turns only, every "
+            "session slot kept, its question set, gold, ties and metrics; k defaults to "
+            "1,3,5,10,30,50 and the retriever to bm25) (default: vipune)", "vipune|longmemeval"),
+    _Option("--retrieval-eval-granularity", "retrieval_eval_granularity",
+            choice("session", "turn"), "session",
+            "corpus item: a session, or a turn (id <session_id>_<n>, gold the has_answer turns, "
+            "session metrics derived from the turn ranking) (default: session)",
+            "session|turn"),
     _Option("--retrieval-eval-vipune-timeout", "retrieval_eval_vipune_timeout", positive_float,
             60.0, "seconds one vipune search may take before its item fails (default: 60)",
             "SECONDS"),
+    # Stratified subsets (subset.py): N usable pairs, proportional by question type.
+    _Option("--retrieval-eval-subset", "retrieval_eval_subset", positive_int, None,
+            "score (and prep) only N usable pairs, stratified by question type: proportional, "
+            "at least one per type, fixed by the dataset's sha256 and the seed "
+            "(default: every pair)", "N"),
+    _Option("--retrieval-eval-subset-seed", "retrieval_eval_subset_seed", nonnegative_int, 0,
+            "seed of the subset's choice (default: 0)", "S"),
 )
+
+
+def _command_line(opt: _Option) -> Callable[[str], Any]:
+    """``opt.parse`` as an argparse ``type=``, but a bad value raises :class:`pytest.UsageError`
+    itself: argparse passes that through (it turns only ArgumentTypeError, TypeError and
+    ValueError into its own error), so pytest prints one ``ERROR:`` line instead of its usage
+    banner followed by argparse's message."""
+
+    def parse(value: str) -> Any:
+        try:
+            return opt.parse(value)
+        except argparse.ArgumentTypeError as exc:
+            raise pytest.UsageError(f"{opt.flag}: {exc}") from None
+
+    parse.__name__ = opt.parse.__name__
+    return parse
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -229,7 +289,7 @@ def add_options(parser: pytest.Parser) -> None:
             group.addoption(opt.flag, action="store_true", dest=opt.dest, default=None,
                             help=opt.help)
         else:
-            group.addoption(opt.flag, dest=opt.dest, type=opt.parse, default=None,
+            group.addoption(opt.flag, dest=opt.dest, type=_command_line(opt), default=None,
                             metavar=opt.metavar, help=opt.help)
         # Read as text and parsed here, flags included, so a bad ini value is one line
         # naming the option (pytest's own "bool" type does not name it).
@@ -259,6 +319,13 @@ class Settings:
     store_dir: Path | None
     vipune: str
     vipune_timeout: float
+    subset: int | None = None  # --retrieval-eval-subset (subset.py)
+    subset_seed: int = 0
+    compare: Path | None = None
+    markdown: Path | None = None
+    no_step_summary: bool = False
+    protocol: str = "vipune"
+    granularity: str = "session"
     cache_repo: str | None = None
 
     @property
@@ -279,6 +346,12 @@ def _value(config: pytest.Config, opt: _Option) -> Any:
     return opt.default
 
 
+def _given(config: pytest.Config, dest: str) -> bool:
+    """Whether the option was set on the command line or in the ini file."""
+    raw = config.getini(dest)
+    return config.getoption(dest) is not None or (isinstance(raw, str) and bool(raw.strip()))
+
+
 def read_settings(config: pytest.Config) -> Settings:
     """Resolve every option (command line, then ini, then default) and check combinations."""
     v = {opt.dest.removeprefix("retrieval_eval_"): _value(config, opt) for opt in OPTIONS}
@@ -286,7 +359,15 @@ def read_settings(config: pytest.Config) -> Settings:
     cache = v.pop("cache") or None  # None: cache.default_cache_dir() (env, XDG, ~/.cache)
     json_path = v.pop("json")
     store_dir = v.pop("store_dir")
+    if v["protocol"] == "longmemeval":  # upstream's ks and retriever, unless asked otherwise
+        if not _given(config, "retrieval_eval_k"):
+            v["k"] = LONGMEMEVAL_KS
+        if not _given(config, "retrieval_eval_retriever"):
+            v["retriever"] = ("bm25",)
+    compare, markdown = v.pop("compare"), v.pop("markdown")
     settings = Settings(
+        compare=Path(compare).expanduser() if compare else None,
+        markdown=Path(markdown).expanduser() if markdown else None,
         cache_dir=Path(cache).expanduser() if cache else None,
         json_path=Path(json_path) if json_path else None,
         store_dir=Path(store_dir) if store_dir else None,
@@ -305,6 +386,15 @@ def check_combinations(settings: Settings) -> None:
             "--retrieval-eval-device cuda has nothing to run with --no-model "
             "(no model is loaded); drop one of them"
         )
+    if settings.protocol == "longmemeval":
+        stored = [name for name in settings.retrievers  # what-ifs of them too (hybrid+…)
+                  if name.split("+", 1)[0] in STORE_RETRIEVERS]
+        if stored:
+            raise pytest.UsageError(
+                f"--retrieval-eval-retriever {stored[0]} reads a vipune store, which holds each "
+                f"id once, but --retrieval-eval-protocol longmemeval keeps every repeated "
+                f"session slot as its own item; use bm25, semantic, oracle or your own "
+                f"retriever with it, or --retrieval-eval-protocol vipune")
     if settings.json_path is not None:
         if settings.json_path.is_dir():
             raise pytest.UsageError(
@@ -315,6 +405,13 @@ def check_combinations(settings: Settings) -> None:
     if settings.store_dir is not None:
         _check_writable_folder("--retrieval-eval-store-dir", settings.store_dir,
                                settings.store_dir)
+    if settings.markdown is not None:
+        if settings.markdown.is_dir():
+            raise pytest.UsageError(
+                f"--retrieval-eval-markdown {settings.markdown}: is a directory; give a file "
+                "path")
+        _check_writable_folder("--retrieval-eval-markdown", settings.markdown,
+                               settings.markdown.parent)
 
 
 def _check_writable_folder(option: str, value: Path, folder: Path) -> None:

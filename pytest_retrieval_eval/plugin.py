@@ -19,6 +19,8 @@ if TYPE_CHECKING:  # the heavy modules (onnxruntime, pyarrow) load only when ena
     from .session import EvalSession
 
 SESSION_KEY = pytest.StashKey["EvalSession"]()
+BASE_KEY = pytest.StashKey[dict[str, Any]]()  # the --retrieval-eval-compare report, loaded
+PUBLISHED_KEY = pytest.StashKey[list[str]]()  # where the Markdown went (terminal lines)
 MARKER = "retrieval_eval"
 WORKER_PLAN = "retrieval_eval_plan"
 WORKER_OUTPUT = "retrieval_eval"
@@ -57,8 +59,12 @@ class _Progress:
     """Progress of long steps (ingest, embedding) through the terminal reporter.
 
     On a terminal the line is rewritten in place (at most twice a second); in a log (CI) a
-    line is written at the start, every 30 seconds, and at the end of each step.
+    line is written once the step has run a second, every 30 seconds, and at its end. A step
+    that ends within :data:`GRACE` seconds shows nothing (a small file's error is not preceded
+    by the progress of the steps before it).
     """
+
+    GRACE = 1.0  # seconds a step runs before its first line
 
     def __init__(self, config: pytest.Config) -> None:
         self.tr = config.pluginmanager.get_plugin("terminalreporter")
@@ -75,6 +81,8 @@ class _Progress:
         final = total is not None and done >= total
         if final and self.last < 0:
             return  # this step's end was shown already
+        if now - self.started < self.GRACE:
+            return  # a step that ends within a second shows nothing
         interval = 0.5 if self.tr.isatty else 30.0
         if not final and self.last > 0 and now - self.last < interval:
             return
@@ -113,6 +121,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         if _is_worker(config):
             state.attach(Plan.from_dict(config.workerinput[WORKER_PLAN]))  # type: ignore[attr-defined]
         else:
+            if state.settings.compare is not None:  # an unreadable base fails before work
+                from .compare import load_report
+
+                config.stash[BASE_KEY] = load_report(state.settings.compare)
             _prepare(state, config)
         state.finish_setup()
     except RetrievalEvalError as exc:
@@ -191,7 +203,10 @@ def _pair_test(request: pytest.FixtureRequest) -> None:
         # Asked for here, not as an argument: a missing fixture then fails the call with one
         # line (PairItem.repr_failure) instead of a setup error with a traceback.
         custom = request.getfixturevalue("retrieval_eval_custom_retriever")
-    state.run_pair(item.position, item.retriever, custom=custom)
+    result = state.run_pair(item.position, item.retriever, custom=custom)
+    from .publish import pair_properties  # --junitxml carries them to CI test analytics
+
+    item.user_properties.extend(pair_properties(result))
 
 
 #: Attributes of a pair item's test report carrying its result or error: xdist sends them
@@ -278,9 +293,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
                                               nodeid="retrieval-eval")
     ours: list[pytest.Item | pytest.Collector] = []
     by_type: dict[str, QuestionTypeCollector] = {}
-    for position, pair in enumerate(state.corpus.pairs):
-        if pair.abstention:
-            continue
+    for position in state.scored_positions():  # usable pairs, or the subset's
+        pair = state.corpus.pairs[position]
         parent = by_type.get(pair.question_type)
         if parent is None:
             parent = QuestionTypeCollector.from_parent(root, name=pair.question_type)
@@ -311,6 +325,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     info = state.run_info(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED,
                           stopped=bool(session.shouldstop or session.shouldfail))
     state.report = report.build_report(info, state.results, state.errors)
+    from . import publish
+
+    base = config.stash.get(BASE_KEY, None)
+    if base is not None and state.settings.compare is not None:
+        publish.attach_comparison(state.report, base, state.settings.compare)
+    config.stash[PUBLISHED_KEY] = publish.publish_markdown(
+        state.report, state.settings.markdown, not state.settings.no_step_summary)
     if state.settings.json_path is not None:
         try:
             report.write_json(state.report, state.settings.json_path)
@@ -333,11 +354,16 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
     state = _session(config)
     if state is None or state.report is None or _is_worker(config):
         return
+    from .publish import comparison_lines
     from .report import terminal_lines
 
     terminalreporter.write_sep("=", "retrieval-eval")
     width = config.get_terminal_writer().fullwidth
     for line in terminal_lines(state.report, width):
+        terminalreporter.write_line(line)
+    for line in comparison_lines(state.report, config.get_verbosity() > 0):
+        terminalreporter.write_line(line)
+    for line in config.stash.get(PUBLISHED_KEY, []):
         terminalreporter.write_line(line)
     if state.json_error is not None:
         terminalreporter.write_line(f"retrieval-eval: error: {state.json_error}")

@@ -38,6 +38,7 @@ __all__ = [
     "query_prefix",
     "query_text",
     "run_prep",
+    "shard_of",
 ]
 
 Progress = Callable[[str, int, "int | None"], None]
@@ -89,6 +90,11 @@ class PrepStats:
     from_cache: int
     seconds: float
     quarantined: tuple[str, ...] = ()  # corrupt shards moved aside (their vectors re-embedded)
+    other_shards: int = 0  # missing texts left to the other slices of a --shard I/N prep
+
+
+EmbedMissing = Callable[[Sequence[str], Mapping[str, "str | None"], CorpusLike], None]
+"""An alternative embedding loop for :func:`run_prep`: (missing keys, plan, corpus)."""
 
 
 class PrepInterrupted(KeyboardInterrupt):
@@ -125,6 +131,14 @@ def query_key(question: str, model: str | Mapping[str, object] | Any) -> str:
     return text_key(query_text(question, model))
 
 
+def shard_of(key: str, count: int) -> int:
+    """The slice (1..count) of ``retrieval-eval prep --shard I/count`` that embeds the text
+    whose content key is ``key``: its sha256 read as a number, modulo ``count``. Fixed by the
+    text alone, so N machines that each run one slice embed every missing text exactly once,
+    whatever order they run in and whatever each one's cache already holds."""
+    return int(key, 16) % count + 1
+
+
 def _plan(corpus: CorpusLike, prefix: str) -> tuple[dict[str, str | None], int]:
     """Needed keys in pair order -> query text (None for a passage), and the slot count."""
     needed: dict[str, str | None] = {}
@@ -151,12 +165,19 @@ def run_prep(
     progress: Progress | None = None,
     *,
     chunk_size: int = 1024,
+    shard: tuple[int, int] | None = None,
+    embed: EmbedMissing | None = None,
 ) -> PrepStats:
     """Embed what ``cache`` lacks of ``corpus`` with ``embedder``; commit chunk by chunk.
 
     ``progress("embed", done, total)`` reports texts embedded so far of those missing. A
     KeyboardInterrupt becomes :class:`PrepInterrupted` (still a KeyboardInterrupt) carrying
     how many vectors this call saved; nothing half-written stays behind.
+
+    ``shard=(i, n)`` embeds only the missing texts of slice ``i`` of ``n`` (:func:`shard_of`).
+    ``embed`` replaces the local embedding loop (``retrieval-eval prep --ray``): it is called
+    with the missing keys, the plan (key -> query text, None for a passage) and the corpus,
+    under the same turn lock, and commits through ``cache.add`` itself.
     """
     if chunk_size < 1:
         raise ValueError("chunk_size must be at least 1")
@@ -178,7 +199,7 @@ def run_prep(
                 stacklevel=2,
             )
         needed, slots = _plan(corpus, query_prefix(embedder))
-        missing = cache.missing(list(needed))
+        missing = _slice(cache.missing(list(needed)), shard)
         total = len(missing)
         if missing:
 
@@ -188,9 +209,13 @@ def run_prep(
 
             # One prep of a model at a time: a second one waits, then embeds what is left.
             with cache.prep_turn(waiting):
-                missing = cache.missing(list(needed))
+                missing = _slice(cache.missing(list(needed)), shard)
                 total = len(missing)
-                _embed_missing(missing, needed, corpus, embedder, cache, progress, chunk_size)
+                if embed is not None:
+                    embed(missing, needed, corpus)
+                else:
+                    _embed_missing(missing, needed, corpus, embedder, cache, progress,
+                                   chunk_size)
         elif progress is not None:
             progress("embed", 0, 0)
         saved = cache.added - added_before
@@ -200,14 +225,23 @@ def run_prep(
         # Counted by the cache at its commit point: right even when Ctrl-C lands in add().
         saved = cache.added - added_before
         raise PrepInterrupted(saved, max(total - saved, 0)) from exc
+    others = 0 if shard is None else len(cache.missing(list(needed)))
     return PrepStats(
         slots=int(corpus.stats.get("slots", slots)),
         unique_texts=len(needed),
         embedded_now=saved,
-        from_cache=len(needed) - total,
+        from_cache=len(needed) - total - others,
         seconds=time.perf_counter() - start,
         quarantined=tuple(str(p) for p in quarantined),
+        other_shards=others,
     )
+
+
+def _slice(missing: list[str], shard: tuple[int, int] | None) -> list[str]:
+    if shard is None:
+        return missing
+    index, count = shard
+    return [key for key in missing if shard_of(key, count) == index]
 
 
 def _embed_missing(missing: Sequence[str], needed: Mapping[str, str | None], corpus: CorpusLike,

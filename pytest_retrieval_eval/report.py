@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from . import diagnostics
+from .checksums import share_as_umask
 from .errors import CacheError
 from .metrics import mean_metrics, metric_key
 from .pairs import QUESTION_TYPES
+from .subset import subset_info, subset_lines
 
 SCHEMA_VERSION = 1
 FAMILIES: tuple[tuple[str, str], ...] = (
@@ -26,6 +28,30 @@ FAMILIES: tuple[tuple[str, str], ...] = (
     ("recall_any", "any"),
     ("recall_all", "all"),
 )
+
+#: The columns under ``--retrieval-eval-protocol longmemeval``: upstream's three metrics.
+LME_FAMILIES: tuple[tuple[str, str], ...] = (
+    ("recall_any", "any"),
+    ("recall_all", "all"),
+    ("ndcg_any", "ndcg"),
+)
+#: At turn granularity: session metrics derived from the turn ranking.
+SESSION_FAMILIES: dict[str, tuple[tuple[str, str], ...]] = {
+    "vipune": (("session_recall", "sR"),),
+    "longmemeval": tuple((f"session_{name}", f"s{short}") for name, short in LME_FAMILIES),
+}
+#: A single retriever's table holds at most this many metric columns in one row; more are
+#: shown one block per metric family (so six ks stay within a terminal's width).
+MAX_ROW_COLUMNS = 12
+
+
+def families_for(protocol: str = "vipune",
+                 granularity: str = "session") -> tuple[tuple[str, str], ...]:
+    """The metric families the table shows for a protocol and granularity."""
+    base = LME_FAMILIES if protocol == "longmemeval" else FAMILIES
+    extra = SESSION_FAMILIES.get(protocol, ()) if granularity == "turn" else ()
+    return (*base, *extra)
+
 
 PairResult = dict[str, Any]
 """One scored (pair, retriever): retriever, index, question_id, question_type, gold,
@@ -95,11 +121,15 @@ def _fmt(value: float | None) -> str:
 
 
 def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
-                ks: Sequence[int]) -> list[str]:
+                ks: Sequence[int],
+                families: Sequence[tuple[str, str]] = FAMILIES,
+                width: int | None = None) -> list[str]:
     """The summary table: one row per question type present, then ``overall``.
 
     One retriever: one table with recall@k and its any/all variants. Several: one block per
-    metric family, the retrievers side by side under a second header row.
+    metric family, the retrievers side by side under a second header row. With a ``width``
+    (the terminal's), no row is wider: one retriever's families go one block each, and
+    several retrievers are split into blocks of as many as fit (the header rows repeated).
     """
     qtypes = sorted({t for name in retrievers for t in summary[name]["by_type"]},
                     key=_type_order)
@@ -121,27 +151,34 @@ def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
             lines.append(row(qtype, str(n), cells))
         return lines
 
-    if len(retrievers) == 1:
+    fixed = label_w + 2 + 4  # label, gap, n
+    if len(retrievers) == 1 and len(families) * len(ks) <= MAX_ROW_COLUMNS and (
+            width is None or fixed + len(families) * len(ks) * (cell_w + 2) <= width):
         name = retrievers[0]
-        columns = [(name, fam, k) for fam, _ in FAMILIES for k in ks]
-        heads = [f"{short}@{k}".rjust(cell_w) for _, short in FAMILIES for k in ks]
+        columns = [(name, fam, k) for fam, _ in families for k in ks]
+        heads = [f"{short}@{k}".rjust(cell_w) for _, short in families for k in ks]
         return [row("question type", "n", heads), *body(columns)]
     group_w = len(ks) * (cell_w + 2) - 2
+    per_block = len(retrievers) if width is None else max(1, (width - fixed) // (group_w + 2))
+    blocks = [list(retrievers[i:i + per_block]) for i in range(0, len(retrievers), per_block)]
     lines: list[str] = []
-    for family, _ in FAMILIES:
-        if lines:
-            lines.append("")
-        names = [name[:group_w].center(group_w) for name in retrievers]
-        lines.append(row(f"{family}@k", "", names))
-        heads = [f"@{k}".rjust(cell_w) for _ in retrievers for k in ks]
-        lines.append(row("question type", "n", heads))
-        lines.extend(body([(name, family, k) for name in retrievers for k in ks]))
+    for family, _ in families:
+        for block in blocks:
+            if lines:
+                lines.append("")
+            names = [name[:group_w].center(group_w) for name in block]
+            lines.append(row(f"{family}@k", "", names))
+            heads = [f"@{k}".rjust(cell_w) for _ in block for k in ks]
+            lines.append(row("question type", "n", heads))
+            lines.extend(body([(name, family, k) for name in block for k in ks]))
     return lines
 
 
 #: How the header words each data note (counts over the whole dataset).
 NOTE_TEXT: dict[str, str] = {
     "repeated_session_ids": "{n} repeated session id(s) (first occurrence kept)",
+    "repeated_slots_kept": "{n} repeated session slot(s), each kept as its own item (as "
+                           "LongMemEval does)",
     "conflicting_repeats": "{n} of them with different content",
     "histories_with_repeats": "{n} history(ies) with repeats",
     "gold_not_in_haystack": "{n} pair(s) with gold ids not in the haystack (scored; those "
@@ -192,19 +229,27 @@ def header_lines(info: Mapping[str, Any]) -> list[str]:
     stop = [] if not run.get("interrupted") else [
         f"interrupted after {run['items_run']} of {run.get('items_selected', '?')} items: the "
         f"numbers below cover only what ran; run again for the rest"]
+    protocol = info.get("protocol", "vipune")
     lines = [
         *stop,
         f"dataset: {ds['name']} (sha256 {ds['sha256'][:16]}…)  gold: {ds['gold_source']}",
+        (f"protocol: {protocol}  granularity: {info.get('granularity', 'session')}"
+         + ("  (LongMemEval's own retrieval experiment)" if protocol == "longmemeval" else "")),
         f"lane: {info['lane']}  model: {model_text}",
         f"retrievers: {', '.join(info['retrievers'])}  k: {', '.join(map(str, info['ks']))}",
         (f"pairs: {info['scored']} scored of {info['usable']} usable; skipped "
-         f"{skipped['abstention']} abstention, {skipped['rejected']} rejected, "
+         f"{skipped['abstention']} abstention, "
+         + (f"{skipped['no_user_evidence']} without a user has_answer turn, "
+            if skipped.get("no_user_evidence") else "")
+         + f"{skipped['rejected']} rejected, "
          f"{skipped['not_selected']} not selected"
          + (f", {skipped['not_run']} not run" if run.get("interrupted") else "")),
     ]
+    lines.extend(subset_lines(info.get("subset")))
     lines.extend(note_lines(info.get("notes") or {}))
     lines.extend(rejection_lines(info.get("rejections") or []))
-    if ds["gold_source"] != "answer_session_ids":
+    if protocol == "vipune" and info.get("granularity", "session") == "session" and \
+            ds["gold_source"] != "answer_session_ids":
         lines.append("gold: answer_session_ids absent for some pairs; their gold is the "
                      "sessions with a has_answer turn (an approximation)")
     return lines
@@ -212,14 +257,16 @@ def header_lines(info: Mapping[str, Any]) -> list[str]:
 
 def terminal_lines(report: Mapping[str, Any], width: int = 80) -> list[str]:
     """Everything the terminal summary prints, from a finished report (``width``: the
-    terminal's, which the diagnostics lines fit)."""
+    terminal's, which the table rows and the diagnostics lines fit)."""
     info = report["info"]
     lines = header_lines(info)
     if not report["summary"] or not any(
             s["overall"]["n"] for s in report["summary"].values()):
         return [*lines, "no pair was scored", *_error_lines(report)]
     lines.append("")
-    lines.extend(table_lines(report["summary"], report["retrievers"], report["ks"]))
+    lines.extend(table_lines(report["summary"], report["retrievers"], report["ks"],
+                             families_for(info.get("protocol", "vipune"),
+                                          info.get("granularity", "session")), width))
     notes = diagnostics.lines(report.get("diagnostics") or {}, report["retrievers"],
                               report["ks"], width)
     lines.extend(["", *notes] if notes else [])
@@ -262,11 +309,16 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
     skipped["not_run"] = len((chosen or set()) - attempted)  # selected, none of it ran
     full_info["skipped"] = skipped
     full_info["run"] = run
+    if info.get("subset"):  # --retrieval-eval-subset: the choice and its CI width
+        full_info["subset"] = subset_info(info["subset"], ordered,
+                                          retrievers[0] if retrievers else None)
     return {
         "interrupted": run["interrupted"],
         "run": run,
         "schema_version": SCHEMA_VERSION,
         "dataset": info["dataset"],
+        "protocol": info.get("protocol", "vipune"),
+        "granularity": info.get("granularity", "session"),
         "lane": info["lane"],
         "model": info.get("model"),
         "ks": ks,
@@ -276,6 +328,7 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
         "skipped": full_info["skipped"],
         "rejections": info.get("rejections", []),
         "notes": info.get("notes", {}),
+        "subset": full_info.get("subset"),
         "drift": drifts,
         **diagnostics.report_sections(ordered, retrievers, ks),
         "latency_ms": latency_summary(ordered),
@@ -315,6 +368,7 @@ def write_json(report: Mapping[str, Any], path: Path) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(public, fh, indent=1, sort_keys=False)
             fh.write("\n")
+        share_as_umask(tmp)  # mkstemp makes it 0600
         os.replace(tmp, path)
     except BaseException as exc:
         if tmp is not None:

@@ -10,6 +10,7 @@ is never loaded twice for prep. Each item then calls :meth:`EvalSession.run_pair
 from __future__ import annotations
 
 import contextlib
+import shlex
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -23,15 +24,18 @@ from . import cache as cache_mod
 from . import corpus as corpus_mod
 from . import dataset as dataset_mod
 from . import diagnostics, vipune
+from . import longmemeval_metrics as lme_metrics
 from . import prep as prep_mod
 from . import retrievers as retrievers_mod
 from . import store as store_mod
+from . import subset as subset_mod
 from . import terms as terms_mod
 from .checksums import MEMO_DIR
 from .embedding import EmbedConfig, Embedder, load_embedder
-from .errors import CacheError, DataError, RetrieverError
+from .errors import CacheError, DataError, ModelError, RetrievalEvalError, RetrieverError
 from .metrics import dedupe, score_ranking
-from .options import CUSTOM_RETRIEVER, DEFAULT_MODEL, Settings
+from .options import CUSTOM_RETRIEVER, DEFAULT_DATA, DEFAULT_DATA_REPO, DEFAULT_MODEL, Settings
+from .protocol import LONGMEMEVAL, NO_USER_EVIDENCE, REPEATED_SLOTS_KEPT, View, strip_turn
 from .report import NOTE_TEXT, PairResult
 
 Progress = Callable[[str, int, "int | None"], None]
@@ -77,6 +81,8 @@ class EvalSession:
     _seen_errors: set[tuple[str, str]] = field(default_factory=set)
     _personas: OrderedDict[int, retrievers_mod.Persona] = field(default_factory=OrderedDict)
     _queries: OrderedDict[int, retrievers_mod.Query] = field(default_factory=OrderedDict)
+    #: --retrieval-eval-subset: the chosen pairs (None: every usable pair).
+    subset: subset_mod.Subset | None = None
 
     # -- preparing (controller or serial run) ---------------------------------------------
 
@@ -91,16 +97,25 @@ class EvalSession:
                            device=s.device,  # type: ignore[arg-type]
                            threads=s.threads, batch_size=s.batch_size)
 
+    @property
+    def view(self) -> View:
+        """The run's protocol and granularity (:mod:`.protocol`)."""
+        return View(self.settings.protocol, self.settings.granularity)
+
     def prepare(self, progress: Progress | None = None) -> Plan:
         """Resolve data and model, build the corpus and the missing vectors; fix the plan."""
         s = self.settings
         self._make_retrievers()  # a bad retriever fails now, not after an hour of prep
-        source = dataset_mod.resolve_dataset(s.data, repo=s.data_repo, filename=s.data_file)
-        corpus = corpus_mod.load_corpus(source, self.cache_root, progress)
+        # --no-model never opens a socket: a named dataset comes from the local Hub cache only.
+        source = dataset_mod.resolve_dataset(
+            s.data, repo=s.data_repo, filename=s.data_file, offline=s.no_model,
+            offline_reason="--no-model never downloads")
+        corpus = corpus_mod.load_corpus(source, self.cache_root, progress, view=self.view)
         if not any(not p.abstention for p in corpus.pairs):
             raise DataError(_no_usable_pair(source, corpus))
         self.corpus = corpus
-        if "bm25" in s.retrievers:
+        self._choose_subset()
+        if "bm25" in s.retrievers and self.view.is_default:
             # Saved once per corpus, before any worker starts: no process splits texts again.
             terms_mod.ensure_table(corpus, self.cache_root, progress)
         if not self._needs_vectors():
@@ -108,12 +123,12 @@ class EvalSession:
                         "model-free" if s.no_model else "model", None, None)
         elif s.no_model:
             try:
-                model = self._choose_cached_model(corpus)
+                model = self._choose_cached_model(self.vector_corpus())
             except CacheError:
                 if s.cache_repo is None:
                     raise
                 self._pull(progress, model=s.model)  # what the repo has, then choose again
-                model = self._choose_cached_model(corpus)
+                model = self._choose_cached_model(self.vector_corpus())
             # Every shard checked now: a corrupt one is a usage error naming the file, never
             # a vector served (the model lane's prep quarantines and re-embeds).
             self.vectors = self._vector_cache(model)
@@ -121,20 +136,51 @@ class EvalSession:
             plan = Plan(str(corpus.path), str(self.cache_root), "model-free", model, None)
         else:
             spec = s.model or DEFAULT_MODEL
-            embedder = load_embedder(spec, self.embed_config(),
-                                     memo_dir=self.cache_root / MEMO_DIR)
+            try:
+                embedder = load_embedder(spec, self.embed_config(),
+                                         memo_dir=self.cache_root / MEMO_DIR)
+            except ModelError as exc:
+                hint = self._no_model_hint(corpus)
+                if hint is None:
+                    raise
+                raise ModelError(f"{exc}; {hint}") from None
             self.embedder = embedder
             self.vectors = self._vector_cache(embedder.info())
             if s.cache_repo is not None and self.vectors.missing(
-                    prep_mod.needed_keys(corpus, embedder)):
+                    prep_mod.needed_keys(self.vector_corpus(), embedder)):
                 self._pull(progress, fingerprint=embedder.fingerprint, model=embedder.name)
-            prep_mod.run_prep(corpus, embedder, self.vectors, progress)
+            prep_mod.run_prep(self.vector_corpus(), embedder, self.vectors, progress)
             plan = Plan(str(corpus.path), str(self.cache_root), "model", embedder.info(), spec)
         self.plan = plan
         # Temp files of store builds killed over an hour ago (live builders are younger).
         with contextlib.suppress(OSError):
             store_mod.StoreCache(self.cache_root / "stores").remove_stale_partials()
         return plan
+
+    def _no_model_hint(self, corpus: corpus_mod.Corpus) -> str | None:
+        """When the model cannot be loaded: the ``--no-model`` command that works with the
+        vectors the cache (or the bundled sample) holds for this dataset, or None."""
+        s = self.settings
+        try:
+            model = self._choose_cached_model(corpus)
+            if "vipune" in s.retrievers:
+                retrievers_mod.check_compatible(model)  # as finish_setup would
+        except RetrievalEvalError:
+            return None
+        words = ["pytest", "--retrieval-eval", "--no-model"]
+        if s.data != DEFAULT_DATA:
+            words += ["--retrieval-eval-data", s.data]
+        if s.data_repo != DEFAULT_DATA_REPO:
+            words += ["--retrieval-eval-data-repo", s.data_repo]
+        if s.data_file is not None:
+            words += ["--retrieval-eval-data-file", s.data_file]
+        if s.model is not None:
+            words += ["--retrieval-eval-model", s.model]
+        if s.cache_dir is not None:
+            words += ["--retrieval-eval-cache", str(s.cache_dir)]
+        command = " ".join(shlex.quote(word) for word in words)
+        return (f"or score without the model, offline, from the vectors of {model['name']} "
+                f"cached for dataset {corpus.dataset_name}: `{command}`")
 
     def _pull(self, progress: Progress | None, *, fingerprint: str | None = None,
               model: str | None = None) -> None:
@@ -150,7 +196,33 @@ class EvalSession:
                                      int(model["dim"]), model,
                                      read_only_roots=[cache_mod.bundled_cache_dir()])
 
-    def _needed_keys(self, corpus: corpus_mod.Corpus) -> list[str]:
+    def _choose_subset(self) -> None:
+        assert self.corpus is not None
+        if self.settings.subset is not None:
+            self.subset = subset_mod.choose(self.corpus, self.settings.subset,
+                                            self.settings.subset_seed)
+
+    def _subset_args(self) -> str:
+        """What a suggested prep command adds under a subset (prep only what is scored)."""
+        s = self.settings
+        return "" if s.subset is None else f" --subset {s.subset} --subset-seed {s.subset_seed}"
+
+    def vector_corpus(self) -> corpus_mod.Corpus | subset_mod.SubsetCorpus:
+        """The corpus whose texts need vectors: the subset's pairs only under a subset."""
+        assert self.corpus is not None
+        if self.subset is None:
+            return self.corpus
+        return subset_mod.SubsetCorpus(self.corpus, self.subset)
+
+    def scored_positions(self) -> list[int]:
+        """Positions (into ``corpus.pairs``) of the pairs this run scores: the usable ones,
+        or the subset's."""
+        assert self.corpus is not None
+        if self.subset is not None:
+            return list(self.subset.positions)
+        return [i for i, p in enumerate(self.corpus.pairs) if not p.abstention]
+
+    def _needed_keys(self, corpus: corpus_mod.Corpus | subset_mod.SubsetCorpus) -> list[str]:
         keys: dict[str, None] = {}
         for pair in corpus.pairs:
             if not pair.abstention:
@@ -160,6 +232,9 @@ class EvalSession:
     def _make_retrievers(self) -> None:
         for name in self.settings.retrievers:
             if name != CUSTOM_RETRIEVER and name not in self._retrievers:
+                if name == "bm25" and self.settings.protocol == LONGMEMEVAL:
+                    self._retrievers[name] = retrievers_mod.LongMemEvalBM25Retriever()
+                    continue
                 self._retrievers[name] = retrievers_mod.get_retriever(name, self.settings)
 
     def _needs_vectors(self) -> bool:
@@ -168,7 +243,8 @@ class EvalSession:
         return CUSTOM_RETRIEVER in self.settings.retrievers or any(
             getattr(r, "needs_vectors", True) for r in self._retrievers.values())
 
-    def _choose_cached_model(self, corpus: corpus_mod.Corpus) -> dict[str, Any]:
+    def _choose_cached_model(
+            self, corpus: corpus_mod.Corpus | subset_mod.SubsetCorpus) -> dict[str, Any]:
         """``--no-model``: the one model whose cached vectors cover the dataset."""
         s = self.settings
         roots = [self.cache_root, cache_mod.bundled_cache_dir()]
@@ -183,7 +259,7 @@ class EvalSession:
                         and int(m.get("max_length", 512)) == s.max_length]
             holding = explicit or holding
         prep_cmd = (f"retrieval-eval prep --data {s.data} --model {s.model or DEFAULT_MODEL} "
-                    f"--cache {self.cache_root}")
+                    f"--cache {self.cache_root}{self._subset_args()}")
         if not holding:
             raise CacheError(self._no_cached_model(corpus, roots))
         if len(holding) > 1:
@@ -205,7 +281,8 @@ class EvalSession:
             )
         return model
 
-    def _no_cached_model(self, corpus: corpus_mod.Corpus, roots: Sequence[Path]) -> str:
+    def _no_cached_model(self, corpus: corpus_mod.Corpus | subset_mod.SubsetCorpus,
+                         roots: Sequence[Path]) -> str:
         """The one line when no cached model covers the dataset: it names the shard that
         lost its sidecar, or the models the cache does hold, and a prep of that model."""
         s = self.settings
@@ -216,7 +293,7 @@ class EvalSession:
         cached = lost or {str(m.get("name")) for m in present}
         model = s.model or (cached.pop() if len(cached) == 1 else DEFAULT_MODEL)
         prep_cmd = (f"retrieval-eval prep --data {s.data} --model {model} "
-                    f"--cache {self.cache_root}")
+                    f"--cache {self.cache_root}{self._subset_args()}")
         where = f"dataset {corpus.dataset_name}"
         if orphans:
             shard, info = orphans[0]
@@ -240,6 +317,7 @@ class EvalSession:
         """Open what the controller prepared; load the model only for live query embedding."""
         self.plan = plan
         self.corpus = corpus_mod.open_corpus(Path(plan.corpus_path))
+        self._choose_subset()  # deterministic: the controller's very pairs
         if plan.lane == "model" and plan.model_spec is not None:
             self.embedder = load_embedder(plan.model_spec, self.embed_config(),
                                           memo_dir=Path(plan.cache_root) / MEMO_DIR)
@@ -258,7 +336,7 @@ class EvalSession:
         }
         self._make_retrievers()  # workers make theirs here
         bm25 = self._retrievers.get("bm25")
-        if isinstance(bm25, retrievers_mod.BM25Retriever):
+        if isinstance(bm25, retrievers_mod.BM25Retriever) and self.view.is_default:
             table = terms_mod.table_path(Path(self.plan.cache_root), corpus.dataset_sha256)
             corpus_sha = terms_mod.corpus_file_sha256(corpus)  # counts of this very corpus
             bm25.use_table(lambda: terms_mod.open_table(table, corpus_sha))
@@ -351,7 +429,12 @@ class EvalSession:
         if getattr(retriever, "needs_store", False):
             persona.store_path()  # built or checked once per persona: not query latency
         start = time.perf_counter()
-        rankings = self._rankings(retriever, persona, query)
+        if self.settings.protocol == LONGMEMEVAL:
+            # Every corpus item ranked, repeats kept (turn metrics grow k past the cut-off).
+            whole = [str(x) for x in retriever.rank(persona, query, len(pair.session_ids))]
+            rankings = dict.fromkeys(self.settings.ks, whole)
+        else:
+            rankings = self._rankings(retriever, persona, query)
         retrieval_ms = (time.perf_counter() - start) * 1000.0
         rankable = set(pair.session_ids)
         for ranked in rankings.values():
@@ -364,9 +447,7 @@ class EvalSession:
                     f"({len(pair.session_ids)} sessions); a retriever must rank only "
                     f"persona.session_ids"
                 )
-        metrics: dict[str, float] = {}
-        for k in self.settings.ks:
-            metrics.update(score_ranking(rankings[k], pair.gold, (k,), rankable))
+        metrics = self._score(pair, rankings, rankable)
         result: PairResult = {
             "retriever": retriever_name,
             "index": pair.index,
@@ -382,6 +463,25 @@ class EvalSession:
         }
         self.add_result(result)
         return result
+
+    def _score(self, pair: corpus_mod.PairRecord, rankings: Mapping[int, list[str]],
+               rankable: set[str]) -> dict[str, float]:
+        """The pair's metrics under the run's protocol and granularity."""
+        ks = self.settings.ks
+        if self.settings.protocol == LONGMEMEVAL:
+            return lme_metrics.score_ranking(rankings[ks[0]], pair.gold, pair.session_ids, ks,
+                                             self.settings.granularity)
+        metrics: dict[str, float] = {}
+        for k in ks:
+            metrics.update(score_ranking(rankings[k], pair.gold, (k,), rankable))
+        if self.settings.granularity == "turn":
+            # A caller asking vipune for k rows gets k turns: the share of the gold sessions
+            # with a turn among them.
+            gold_sessions = {strip_turn(g) for g in pair.gold}
+            for k in ks:
+                found = {strip_turn(x) for x in rankings[k][:k]} & gold_sessions
+                metrics[f"session_recall@{k}"] = len(found) / len(gold_sessions)
+        return metrics
 
     def _rankings(self, retriever: retrievers_mod.Retriever, persona: retrievers_mod.Persona,
                   query: retrievers_mod.Query) -> dict[int, list[str]]:
@@ -440,8 +540,8 @@ class EvalSession:
     def select_node_ids(self, ids: Sequence[str]) -> None:
         """xdist controller: the selection from a worker's collected node ids."""
         assert self.corpus is not None
-        names = {f"{pair.question_id}[{name}]": (position, name)
-                 for position, pair in enumerate(self.corpus.pairs) if not pair.abstention
+        names = {f"{self.corpus.pairs[position].question_id}[{name}]": (position, name)
+                 for position in self.scored_positions()
                  for name in self.settings.retrievers}
         tails = (node.rsplit("::", 1)[-1] for node in ids if node.startswith("retrieval-eval"))
         self.select([names[tail] for tail in tails if tail in names])
@@ -458,16 +558,26 @@ class EvalSession:
             selection["selected"] = [[corpus.pairs[i].question_id, name]
                                      for i, name in self.selected]
         abstention = sum(1 for p in corpus.pairs if p.abstention)
+        no_evidence = sum(1 for p in corpus.pairs if p.notes.get(NO_USER_EVIDENCE))
         stats = dict(corpus.stats)
         notes = {name: stats.get(name, 0) for name in NOTE_TEXT}  # the header's notes
+        subset = {} if self.subset is None else {"subset": self.subset.to_dict()}
+        if self.settings.protocol == LONGMEMEVAL:  # every slot kept: nothing was dropped
+            repeats = [p.notes.get(REPEATED_SLOTS_KEPT, 0) for p in corpus.pairs]
+            notes = {REPEATED_SLOTS_KEPT: sum(repeats),
+                     "histories_with_repeats": sum(1 for n in repeats if n)}
         return {
+            **subset,
             "dataset": {**self.dataset_info, "stats": stats},
             "lane": self.plan.lane,
             "model": self.plan.model,
             "ks": list(self.settings.ks),
             "retrievers": list(self.settings.retrievers),
-            "usable": len(corpus.pairs) - abstention,
-            "skipped": {"abstention": abstention, "rejected": len(corpus.rejections)},
+            "protocol": self.settings.protocol,
+            "granularity": self.settings.granularity,
+            "usable": len(self.scored_positions()),
+            "skipped": {"abstention": abstention - no_evidence, "rejected": len(corpus.rejections),
+                        **({NO_USER_EVIDENCE: no_evidence} if no_evidence else {})},
             "rejections": [asdict(r) for r in corpus.rejections],
             "notes": notes,
             "selection": selection,

@@ -41,6 +41,7 @@ from .checksums import (
     matches_sidecar,
     memoised_sha256,
     owner_tag,
+    share_as_umask,
     write_sidecar,
     write_stamp,
 )
@@ -259,6 +260,7 @@ def build_store(
         conn.execute("COMMIT")
         conn.close()
         _fsync(tmp)
+        share_as_umask(tmp)  # SQLite creates 0644 whatever the umask
         os.replace(tmp, target)
         _fsync_dir(target.parent)
     except BaseException:
@@ -287,6 +289,7 @@ def export_store(source: str | Path, dest: str | Path) -> Path:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, tmp)
+        share_as_umask(tmp)
         os.replace(tmp, target)
     except OSError as exc:
         with contextlib.suppress(OSError):

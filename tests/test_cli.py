@@ -56,13 +56,14 @@ def prep_args(dataset: Path, model: Path, cache: Path, *extra: str) -> list[str]
             *extra]
 
 
-def assert_error_line(err: str, *needles: str) -> None:
+def assert_error_line(err: str, *needles: str) -> str:
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
     assert lines[0].startswith("retrieval-eval: error: "), err
     assert "Traceback" not in err
     for needle in needles:
         assert needle in lines[0], lines[0]
+    return lines[0]
 
 
 # --------------------------------------------------------------------------- prep
@@ -87,6 +88,27 @@ def test_prep_summary_line_then_cached(
     assert match and match.groups()[2:] == ("0", "18")
 
 
+def test_prep_of_turns_embeds_each_distinct_turn_text_once(
+    dataset: Path, model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_retrieval_eval.protocol import View
+
+    cache = tmp_path / "cache"
+    code, out, err = run(prep_args(dataset, model_dir, cache, "--no-progress",
+                                   "--granularity", "turn"), capsys)
+    assert code == 0, err
+    match = SUMMARY.match(out.strip())
+    assert match, out
+    slots, unique, now, cached = map(int, match.groups())
+    corpus = load_corpus(DatasetSource("data", dataset), cache, view=View("vipune", "turn"))
+    turn_keys = {k for p in corpus.pairs for k in p.text_keys}
+    questions = {query_key(p.question, "") for p in corpus.pairs}
+    # q0 and q1 share sessions: their turns are stored once, embedded once.
+    assert slots == sum(len(p.text_keys) for p in corpus.pairs) > len(turn_keys)
+    assert (unique, now, cached) == (len(turn_keys | questions),) * 2 + (0,)
+    assert all("_" in sid for p in corpus.pairs for sid in p.session_ids)
+
+
 def test_prep_vectors_match_the_model(
     dataset: Path, model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -109,8 +131,10 @@ def test_prep_vectors_match_the_model(
 
 
 def test_progress_bar_on_stderr(
-    dataset: Path, model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    dataset: Path, model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr(cli.ProgressBar, "GRACE", 0.0)  # these steps end within a second
     code, out, err = run(prep_args(dataset, model_dir, tmp_path / "c"), capsys)
     assert code == 0 and SUMMARY.match(out.strip())
     assert "embed [" in err and "18/18" in err and "ETA" in err
@@ -119,6 +143,7 @@ def test_progress_bar_on_stderr(
 def test_progress_bar_render() -> None:
     stream = io.StringIO()
     bar = cli.ProgressBar(stream, width=10)
+    bar.GRACE = 0.0  # drawn from the start
     assert bar.render("embed", 5, 10, 2.0, 5) == "embed [#####.....] 5/10 2.5/s ETA 00:02"
     assert bar.render("embed", 0, 0, 0.0, 0) == "embed [##########] 0/0 0.0/s ETA --:--"
     assert bar.render("read", 7, None, 3.0, 6).startswith("read 7 2.0/s")
@@ -140,7 +165,16 @@ def test_missing_model_is_one_line(
     code, out, err = run(prep_args(dataset, tmp_path / "no-model-here", tmp_path / "c",
                                    "--offline", "--no-progress"), capsys)
     assert code == cli.EXIT_ERROR and out == ""
-    assert_error_line(err)
+    line = assert_error_line(err)
+    # prep's advice names prep's own flag, never the pytest option (issue 10).
+    assert "pass --model DIR" in line and "--retrieval-eval-" not in line, line
+
+
+def test_advice_names_the_flag_of_the_command_in_use() -> None:
+    assert cli.for_cli("check --retrieval-eval-data-repo, or pass --retrieval-eval-model DIR "
+                       "(or --retrieval-eval-cache DIR); --retrieval-eval-json stays") == (
+        "check --data-repo, or pass --model DIR (or --cache DIR); --retrieval-eval-json stays")
+    assert cli.for_cli("--retrieval-eval-max-length 9") == "--max-length 9"
 
 
 def test_missing_dataset_is_one_line(
@@ -286,3 +320,14 @@ def test_sigint_then_sigkill_then_resume(
     np.testing.assert_allclose(vectors.get(keys), embedder.embed(corpus.texts(keys)), atol=1e-6)
     leftovers = [p for p in cache.glob("vectors/*/.tmp-*")]
     assert leftovers == []
+
+
+def test_bad_argument_is_one_line_without_the_usage_banner(
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["prep", "--batch-size", "0"])
+    assert exit_info.value.code == cli.EXIT_ERROR
+    err = capsys.readouterr().err
+    assert err.splitlines() == ["retrieval-eval prep: error: argument --batch-size: 0 must be "
+                                "at least 1; see retrieval-eval prep --help"], err

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_retrieval_eval import checksums, dataset
+from pytest_retrieval_eval import hub as hub_mod
 from pytest_retrieval_eval.dataset import (
     DEFAULT_REPO,
     KNOWN,
@@ -129,11 +130,31 @@ class FakeHub:
         return str(self.remote)
 
 
+def cache_lookup(hub: Any) -> Any:
+    """``try_to_load_from_cache`` in terms of a fake ``hf_hub_download``: the same call with
+    ``local_files_only``, recorded alike; not cached is None."""
+
+    def lookup(repo_id: str, filename: str, cache_dir: Any = None,
+               repo_type: str | None = None) -> str | None:
+        kwargs: dict[str, Any] = {"repo_id": repo_id, "filename": filename}
+        if repo_type is not None:
+            kwargs["repo_type"] = repo_type
+        try:
+            return str(hub(**kwargs, local_files_only=True))
+        except Exception:
+            return None
+
+    return lookup
+
+
 def install_hub(monkeypatch: pytest.MonkeyPatch, hub: FakeHub) -> None:
     import huggingface_hub
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", hub)
+    monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", cache_lookup(hub))
+    monkeypatch.setattr(hub_mod, "_probe", lambda *args: None)  # the fake answers for the Hub
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)
 
 
 def test_resolve_known_name_uses_cached_copy_first(

@@ -17,6 +17,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from pytest_retrieval_eval import embedding as emb
+from pytest_retrieval_eval import hub as hub_mod
 from pytest_retrieval_eval.checksums import memoised_sha256 as file_sha256
 from pytest_retrieval_eval.embedding import (
     EmbedConfig,
@@ -464,8 +465,18 @@ def fake_hub(
             raise outcome
         return str(outcome)
 
+    def lookup(repo_id: str, filename: str, cache_dir: object = None,
+               repo_type: object = None) -> str | None:
+        try:
+            return download(repo_id, filename, local_files_only=True)
+        except LocalEntryNotFoundError:
+            return None
+
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+    monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", lookup)
+    monkeypatch.setattr(hub_mod, "_probe", lambda *args: None)  # the fake answers for the Hub
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     return calls
 

@@ -52,7 +52,8 @@ def test_sample_no_model_prints_the_table(pytester: pytest.Pytester) -> None:
         "lane: model-free  model: sentence-transformers/all-MiniLM-L6-v2*",
         f"pairs: {len(SAMPLE_USABLE)} scored of {len(SAMPLE_USABLE)} usable; skipped "
         f"{SAMPLE_ABSTENTION} abstention, 0 rejected, 0 not selected",
-        "question type * n * R@1 * R@5 * R@10 * any@1 *",
+        "recall@k * hybrid",  # one block per family: nine columns do not fit 80
+        "question type * n * @1 * @5 * @10",
         "temporal-reasoning *", "overall *",
     ])
 
@@ -355,6 +356,10 @@ def test_bad_options_are_one_line_usage_errors(pytester: pytest.Pytester, args: 
     assert result.ret == USAGE_ERROR
     result.stderr.fnmatch_lines([message])
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    # One line, without pytest's usage banner ("usage: pytest [options] ...").
+    lines = [line for line in result.stderr.lines if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("ERROR: "), lines
+    assert "usage:" not in result.stderr.str()
 
 
 @pytest.mark.parametrize(("ini", "message"), [
@@ -425,7 +430,11 @@ def test_no_model_with_two_models_in_the_cache_asks_for_one(
 
 
 def test_model_lane_shows_prep_progress_then_embeds_nothing_the_second_time(
-        pytester: pytest.Pytester, tmp_path: Path) -> None:
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_retrieval_eval.plugin import _Progress
+
+    # These steps end within a second, which shows no progress (tests/test_progress.py).
+    monkeypatch.setattr(_Progress, "GRACE", 0.0)
     model = make_model_dir(tmp_path, dim=8)
     data_file = write_dataset(tmp_path / "lme.json", [make_instance("q1", n_sessions=6),
                                                       make_instance("q2", n_sessions=5)])

@@ -540,7 +540,7 @@ def test_env_hub_unreachable_for_a_named_dataset(pytester: pytest.Pytester,
                                                  cache: Path) -> None:
     result = run_plugin(pytester, "--no-model", "--retrieval-eval-data", "longmemeval_s")
     usage_error_line(result, "dataset longmemeval_s", "not in the local Hugging Face cache",
-                     "offline mode is on", "pass the path to a local copy")
+                     "--no-model never downloads", "pass the path to a local copy")
     assert not cache.exists()
 
 

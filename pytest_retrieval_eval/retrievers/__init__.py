@@ -8,6 +8,8 @@ A retriever ranks a persona's memory rows (session ids) for one query. Built-ins
 ``fts``       vipune's ``Database::search_bm25`` (FTS5 bm25 on the persona's store).
 ``bm25``      LongMemEval's own baseline, ``rank_bm25.BM25Okapi`` over ``text.split()``,
               re-implemented vectorised (same floats, same ranking, several times faster).
+              Under ``--retrieval-eval-protocol longmemeval`` it is LongMemEval's flat-bm25
+              itself (``LongMemEvalBM25Retriever``: ``split(" ")``, numpy's argsort ties).
 ``oracle``    gold first, then the rest: a pipeline self-check (recall 1 when gold is present).
 ``vipune``    the real vipune binary, driven through its command line on the persona's store.
 
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 from ..terms import DocTerms
 from .base import LazyTexts, Persona, Query, Retriever
-from .bm25 import BM25Index, BM25Retriever, DocTermCache
+from .bm25 import BM25Index, BM25Retriever, DocTermCache, LongMemEvalBM25Retriever
 from .loader import REGISTRY, FunctionRetriever, get_retriever, load_dotted
 from .oracle import OracleRetriever
 from .reference import FtsRetriever, HybridRetriever, SemanticRetriever
@@ -38,6 +40,7 @@ __all__ = [
     "FunctionRetriever",
     "HybridRetriever",
     "LazyTexts",
+    "LongMemEvalBM25Retriever",
     "OracleRetriever",
     "Persona",
     "Query",

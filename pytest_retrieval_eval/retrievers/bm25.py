@@ -18,7 +18,7 @@ import numpy as np
 from ..terms import DocTerms, TermTable, count_terms
 from .base import Persona, Query, _check_limit
 
-__all__ = ["BM25Index", "BM25Retriever", "DocTermCache"]
+__all__ = ["BM25Index", "BM25Retriever", "DocTermCache", "LongMemEvalBM25Retriever"]
 
 
 @dataclass(frozen=True)
@@ -324,15 +324,14 @@ def _tokenize_arrow(
 
 
 def _tokenize_python(
-    texts: Sequence[str],
+    texts: Sequence[str], split: Callable[[str], list[str]] = str.split,
 ) -> tuple[np.ndarray, np.ndarray, Callable[[Sequence[str]], list[int | None]]]:
-    """Plain-Python twin of :func:`_tokenize_arrow` (``str.split``, dict ids)."""
+    """Plain-Python twin of :func:`_tokenize_arrow` (``split`` per text, dict ids)."""
     vocab: dict[str, int] = {}
     gid_parts: list[np.ndarray] = []
     doc_parts: list[np.ndarray] = []
     for d, text in enumerate(texts):
-        tokens = text.split()
-        ids = [vocab.setdefault(tok, len(vocab)) for tok in tokens]
+        ids = [vocab.setdefault(tok, len(vocab)) for tok in split(text)]
         gid_parts.append(np.asarray(ids, dtype=np.int64))
         doc_parts.append(np.full(len(ids), d, dtype=np.int64))
     gids = np.concatenate(gid_parts) if gid_parts else np.zeros(0, dtype=np.int64)
@@ -466,4 +465,61 @@ class BM25Retriever:
             return []
         scores = self.index(persona).scores(query.question.split())
         order = np.argsort(-scores, kind="stable")[:lim]
+        return [persona.session_ids[i] for i in order.tolist()]
+
+
+def _split_single_space(text: str) -> list[str]:
+    return text.split(" ")
+
+
+def _tokenize_single_space(
+    texts: Sequence[str],
+) -> tuple[np.ndarray, np.ndarray, Callable[[Sequence[str]], list[int | None]]]:
+    """Tokens of ``t.split(" ")`` for every text: LongMemEval's tokenisation
+    (``src/retrieval/run_retrieval.py`` lines 107 and 110). Unlike ``split()``, runs of spaces
+    give empty tokens, an empty text is one empty token, and newlines stay inside tokens."""
+    return _tokenize_python(texts, _split_single_space)
+
+
+class LongMemEvalBM25Retriever:
+    """``bm25`` under ``--retrieval-eval-protocol longmemeval``: LongMemEval's flat-bm25.
+
+    ``BM25Okapi`` (k1 1.5, b 0.75, eps 0.25) over ``text.split(" ")``, the query split the same
+    way (run_retrieval.py lines 107-110), and the order ``np.argsort(scores)[::-1]`` (line 111):
+    numpy's default (unstable) sort, reversed, so tied items come out as upstream's do on the
+    same numpy. Every corpus item is ranked (ids repeat when a session slot does).
+    """
+
+    name = "bm25"
+    needs_vectors = False
+
+    def __init__(self, cache_size: int = 4) -> None:
+        self.cache_size = cache_size
+        self._cache: OrderedDict[str, BM25Index] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def index(self, persona: Persona) -> BM25Index:
+        with self._lock:
+            hit = self._cache.get(persona.key)
+            if hit is not None:
+                self._cache.move_to_end(persona.key)
+                return hit
+        texts = list(persona.texts)
+        gids, doc_of_tok, lookup = _tokenize_single_space(texts)
+        built = BM25Index._from_tokens(len(texts), gids, doc_of_tok, lookup, 1.5, 0.75, 0.25)
+        with self._lock:
+            self._cache[persona.key] = built
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+        return built
+
+    def scores(self, persona: Persona, query: Query) -> np.ndarray:
+        """``BM25Okapi(corpus).get_scores(question.split(" "))`` of the persona's items."""
+        return self.index(persona).scores(query.question.split(" "))
+
+    def rank(self, persona: Persona, query: Query, limit: int) -> list[str]:
+        lim = _check_limit(limit)
+        if not persona.session_ids:
+            return []
+        order = np.argsort(self.scores(persona, query))[::-1][:lim]
         return [persona.session_ids[i] for i in order.tolist()]

@@ -1,0 +1,156 @@
+"""The summary, and a comparison, as GitHub-flavoured Markdown (job summaries, PR comments).
+
+Layout: a one-line header (dataset, lane, model, protocol where the report has one), then one
+table per metric. Summary tables have a row per question type plus ``overall`` and the
+retrievers as column groups (one column per k); the best value of each k in a row is bold.
+Comparison tables have the same rows, and per retriever the columns base -> new, delta with
+its 95% CI, and the Holm-adjusted p-value (bold and marked when significant).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .pairs import QUESTION_TYPES
+from .report import families_for
+
+#: The step-summary file GitHub Actions reads after each step.
+STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+
+
+def _type_order(qtype: str) -> tuple[int, str]:
+    return (QUESTION_TYPES.index(qtype) if qtype in QUESTION_TYPES else len(QUESTION_TYPES),
+            qtype)
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|")
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[str]], right_from: int = 1) -> list[str]:
+    align = [":--" if i < right_from else "--:" for i in range(len(head))]
+    return ["| " + " | ".join(_cell(h) for h in head) + " |",
+            "| " + " | ".join(align) + " |",
+            *("| " + " | ".join(row) + " |" for row in rows)]
+
+
+def header_line(report: Mapping[str, Any]) -> str:
+    """``**retrieval-eval** · dataset … · lane … · model … · protocol …``."""
+    ds = report.get("dataset") or {}
+    model = report.get("model") or {}
+    name = model.get("name") if isinstance(model, dict) else None
+    parts = [f"dataset `{ds.get('name', '?')}` (sha256 `{str(ds.get('sha256', ''))[:12]}`)",
+             f"lane {report.get('lane', '?')}", f"model `{name or 'none'}`"]
+    protocol = report.get("protocol", ds.get("protocol"))
+    if protocol is not None:
+        granularity = report.get("granularity")
+        parts.append(f"protocol {protocol}" + (f" ({granularity} granularity)"
+                                                if granularity not in (None, "session") else ""))
+    run = report.get("run") or {}
+    if report.get("interrupted") or run.get("interrupted"):
+        parts.append("**interrupted**: partial numbers")
+    return "**retrieval-eval** · " + " · ".join(parts)
+
+
+def summary_markdown(report: Mapping[str, Any]) -> str:
+    """The report's summary tables, one per metric family."""
+    summary = report.get("summary") or {}
+    retrievers = [r for r in report["retrievers"] if r in summary]
+    lines = [header_line(report), ""]
+    if not retrievers or not any(summary[r]["overall"]["n"] for r in retrievers):
+        return "\n".join([*lines, "No pair was scored.", ""])
+    ks = list(report["ks"])
+    qtypes = sorted({t for r in retrievers for t in summary[r]["by_type"]}, key=_type_order)
+    families = families_for(str(report.get("protocol") or "vipune"),
+                            str(report.get("granularity") or "session"))
+    for family, _ in families:
+        head = ["question type", "n", *(f"{r} @{k}" for r in retrievers for k in ks)]
+        rows = []
+        for qtype in [*qtypes, "overall"]:
+            entries = [summary[r]["overall"] if qtype == "overall"
+                       else summary[r]["by_type"].get(qtype) for r in retrievers]
+            n = max(int(e["n"]) for e in entries if e is not None)
+            best = {k: max((e.get(f"{family}@{k}", -1.0) for e in entries if e), default=None)
+                    for k in ks}
+            cells: list[str] = []
+            for e in entries:
+                for k in ks:
+                    value = None if e is None else e.get(f"{family}@{k}")
+                    text = "-" if value is None else f"{value:.3f}"
+                    if value is not None and len(retrievers) > 1 and value == best[k]:
+                        text = f"**{text}**"
+                    cells.append(text)
+            label = f"**{qtype}**" if qtype == "overall" else qtype
+            rows.append([label, str(n), *cells])
+        lines.extend([f"#### {family}@k", "", *_table(head, rows, right_from=1), ""])
+    return "\n".join(lines)
+
+
+def _p(value: float) -> str:
+    if value != value:
+        return "-"
+    return "<0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def comparison_markdown(cmp: Mapping[str, Any]) -> str:
+    """A comparison: one table per metric, retrievers as column groups."""
+    base, new = cmp["base"], cmp["new"]
+    method = cmp["method"]
+    def both(key: str) -> str:
+        a, b = base.get(key), new.get(key)
+        return f"`{a}`" if a == b else f"`{a}` → `{b}`"
+
+    facts = [f"dataset {both('dataset')}", f"lane {both('lane')}", f"model {both('model')}"]
+    if base.get("protocol") is not None or new.get("protocol") is not None:
+        facts.append(f"protocol {both('protocol')}")
+    lines = [f"**retrieval-eval compare** · base `{base['label']}` → new `{new['label']}` · "
+             + " · ".join(facts) + f" · {cmp['matched']} matched pair(s), "
+             f"{len(cmp['only_in_base'])} only in base, {len(cmp['only_in_new'])} only in new",
+             ""]
+    if cmp.get("different_data"):
+        lines.extend([f"Different data (`--allow-different-data`): only the pairs both reports "
+                      f"hold are compared (`{base['sha256'][:12]}` vs `{new['sha256'][:12]}`).",
+                      ""])
+    for metric, rows in cmp["rows"].items():
+        retrievers = list(dict.fromkeys(r["retriever"] for r in rows))
+        by = {(r["retriever"], r["question_type"]): r for r in rows}
+        qtypes = list(dict.fromkeys(r["question_type"] for r in rows))
+        qtypes = [t for t in qtypes if t != "overall"] + ["overall"]
+        head = ["question type", "n"]
+        for r in retrievers:
+            head += [f"{r} base → new", f"{r} Δ [95% CI]", f"{r} p (Holm)"]
+        table = []
+        for qtype in qtypes:
+            present = [by[(r, qtype)] for r in retrievers if (r, qtype) in by]
+            cells = [f"**{qtype}**" if qtype == "overall" else qtype,
+                     str(max(x["n"] for x in present))]
+            for r in retrievers:
+                x = by.get((r, qtype))
+                if x is None:
+                    cells += ["-", "-", "-"]
+                    continue
+                delta = f"{x['delta']:+.3f} [{x['ci_low']:+.2f}, {x['ci_high']:+.2f}]"
+                p = _p(x["p_holm"])
+                if x["significant"]:
+                    delta, p = f"**{delta}**", f"**{p}** \\*"
+                cells += [f"{x['base']:.3f} → {x['new']:.3f}", delta, p]
+            table.append(cells)
+        lines.extend([f"#### Δ {metric}", "", *_table(head, table, right_from=1), ""])
+    lines.append(f"Δ = new - base; {method['ci']} CI ({method['resamples']} resamples); p: "
+                 f"{method['test']} test ({method['permutations']} permutations, exact when <= "
+                 f"{method['exact_when_differing_at_most']} pairs differ), Holm-adjusted across "
+                 f"the rows of each metric; \\* = significant at {method['alpha']}.")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def run_markdown(report: Mapping[str, Any]) -> str:
+    """What a run publishes: its summary, then its comparison if it has one."""
+    parts = [summary_markdown(report)]
+    comparison = report.get("comparison")
+    if isinstance(comparison, Mapping) and "rows" in comparison:
+        parts.append(comparison_markdown(comparison))
+    elif isinstance(comparison, Mapping) and comparison.get("refused"):
+        parts.append(f"Comparison refused: {comparison['refused']}\n")
+    return "\n".join(parts)

@@ -1,0 +1,172 @@
+"""The README is a user's page whose commands work as written (issue 10).
+
+Every ``bash`` block runs offline against the bundled sample, line by line, in an empty folder
+(``HF_HUB_OFFLINE=1``, an empty cache), with this environment's ``pytest``, ``python`` and
+``retrieval-eval`` on ``PATH``; so does each ``pytest`` example of the options table. A block
+that needs the network is marked ``<!-- network -->`` on the line before its fence; a block
+marked ``<!-- file: NAME -->`` is written to ``NAME`` in that folder before the commands run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+MAX_BYTES = 15 * 1024  # "a user's page of at most ~15 KB"
+NETWORK = "<!-- network -->"
+FILE_MARK = re.compile(r"^<!-- file: (\S+) -->$")
+FENCE = re.compile(r"^```(\w*)\s*$")
+#: The README's test command, which .ci/run must run exactly.
+TEST_COMMAND = (
+    "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && .venv/bin/pytest -n 2"
+)
+
+
+@dataclass(frozen=True)
+class Block:
+    line: int  # 1-based line of the opening fence
+    lang: str
+    text: str
+    mark: str  # the HTML comment on the line before the fence, or ""
+
+    @property
+    def commands(self) -> list[str]:
+        return [c for c in (line.strip() for line in self.text.splitlines())
+                if c and not c.startswith("#")]
+
+
+def readme_blocks(text: str) -> list[Block]:
+    blocks: list[Block] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        match = FENCE.match(lines[i])
+        if match is None:
+            i += 1
+            continue
+        start = i
+        prev = next((lines[j].strip() for j in range(i - 1, -1, -1) if lines[j].strip()), "")
+        body: list[str] = []
+        i += 1
+        while i < len(lines) and not lines[i].startswith("```"):
+            body.append(lines[i])
+            i += 1
+        mark = prev if prev.startswith("<!--") else ""
+        blocks.append(Block(start + 1, match.group(1), "\n".join(body), mark))
+        i += 1
+    return blocks
+
+
+def options_examples(text: str) -> list[str]:
+    """The ``pytest ...`` commands in the example column of the options table."""
+    section = text.split("## Options in brief", 1)[1].split("\n## ", 1)[0]
+    return [m for row in section.splitlines() if row.startswith("|")
+            for m in re.findall(r"`(pytest [^`]+)`", row.rsplit("|", 2)[-2])]
+
+
+BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
+SHELL = [b for b in BLOCKS if b.lang == "bash"]
+OFFLINE = [b for b in SHELL if b.mark != NETWORK]
+FILES = {m.group(1): b.text for b in BLOCKS if (m := FILE_MARK.match(b.mark))}
+EXAMPLES = options_examples(README.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One plugin cache for this module's commands (the corpus is built once)."""
+    return tmp_path_factory.mktemp("readme-cache")
+
+
+def _env(home: Path, cache: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYTEST_", "HF_", "RETRIEVAL_EVAL_"))}
+    env.update(
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+        HF_HUB_OFFLINE="1",
+        HF_HOME=str(home / "hf"),
+        RETRIEVAL_EVAL_CACHE_DIR=str(cache),
+        HOME=str(home),
+    )
+    return env
+
+
+def _run(commands: list[str], workdir: Path, cache: Path) -> None:
+    for name, content in FILES.items():
+        (workdir / name).write_text(content + "\n", encoding="utf-8")
+    env = _env(workdir, cache)
+    for command in commands:
+        done = subprocess.run(["bash", "-c", command], cwd=workdir, env=env,
+                              capture_output=True, text=True, timeout=300)
+        output = done.stdout + done.stderr
+        assert done.returncode == 0, f"README command failed ({done.returncode}):\n" \
+                                     f"$ {command}\n{output[-3000:]}"
+        assert "no pair was scored" not in output, f"$ {command}\n{output[-3000:]}"
+
+
+def test_readme_is_a_short_page() -> None:
+    size = len(README.read_bytes())
+    assert size <= MAX_BYTES, f"README.md is {size} bytes; move reference material to docs/"
+    text = README.read_text(encoding="utf-8")
+    assert "scope document" not in text
+    for heading in ("## What it measures", "## Set up", "## Everyday use", "## Options in brief",
+                    "## Retrievers and your own store", "## Reading the report",
+                    "## The ten most common errors", "## Reliability", "## Development"):
+        assert heading in text, heading
+
+
+@pytest.mark.parametrize("page", [README, *sorted((ROOT / "docs").glob("*.md"))],
+                         ids=lambda p: p.name)
+def test_links_resolve(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+        if not target.startswith(("http://", "https://")):
+            assert (page.parent / target).exists(), (page.name, target)
+    assert "scope document" not in text
+
+
+def test_readme_error_table_has_ten_rows() -> None:
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## The ten most common errors", 1)[1].split("\n## ", 1)[0]
+    rows = [r for r in section.splitlines() if r.startswith("| `")]
+    assert len(rows) == 10, rows
+
+
+def test_setup_commands_are_what_ci_runs() -> None:
+    """The network-marked set-up blocks: .ci/run runs the test command exactly, and the main
+    job (the bundled sample, model-free, in examples/vipune)."""
+    setup = [c for b in SHELL if b.mark == NETWORK for c in b.commands
+             if c.startswith("python3 -m venv")]
+    assert TEST_COMMAND in setup, setup
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert TEST_COMMAND in ci.splitlines()
+    main_job = next(c for c in setup if c != TEST_COMMAND)
+    assert main_job.endswith("cd examples/vipune && ../../.venv/bin/pytest --retrieval-eval "
+                             "--no-model")
+    assert "cd examples/vipune" in ci and "pytest --retrieval-eval --no-model" in ci
+
+
+def test_readme_has_offline_blocks_and_examples() -> None:
+    # The extraction itself must find something: a test over nothing cannot fail.
+    assert len(OFFLINE) >= 3 and len(EXAMPLES) >= 8, (OFFLINE, EXAMPLES)
+    assert "conftest.py" in FILES
+    ids = " ".join(c for b in OFFLINE for c in b.commands)
+    assert "-k temporal-reasoning" in ids and re.search(r"-k gpt4_\w+", ids)
+
+
+@pytest.mark.parametrize("block", OFFLINE, ids=[f"line{b.line}" for b in OFFLINE])
+def test_readme_block_runs_offline(block: Block, tmp_path: Path, shared_cache: Path) -> None:
+    _run(block.commands, tmp_path, shared_cache)
+
+
+@pytest.mark.parametrize("command", EXAMPLES, ids=[f"example{i}" for i in range(len(EXAMPLES))])
+def test_options_table_example_runs_offline(command: str, tmp_path: Path,
+                                            shared_cache: Path) -> None:
+    _run([command], tmp_path, shared_cache)
