@@ -9,7 +9,7 @@ Two parts, one command (``python scripts/mutation.py``, both parts; results in
     (``[tool.mutmut]`` in ``pyproject.toml``) and, per mutant, runs only those tests of
     ``tests/test_vipune.py``, ``test_metrics.py``, ``test_store.py``, ``test_bundled_sample.py``
     and ``test_mutation_kills.py`` that called the mutated function. A fresh run (the
-    ``mutants/`` folder is deleted first) takes 7 to 14 minutes on 2 shared cores. Then the
+    ``mutants/`` folder is deleted first) takes 4 to 14 minutes on 2 shared cores. Then the
     score per module and every surviving mutant, as a one-line diff, are printed.
 
 ``named``
