@@ -1,0 +1,54 @@
+"""What every ``retrieval-eval`` subcommand shares: the program name, the exit statuses, the
+parser class that makes a bad argument one line, and the argument types more than one
+command takes (those of one command live beside it: ``--shard`` in :mod:`cli_prep`,
+``--repo`` in :mod:`cli_cache`, ``--retrievers`` in :mod:`cli_reports`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import NoReturn
+
+from .errors import one_line
+
+__all__ = [
+    "EXIT_ERROR",
+    "EXIT_HUB",
+    "EXIT_INTERRUPTED",
+    "EXIT_REFUSED",
+    "PROG",
+    "OneLineParser",
+    "directory",
+    "nonempty",
+]
+
+PROG = "retrieval-eval"
+EXIT_ERROR = 2
+EXIT_HUB = 4  # cache push/pull: the exit status pytest gives a usage error
+EXIT_INTERRUPTED = 130
+# Exit status of a comparison or figure that cannot be made (as pytest's usage error).
+EXIT_REFUSED = 4
+
+
+def directory(value: str) -> Path:
+    if not value.strip():
+        raise argparse.ArgumentTypeError("cache directory is empty; give a folder path")
+    path = Path(value).expanduser()
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{path} exists and is not a directory")
+    return path
+
+
+def nonempty(value: str) -> str:
+    if not value.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return value.strip()
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """A bad argument is one line (``retrieval-eval prep: error: argument --batch-size: ...;
+    see --help``), not the usage banner followed by the message."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {one_line(message)}; see "
+                              f"{self.prog} --help\n")
