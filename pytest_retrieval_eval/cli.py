@@ -10,15 +10,13 @@ subcommands lives in its own module:
   cache holds.
 * :mod:`cli_cache`: ``retrieval-eval cache merge DIR... [--into DIR]`` combines caches;
   ``cache push --repo ORG/NAME`` / ``cache pull --repo ORG/NAME`` share one model's vectors
-  through a Hugging Face Hub dataset repo (:mod:`cache_hub`); their errors (offline, no such
-  repo, a refused token, another model's vectors, a failed checksum) exit 4.
+  through a Hugging Face Hub dataset repo (:mod:`cache_hub`).
 * :mod:`cli_reports`: ``retrieval-eval compare`` and ``retrieval-eval plot``.
 * :mod:`cli_args` holds what they share (program name, exit statuses, the one-line parser,
   argument types); :mod:`progress_bar` the progress bar.
 
 Option names and defaults match the pytest options (without the ``--retrieval-eval-`` prefix).
-A :class:`~pytest_retrieval_eval.errors.RetrievalEvalError` prints
-``retrieval-eval: error: <one line>`` and exits 2; Ctrl-C exits 130.
+Exit statuses are in :func:`main`'s docstring.
 """
 
 from __future__ import annotations
@@ -32,15 +30,14 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from . import cli_cache, cli_prep, cli_reports
-from .cli_args import EXIT_ERROR, EXIT_HUB, EXIT_INTERRUPTED, EXIT_REFUSED, PROG, OneLineParser
+from .cli_args import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, PROG, OneLineParser
 from .errors import RetrievalEvalError, one_line
 from .progress_bar import ProgressBar
 
 __all__ = [
     "EXIT_ERROR",
-    "EXIT_HUB",
     "EXIT_INTERRUPTED",
-    "EXIT_REFUSED",
+    "EXIT_USAGE",
     "PROG",
     "ProgressBar",
     "build_parser",
@@ -86,7 +83,20 @@ def for_cli(message: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``retrieval-eval``; returns the exit status."""
+    """Entry point of ``retrieval-eval``; returns the exit status, one rule for every
+    subcommand (docs/errors.md):
+
+    * 0: done (``compare`` exits 0 whatever the numbers).
+    * 2 (:data:`EXIT_USAGE`): a bad flag or value, e.g. ``--batch-size 0`` or ``--shard 5/4``;
+      argparse's status, raised as ``SystemExit`` by :meth:`parse_args`, one line, no banner.
+    * 4 (:data:`EXIT_ERROR`): any :class:`~pytest_retrieval_eval.errors.RetrievalEvalError`,
+      a run that cannot go on (bad data, missing model or vectors, a refused merge, a Hub
+      failure, a refused comparison or figure): ``retrieval-eval: error: <one line>``. It is
+      the status pytest gives its usage errors, so ``retrieval-eval`` and
+      ``pytest --retrieval-eval`` exit alike on the same fault.
+    * 130 (:data:`EXIT_INTERRUPTED`): Ctrl-C; ``prep`` keeps what it embedded.
+    * 1: stdout closed early (``retrieval-eval models | head``).
+    """
     out, err = sys.stdout, sys.stderr
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -101,16 +111,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "cache":
             return cli_cache.run(args, out, err)
         if args.command in ("compare", "plot"):
-            try:
-                return cli_reports.run(args, out, err)
-            except RetrievalEvalError as exc:
-                err.write(f"{PROG}: error: {one_line(exc)}\n")
-                return EXIT_REFUSED
+            return cli_reports.run(args, out, err)
         return cli_prep.run(args, out, err)
     except RetrievalEvalError as exc:
         err.write(f"{PROG}: error: {for_cli(one_line(exc))}\n")
-        hub = args.command == "cache" and args.cache_command in ("push", "pull")
-        return EXIT_HUB if hub else EXIT_ERROR
+        return EXIT_ERROR
     except KeyboardInterrupt:
         err.write(f"{PROG}: interrupted\n")
         return EXIT_INTERRUPTED

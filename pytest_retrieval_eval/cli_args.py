@@ -1,5 +1,5 @@
 """What every ``retrieval-eval`` subcommand shares: the program name, the exit statuses, the
-parser class that makes a bad argument one line, and the argument types more than one
+parser class that makes a bad argument one line (exit 2), and the argument types more than one
 command takes (those of one command live beside it: ``--shard`` in :mod:`cli_prep`,
 ``--repo`` in :mod:`cli_cache`, ``--retrievers`` in :mod:`cli_reports`)."""
 
@@ -13,9 +13,8 @@ from .errors import one_line
 
 __all__ = [
     "EXIT_ERROR",
-    "EXIT_HUB",
     "EXIT_INTERRUPTED",
-    "EXIT_REFUSED",
+    "EXIT_USAGE",
     "PROG",
     "OneLineParser",
     "directory",
@@ -23,11 +22,11 @@ __all__ = [
 ]
 
 PROG = "retrieval-eval"
-EXIT_ERROR = 2
-EXIT_HUB = 4  # cache push/pull: the exit status pytest gives a usage error
-EXIT_INTERRUPTED = 130
-# Exit status of a comparison or figure that cannot be made (as pytest's usage error).
-EXIT_REFUSED = 4
+# The exit statuses, one rule for every subcommand (docs/errors.md):
+EXIT_USAGE = 2  # a bad flag or value: argparse's own status
+EXIT_ERROR = 4  # a RetrievalEvalError: the run cannot go on; pytest's usage-error status, so
+#                 `retrieval-eval` and `pytest --retrieval-eval` agree on the same fault
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 
 
 def directory(value: str) -> Path:
@@ -50,5 +49,5 @@ class OneLineParser(argparse.ArgumentParser):
     see --help``), not the usage banner followed by the message."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_ERROR, f"{self.prog}: error: {one_line(message)}; see "
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line(message)}; see "
                               f"{self.prog} --help\n")

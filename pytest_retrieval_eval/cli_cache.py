@@ -8,7 +8,8 @@ import argparse
 from pathlib import Path
 from typing import Any, TextIO
 
-from .cli_args import EXIT_HUB, PROG, OneLineParser, directory, nonempty
+from .cli_args import OneLineParser, directory, nonempty
+from .errors import CacheHubError
 from .options import DEFAULT_DATA_REPO
 from .progress_bar import ProgressBar
 
@@ -133,9 +134,8 @@ def _cmd_push(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     root: Path = args.cache if args.cache is not None else cache_mod.default_cache_dir()
     if args.include_corpus and args.data is None:
-        err.write(f"{PROG}: error: cache push --include-corpus needs --data SPEC, the dataset "
-                  f"whose corpus to upload\n")
-        return EXIT_HUB
+        raise CacheHubError("cache push --include-corpus needs --data SPEC, the dataset whose "
+                            "corpus to upload")
     bar = None if args.no_progress else ProgressBar(err)
     try:
         keys = corpus_file = None
