@@ -26,6 +26,8 @@ from pytest_retrieval_eval.prep import WAIT_LABEL, PrepInterrupted, query_key
 from .lme_factory import make_instance, write_dataset
 from .model_factory import make_model_dir
 
+pytest_plugins = ["pytester"]
+
 ROOT = Path(__file__).resolve().parent.parent
 SUMMARY = re.compile(
     r"^prep: (\d+) slots, (\d+) unique texts, (\d+) embedded now, (\d+) from cache, "
@@ -164,7 +166,7 @@ def test_missing_model_is_one_line(
 ) -> None:
     code, out, err = run(prep_args(dataset, tmp_path / "no-model-here", tmp_path / "c",
                                    "--offline", "--no-progress"), capsys)
-    assert code == cli.EXIT_ERROR and out == ""
+    assert code == cli.EXIT_ERROR == 4 and out == ""
     line = assert_error_line(err)
     # prep's advice names prep's own flag, never the pytest option (issue 10).
     assert "pass --model DIR" in line and "--retrieval-eval-" not in line, line
@@ -181,8 +183,24 @@ def test_missing_dataset_is_one_line(
     model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, _, err = run(prep_args(tmp_path / "nope.json", model_dir, tmp_path / "c"), capsys)
-    assert code == cli.EXIT_ERROR
+    assert code == cli.EXIT_ERROR == 4
     assert_error_line(err, "nope.json")
+
+
+def test_cli_and_pytest_exit_alike_on_the_same_fault(
+    model_dir: Path, tmp_path: Path, pytester: pytest.Pytester,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    # One rule (docs/errors.md): a RetrievalEvalError exits 4 in `retrieval-eval` as the
+    # plugin's usage error does in `pytest --retrieval-eval`; 2 is argparse's alone.
+    missing, cache = tmp_path / "nope.json", tmp_path / "c"
+    code, _, err = run(prep_args(missing, model_dir, cache), capsys)
+    assert_error_line(err, "nope.json")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--retrieval-eval",
+                                "--retrieval-eval-data", str(missing), "--retrieval-eval-model",
+                                str(model_dir), "--retrieval-eval-cache", str(cache))
+    assert "nope.json" in result.stderr.str()
+    assert code == result.ret == pytest.ExitCode.USAGE_ERROR == 4
 
 
 def test_other_models_cache_is_one_line(
@@ -195,7 +213,7 @@ def test_other_models_cache_is_one_line(
     data["dim"] = 999
     manifest.write_text(json.dumps(data))
     code, _, err = run(prep_args(dataset, model_dir, cache, "--no-progress"), capsys)
-    assert code == cli.EXIT_ERROR
+    assert code == cli.EXIT_ERROR == 4
     assert_error_line(err, str(manifest.parent), "dim 999")
 
 
@@ -327,7 +345,7 @@ def test_bad_argument_is_one_line_without_the_usage_banner(
 ) -> None:
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["prep", "--batch-size", "0"])
-    assert exit_info.value.code == cli.EXIT_ERROR
+    assert exit_info.value.code == cli.EXIT_USAGE == 2
     err = capsys.readouterr().err
     assert err.splitlines() == ["retrieval-eval prep: error: argument --batch-size: 0 must be "
                                 "at least 1; see retrieval-eval prep --help"], err

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pytest_retrieval_eval import cli, plugin
+from pytest_retrieval_eval import cli, plugin, progress_bar
 
 pytest_plugins = ["pytester"]
 
@@ -75,7 +75,7 @@ def test_plugin_step_over_a_second_shows_its_progress(monkeypatch: pytest.Monkey
 
 def test_cli_bar_step_under_a_second_shows_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = _Clock()
-    monkeypatch.setattr(cli.time, "monotonic", clock)
+    monkeypatch.setattr(progress_bar.time, "monotonic", clock)
     stream = io.StringIO()
     bar = cli.ProgressBar(stream, width=10)
     bar("ingest", 0, 18)
