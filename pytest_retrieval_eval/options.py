@@ -77,26 +77,24 @@ def parse_retrievers(value: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def positive_int(value: str) -> int:
-    """A whole number of at least 1."""
+def _int_at_least(value: str, low: int) -> int:
     try:
         number = int(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{number} must be at least 1")
+    if number < low:
+        raise argparse.ArgumentTypeError(f"{number} must be at least {low}")
     return number
+
+
+def positive_int(value: str) -> int:
+    """A whole number of at least 1."""
+    return _int_at_least(value, 1)
 
 
 def nonnegative_int(value: str) -> int:
     """A whole number of at least 0 (a seed)."""
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"{number} must be at least 0")
-    return number
+    return _int_at_least(value, 0)
 
 
 def positive_float(value: str) -> float:

@@ -403,6 +403,29 @@ class DocTermCache:
             return [hit for hit in found if hit is not None]
 
 
+class _IndexLRU:
+    """Persona key -> BM25 index, the ``size`` most recently used; thread-safe (a build runs
+    outside the lock: two threads may build one persona's index, and the last one is kept)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[str, BM25Index] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str, build: Callable[[], BM25Index]) -> BM25Index:
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None:
+                self._items.move_to_end(key)
+                return hit
+        built = build()
+        with self._lock:
+            self._items[key] = built
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return built
+
+
 class BM25Retriever:
     """LongMemEval's BM25 baseline: BM25Okapi(k1 1.5, b 0.75, eps 0.25) over ``text.split()``.
 
@@ -421,8 +444,7 @@ class BM25Retriever:
         self.cache_size = cache_size
         self._terms = terms
         self._table: Callable[[], TermTable] | None = None
-        self._cache: OrderedDict[str, BM25Index] = OrderedDict()
-        self._lock = threading.Lock()
+        self._indexes = _IndexLRU(cache_size)
         self._terms_lock = threading.Lock()  # only for making ``terms`` (may read a file)
 
     def use_table(self, load: Callable[[], TermTable]) -> None:
@@ -442,22 +464,14 @@ class BM25Retriever:
 
     def index(self, persona: Persona) -> BM25Index:
         """The persona's index, built on first use."""
-        with self._lock:
-            hit = self._cache.get(persona.key)
-            if hit is not None:
-                self._cache.move_to_end(persona.key)
-                return hit
+        return self._indexes.get(persona.key, lambda: self._build(persona))
+
+    def _build(self, persona: Persona) -> BM25Index:
         keys = persona.text_keys
         if keys and len(keys) == len(persona.session_ids):
             terms = self.terms
-            built = BM25Index.from_doc_terms(terms.get(keys, lambda: persona.texts), terms.vocab)
-        else:
-            built = BM25Index.build(list(persona.texts))
-        with self._lock:
-            self._cache[persona.key] = built
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
-        return built
+            return BM25Index.from_doc_terms(terms.get(keys, lambda: persona.texts), terms.vocab)
+        return BM25Index.build(list(persona.texts))
 
     def rank(self, persona: Persona, query: Query, limit: int) -> list[str]:
         lim = _check_limit(limit)
@@ -495,23 +509,16 @@ class LongMemEvalBM25Retriever:
 
     def __init__(self, cache_size: int = 4) -> None:
         self.cache_size = cache_size
-        self._cache: OrderedDict[str, BM25Index] = OrderedDict()
-        self._lock = threading.Lock()
+        self._indexes = _IndexLRU(cache_size)
 
     def index(self, persona: Persona) -> BM25Index:
-        with self._lock:
-            hit = self._cache.get(persona.key)
-            if hit is not None:
-                self._cache.move_to_end(persona.key)
-                return hit
+        return self._indexes.get(persona.key, lambda: self._build(persona))
+
+    @staticmethod
+    def _build(persona: Persona) -> BM25Index:
         texts = list(persona.texts)
         gids, doc_of_tok, lookup = _tokenize_single_space(texts)
-        built = BM25Index._from_tokens(len(texts), gids, doc_of_tok, lookup, 1.5, 0.75, 0.25)
-        with self._lock:
-            self._cache[persona.key] = built
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
-        return built
+        return BM25Index._from_tokens(len(texts), gids, doc_of_tok, lookup, 1.5, 0.75, 0.25)
 
     def scores(self, persona: Persona, query: Query) -> np.ndarray:
         """``BM25Okapi(corpus).get_scores(question.split(" "))`` of the persona's items."""
