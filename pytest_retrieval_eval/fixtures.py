@@ -1,8 +1,9 @@
 """Public fixtures: the harness's data, stores and vectors in a user's own tests.
 
 Registered by the plugin (always: without ``--retrieval-eval`` a test that requests a pair is
-skipped, saying so). The plugin's own pair items get their pair and store from these same
-fixtures.
+skipped, saying so). The plugin's own pair items get their pair, passage vectors, query
+vector and store from these same fixtures, each a thin wrapper over an ``EvalSession``
+method (``store_path``, ``passage_vectors``, ``query_vector``).
 
 ``retrieval_eval_corpus``        (session) the compact corpus: ``pairs``, ``texts(keys)``
 ``retrieval_eval_pair``          a test requesting it is parametrized over the usable pairs,
@@ -123,7 +124,7 @@ def retrieval_eval_store(request: pytest.FixtureRequest,
                          retrieval_eval_pair: PairRecord) -> Path:
     """The pair's vipune SQLite store (vipune's schema, built once per persona and reused by
     every retriever and process; open it read-only, e.g. ``file:...?mode=ro``)."""
-    return _need_state(request).persona(retrieval_eval_pair).store_path()
+    return _need_state(request).store_path(retrieval_eval_pair)
 
 
 def _no_vectors(what: str, state: EvalSession) -> str:
@@ -138,10 +139,10 @@ def retrieval_eval_vectors(request: pytest.FixtureRequest,
                            retrieval_eval_pair: PairRecord) -> PassageVectors:
     """The pair's cached passage vectors with their session ids (store order)."""
     state = _need_state(request)
-    if state.vectors is None:
+    vectors = state.passage_vectors(retrieval_eval_pair)
+    if vectors is None:
         pytest.fail(_no_vectors("retrieval_eval_vectors", state), pytrace=False)
-    persona = state.persona(retrieval_eval_pair)
-    return PassageVectors(persona.session_ids, persona.vectors)
+    return PassageVectors(tuple(retrieval_eval_pair.session_ids), vectors)
 
 
 @pytest.fixture
@@ -149,7 +150,7 @@ def retrieval_eval_query_vector(request: pytest.FixtureRequest,
                                 retrieval_eval_pair: PairRecord) -> np.ndarray:
     """The pair's query vector: embedded live (model lane) or read from the cache."""
     state = _need_state(request)
-    vector = state.query(retrieval_eval_pair)[0].vector
+    vector = state.query_vector(retrieval_eval_pair)
     if vector is None:
         pytest.fail(_no_vectors("retrieval_eval_query_vector", state), pytrace=False)
     return vector

@@ -195,15 +195,29 @@ class PairItem(pytest.Function):
 
 
 def _pair_test(request: pytest.FixtureRequest) -> None:
+    """A pair item: its pair, vectors, query vector and store come from the public fixtures
+    user tests get (fixtures.py), so a conftest overriding one changes what is scored.
+
+    Asked for here, not as arguments: a failing fixture (a missing custom retriever, a
+    damaged cache) then fails the call with one line (PairItem.repr_failure) instead of a
+    setup error with a traceback; and only what the run holds is asked for.
+    """
+    from .session import PairInputs
+
     item = request.node
     state = request.config.stash[SESSION_KEY]
-    request.getfixturevalue("retrieval_eval_pair")  # the fixture user tests get (fixtures.py)
+    request.getfixturevalue("retrieval_eval_pair")
     custom: Retriever | None = None
     if item.retriever == CUSTOM_RETRIEVER:
-        # Asked for here, not as an argument: a missing fixture then fails the call with one
-        # line (PairItem.repr_failure) instead of a setup error with a traceback.
         custom = request.getfixturevalue("retrieval_eval_custom_retriever")
-    result = state.run_pair(item.position, item.retriever, custom=custom)
+    vectors = query_vector = store = None
+    if state.holds_vectors():
+        vectors = request.getfixturevalue("retrieval_eval_vectors").vectors
+        query_vector = request.getfixturevalue("retrieval_eval_query_vector")
+    if state.needs_store(item.retriever, custom):  # built before the query is timed
+        store = request.getfixturevalue("retrieval_eval_store")
+    result = state.run_pair(item.position, item.retriever, custom=custom,
+                            inputs=PairInputs(vectors, query_vector, store))
     from .publish import pair_properties  # --junitxml carries them to CI test analytics
 
     item.user_properties.extend(pair_properties(result))

@@ -14,7 +14,7 @@ import shlex
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,17 @@ class Plan:
         return cls(**data)
 
 
+@dataclass(frozen=True)
+class PairInputs:
+    """What one pair item hands its retriever besides the pair: the values of the public
+    fixtures ``retrieval_eval_vectors``, ``retrieval_eval_query_vector`` and
+    ``retrieval_eval_store`` (None: the run holds no vectors; the retriever reads no store)."""
+
+    vectors: np.ndarray | None
+    query_vector: np.ndarray | None
+    store: Path | None
+
+
 @dataclass
 class EvalSession:
     """One run's settings, plan, loaded resources and results."""
@@ -81,6 +92,8 @@ class EvalSession:
     _seen_errors: set[tuple[str, str]] = field(default_factory=set)
     _personas: OrderedDict[int, retrievers_mod.Persona] = field(default_factory=OrderedDict)
     _queries: OrderedDict[int, retrievers_mod.Query] = field(default_factory=OrderedDict)
+    #: pair index -> the live query embedding's milliseconds, until its first scored item.
+    _embed_ms: dict[int, float] = field(default_factory=dict)
     #: --retrieval-eval-subset: the chosen pairs (None: every usable pair).
     subset: subset_mod.Subset | None = None
 
@@ -391,21 +404,22 @@ class EvalSession:
             self._personas.popitem(last=False)
         return persona
 
-    def query(self, pair: corpus_mod.PairRecord) -> tuple[retrievers_mod.Query, float | None]:
-        """The pair's query; its vector is embedded live (model lane, timed) or cached.
+    def query(self, pair: corpus_mod.PairRecord) -> retrievers_mod.Query:
+        """The pair's query; its vector is embedded live (model lane) or read from the cache.
 
-        The pair's items (one per retriever) share one query: the embedding latency is
-        returned with the first only, so each question is embedded, and timed, once.
+        A live embedding is timed here, whoever asks (a pair item, through the
+        ``retrieval_eval_query_vector`` fixture, or a user's test): the time waits for the
+        pair's next scored item (:meth:`run_pair`), so each question is embedded, and its
+        latency reported, once however many retrievers rank it.
         """
         cached = self._queries.get(pair.index)
         if cached is not None:
-            return cached, None
+            return cached
         vector: np.ndarray | None = None
-        elapsed_ms: float | None = None
         if self.embedder is not None:
             start = time.perf_counter()
             vector = self.embedder.embed_query(pair.question)
-            elapsed_ms = (time.perf_counter() - start) * 1000.0
+            self._embed_ms[pair.index] = (time.perf_counter() - start) * 1000.0
         elif self.vectors is not None and self.plan is not None and self.plan.model is not None:
             prefix = str(self.plan.model.get("query_prefix", ""))
             vector = self.vectors.get([prep_mod.query_key(pair.question, prefix)])[0]
@@ -416,18 +430,63 @@ class EvalSession:
         self._queries[pair.index] = query
         while len(self._queries) > 4:
             self._queries.popitem(last=False)
-        return query, elapsed_ms
+        return query
+
+    def holds_vectors(self) -> bool:
+        """Whether this run holds passage and query vectors (some retriever reads them)."""
+        return self.vectors is not None
+
+    def passage_vectors(self, pair: corpus_mod.PairRecord) -> np.ndarray | None:
+        """The pair's passage vectors (``retrieval_eval_vectors``); None when the run holds
+        none."""
+        return self.persona(pair).vectors if self.holds_vectors() else None
+
+    def query_vector(self, pair: corpus_mod.PairRecord) -> np.ndarray | None:
+        """The pair's query vector (``retrieval_eval_query_vector``); None without vectors."""
+        return self.query(pair).vector
+
+    def store_path(self, pair: corpus_mod.PairRecord) -> Path:
+        """The pair's vipune store (``retrieval_eval_store``): built once per persona."""
+        return self.persona(pair).store_path()
+
+    def needs_store(self, retriever_name: str,
+                    custom: retrievers_mod.Retriever | None = None) -> bool:
+        """Whether the retriever searches the persona's vipune store (``needs_store``)."""
+        retriever = custom if custom is not None else self._retrievers[retriever_name]
+        return bool(getattr(retriever, "needs_store", False))
+
+    def pair_inputs(self, pair: corpus_mod.PairRecord, retriever_name: str,
+                    custom: retrievers_mod.Retriever | None = None) -> PairInputs:
+        """What a retriever is handed for the pair, from the methods the public fixtures
+        wrap (a pair item gets these through the fixtures themselves)."""
+        return PairInputs(
+            vectors=self.passage_vectors(pair),
+            query_vector=self.query_vector(pair) if self.holds_vectors() else None,
+            store=self.store_path(pair) if self.needs_store(retriever_name, custom) else None)
 
     def run_pair(self, index: int, retriever_name: str,
-                 custom: retrievers_mod.Retriever | None = None) -> PairResult:
-        """Rank one pair with one retriever, score it, and keep the result."""
+                 custom: retrievers_mod.Retriever | None = None,
+                 inputs: PairInputs | None = None) -> PairResult:
+        """Rank one pair with one retriever, score it, and keep the result.
+
+        ``inputs``: the pair's vectors, query vector and store as the public fixtures gave
+        them (a pair item's); by default from :meth:`pair_inputs`, the methods those fixtures
+        wrap. Either way the store is built (or checked) before the query is timed.
+        """
         assert self.corpus is not None
         pair = self.corpus.pairs[index]
         retriever = custom if custom is not None else self._retrievers[retriever_name]
-        persona = self.persona(pair)
-        query, embed_ms = self.query(pair)
-        if getattr(retriever, "needs_store", False):
-            persona.store_path()  # built or checked once per persona: not query latency
+        if inputs is None:
+            inputs = self.pair_inputs(pair, retriever_name, custom)
+        persona, query = self.persona(pair), self.query(pair)
+        if inputs.vectors is not None:
+            persona = replace(persona, vectors=inputs.vectors)
+        if inputs.store is not None:
+            store = inputs.store
+            persona = replace(persona, store_path=lambda: store)
+        if inputs.query_vector is not None:
+            query = replace(query, vector=inputs.query_vector)
+        embed_ms = self._embed_ms.pop(pair.index, None)  # the pair's first scored item's
         start = time.perf_counter()
         if self.settings.protocol == LONGMEMEVAL:
             # Every corpus item ranked, repeats kept (turn metrics grow k past the cut-off).

@@ -154,3 +154,53 @@ def test_the_tfidf_example_runs(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=2 * len(USABLE))
     result.stdout.fnmatch_lines(["*hybrid*test_tfidf*", "overall * 15 *",
                                  "test_tfidf: first gold at mean rank *"])
+
+
+SPY_CONFTEST = textwrap.dedent('''
+    from pathlib import Path
+
+    import numpy as np
+    import pytest
+
+
+    @pytest.fixture
+    def retrieval_eval_query_vector(retrieval_eval_query_vector):
+        return np.full_like(retrieval_eval_query_vector, 7.0)
+
+
+    @pytest.fixture
+    def retrieval_eval_vectors(retrieval_eval_vectors):
+        return retrieval_eval_vectors._replace(
+            vectors=np.full_like(retrieval_eval_vectors.vectors, 3.0))
+
+
+    @pytest.fixture
+    def retrieval_eval_store(retrieval_eval_store):
+        return Path(f"{retrieval_eval_store}.sentinel")
+
+
+    class Spy:
+        needs_store = True
+
+        def rank(self, persona, query, limit):
+            assert (query.vector == 7.0).all(), "query vector not the fixture's"
+            assert (persona.vectors == 3.0).all(), "passage vectors not the fixture's"
+            assert persona.store_path().name.endswith(".sentinel"), "store not the fixture's"
+            return list(persona.session_ids)[:limit]
+
+
+    @pytest.fixture(scope="session")
+    def retrieval_eval_custom_retriever():
+        return Spy()
+''')
+
+
+def test_the_plugin_items_take_vectors_query_and_store_from_the_fixtures(
+        pytester: pytest.Pytester) -> None:
+    """A conftest overriding the public fixtures changes what the plugin's own items hand
+    their retriever: the items go through the same fixtures as user tests."""
+    pytester.makeconftest(SPY_CONFTEST)
+    result, report = report_of(pytester, "--retrieval-eval-retriever", "custom")
+    result.assert_outcomes(passed=len(USABLE))
+    assert [p["retriever"] for p in report["pairs"]] == ["custom"] * len(USABLE)
+    assert not report["errors"]
