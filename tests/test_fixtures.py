@@ -200,7 +200,8 @@ def test_the_plugin_items_take_vectors_query_and_store_from_the_fixtures(
     """A conftest overriding the public fixtures changes what the plugin's own items hand
     their retriever: the items go through the same fixtures as user tests."""
     pytester.makeconftest(SPY_CONFTEST)
-    result, report = report_of(pytester, "--retrieval-eval-retriever", "custom")
-    result.assert_outcomes(passed=len(USABLE))
-    assert [p["retriever"] for p in report["pairs"]] == ["custom"] * len(USABLE)
-    assert not report["errors"]
+    for spread in ((), ("-n", "2")):  # in each xdist worker too
+        result, report = report_of(pytester, "--retrieval-eval-retriever", "custom", *spread)
+        result.assert_outcomes(passed=len(USABLE))
+        assert [p["retriever"] for p in report["pairs"]] == ["custom"] * len(USABLE)
+        assert not report["errors"]
