@@ -10,7 +10,6 @@ is never loaded twice for prep. Each item then calls :meth:`EvalSession.run_pair
 from __future__ import annotations
 
 import contextlib
-import shlex
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -23,7 +22,7 @@ import numpy as np
 from . import cache as cache_mod
 from . import corpus as corpus_mod
 from . import dataset as dataset_mod
-from . import diagnostics, vipune
+from . import diagnostics, lanes, vipune
 from . import longmemeval_metrics as lme_metrics
 from . import prep as prep_mod
 from . import retrievers as retrievers_mod
@@ -32,9 +31,9 @@ from . import subset as subset_mod
 from . import terms as terms_mod
 from .checksums import MEMO_DIR
 from .embedding import EmbedConfig, Embedder, load_embedder
-from .errors import CacheError, DataError, ModelError, RetrievalEvalError, RetrieverError
+from .errors import CacheError, DataError, ModelError, RetrieverError
 from .metrics import dedupe, score_ranking
-from .options import CUSTOM_RETRIEVER, DEFAULT_DATA, DEFAULT_DATA_REPO, DEFAULT_MODEL, Settings
+from .options import CUSTOM_RETRIEVER, DEFAULT_MODEL, Settings
 from .protocol import LONGMEMEVAL, NO_USER_EVIDENCE, REPEATED_SLOTS_KEPT, View, strip_turn
 from .report import NOTE_TEXT, PairResult
 
@@ -136,15 +135,16 @@ class EvalSession:
                         "model-free" if s.no_model else "model", None, None)
         elif s.no_model:
             try:
-                model = self._choose_cached_model(self.vector_corpus())
+                model = lanes.choose_cached_model(s, self.cache_root, self.vector_corpus())
             except CacheError:
                 if s.cache_repo is None:
                     raise
-                self._pull(progress, model=s.model)  # what the repo has, then choose again
-                model = self._choose_cached_model(self.vector_corpus())
+                # What the repo has, then choose again.
+                lanes.pull(s, self.cache_root, progress, model=s.model)
+                model = lanes.choose_cached_model(s, self.cache_root, self.vector_corpus())
             # Every shard checked now: a corrupt one is a usage error naming the file, never
             # a vector served (the model lane's prep quarantines and re-embeds).
-            self.vectors = self._vector_cache(model)
+            self.vectors = lanes.vector_cache(self.cache_root, model)
             self.vectors.verify()
             plan = Plan(str(corpus.path), str(self.cache_root), "model-free", model, None)
         else:
@@ -153,15 +153,16 @@ class EvalSession:
                 embedder = load_embedder(spec, self.embed_config(),
                                          memo_dir=self.cache_root / MEMO_DIR)
             except ModelError as exc:
-                hint = self._no_model_hint(corpus)
+                hint = lanes.no_model_hint(s, self.cache_root, corpus)
                 if hint is None:
                     raise
                 raise ModelError(f"{exc}; {hint}") from None
             self.embedder = embedder
-            self.vectors = self._vector_cache(embedder.info())
+            self.vectors = lanes.vector_cache(self.cache_root, embedder.info())
             if s.cache_repo is not None and self.vectors.missing(
                     prep_mod.needed_keys(self.vector_corpus(), embedder)):
-                self._pull(progress, fingerprint=embedder.fingerprint, model=embedder.name)
+                lanes.pull(s, self.cache_root, progress, fingerprint=embedder.fingerprint,
+                           model=embedder.name)
             prep_mod.run_prep(self.vector_corpus(), embedder, self.vectors, progress)
             plan = Plan(str(corpus.path), str(self.cache_root), "model", embedder.info(), spec)
         self.plan = plan
@@ -170,55 +171,11 @@ class EvalSession:
             store_mod.StoreCache(self.cache_root / "stores").remove_stale_partials()
         return plan
 
-    def _no_model_hint(self, corpus: corpus_mod.Corpus) -> str | None:
-        """When the model cannot be loaded: the ``--no-model`` command that works with the
-        vectors the cache (or the bundled sample) holds for this dataset, or None."""
-        s = self.settings
-        try:
-            model = self._choose_cached_model(corpus)
-            if "vipune" in s.retrievers:
-                retrievers_mod.check_compatible(model)  # as finish_setup would
-        except RetrievalEvalError:
-            return None
-        words = ["pytest", "--retrieval-eval", "--no-model"]
-        if s.data != DEFAULT_DATA:
-            words += ["--retrieval-eval-data", s.data]
-        if s.data_repo != DEFAULT_DATA_REPO:
-            words += ["--retrieval-eval-data-repo", s.data_repo]
-        if s.data_file is not None:
-            words += ["--retrieval-eval-data-file", s.data_file]
-        if s.model is not None:
-            words += ["--retrieval-eval-model", s.model]
-        if s.cache_dir is not None:
-            words += ["--retrieval-eval-cache", str(s.cache_dir)]
-        command = " ".join(shlex.quote(word) for word in words)
-        return (f"or score without the model, offline, from the vectors of {model['name']} "
-                f"cached for dataset {corpus.dataset_name}: `{command}`")
-
-    def _pull(self, progress: Progress | None, *, fingerprint: str | None = None,
-              model: str | None = None) -> None:
-        """``--retrieval-eval-cache-repo``: fetch the model's vectors the cache lacks."""
-        from .cache_hub import pull
-
-        assert self.settings.cache_repo is not None
-        pull(self.settings.cache_repo, self.cache_root, fingerprint=fingerprint, model=model,
-             progress=progress, model_flag="--retrieval-eval-model")
-
-    def _vector_cache(self, model: Mapping[str, Any]) -> cache_mod.VectorCache:
-        return cache_mod.VectorCache(self.cache_root, str(model["fingerprint"]),
-                                     int(model["dim"]), model,
-                                     read_only_roots=[cache_mod.bundled_cache_dir()])
-
     def _choose_subset(self) -> None:
         assert self.corpus is not None
         if self.settings.subset is not None:
             self.subset = subset_mod.choose(self.corpus, self.settings.subset,
                                             self.settings.subset_seed)
-
-    def _subset_args(self) -> str:
-        """What a suggested prep command adds under a subset (prep only what is scored)."""
-        s = self.settings
-        return "" if s.subset is None else f" --subset {s.subset} --subset-seed {s.subset_seed}"
 
     def vector_corpus(self) -> corpus_mod.Corpus | subset_mod.SubsetCorpus:
         """The corpus whose texts need vectors: the subset's pairs only under a subset."""
@@ -235,13 +192,6 @@ class EvalSession:
             return list(self.subset.positions)
         return [i for i, p in enumerate(self.corpus.pairs) if not p.abstention]
 
-    def _needed_keys(self, corpus: corpus_mod.Corpus | subset_mod.SubsetCorpus) -> list[str]:
-        keys: dict[str, None] = {}
-        for pair in corpus.pairs:
-            if not pair.abstention:
-                keys.update(dict.fromkeys(pair.text_keys))
-        return list(keys)
-
     def _make_retrievers(self) -> None:
         for name in self.settings.retrievers:
             if name != CUSTOM_RETRIEVER and name not in self._retrievers:
@@ -255,74 +205,6 @@ class EvalSession:
         one and dotted paths may): if none does, no model is loaded and nothing embedded."""
         return CUSTOM_RETRIEVER in self.settings.retrievers or any(
             getattr(r, "needs_vectors", True) for r in self._retrievers.values())
-
-    def _choose_cached_model(
-            self, corpus: corpus_mod.Corpus | subset_mod.SubsetCorpus) -> dict[str, Any]:
-        """``--no-model``: the one model whose cached vectors cover the dataset."""
-        s = self.settings
-        roots = [self.cache_root, cache_mod.bundled_cache_dir()]
-        holding = cache_mod.models_holding(roots, self._needed_keys(corpus))
-        if s.model is not None:
-            # A local model directory is recorded under its folder's name.
-            folder = Path(s.model).expanduser()
-            wanted = {s.model, folder.resolve().name} if folder.is_dir() else {s.model}
-            holding = [m for m in holding if m.get("name") in wanted]
-            explicit = [m for m in holding if m.get("pooling") == s.pooling
-                        and m.get("query_prefix", "") == s.query_prefix
-                        and int(m.get("max_length", 512)) == s.max_length]
-            holding = explicit or holding
-        prep_cmd = (f"retrieval-eval prep --data {s.data} --model {s.model or DEFAULT_MODEL} "
-                    f"--cache {self.cache_root}{self._subset_args()}")
-        if not holding:
-            raise CacheError(self._no_cached_model(corpus, roots))
-        if len(holding) > 1:
-            names = ", ".join(f"{m['name']} ({str(m['fingerprint'])[:12]})" for m in holding)
-            raise CacheError(
-                f"--no-model: several models' vectors cover dataset {corpus.dataset_name} "
-                f"({names}); name one with --retrieval-eval-model"
-            )
-        # The model's own description, as the model lane reports it: not where it was found
-        # (machine-specific paths) nor the cache's format number.
-        model = {k: v for k, v in holding[0].items() if k not in ("roots", "format")}
-        missing = self._vector_cache(model).missing(
-            [prep_mod.query_key(p.question, str(model.get("query_prefix", "")))
-             for p in corpus.pairs if not p.abstention])
-        if missing:
-            raise CacheError(
-                f"--no-model: the cache lacks {len(missing)} query vector(s) of model "
-                f"{model['name']} for dataset {corpus.dataset_name}; run `{prep_cmd}` first"
-            )
-        return model
-
-    def _no_cached_model(self, corpus: corpus_mod.Corpus | subset_mod.SubsetCorpus,
-                         roots: Sequence[Path]) -> str:
-        """The one line when no cached model covers the dataset: it names the shard that
-        lost its sidecar, or the models the cache does hold, and a prep of that model."""
-        s = self.settings
-        present = [m for m in cache_mod.list_models([self.cache_root])  # not the bundled
-                   if s.model is None or m.get("name") == s.model]
-        orphans = cache_mod.uncommitted_shards(roots)
-        lost = {str(info.get("name")) for _, info in orphans if info}
-        cached = lost or {str(m.get("name")) for m in present}
-        model = s.model or (cached.pop() if len(cached) == 1 else DEFAULT_MODEL)
-        prep_cmd = (f"retrieval-eval prep --data {s.data} --model {model} "
-                    f"--cache {self.cache_root}{self._subset_args()}")
-        where = f"dataset {corpus.dataset_name}"
-        if orphans:
-            shard, info = orphans[0]
-            of = f" of model {info.get('name')}" if info else ""
-            more = f" (and {len(orphans) - 1} more)" if len(orphans) > 1 else ""
-            return (f"--no-model: vector cache shard {shard}{more} has no .sha256 sidecar "
-                    f"(deleted?), so its vectors{of} are not used and no model covers every "
-                    f"session of {where}; run `{prep_cmd}` to re-embed what it held")
-        if present:
-            names = ", ".join(f"{m.get('name')} ({m.get('vectors', 0)} vectors)"
-                              for m in present)
-            return (f"--no-model: the cache at {self.cache_root} holds vectors of {names}, "
-                    f"but not for every session of {where}; run `{prep_cmd}` first")
-        named = f"model {s.model!r}" if s.model else "any model"
-        return (f"--no-model: the cache at {self.cache_root} holds no vectors of {named} for "
-                f"every session of {where}; run `{prep_cmd}` first")
 
     # -- attaching (xdist worker) ----------------------------------------------------------
 
@@ -340,7 +222,7 @@ class EvalSession:
         assert self.plan is not None and self.corpus is not None
         corpus = self.corpus
         if self.plan.model is not None and self.vectors is None:
-            self.vectors = self._vector_cache(self.plan.model)
+            self.vectors = lanes.vector_cache(self.cache_root, self.plan.model)
         self._stores = store_mod.StoreCache(Path(self.plan.cache_root) / "stores")
         self.dataset_info = {
             "name": corpus.dataset_name,
