@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from pytest_retrieval_eval import cache as cache_mod
+from pytest_retrieval_eval import cache_models
 from pytest_retrieval_eval.cache import models_holding
 
 from .reliability_support import subprocess_env
@@ -58,7 +59,7 @@ def test_counting_a_models_keys_survives_a_compaction_mid_listing(
     """'holds no vectors of any model': the count skipped the shards a compaction removed
     after the listing, and so missed their keys."""
     keys = small_shards(tmp_path)
-    real = cache_mod._read_keys
+    real = cache_models._read_keys
     compacted: list[int] = []
 
     def compacting_read(path: Path, *args: object, **kwargs: object) -> object:
@@ -66,7 +67,7 @@ def test_counting_a_models_keys_survives_a_compaction_mid_listing(
             compacted.append(open_cache(tmp_path).compact())
         return real(path, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(cache_mod, "_read_keys", compacting_read)
+    monkeypatch.setattr(cache_models, "_read_keys", compacting_read)
     (model,) = models_holding([tmp_path], keys)
     assert compacted == [4] and model["fingerprint"] == FP_A
 
