@@ -5,6 +5,7 @@ extra, imported only when asked)."""
 from __future__ import annotations
 
 import argparse
+import shutil
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -76,7 +77,8 @@ def _cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         result = cmp_mod.compare_reports(reports[0], reports[1], base_name=str(paths[0]),
                                          new_name=str(paths[1]), metrics=args.metric,
                                          allow_different_data=args.allow_different_data)
-    for line in cmp_mod.comparison_lines(result, verbose=args.verbose):
+    width = shutil.get_terminal_size().columns
+    for line in cmp_mod.comparison_lines(result, verbose=args.verbose, width=width):
         out.write(line + "\n")
     if args.json is not None:
         write_json({"comparison": result}, args.json)

@@ -29,7 +29,7 @@ import numpy as np
 from . import significance as sig
 from .errors import RetrievalEvalError, one_line
 from .pairs import QUESTION_TYPES
-from .report import SCHEMA_VERSION, families_for
+from .report import SCHEMA_VERSION, families_for, fit_lines
 
 OVERALL = "overall"
 #: Metric families a pair's ``metrics`` may hold at each k (metrics.score_ranking, and the
@@ -446,6 +446,9 @@ def change_lines(cmp: Mapping[str, Any], verbose: bool = False) -> list[str]:
     return lines
 
 
-def comparison_lines(cmp: Mapping[str, Any], verbose: bool = False) -> list[str]:
-    """Everything the terminal shows of a comparison."""
-    return [*header_lines(cmp), *table_lines(cmp), *change_lines(cmp, verbose)]
+def comparison_lines(cmp: Mapping[str, Any], verbose: bool = False,
+                     width: int | None = None) -> list[str]:
+    """Everything the terminal shows of a comparison (``width``: the terminal's, which the
+    header and the change lines are cut at spaces to fit; ``None`` leaves them whole)."""
+    return [*fit_lines(header_lines(cmp), width), *table_lines(cmp),
+            *fit_lines(change_lines(cmp, verbose), width)]

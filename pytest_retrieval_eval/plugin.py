@@ -375,7 +375,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
     width = config.get_terminal_writer().fullwidth
     for line in terminal_lines(state.report, width):
         terminalreporter.write_line(line)
-    for line in comparison_lines(state.report, config.get_verbosity() > 0):
+    for line in comparison_lines(state.report, config.get_verbosity() > 0, width):
         terminalreporter.write_line(line)
     for line in config.stash.get(PUBLISHED_KEY, []):
         terminalreporter.write_line(line)

@@ -33,16 +33,19 @@ def attach_comparison(report: dict[str, Any], base: Mapping[str, Any], base_path
         report["comparison"] = {"refused": str(exc)}
 
 
-def comparison_lines(report: Mapping[str, Any], verbose: bool) -> list[str]:
-    """The terminal lines of the run's comparison, if it has one."""
+def comparison_lines(report: Mapping[str, Any], verbose: bool,
+                     width: int | None = None) -> list[str]:
+    """The terminal lines of the run's comparison, if it has one (fitted to ``width``)."""
     cmp = report.get("comparison")
     if not isinstance(cmp, Mapping):
         return []
+    from .report import fit_lines
+
     if "refused" in cmp:
-        return [f"comparison refused: {cmp['refused']}"]
+        return fit_lines([f"comparison refused: {cmp['refused']}"], width)
     from .compare import comparison_lines as lines
 
-    return lines(cmp, verbose)
+    return lines(cmp, verbose, width)
 
 
 def _write(path: Path, text: str, *, append: bool) -> None:

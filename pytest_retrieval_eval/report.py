@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import tempfile
+import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -257,12 +259,13 @@ def header_lines(info: Mapping[str, Any]) -> list[str]:
 
 def terminal_lines(report: Mapping[str, Any], width: int = 80) -> list[str]:
     """Everything the terminal summary prints, from a finished report (``width``: the
-    terminal's, which the table rows and the diagnostics lines fit)."""
+    terminal's, which the table rows and the diagnostics lines fit; the other lines are
+    cut at spaces to fit it, see :func:`fit_lines`)."""
     info = report["info"]
-    lines = header_lines(info)
+    lines = fit_lines(header_lines(info), width)
     if not report["summary"] or not any(
             s["overall"]["n"] for s in report["summary"].values()):
-        return [*lines, "no pair was scored", *_error_lines(report)]
+        return [*lines, *fit_lines(["no pair was scored", *_error_lines(report)], width)]
     lines.append("")
     lines.extend(table_lines(report["summary"], report["retrievers"], report["ks"],
                              families_for(info.get("protocol", "vipune"),
@@ -270,14 +273,44 @@ def terminal_lines(report: Mapping[str, Any], width: int = 80) -> list[str]:
     notes = diagnostics.lines(report.get("diagnostics") or {}, report["retrievers"],
                               report["ks"], width)
     lines.extend(["", *notes] if notes else [])
+    tail: list[str] = []
     for d in report.get("drift") or []:
-        lines.append(f"drift {d['a']} vs {d['b']}: {d['identical']} of {d['pairs']} pairs have "
+        tail.append(f"drift {d['a']} vs {d['b']}: {d['identical']} of {d['pairs']} pairs have "
                      f"an identical top {d['k']}")
     lat = report.get("latency_ms") or {}
     if lat:
         parts = [f"{name} {v['median']:.1f} ms (p95 {v['p95']:.1f})" for name, v in lat.items()]
-        lines.append("median latency per query: " + ", ".join(parts))
-    return [*lines, *_error_lines(report)]
+        tail.append("median latency per query: " + ", ".join(parts))
+    return [*lines, *fit_lines([*tail, *_error_lines(report)], width)]
+
+
+#: Stands in for each space of a run of two or more while a line is wrapped, so that a break
+#: falls only at a single space and the run survives intact (never a character of our text).
+_HELD_SPACE = "\x00"
+
+
+def fit_lines(lines: Iterable[str], width: int | None) -> list[str]:
+    """``lines`` cut at single spaces to at most ``width`` columns each (``None``: unchanged).
+
+    A line that fits is kept as it is. A longer one continues on lines indented two spaces
+    past its own leading indent; runs of two or more spaces inside it are kept (never a
+    break point), and a word longer than the room is left whole rather than split, so
+    joining each continuation to the line before with one space gives the original back.
+    """
+    out: list[str] = []
+    for line in lines:
+        if width is None or len(line) <= width:
+            out.append(line)
+            continue
+        body = line.lstrip(" ")
+        indent = line[:len(line) - len(body)]
+        held = re.sub(r" {2,}", lambda m: _HELD_SPACE * len(m.group()), body)
+        wrapped = textwrap.wrap(held, width=max(width, len(indent) + 3),
+                                initial_indent=indent, subsequent_indent=indent + "  ",
+                                break_long_words=False, break_on_hyphens=False,
+                                expand_tabs=False, replace_whitespace=False)
+        out.extend(w.replace(_HELD_SPACE, " ") for w in wrapped or [line])
+    return out
 
 
 def _error_lines(report: Mapping[str, Any]) -> list[str]:

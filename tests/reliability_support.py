@@ -128,13 +128,17 @@ def write_query_vectors(path: Path, questions: Iterable[str], vectors: Sequence[
 
 
 def table_lines(text: str) -> list[str]:
-    """The retrieval-eval terminal summary without its run-dependent lines (latency)."""
+    """The retrieval-eval terminal summary without its run-dependent lines (latency), a
+    dropped line's continuation lines (indented two spaces, from a narrow terminal) with it."""
     section = text.split("= retrieval-eval =", 1)[1]
     keep = []
+    dropping = False
     for line in section.splitlines()[1:]:
-        if line.startswith(("median latency", "JSON report", "=")):
+        if dropping and line.startswith("  "):
             continue
-        keep.append(line.rstrip())
+        dropping = line.startswith(("median latency", "JSON report", "="))
+        if not dropping:
+            keep.append(line.rstrip())
     return keep
 
 

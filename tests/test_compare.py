@@ -198,7 +198,9 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, s
     return code, out, err
 
 
-def test_cli_compare_two_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_compare_two_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")  # whole header lines, tmp paths and all
     base, new = two_reports()
     a = write_report(tmp_path / "a.json", base)
     b = write_report(tmp_path / "b.json", new)

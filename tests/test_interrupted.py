@@ -49,7 +49,9 @@ def report_of(path: Path) -> dict[str, Any]:
 
 
 def test_ctrl_c_mid_run_is_reported_as_interrupted(pytester: pytest.Pytester,
-                                                   isolated_cache: Path) -> None:
+                                                   isolated_cache: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # whole summary lines (test_fit_lines: the wrapping)
     data = five(pytester)
     pytester.makeconftest(STOP_AFTER.format(after=3, how="raise KeyboardInterrupt"))
     out = pytester.path / "r.json"

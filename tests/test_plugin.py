@@ -226,7 +226,9 @@ def test_model_lane_with_a_local_model(pytester: pytest.Pytester, tmp_path: Path
     assert again["summary"] == data["summary"]
 
 
-def test_has_answer_fallback_is_reported(pytester: pytest.Pytester, tmp_path: Path) -> None:
+def test_has_answer_fallback_is_reported(pytester: pytest.Pytester, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # whole summary lines (test_fit_lines: the wrapping)
     data_file = write_dataset(tmp_path / "lme.json", [
         make_instance("q1", drop=["answer_session_ids"], gold=(2,)),
         make_instance("q2"),

@@ -27,8 +27,9 @@ def report_of(pytester: pytest.Pytester, *args: str) -> tuple[dict[str, Any], st
 
 @pytest.mark.parametrize("granularity", ["session", "turn"])
 def test_longmemeval_protocol_equals_an_independent_reimplementation(
-        pytester: pytest.Pytester, granularity: str) -> None:
+        pytester: pytest.Pytester, granularity: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The bundled sample's bm25 rankings and averages are upstream's (numpy's own ties)."""
+    monkeypatch.setenv("COLUMNS", "200")  # whole summary lines (test_fit_lines: the wrapping)
     data, text = report_of(pytester, "--retrieval-eval-protocol", "longmemeval",
                            "--retrieval-eval-granularity", granularity)
     assert data["protocol"] == "longmemeval" and data["granularity"] == granularity

@@ -34,7 +34,9 @@ def sample_report(pytester: pytest.Pytester, name: str, retrievers: str) -> Path
     return out
 
 
-def test_in_run_comparison_under_the_summary_and_in_the_json(pytester: pytest.Pytester) -> None:
+def test_in_run_comparison_under_the_summary_and_in_the_json(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")  # whole lines, tmp paths and all (test_fit_lines)
     base = sample_report(pytester, "base.json", "semantic,fts")
     out = pytester.path / "new.json"
     result = run(pytester, "--retrieval-eval-retriever", "semantic,hybrid",
@@ -57,8 +59,9 @@ def test_in_run_comparison_under_the_summary_and_in_the_json(pytester: pytest.Py
     assert saved["changes"]["semantic"]["5"] == {"gained": [], "lost": []}
 
 
-def test_in_run_comparison_with_v_names_gained_and_lost(pytester: pytest.Pytester,
-                                                         tmp_path: Path) -> None:
+def test_in_run_comparison_with_v_names_gained_and_lost(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")  # whole lines, tmp paths and all (test_fit_lines)
     base = json.loads(sample_report(pytester, "base.json", "hybrid").read_text())
     for pair in base["pairs"]:  # pretend the base missed every pair at 5
         pair["metrics"]["recall@5"] = 0.0
@@ -70,7 +73,8 @@ def test_in_run_comparison_with_v_names_gained_and_lost(pytester: pytest.Pyteste
 
 
 def test_a_refused_comparison_is_one_line_and_does_not_fail_the_run(
-        pytester: pytest.Pytester, tmp_path: Path) -> None:
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")  # whole lines, tmp paths and all (test_fit_lines)
     other = write_report(tmp_path / "other.json", make_report(
         {"hybrid": [("q1", "multi-session", 1.0)]}))  # another dataset's sha256
     out = pytester.path / "r.json"
@@ -205,7 +209,8 @@ def test_markdown_bolds_the_best_value_per_row() -> None:
 
 
 def test_under_xdist_the_controller_compares_and_items_keep_their_properties(
-        pytester: pytest.Pytester) -> None:
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")  # whole lines, tmp paths and all (test_fit_lines)
     base = sample_report(pytester, "base.json", "hybrid")
     xml = pytester.path / "junit.xml"
     out = pytester.path / "new.json"

@@ -73,9 +73,12 @@ INTERRUPTED = re.compile(
 
 @pytest.fixture(autouse=True)
 def cache(isolated_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The isolated cache (root conftest), with the stand-in vipune behaving normally."""
+    """The isolated cache (root conftest), with the stand-in vipune behaving normally, and a
+    wide terminal: these tests match whole summary lines, which a narrow one would wrap
+    (test_fit_lines.py checks the wrapping)."""
     for name in ("FAKE_VIPUNE_MODE", "FAKE_VIPUNE_VECTORS", "FAKE_VIPUNE_LOG"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("COLUMNS", "200")
     return isolated_cache
 
 

@@ -136,7 +136,9 @@ def report_of(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, 
 
 
 @pytest.mark.usefixtures("isolated_cache")
-def test_plugin_scores_the_subset_and_states_it(pytester: pytest.Pytester) -> None:
+def test_plugin_scores_the_subset_and_states_it(pytester: pytest.Pytester,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # whole summary lines (test_fit_lines: the wrapping)
     result, data = report_of(pytester, "--retrieval-eval-subset", "8",
                              "--retrieval-eval-subset-seed", "3")
     result.assert_outcomes(passed=8)
