@@ -73,9 +73,9 @@ Progress = Callable[[str, int, "int | None"], None]
 """(label, done, total): how the plugin and the CLI report progress."""
 
 #: Bumped whenever the file layout or the parsing rules change: older files are rebuilt.
-#: 4: an instance repeating a JSON key is rejected; 3: undated sessions counted; 2: a repeated
-#: question_id is rejected; the .sha256 sidecar.
-FORMAT_VERSION = 4
+#: 5: an empty session id is rejected; 4: an instance repeating a JSON key is rejected;
+#: 3: undated sessions counted; 2: a repeated question_id is rejected; the .sha256 sidecar.
+FORMAT_VERSION = 5
 _TEXT_BATCH_ROWS = 2000
 _TEXT_BATCH_BYTES = 32 << 20
 _SELECT_CHUNK = 500

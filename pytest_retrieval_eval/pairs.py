@@ -306,6 +306,9 @@ def _parse(index: int, raw: dict[str, object]) -> Instance:
     for position, sid in enumerate(ids):
         if not isinstance(sid, str):
             raise _Reject(f"haystack_session_ids[{position}] is {_type_name(sid)}, not a string")
+        if not sid:  # a store row needs an id (vipune's memories.id is its primary key)
+            raise _Reject(f"haystack_session_ids[{position}] is an empty string; give every "
+                          f"session an id")
         raw_date = dates[position]
         if raw_date is None:
             created_at = ""

@@ -384,6 +384,14 @@ def test_session_id_not_a_string_is_rejected() -> None:
     assert "haystack_session_ids[0]" in rejected(raw).reason
 
 
+def test_empty_session_id_is_rejected() -> None:
+    """A store row needs an id: '' would fail the persona's store build mid-run (found by
+    tests/test_reliability.py's fuzzing), so the instance is a counted rejection instead."""
+    raw = make_instance(n_sessions=2)
+    raw["haystack_session_ids"][1] = ""
+    assert "haystack_session_ids[1] is an empty string" in rejected(raw).reason
+
+
 def test_gold_id_not_a_string_is_rejected() -> None:
     assert "answer_session_ids[0]" in rejected(make_instance(answer_session_ids=[1])).reason
 
