@@ -123,8 +123,9 @@ def _hf_hub_download(repo_id: str, filename: str, repo_type: str | None) -> Path
     kwargs: dict[str, Any] = {"repo_id": repo_id, "filename": filename}
     if repo_type is not None:
         kwargs["repo_type"] = repo_type
-    if endpoint() is not None:
-        kwargs["endpoint"] = endpoint()
+    address = endpoint()
+    if address is not None:
+        kwargs["endpoint"] = address
     where = cache_dir()
     if where is not None:
         kwargs["cache_dir"] = where

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from . import hub
 from .checksums import sha256_file
 from .errors import CacheError, CacheHubError, one_line
 from .hub import offline_mode
@@ -68,8 +69,9 @@ def valid_repo_id(value: str) -> bool:
 
 
 def endpoint() -> str:
-    """The Hub's address: ``$HF_ENDPOINT`` as set now, else https://huggingface.co."""
-    return (os.environ.get("HF_ENDPOINT", "").strip() or DEFAULT_ENDPOINT).rstrip("/")
+    """The Hub's address: ``$HF_ENDPOINT`` as set now (:func:`hub.endpoint`), else
+    https://huggingface.co."""
+    return hub.endpoint() or DEFAULT_ENDPOINT.rstrip("/")
 
 
 # --------------------------------------------------------------------------- the connection

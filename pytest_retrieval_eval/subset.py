@@ -188,6 +188,7 @@ def subset_info(subset: Mapping[str, Any], results: Sequence[Mapping[str, Any]],
     metric = next((m for m in ("recall@5", "recall_all@5") if mine and m in mine[0]),
                   "recall@5")
     values = [float(m[metric]) for m in mine if metric in m]
+    width = ci95_width(values)
     return {
         **subset,
         "ci95_recall_at_5": {
@@ -196,7 +197,7 @@ def subset_info(subset: Mapping[str, Any], results: Sequence[Mapping[str, Any]],
             "metric": metric,
             "worst_case_width": round(worst_case_ci95_width(chosen), 4),
             "retriever": retriever if values else None,
-            "width": None if ci95_width(values) is None else round(ci95_width(values) or 0, 4),
+            "width": None if width is None else round(width, 4),
         },
     }
 
