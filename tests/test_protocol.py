@@ -255,3 +255,20 @@ def test_view_names_and_validation() -> None:
     assert View().is_default and View("longmemeval", "turn").name == "longmemeval-turn"
     with pytest.raises(ValueError):
         View("other")
+
+
+@pytest.mark.parametrize("view", [LME_SESSION, LME_TURN])
+@pytest.mark.parametrize("fault", ["no content", "id not a string", "empty id"])
+def test_an_empty_gold_list_does_not_let_a_broken_haystack_through(view: View,
+                                                                   fault: str) -> None:
+    """LongMemEval's protocol scores an instance whose gold list is empty (its gold are the
+    ids containing 'answer'), so the vipune parser must have checked the haystack before it
+    rejects the gold: a turn without content used to raise KeyError out of parse_for_view."""
+    raw: dict[str, Any] = make_instance(n_sessions=2, answer_session_ids=[])
+    if fault == "no content":
+        del raw["haystack_sessions"][0][0]["content"]
+    else:
+        raw["haystack_session_ids"][0] = 5 if fault == "id not a string" else ""
+    result = parse_for_view(0, raw, view)
+    assert isinstance(result, Rejection), result
+    assert "empty gold list" not in result.reason and "\n" not in result.reason
