@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import pytest
 
 from . import diagnostics
-from .metrics import dedupe, score_ranking
+from .metrics import dedupe
+from .protocol import LONGMEMEVAL
 
 if TYPE_CHECKING:
     import numpy as np
@@ -73,11 +74,6 @@ def _need_state(request: pytest.FixtureRequest) -> EvalSession:
     return state
 
 
-def usable_positions(corpus: Corpus) -> list[int]:
-    """Positions (in ``corpus.pairs``) of the pairs that are scored: not abstention."""
-    return [i for i, pair in enumerate(corpus.pairs) if not pair.abstention]
-
-
 def pair_id(pair: PairRecord) -> str:
     """A parametrized test's id for a pair: ``<question_type>::<question_id>``."""
     return f"{pair.question_type}::{pair.question_id}"
@@ -93,7 +89,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             reason=OFF))], ids=["retrieval-eval-off"], indirect=True)
         return
     assert state.corpus is not None
-    positions = usable_positions(state.corpus)
+    positions = state.scored_positions()  # the usable pairs, or --retrieval-eval-subset's
     metafunc.parametrize(PAIR_FIXTURE, positions, indirect=True,
                          ids=[pair_id(state.corpus.pairs[i]) for i in positions])
 
@@ -172,7 +168,10 @@ def record_ranking(state: EvalSession, pair: PairRecord, name: str,
                    ranked: Sequence[str]) -> dict[str, Any]:
     """Score a ranking handed in by a test exactly as a retriever's (one ranking serves
     every k) and keep it in the run's results under retriever ``name``."""
-    ranking = dedupe(str(x) for x in ranked)[: state.settings.max_k]
+    if state.settings.protocol == LONGMEMEVAL:  # positions count as given, as run_pair's
+        ranking = [str(x) for x in ranked]
+    else:
+        ranking = dedupe(str(x) for x in ranked)[: state.settings.max_k]
     rankable = set(pair.session_ids)
     strangers = [x for x in ranking if x not in rankable]
     if strangers:
@@ -180,9 +179,7 @@ def record_ranking(state: EvalSession, pair: PairRecord, name: str,
                     "not a session of this question's haystack; rank only "
                     "retrieval_eval_pair.session_ids", pytrace=False)
     ks = state.settings.ks
-    metrics: dict[str, float] = {}
-    for k in ks:
-        metrics.update(score_ranking(ranking, pair.gold, (k,), rankable))
+    metrics = state.score(pair, dict.fromkeys(ks, ranking), rankable)
     result: dict[str, Any] = {
         "retriever": name,
         "index": pair.index,
@@ -190,7 +187,7 @@ def record_ranking(state: EvalSession, pair: PairRecord, name: str,
         "question_type": pair.question_type,
         "gold": list(pair.gold),
         "gold_source": pair.gold_source,
-        "ranked": ranking,
+        "ranked": ranking[: state.settings.max_k],
         "metrics": metrics,
         "notes": {k: v for k, v in pair.notes.items() if v},
         "latency_ms": {"query_embedding": None, "retrieval": None},

@@ -388,7 +388,7 @@ class EvalSession:
                     f"({len(pair.session_ids)} sessions); a retriever must rank only "
                     f"persona.session_ids"
                 )
-        metrics = self._score(pair, rankings, rankable)
+        metrics = self.score(pair, rankings, rankable)
         result: PairResult = {
             "retriever": retriever_name,
             "index": pair.index,
@@ -405,7 +405,7 @@ class EvalSession:
         self.add_result(result)
         return result
 
-    def _score(self, pair: corpus_mod.PairRecord, rankings: Mapping[int, list[str]],
+    def score(self, pair: corpus_mod.PairRecord, rankings: Mapping[int, list[str]],
                rankable: set[str]) -> dict[str, float]:
         """The pair's metrics under the run's protocol and granularity."""
         ks = self.settings.ks

@@ -87,6 +87,24 @@ def test_recorded_rankings_score_as_the_builtin_retrievers(pytester: pytest.Pyte
                                  "*test_oracle_by_hand*test_cosine_by_hand*"])
 
 
+def test_recorded_rankings_follow_the_protocol_and_the_subset(
+        pytester: pytest.Pytester) -> None:
+    """A recorded ranking is scored by the run's own rules: under LongMemEval's protocol the
+    recorded oracle carries the same metrics as the built-in oracle (recall_any@k, not the
+    vipune protocol's recall@k), and under --retrieval-eval-subset a user's pair test runs for
+    the subset's pairs only, as the plugin's items do."""
+    pytester.makepyfile(test_user=USER_TESTS.split("def test_cosine_by_hand")[0])
+    _, report = report_of(pytester, "--retrieval-eval-protocol", "longmemeval",
+                          "--retrieval-eval-retriever", "oracle")
+    summary = report["summary"]
+    assert summary["test_oracle_by_hand"] == summary["oracle"]
+    assert "recall_any@1" in summary["oracle"]["overall"]
+    result, report = report_of(pytester, "--retrieval-eval-retriever", "oracle",
+                               "--retrieval-eval-subset", "6")
+    result.assert_outcomes(passed=6 + 6)
+    assert report["summary"]["test_oracle_by_hand"] == report["summary"]["oracle"]
+
+
 def test_ids_and_k_selection(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_user="def test_one(retrieval_eval_pair): pass")
     first = USABLE[0]
