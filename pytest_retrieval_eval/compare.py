@@ -37,7 +37,9 @@ OVERALL = "overall"
 METRIC_FAMILIES = ("recall", "recall_any", "recall_all", "ndcg_any", "session_recall",
                    "session_recall_any", "session_recall_all", "session_ndcg_any")
 #: Keys that, where a report has them (top level or under "dataset"), must match.
-SAME_KEYS = ("protocol", "granularity")
+#: What two compared reports must share, and what a report written before these keys existed
+#: means by its silence (those runs could only be vipune's protocol, session level).
+SAME_KEYS = {"protocol": "vipune", "granularity": "session"}
 #: Pairs named on one line of the terminal output before "... and N more" (without -v).
 SHOWN_NAMES = 8
 
@@ -94,9 +96,7 @@ def _shape_problem(data: object) -> str:
 
 
 def _same_key(report: Mapping[str, Any], key: str) -> Any:
-    if key in report:
-        return report[key]
-    return (report.get("dataset") or {}).get(key)
+    return report.get(key) or SAME_KEYS[key]
 
 
 def check_comparable(base: Mapping[str, Any], new: Mapping[str, Any], *,
@@ -109,9 +109,9 @@ def check_comparable(base: Mapping[str, Any], new: Mapping[str, Any], *,
         raise CompareError(f"{both}: schema_version {base['schema_version']} vs "
                            f"{new['schema_version']}; write both with the same "
                            "pytest-retrieval-eval version")
-    for key in SAME_KEYS:  # only where both reports record it (older reports do not)
+    for key in SAME_KEYS:
         a, b = _same_key(base, key), _same_key(new, key)
-        if a is not None and b is not None and a != b:
+        if a != b:
             raise CompareError(f"{both} use another {key} ({a} vs {b}); compare runs made "
                                f"with the same {key}")
     if not set(base["ks"]) & set(new["ks"]):

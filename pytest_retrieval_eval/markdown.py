@@ -42,7 +42,7 @@ def header_line(report: Mapping[str, Any]) -> str:
     name = model.get("name") if isinstance(model, dict) else None
     parts = [f"dataset `{ds.get('name', '?')}` (sha256 `{str(ds.get('sha256', ''))[:12]}`)",
              f"lane {report.get('lane', '?')}", f"model `{name or 'none'}`"]
-    protocol = report.get("protocol", ds.get("protocol"))
+    protocol = report.get("protocol")
     if protocol is not None:
         granularity = report.get("granularity")
         parts.append(f"protocol {protocol}" + (f" ({granularity} granularity)"

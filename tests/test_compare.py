@@ -207,7 +207,7 @@ def test_cli_compare_two_reports(tmp_path: Path, capsys: pytest.CaptureFixture[s
     code, out, err = run_cli(capsys, "compare", str(a), str(b), "--metric", "recall@1",
                              "--json", str(tmp_path / "c.json"))
     assert code == 0 and err == ""
-    assert f"compare: base {a} (lane model-free, model test/model)" in out
+    assert f"compare: base {a} (lane model-free, model test/model, protocol vipune)" in out
     assert "recall@1 · hybrid" in out and "recall@5" not in out.split("only in")[0]
     saved = json.loads((tmp_path / "c.json").read_text())["comparison"]
     assert saved["changes"]["hybrid"]["1"]["lost"] == ["q3"]
@@ -280,6 +280,9 @@ def test_protocol_picks_the_default_metric_and_a_missing_key_is_not_a_refusal() 
     _, current = two_reports()
     current["protocol"], current["granularity"] = "vipune", "session"
     assert cmp.compare_reports(older, current)["metrics"] == ["recall@1", "recall@5"]
+    current["granularity"] = "turn"  # an older report was session level: turns differ
+    with pytest.raises(cmp.CompareError, match=r"another granularity \(session vs turn\)"):
+        cmp.compare_reports(older, current)
 
 
 def test_a_metric_the_pairs_lack_is_one_line() -> None:
