@@ -81,7 +81,7 @@ def _cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for line in cmp_mod.comparison_lines(result, verbose=args.verbose, width=width):
         out.write(line + "\n")
     if args.json is not None:
-        write_json({"comparison": result}, args.json)
+        write_json({"comparison": result}, args.json, option="--json")
         out.write(f"comparison JSON: {args.json}\n")
     return 0
 

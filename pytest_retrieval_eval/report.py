@@ -388,10 +388,12 @@ def _run_counts(selection: Mapping[str, Any], results: Sequence[PairResult],
     return out
 
 
-def write_json(report: Mapping[str, Any], path: Path) -> None:
+def write_json(report: Mapping[str, Any], path: Path,
+               option: str = "--retrieval-eval-json") -> None:
     """Write the report atomically (temp file + rename): never a half-written file.
 
-    Raises :class:`CacheError` (one line) when ``path`` cannot be written.
+    Raises :class:`CacheError` (one line, naming ``option`` as the fix) when ``path`` cannot
+    be written.
     """
     public = {k: v for k, v in report.items() if k != "info"}
     tmp: str | None = None
@@ -409,6 +411,6 @@ def write_json(report: Mapping[str, Any], path: Path) -> None:
         if isinstance(exc, OSError):
             raise CacheError(
                 f"JSON report {path} cannot be written ({exc.strerror or exc}); pass another "
-                f"--retrieval-eval-json"
+                f"{option}"
             ) from None
         raise

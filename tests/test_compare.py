@@ -213,6 +213,9 @@ def test_cli_compare_two_reports(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert saved["changes"]["hybrid"]["1"]["lost"] == ["q3"]
     code, out, _ = run_cli(capsys, "compare", str(a), str(b), "-v")
     assert "  @1 gained: q1, q4" in out
+    (tmp_path / "dir.json").mkdir()  # an unwritable --json names compare's own flag
+    code, _, err = run_cli(capsys, "compare", str(a), str(b), "--json", str(tmp_path / "dir.json"))
+    assert code == 4 and err.count("\n") == 1 and err.rstrip().endswith("pass another --json")
 
 
 def test_cli_compare_retrievers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
