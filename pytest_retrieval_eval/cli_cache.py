@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from .cli_args import OneLineParser, directory, nonempty
 from .errors import CacheHubError
-from .options import DEFAULT_DATA_REPO
+from .options import DEFAULT_DATA_REPO, repo_id
 from .progress_bar import ProgressBar
 
 __all__ = ["add_commands", "run"]
@@ -36,14 +36,6 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     raise AssertionError(f"unknown cache action {args.cache_command}")  # pragma: no cover
 
 
-def _repo_id(value: str) -> str:
-    from .cache_hub import valid_repo_id
-
-    if not valid_repo_id(value.strip()):
-        raise argparse.ArgumentTypeError(f"{value!r} is not a Hub repo id; give ORG/NAME")
-    return value.strip()
-
-
 def _add_hub_commands(actions: argparse._SubParsersAction[OneLineParser],
                       default_cache: Path) -> None:
     """``cache push`` and ``cache pull`` (the Hugging Face Hub, a dataset repo)."""
@@ -58,7 +50,7 @@ def _add_hub_commands(actions: argparse._SubParsersAction[OneLineParser],
         "repo made by `cache push`: each checked against its sidecar, committed only when "
         "all have arrived; an interrupted pull resumes. Needs the network.")
     for command in (push, pull):
-        command.add_argument("--repo", type=_repo_id, required=True, metavar="ORG/NAME",
+        command.add_argument("--repo", type=repo_id, required=True, metavar="ORG/NAME",
                              help="the Hub dataset repo (required)")
         command.add_argument("--cache", type=directory, default=None, metavar="DIR",
                              help=f"cache folder (default: {default_cache})")

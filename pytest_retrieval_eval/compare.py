@@ -28,8 +28,7 @@ import numpy as np
 
 from . import significance as sig
 from .errors import RetrievalEvalError, one_line
-from .pairs import QUESTION_TYPES
-from .report import SCHEMA_VERSION, families_for, fit_lines
+from .report import SCHEMA_VERSION, families_for, fit_lines, type_order
 
 OVERALL = "overall"
 #: Metric families a pair's ``metrics`` may hold at each k (metrics.score_ranking, and the
@@ -168,11 +167,6 @@ def resolve_metrics(specs: Sequence[str] | None, ks: Sequence[int],
 # --------------------------------------------------------------------------- comparing
 
 
-def _type_order(qtype: str) -> tuple[int, str]:
-    return (QUESTION_TYPES.index(qtype) if qtype in QUESTION_TYPES else len(QUESTION_TYPES),
-            qtype)
-
-
 def _side(report: Mapping[str, Any], label: str) -> dict[str, Any]:
     model = report.get("model") or {}
     run = report.get("run") or {}
@@ -285,7 +279,7 @@ def _compare_pairs(base_pairs: Sequence[Mapping[str, Any]],
     col = {x: j for j, x in enumerate(needed)}
     names = [r for r in order if any(g[0] == r for g in groups)]
     row_keys = [(r, t) for r in names for t in [*sorted(
-        {t for g, t in groups if g == r and t != OVERALL}, key=_type_order), OVERALL]]
+        {t for g, t in groups if g == r and t != OVERALL}, key=type_order), OVERALL]]
     # Rows on the same questions (each retriever's rows of one type, in a comparison of
     # reports) share resamples and permutations: one call per question set, the rows' metrics
     # side by side as columns, pairs aligned by question id.
@@ -356,7 +350,8 @@ def _score(pair: Mapping[str, Any], metric: str) -> float:
 # --------------------------------------------------------------------------- terminal text
 
 
-def _p(value: float) -> str:
+def format_p(value: float) -> str:
+    """A p-value as the tables print it (``<0.001``, three decimals, ``-`` for NaN)."""
     if value != value:  # NaN
         return "-"
     return "<0.001" if value < 0.001 else f"{value:.3f}"
@@ -410,8 +405,8 @@ def table_lines(cmp: Mapping[str, Any]) -> list[str]:
             lines.append(
                 f"{r['question_type']:<{label_w}} {r['n']:>{n_w}} {r['base']:>6.3f} "
                 f"{r['new']:>6.3f} {r['delta']:>+7.3f} "
-                f"[{r['ci_low']:+.2f}, {r['ci_high']:+.2f}] {_p(r['p']):>6} "
-                f"{_p(r['p_holm']):>6}{'*' if r['significant'] else ''}".rstrip())
+                f"[{r['ci_low']:+.2f}, {r['ci_high']:+.2f}] {format_p(r['p']):>6} "
+                f"{format_p(r['p_holm']):>6}{'*' if r['significant'] else ''}".rstrip())
     return lines
 
 

@@ -12,16 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .pairs import QUESTION_TYPES
-from .report import families_for
+from .compare import format_p
+from .report import families_for, type_order
 
 #: The step-summary file GitHub Actions reads after each step.
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
-
-
-def _type_order(qtype: str) -> tuple[int, str]:
-    return (QUESTION_TYPES.index(qtype) if qtype in QUESTION_TYPES else len(QUESTION_TYPES),
-            qtype)
 
 
 def _cell(text: object) -> str:
@@ -61,7 +56,7 @@ def summary_markdown(report: Mapping[str, Any]) -> str:
     if not retrievers or not any(summary[r]["overall"]["n"] for r in retrievers):
         return "\n".join([*lines, "No pair was scored.", ""])
     ks = list(report["ks"])
-    qtypes = sorted({t for r in retrievers for t in summary[r]["by_type"]}, key=_type_order)
+    qtypes = sorted({t for r in retrievers for t in summary[r]["by_type"]}, key=type_order)
     families = families_for(str(report.get("protocol") or "vipune"),
                             str(report.get("granularity") or "session"))
     for family, _ in families:
@@ -85,12 +80,6 @@ def summary_markdown(report: Mapping[str, Any]) -> str:
             rows.append([label, str(n), *cells])
         lines.extend([f"#### {family}@k", "", *_table(head, rows, right_from=1), ""])
     return "\n".join(lines)
-
-
-def _p(value: float) -> str:
-    if value != value:
-        return "-"
-    return "<0.001" if value < 0.001 else f"{value:.3f}"
 
 
 def comparison_markdown(cmp: Mapping[str, Any]) -> str:
@@ -131,7 +120,7 @@ def comparison_markdown(cmp: Mapping[str, Any]) -> str:
                     cells += ["-", "-", "-"]
                     continue
                 delta = f"{x['delta']:+.3f} [{x['ci_low']:+.2f}, {x['ci_high']:+.2f}]"
-                p = _p(x["p_holm"])
+                p = format_p(x["p_holm"])
                 if x["significant"]:
                     delta, p = f"**{delta}**", f"**{p}** \\*"
                 cells += [f"{x['base']:.3f} → {x['new']:.3f}", delta, p]

@@ -22,7 +22,7 @@ from .variants import VariantError, is_variant, parse_variant
 
 MAX_K = 10_000  # vipune's MAX_SEARCH_LIMIT: no search may ask for more rows
 DEFAULT_KS = (1, 5, 10)
-LONGMEMEVAL_KS = (1, 3, 5, 10, 30, 50)  # protocol.LONGMEMEVAL_KS (run_retrieval.py line 316)
+LONGMEMEVAL_KS = (1, 3, 5, 10, 30, 50)  # LongMemEval's ks: src/retrieval/run_retrieval.py line 316
 #: Retrievers that read a vipune store, which holds each id once: not under the longmemeval
 #: protocol, whose corpus keeps repeated session slots as separate items.
 STORE_RETRIEVERS = ("hybrid", "fts", "vipune")

@@ -42,7 +42,6 @@ __all__ = [
     "GOLD_FROM_TURNS",
     "GRANULARITIES",
     "LONGMEMEVAL",
-    "LONGMEMEVAL_KS",
     "NO_USER_EVIDENCE",
     "PROTOCOLS",
     "REPEATED_SLOTS_KEPT",
@@ -59,8 +58,6 @@ VIPUNE = "vipune"
 LONGMEMEVAL = "longmemeval"
 PROTOCOLS: tuple[str, ...] = (VIPUNE, LONGMEMEVAL)
 GRANULARITIES: tuple[str, ...] = ("session", "turn")
-#: The cut-offs upstream scores (run_retrieval.py line 316).
-LONGMEMEVAL_KS: tuple[int, ...] = (1, 3, 5, 10, 30, 50)
 #: Pair note: a question LongMemEval leaves out of its averages because no user turn of its
 #: haystack carries ``has_answer`` (run_retrieval.py lines 399-402).
 NO_USER_EVIDENCE = "no_user_evidence"

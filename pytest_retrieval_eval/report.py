@@ -67,7 +67,7 @@ def sort_results(results: Iterable[PairResult], retrievers: Sequence[str]) -> li
                                           r["retriever"], r["index"]))
 
 
-def _type_order(qtype: str) -> tuple[int, str]:
+def type_order(qtype: str) -> tuple[int, str]:
     return (QUESTION_TYPES.index(qtype) if qtype in QUESTION_TYPES else len(QUESTION_TYPES),
             qtype)
 
@@ -78,7 +78,7 @@ def summarize(results: Sequence[PairResult], retrievers: Sequence[str]) -> dict[
     for name in retrievers:
         mine = [r for r in results if r["retriever"] == name]
         by_type: dict[str, Any] = {}
-        for qtype in sorted({r["question_type"] for r in mine}, key=_type_order):
+        for qtype in sorted({r["question_type"] for r in mine}, key=type_order):
             rows = [r["metrics"] for r in mine if r["question_type"] == qtype]
             by_type[qtype] = {"n": len(rows), **mean_metrics(rows)}
         summary[name] = {
@@ -134,7 +134,7 @@ def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
     several retrievers are split into blocks of as many as fit (the header rows repeated).
     """
     qtypes = sorted({t for name in retrievers for t in summary[name]["by_type"]},
-                    key=_type_order)
+                    key=type_order)
     label_w = max([len("question type"), *(len(t) for t in qtypes)])
     cell_w = 6
 
