@@ -193,7 +193,7 @@ OPTIONS: tuple[_Option, ...] = (
     _Option("--retrieval-eval-json", "retrieval_eval_json", text, None,
             "write the JSON report to this path (default: none)", "PATH"),
     _Option("--retrieval-eval-compare", "retrieval_eval_compare", text, None,
-            "compare this run with the JSON report at PATH, pair by pair (delta with its "
+            "compare this run with the JSON report BASE.json, pair by pair (delta with its "
             "bootstrap interval, paired randomization p-value, Holm): printed under the "
             "summary and put in the JSON report; never changes the exit status (default: "
             "none)", "BASE.json"),
