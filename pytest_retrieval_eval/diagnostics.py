@@ -19,30 +19,41 @@ from typing import Any
 
 from .variants import is_variant, parse_variant
 
-__all__ = ["fts_ands_words", "lines", "pair_facts", "report_sections", "summarize"]
+__all__ = ["fts_ands_words", "fused_lists", "lines", "pair_facts", "report_sections",
+           "summarize"]
 
 #: Why vipune's FTS returns nothing so often, said on the fts line (long and short form).
 FTS_AND_HINT = "every query word must match: vipune ANDs the quoted words"
 FTS_AND_HINT_SHORT = "vipune ANDs the quoted words"
 
 
-def pair_facts(retriever: object, rankings: Mapping[int, Sequence[str]],
-               ks: Sequence[int]) -> dict[str, Any]:
+def pair_facts(components: Mapping[int, Mapping[str, Sequence[str]]],
+               rankings: Mapping[int, Sequence[str]], ks: Sequence[int]) -> dict[str, Any]:
     """What one pair's rankings say beyond its metrics: ``returned`` (ids returned, per k)
-    and, when ``retriever`` exposes ``last_components`` (the lists it fused, ids best first),
-    ``fusion`` (per k: fused top k equals semantic's / FTS's) and ``component_sizes``.
+    and, when the retriever fused lists (``components[k]``: the semantic and FTS lists, ids
+    best first, of the very call that ranking ``k`` came from), ``fusion`` (per k: fused top
+    k equals semantic's / FTS's) and ``component_sizes`` (those of the largest k's call).
 
     Keys are strings (``"10"``): the facts cross xdist's wire and JSON unchanged."""
     facts: dict[str, Any] = {"returned": {str(k): len(rankings[k]) for k in ks}}
+    if ks and all(k in components for k in ks):
+        facts["fusion"] = {
+            str(k): {"semantic": list(rankings[k][:k]) == list(components[k]["semantic"])[:k],
+                     "fts": list(rankings[k][:k]) == list(components[k]["fts"])[:k]}
+            for k in ks}
+        largest = components[max(ks)]
+        facts["component_sizes"] = {"semantic": len(largest["semantic"]),
+                                    "fts": len(largest["fts"])}
+    return facts
+
+
+def fused_lists(retriever: object) -> Mapping[str, Sequence[str]] | None:
+    """The semantic and FTS lists ``retriever``'s last ``rank`` fused (``last_components`` of
+    ``hybrid`` and its what-ifs), else None."""
     components = getattr(retriever, "last_components", None)
     if isinstance(components, Mapping) and {"semantic", "fts"} <= set(components):
-        semantic, fts = list(components["semantic"]), list(components["fts"])
-        facts["fusion"] = {
-            str(k): {"semantic": list(rankings[k][:k]) == semantic[:k],
-                     "fts": list(rankings[k][:k]) == fts[:k]}
-            for k in ks}
-        facts["component_sizes"] = {"semantic": len(semantic), "fts": len(fts)}
-    return facts
+        return components
+    return None
 
 
 def _first_gold_rank(ranked: Sequence[str], gold: Iterable[str]) -> int | None:

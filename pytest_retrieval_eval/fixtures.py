@@ -191,7 +191,7 @@ def record_ranking(state: EvalSession, pair: PairRecord, name: str,
         "metrics": metrics,
         "notes": {k: v for k, v in pair.notes.items() if v},
         "latency_ms": {"query_embedding": None, "retrieval": None},
-        **diagnostics.pair_facts(None, dict.fromkeys(ks, ranking), ks),
+        **diagnostics.pair_facts({}, dict.fromkeys(ks, ranking), ks),
     }
     state.add_result(result)
     return result

@@ -374,8 +374,9 @@ class EvalSession:
             # Every corpus item ranked, repeats kept (turn metrics grow k past the cut-off).
             whole = [str(x) for x in retriever.rank(persona, query, len(pair.session_ids))]
             rankings = dict.fromkeys(self.settings.ks, whole)
+            components: dict[int, Mapping[str, Sequence[str]]] = {}
         else:
-            rankings = self._rankings(retriever, persona, query)
+            rankings, components = self._rankings(retriever, persona, query)
         retrieval_ms = (time.perf_counter() - start) * 1000.0
         rankable = set(pair.session_ids)
         for ranked in rankings.values():
@@ -400,7 +401,7 @@ class EvalSession:
             "metrics": metrics,
             "notes": {k: v for k, v in pair.notes.items() if v},
             "latency_ms": {"query_embedding": embed_ms, "retrieval": retrieval_ms},
-            **diagnostics.pair_facts(retriever, rankings, self.settings.ks),
+            **diagnostics.pair_facts(components, rankings, self.settings.ks),
         }
         self.add_result(result)
         return result
@@ -425,8 +426,10 @@ class EvalSession:
         return metrics
 
     def _rankings(self, retriever: retrievers_mod.Retriever, persona: retrievers_mod.Persona,
-                  query: retrievers_mod.Query) -> dict[int, list[str]]:
-        """The ranking each cut-off k is scored on.
+                  query: retrievers_mod.Query,
+                  ) -> tuple[dict[int, list[str]], dict[int, Mapping[str, Sequence[str]]]]:
+        """The ranking each cut-off k is scored on, and (for a retriever that fuses lists) the
+        lists fused by the call that gave it (:func:`diagnostics.fused_lists`).
 
         Most retrievers rank once at the largest k. A ``limit_sensitive`` one (vipune's
         hybrid search, whose candidate pool grows with the limit) is asked once per distinct
@@ -441,11 +444,15 @@ class EvalSession:
         else:
             groups = {0: list(ks)}
         out: dict[int, list[str]] = {}
+        fused: dict[int, Mapping[str, Sequence[str]]] = {}
         for group in groups.values():
             limit = max(group)
             ranked = dedupe(str(x) for x in retriever.rank(persona, query, limit))[:limit]
             out.update(dict.fromkeys(group, ranked))
-        return out
+            lists = diagnostics.fused_lists(retriever)
+            if lists is not None:
+                fused.update(dict.fromkeys(group, lists))
+        return out, fused
 
     def worker_output(self) -> dict[str, Any]:
         """xdist worker side: what goes into ``config.workeroutput``."""

@@ -17,20 +17,27 @@ USABLE = [i for i in iter_instances(SAMPLE) if not i["question_id"].endswith("_a
 KS = (1, 5, 10)
 
 
-class Fused:
-    def __init__(self) -> None:
-        self.last_components = {"semantic": ["a", "b", "c"], "fts": ["c"]}
-
-
 def test_pair_facts() -> None:
     rankings = {1: ["a"], 5: ["a", "c", "b"], 10: ["a", "c", "b"]}
-    facts = diagnostics.pair_facts(Fused(), rankings, KS)
+    lists = {"semantic": ["a", "b", "c"], "fts": ["c"]}
+    facts = diagnostics.pair_facts(dict.fromkeys(KS, lists), rankings, KS)
     assert facts["returned"] == {"1": 1, "5": 3, "10": 3}
     assert facts["fusion"] == {"1": {"semantic": True, "fts": False},
                                "5": {"semantic": False, "fts": False},
                                "10": {"semantic": False, "fts": False}}
     assert facts["component_sizes"] == {"semantic": 3, "fts": 1}
-    assert set(diagnostics.pair_facts(object(), rankings, KS)) == {"returned"}
+    assert set(diagnostics.pair_facts({}, rankings, KS)) == {"returned"}
+
+
+def test_pair_facts_compare_each_k_with_its_own_call() -> None:
+    """A limit-sensitive hybrid is asked once per pool size: k 1 is compared with the lists of
+    the call that ranked k 1, not with the last (largest) call's."""
+    rankings = {1: ["b"], 10: ["a", "b"]}
+    small = {"semantic": ["b"], "fts": []}
+    large = {"semantic": ["a", "b"], "fts": ["x"]}
+    facts = diagnostics.pair_facts({1: small, 10: large}, rankings, (1, 10))
+    assert facts["fusion"]["1"] == {"semantic": True, "fts": False}
+    assert facts["component_sizes"] == {"semantic": 2, "fts": 1}
 
 
 def result(name: str, ranked: list[str], gold: list[str], **extra: Any) -> dict[str, Any]:
