@@ -61,10 +61,14 @@ sys.path.insert(0, str(ROOT))  # tests.model_factory (the tiny model) lives in t
 
 import numpy as np  # noqa: E402
 
-from pytest_retrieval_eval import corpus as corpus_mod  # noqa: E402
-from pytest_retrieval_eval import generator  # noqa: E402
 from pytest_retrieval_eval import retrievers as retrievers_mod  # noqa: E402
-from pytest_retrieval_eval.embedding import EmbedConfig, Embedder, load_embedder  # noqa: E402
+from pytest_retrieval_eval.data import corpus as corpus_mod  # noqa: E402
+from pytest_retrieval_eval.data.generator import instances as generator  # noqa: E402
+from pytest_retrieval_eval.vectors.embedding import (  # noqa: E402
+    EmbedConfig,
+    Embedder,
+    load_embedder,
+)
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -262,7 +266,7 @@ def hub_phase(base: Path, vectors: int, results: Results) -> None:
     through the local Hub stand-in, each a real ``retrieval-eval`` process. The vectors are
     random (a pull moves bytes; their values do not matter) in prep's layout: commits of
     1024, then compacted as prep compacts."""
-    from pytest_retrieval_eval.cache import VectorCache
+    from pytest_retrieval_eval.vectors.cache import VectorCache
     from tests.hub_standin import WRITE_TOKEN
 
     work = base / "hub"
@@ -331,7 +335,7 @@ def load_phase(data: Path, cache: Path, n_instances: int, results: Results) -> N
     shutil.rmtree(cache / "sha256", ignore_errors=True)
     script = (
         "import sys, time; from pathlib import Path\n"
-        "from pytest_retrieval_eval import corpus, dataset\n"
+        "from pytest_retrieval_eval.data import corpus, dataset\n"
         "t = time.perf_counter()\n"
         "c = corpus.load_corpus(dataset.resolve_dataset(sys.argv[1]), Path(sys.argv[2]))\n"
         "print('SECONDS', time.perf_counter() - t)\n"
@@ -650,18 +654,20 @@ PROFILE_SPOTS = (
     ("whole run", "_pytest/main.py", "wrap_session"),
     ("prepare (corpus, model choice, cache checks)", "pytest_retrieval_eval/session.py",
      "prepare"),
-    ("  load_corpus (incl. corpus checksum)", "pytest_retrieval_eval/corpus.py", "load_corpus"),
+    ("  load_corpus (incl. corpus checksum)", "pytest_retrieval_eval/data/corpus.py",
+     "load_corpus"),
     ("items (run_pair)", "pytest_retrieval_eval/session.py", "run_pair"),
     ("  persona: vectors, key", "pytest_retrieval_eval/session.py", "persona"),
-    ("  store reuse check (get_or_build)", "pytest_retrieval_eval/store.py", "get_or_build"),
+    ("  store reuse check (get_or_build)", "pytest_retrieval_eval/vipune/store.py",
+     "get_or_build"),
     ("  retriever hybrid (rank, once per candidate pool)",
      "pytest_retrieval_eval/retrievers/reference.py", "rank"),
-    ("    semantic scan (float64 cosine, once per query)", "pytest_retrieval_eval/vipune.py",
-     "semantic_search"),
-    ("    search_hybrid (FTS5 list and RRF fusion)", "pytest_retrieval_eval/vipune.py",
+    ("    semantic scan (float64 cosine, once per query)",
+     "pytest_retrieval_eval/vipune/reference.py", "semantic_search"),
+    ("    search_hybrid (FTS5 list and RRF fusion)", "pytest_retrieval_eval/vipune/reference.py",
      "search_hybrid"),
-    ("      FTS5 bm25", "pytest_retrieval_eval/vipune.py", "fts_search"),
-    ("  vector cache reads", "pytest_retrieval_eval/cache.py", "get"),
+    ("      FTS5 bm25", "pytest_retrieval_eval/vipune/reference.py", "fts_search"),
+    ("  vector cache reads", "pytest_retrieval_eval/vectors/cache.py", "get"),
     ("report and terminal summary", "_pytest/main.py", "pytest_sessionfinish"),
 )
 
@@ -687,7 +693,7 @@ def summarize_profile(path: Path) -> list[str]:
 def bm25_phase(cache: Path, results: Results) -> None:
     from rank_bm25 import BM25Okapi
 
-    from pytest_retrieval_eval import terms as terms_mod
+    from pytest_retrieval_eval.retrievers import terms as terms_mod
 
     corpus = corpus_mod.open_corpus(next((cache / "corpus").glob("*.sqlite")))
     pairs = [p for p in corpus.pairs if not p.abstention]
@@ -752,11 +758,11 @@ def bm25_phase(cache: Path, results: Results) -> None:
 def verify_phase(data: Path, cache: Path, results: Results) -> None:
     """What the re-verification policy (docs/reliability.md) costs: the checks that catch bit
     rot beneath an unchanged ``.verified`` stamp, timed one by one."""
-    from pytest_retrieval_eval import dataset as dataset_mod
-    from pytest_retrieval_eval import store as store_mod
-    from pytest_retrieval_eval import terms as terms_mod
-    from pytest_retrieval_eval.checksums import sha256_file
-    from pytest_retrieval_eval.pairs import text_key
+    from pytest_retrieval_eval.data import dataset as dataset_mod
+    from pytest_retrieval_eval.data.pairs import text_key
+    from pytest_retrieval_eval.io.checksums import sha256_file
+    from pytest_retrieval_eval.retrievers import terms as terms_mod
+    from pytest_retrieval_eval.vipune import store as store_mod
 
     path = next((cache / "corpus").glob("*.sqlite"))
     start = time.perf_counter()
@@ -857,7 +863,7 @@ def _prepped(m: Measured) -> tuple[int, int]:
 
 
 def _vectors(root: Path, model: Path) -> tuple[list[str], Any]:
-    from pytest_retrieval_eval.cache import VectorCache
+    from pytest_retrieval_eval.vectors.cache import VectorCache
 
     embedder = load_embedder(str(model), EmbedConfig())
     vc = VectorCache(root, embedder.fingerprint, embedder.dim, embedder.info())
@@ -1069,7 +1075,7 @@ COMPARE_TARGET_S = 5.0
 
 def synthetic_report(seed: int, shift: float) -> dict[str, Any]:
     """A full-M-sized report: 470 pairs x five retrievers, recall at k 1, 5, 10."""
-    from pytest_retrieval_eval.report import SCHEMA_VERSION, summarize
+    from pytest_retrieval_eval.reporting.report import SCHEMA_VERSION, summarize
 
     rng = np.random.default_rng(seed)
     base_rng = np.random.default_rng(0)  # the same "true" difficulty per question
@@ -1110,7 +1116,7 @@ def compare_phase(results: Results) -> None:
             walls.append(m.wall)
             cpus.append(m.cpu)
         saved = json.loads((Path(tmp) / "c.json").read_text())["comparison"]
-        from pytest_retrieval_eval import compare as compare_mod
+        from pytest_retrieval_eval.reporting import compare as compare_mod
 
         started = time.perf_counter()
         compare_mod.compare_reports(json.loads(base.read_text()), json.loads(new.read_text()))

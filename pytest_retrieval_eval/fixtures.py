@@ -26,16 +26,16 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pytest
 
-from . import diagnostics
-from .metrics import dedupe
-from .protocol import LONGMEMEVAL
+from .data.protocol import LONGMEMEVAL
+from .scoring import diagnostics
+from .scoring.metrics import dedupe
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from .corpus import Corpus, PairRecord
-    from .embedding import Embedder
+    from .data.corpus import Corpus, PairRecord
     from .session import EvalSession
+    from .vectors.embedding import Embedder
 
 __all__ = [
     "PassageVectors",

@@ -15,13 +15,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import cache as cache_mod
-from . import corpus as corpus_mod
-from . import prep as prep_mod
 from . import retrievers as retrievers_mod
-from . import subset as subset_mod
+from .data import corpus as corpus_mod
+from .data import subset as subset_mod
 from .errors import CacheError, RetrievalEvalError
 from .options import DEFAULT_DATA, DEFAULT_DATA_REPO, DEFAULT_MODEL, Settings
+from .vectors import cache as cache_mod
+from .vectors import prep as prep_mod
 
 Progress = Callable[[str, int, "int | None"], None]
 AnyCorpus = corpus_mod.Corpus | subset_mod.SubsetCorpus
@@ -150,7 +150,7 @@ def no_model_hint(settings: Settings, cache_root: Path,
 def pull(settings: Settings, cache_root: Path, progress: Progress | None, *,
          fingerprint: str | None = None, model: str | None = None) -> None:
     """``--retrieval-eval-cache-repo``: fetch the model's vectors the cache lacks."""
-    from .cache_hub import pull as hub_pull
+    from .vectors.hub_sync import pull as hub_pull
 
     assert settings.cache_repo is not None
     hub_pull(settings.cache_repo, cache_root, fingerprint=fingerprint, model=model,

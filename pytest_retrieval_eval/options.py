@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from .variants import VariantError, is_variant, parse_variant
+from .retrievers.variants import VariantError, is_variant, parse_variant
 
 MAX_K = 10_000  # vipune's MAX_SEARCH_LIMIT: no search may ask for more rows
 DEFAULT_KS = (1, 5, 10)
@@ -132,7 +132,7 @@ def choice(*allowed: str) -> Callable[[str], str]:
 
 def repo_id(value: str) -> str:
     """A Hugging Face Hub repo id, ``ORG/NAME``."""
-    from .cache_hub import valid_repo_id
+    from .vectors.hub_sync import valid_repo_id
 
     if not valid_repo_id(value.strip()):
         raise argparse.ArgumentTypeError(f"{value!r} is not a Hub repo id; give ORG/NAME")

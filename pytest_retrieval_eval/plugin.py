@@ -41,7 +41,7 @@ def _is_worker(config: pytest.Config) -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{MARKER}: a LongMemEval pair scored by pytest-retrieval-eval")
-    from . import fixtures  # the public fixtures, for user tests and the pair items alike
+    from . import fixtures
 
     if not config.pluginmanager.is_registered(fixtures):
         config.pluginmanager.register(fixtures, "retrieval-eval-fixtures")
@@ -122,7 +122,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             state.attach(Plan.from_dict(config.workerinput[WORKER_PLAN]))  # type: ignore[attr-defined]
         else:
             if state.settings.compare is not None:  # an unreadable base fails before work
-                from .compare import load_report
+                from .reporting.compare import load_report
 
                 config.stash[BASE_KEY] = load_report(state.settings.compare)
             _prepare(state, config)
@@ -135,7 +135,7 @@ def _prepare(state: EvalSession, config: pytest.Config) -> None:
     """Prepare, showing the cache's repair notices as one terminal line each."""
     import warnings
 
-    from .cache import CacheWarning
+    from .vectors.cache import CacheWarning
 
     caught: list[warnings.WarningMessage] = []
     try:
@@ -218,7 +218,7 @@ def _pair_test(request: pytest.FixtureRequest) -> None:
         store = request.getfixturevalue("retrieval_eval_store")
     result = state.run_pair(item.position, item.retriever, custom=custom,
                             inputs=PairInputs(vectors, query_vector, store))
-    from .publish import pair_properties  # --junitxml carries them to CI test analytics
+    from .reporting.publish import pair_properties  # --junitxml carries them to CI test analytics
 
     item.user_properties.extend(pair_properties(result))
 
@@ -334,12 +334,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if _is_worker(config):
         config.workeroutput[WORKER_OUTPUT] = state.worker_output()  # type: ignore[attr-defined]
         return
-    from . import report
+    from .reporting import report
 
     info = state.run_info(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED,
                           stopped=bool(session.shouldstop or session.shouldfail))
     state.report = report.build_report(info, state.results, state.errors)
-    from . import publish
+    from .reporting import publish
 
     base = config.stash.get(BASE_KEY, None)
     if base is not None and state.settings.compare is not None:
@@ -368,8 +368,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
     state = _session(config)
     if state is None or state.report is None or _is_worker(config):
         return
-    from .publish import comparison_lines
-    from .report import terminal_lines
+    from .reporting.publish import comparison_lines
+    from .reporting.report import terminal_lines
 
     terminalreporter.write_sep("=", "retrieval-eval")
     width = config.get_terminal_writer().fullwidth

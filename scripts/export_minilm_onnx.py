@@ -108,7 +108,7 @@ def verify(model_dir: Path, out_dir: Path) -> float:
     """Min cosine between the plugin's vectors and sentence-transformers' on SENTENCES."""
     from sentence_transformers import SentenceTransformer
 
-    from pytest_retrieval_eval.embedding import EmbedConfig, load_embedder
+    from pytest_retrieval_eval.vectors.embedding import EmbedConfig, load_embedder
 
     embedder = load_embedder(str(out_dir), EmbedConfig(pooling="mean"))
     ours = embedder.embed(SENTENCES).astype(np.float64)

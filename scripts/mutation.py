@@ -5,7 +5,7 @@ Two parts, one command (``python scripts/mutation.py``, both parts; results in
 
 ``mutmut``
     mutmut 3 (not a dependency of the plugin: ``pip install -e '.[mutation]'``) mutates every
-    function of ``pytest_retrieval_eval/vipune.py``, ``metrics.py`` and ``store.py``
+    function of ``pytest_retrieval_eval/vipune/reference.py``, ``metrics.py`` and ``store.py``
     (``[tool.mutmut]`` in ``pyproject.toml``) and, per mutant, runs only those tests of
     ``tests/test_vipune.py``, ``test_metrics.py``, ``test_store.py``, ``test_bundled_sample.py``
     and ``test_mutation_kills.py`` that called the mutated function. A fresh run (the
@@ -55,7 +55,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "pytest_retrieval_eval"
 #: module -> the share of mutants that must be killed (None: reported, no target).
-TARGETS: dict[str, float | None] = {"vipune": 0.90, "metrics": 0.90, "store": None}
+TARGETS: dict[str, float | None] = {"vipune/reference": 0.90, "scoring/metrics": 0.90,
+                                     "vipune/store": None}
 #: What the copy for a named mutant needs (relative to the repository root).
 COPIED = (PACKAGE, "tests", "scripts", "conftest.py", "pyproject.toml")
 #: The tests run against each named mutant (the copy's, so they see the patched package);
@@ -90,11 +91,11 @@ class NamedMutant:
 
 
 def _v(old: str, new: str) -> Patch:
-    return Patch(f"{PACKAGE}/vipune.py", old, new)
+    return Patch(f"{PACKAGE}/vipune/reference.py", old, new)
 
 
 def _m(old: str, new: str) -> Patch:
-    return Patch(f"{PACKAGE}/metrics.py", old, new)
+    return Patch(f"{PACKAGE}/scoring/metrics.py", old, new)
 
 
 _SORT = 'fused = sorted(scores.items(), key=lambda item: (-item[1], item[0].encode("utf-8")))'

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_retrieval_eval.report import SCHEMA_VERSION, summarize
+from pytest_retrieval_eval.reporting.report import SCHEMA_VERSION, summarize
 
 SHA = "a" * 64
 

@@ -27,7 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_retrieval_eval import cache, corpus, prep, store, vipune
+from pytest_retrieval_eval import vipune
+from pytest_retrieval_eval.data import corpus
+from pytest_retrieval_eval.vectors import cache, prep
+from pytest_retrieval_eval.vipune import store
 
 KS = (1, 5, 10)
 

@@ -10,8 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_retrieval_eval import cache, corpus, dataset, prep
-from pytest_retrieval_eval.pairs import text_key
+from pytest_retrieval_eval.data import corpus, dataset
+from pytest_retrieval_eval.data.pairs import text_key
+from pytest_retrieval_eval.vectors import cache, prep
 
 from . import sample_figures
 
@@ -152,7 +153,8 @@ def test_topical_distractors_compete_with_the_evidence(
     ``<hash>_<n>``, not the shared ``sharegpt_``/``ultrachat_`` filler) that hold no answer.
     They outrank every gold session semantically in most pairs, and their near misses hold
     every word of a keyword question, so FTS returns them beside the evidence."""
-    from pytest_retrieval_eval import store, vipune
+    from pytest_retrieval_eval import vipune
+    from pytest_retrieval_eval.vipune import store
 
     model = cache.list_models([cache.bundled_cache_dir()])[0]
     vectors = cache.VectorCache(cache.bundled_cache_dir(), model["fingerprint"], 384, model)

@@ -13,9 +13,9 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from pytest_retrieval_eval import cache as cache_mod
-from pytest_retrieval_eval.cache import VectorCache, list_models, models_holding
 from pytest_retrieval_eval.errors import CacheError
+from pytest_retrieval_eval.vectors import cache as cache_mod
+from pytest_retrieval_eval.vectors.cache import VectorCache, list_models, models_holding
 
 DIM = 8
 FP_A = "a" * 64

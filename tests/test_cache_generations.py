@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_retrieval_eval import cache as cache_mod
-from pytest_retrieval_eval import cache_models
-from pytest_retrieval_eval.cache import models_holding
+from pytest_retrieval_eval.vectors import cache as cache_mod
+from pytest_retrieval_eval.vectors import cached_models as cache_models
+from pytest_retrieval_eval.vectors.cache import models_holding
 
 from .reliability_support import subprocess_env
 from .test_cache import FP_A, fill, open_cache, shards, vecs

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_retrieval_eval import cache_hub
-from pytest_retrieval_eval.cache import VectorCache
 from pytest_retrieval_eval.errors import CacheHubError, RetrievalEvalError
+from pytest_retrieval_eval.vectors import hub_sync as cache_hub
+from pytest_retrieval_eval.vectors.cache import VectorCache
 
 from .hub_standin import READ_TOKEN, HubStandIn, serve
 
@@ -143,7 +143,7 @@ def test_push_sends_only_what_the_repo_lacks(hub: HubStandIn, tmp_path: Path) ->
 
 
 def test_corpus_file_travels_with_include_corpus(hub: HubStandIn, tmp_path: Path) -> None:
-    from pytest_retrieval_eval.checksums import commit_file, temp_path
+    from pytest_retrieval_eval.io.checksums import commit_file, temp_path
 
     make_cache(tmp_path / "a", shards=1)
     target = tmp_path / "a" / "corpus" / ("c" * 64 + ".sqlite")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_retrieval_eval import cli
+from pytest_retrieval_eval.cli import console as cli
 
 from .hub_standin import HubStandIn, serve
 from .lme_factory import make_instance, write_dataset

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_retrieval_eval import checksums, hub
 from pytest_retrieval_eval.errors import one_line
+from pytest_retrieval_eval.io import checksums, hub
 
 
 def test_sha256_file_streams_and_reports_progress(tmp_path: Path) -> None:

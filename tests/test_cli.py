@@ -15,13 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_retrieval_eval import cli
-from pytest_retrieval_eval import prep as prep_mod
-from pytest_retrieval_eval.cache import VectorCache
-from pytest_retrieval_eval.corpus import load_corpus
-from pytest_retrieval_eval.dataset import DatasetSource
-from pytest_retrieval_eval.embedding import EmbedConfig, load_embedder
-from pytest_retrieval_eval.prep import WAIT_LABEL, PrepInterrupted, query_key
+from pytest_retrieval_eval.cli import console as cli
+from pytest_retrieval_eval.data.corpus import load_corpus
+from pytest_retrieval_eval.data.dataset import DatasetSource
+from pytest_retrieval_eval.vectors import prep as prep_mod
+from pytest_retrieval_eval.vectors.cache import VectorCache
+from pytest_retrieval_eval.vectors.embedding import EmbedConfig, load_embedder
+from pytest_retrieval_eval.vectors.prep import WAIT_LABEL, PrepInterrupted, query_key
 
 from .lme_factory import make_instance, write_dataset
 from .model_factory import make_model_dir
@@ -93,7 +93,7 @@ def test_prep_summary_line_then_cached(
 def test_prep_of_turns_embeds_each_distinct_turn_text_once(
     dataset: Path, model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from pytest_retrieval_eval.protocol import View
+    from pytest_retrieval_eval.data.protocol import View
 
     cache = tmp_path / "cache"
     code, out, err = run(prep_args(dataset, model_dir, cache, "--no-progress",

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from pytest_retrieval_eval import cli
-from pytest_retrieval_eval import compare as cmp
-from pytest_retrieval_eval import significance as sig
+from pytest_retrieval_eval.cli import console as cli
+from pytest_retrieval_eval.reporting import compare as cmp
+from pytest_retrieval_eval.scoring import significance as sig
 from tests.compare_factory import make_report, write_report
 
 REFUSED = 4

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_retrieval_eval import checksums
-from pytest_retrieval_eval import corpus as corpus_mod
-from pytest_retrieval_eval import dataset as dataset_mod
-from pytest_retrieval_eval.corpus import (
+from pytest_retrieval_eval.data import corpus as corpus_mod
+from pytest_retrieval_eval.data import dataset as dataset_mod
+from pytest_retrieval_eval.data.corpus import (
     FORMAT_VERSION,
     Corpus,
     PairRecord,
@@ -23,9 +22,15 @@ from pytest_retrieval_eval.corpus import (
     load_corpus,
     open_corpus,
 )
-from pytest_retrieval_eval.dataset import SAMPLE_PATH, DatasetSource, file_sha256, resolve_dataset
+from pytest_retrieval_eval.data.dataset import (
+    SAMPLE_PATH,
+    DatasetSource,
+    file_sha256,
+    resolve_dataset,
+)
+from pytest_retrieval_eval.data.pairs import QUESTION_TYPES, Rejection, render_session, text_key
 from pytest_retrieval_eval.errors import CacheError, DataError
-from pytest_retrieval_eval.pairs import QUESTION_TYPES, Rejection, render_session, text_key
+from pytest_retrieval_eval.io import checksums
 
 from .lme_factory import make_instance, make_turns, write_dataset
 

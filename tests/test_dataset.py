@@ -11,9 +11,8 @@ from typing import Any
 
 import pytest
 
-from pytest_retrieval_eval import checksums, dataset
-from pytest_retrieval_eval import hub as hub_mod
-from pytest_retrieval_eval.dataset import (
+from pytest_retrieval_eval.data import dataset
+from pytest_retrieval_eval.data.dataset import (
     DEFAULT_REPO,
     KNOWN,
     SAMPLE_PATH,
@@ -23,6 +22,8 @@ from pytest_retrieval_eval.dataset import (
     resolve_dataset,
 )
 from pytest_retrieval_eval.errors import DataError, RetrievalEvalError
+from pytest_retrieval_eval.io import checksums
+from pytest_retrieval_eval.io import hub as hub_mod
 
 from .lme_factory import make_instance, write_dataset
 

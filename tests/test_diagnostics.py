@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 import pytest_retrieval_eval.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
-from pytest_retrieval_eval import diagnostics
-from pytest_retrieval_eval.generator import SAMPLE, iter_instances
+from pytest_retrieval_eval.data.generator.instances import SAMPLE, iter_instances
+from pytest_retrieval_eval.scoring import diagnostics
 
 USABLE = [i for i in iter_instances(SAMPLE) if not i["question_id"].endswith("_abs")]
 KS = (1, 5, 10)

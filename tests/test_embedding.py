@@ -16,17 +16,17 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
-from pytest_retrieval_eval import embedding as emb
-from pytest_retrieval_eval import hub as hub_mod
-from pytest_retrieval_eval.checksums import memoised_sha256 as file_sha256
-from pytest_retrieval_eval.embedding import (
+from pytest_retrieval_eval.errors import ModelError
+from pytest_retrieval_eval.io import hub as hub_mod
+from pytest_retrieval_eval.io.checksums import memoised_sha256 as file_sha256
+from pytest_retrieval_eval.vectors import embedding as emb
+from pytest_retrieval_eval.vectors.embedding import (
     EmbedConfig,
     Embedder,
     ModelFiles,
     load_embedder,
     resolve_model,
 )
-from pytest_retrieval_eval.errors import ModelError
 from tests.model_factory import (
     CLS_ID,
     DEFAULT_WORDS,
@@ -557,7 +557,7 @@ def test_default_model_is_vipunes() -> None:
 
 def test_model_hashes_are_memoised_on_disk(model: TinyModel, tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_retrieval_eval import checksums
+    from pytest_retrieval_eval.io import checksums
 
     memo = tmp_path / "cache" / "sha256"
     first = load_embedder(str(model.path), EmbedConfig(), memo_dir=memo)

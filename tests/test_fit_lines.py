@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_retrieval_eval import cli
-from pytest_retrieval_eval.compare import compare_reports, comparison_lines, header_lines
-from pytest_retrieval_eval.report import fit_lines
+from pytest_retrieval_eval.cli import console as cli
+from pytest_retrieval_eval.reporting.compare import compare_reports, comparison_lines, header_lines
+from pytest_retrieval_eval.reporting.report import fit_lines
 from tests.compare_factory import make_report, write_report
 
 FIVE = "hybrid,semantic,fts,bm25,oracle"

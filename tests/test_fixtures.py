@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import pytest_retrieval_eval.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
-from pytest_retrieval_eval.generator import SAMPLE, iter_instances
+from pytest_retrieval_eval.data.generator.instances import SAMPLE, iter_instances
 
 USABLE = [i for i in iter_instances(SAMPLE) if not i["question_id"].endswith("_abs")]
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "tfidf"
@@ -38,7 +38,7 @@ USER_TESTS = textwrap.dedent('''
 
     import numpy as np
 
-    from pytest_retrieval_eval import store
+    from pytest_retrieval_eval.vipune import store
 
 
     def test_oracle_by_hand(retrieval_eval_pair, retrieval_eval_record):

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from pytest_retrieval_eval import generator
-from pytest_retrieval_eval.generator import (
+from pytest_retrieval_eval.data.dataset import SAMPLE_PATH
+from pytest_retrieval_eval.data.generator import instances as generator
+from pytest_retrieval_eval.data.generator.instances import (
     FULL_M,
     SAMPLE,
     GeneratorConfig,
@@ -24,7 +25,7 @@ from pytest_retrieval_eval.generator import (
     write_dataset,
 )
 
-SHIPPED = Path(generator.__file__).parent / "data" / "sample" / "longmemeval_sample.json"
+SHIPPED = SAMPLE_PATH
 TYPES = {"single-session-user", "single-session-assistant", "single-session-preference",
          "temporal-reasoning", "knowledge-update", "multi-session"}
 KEYS = {"question_id", "question_type", "question", "answer", "question_date",
@@ -331,7 +332,7 @@ def test_impossible_abstention_is_refused() -> None:
 
 
 def test_apportion_gives_each_nonzero_weight_one_when_it_can() -> None:
-    from pytest_retrieval_eval.generator import _apportion
+    from pytest_retrieval_eval.data.generator.instances import _apportion
 
     assert _apportion([0, 2, 100, 2, 2, 0], 4) == [0, 1, 1, 1, 1, 0]
     assert _apportion([0, 2, 100, 2, 2, 0], 10) == [0, 1, 7, 1, 1, 0]

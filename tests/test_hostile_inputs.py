@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from pytest_retrieval_eval import dataset
-from pytest_retrieval_eval.cli import ProgressBar
+from pytest_retrieval_eval.cli.console import ProgressBar
+from pytest_retrieval_eval.data import dataset
+from pytest_retrieval_eval.data.pairs import DuplicateKeys, Rejection, parse_instance
 from pytest_retrieval_eval.errors import DataError
-from pytest_retrieval_eval.pairs import DuplicateKeys, Rejection, parse_instance
 
 from .lme_factory import make_instance, write_dataset
 from .model_factory import make_model_dir
@@ -308,7 +308,7 @@ def test_a_bounded_prefix_gives_the_whole_texts_first_tokens(
         tmp_path: Path, kind: str, max_length: int) -> None:
     """The independent reference: the whole text, tokenized and truncated. Small budgets
     (a few characters per token) drive every path: whitespace cuts, retries, giant words."""
-    from pytest_retrieval_eval.embedding import encode_bounded
+    from pytest_retrieval_eval.vectors.embedding import encode_bounded
 
     tokenizer = _tokenizers(tmp_path)[kind]
     tokenizer.no_padding()
@@ -328,7 +328,7 @@ def test_embedding_a_huge_session_reads_a_bounded_prefix(tmp_path: Path) -> None
     model = make_model_dir(tmp_path, dim=8)
     script = (
         "import sys, numpy as np\n"
-        "from pytest_retrieval_eval.embedding import EmbedConfig, load_embedder\n"
+        "from pytest_retrieval_eval.vectors.embedding import EmbedConfig, load_embedder\n"
         "e = load_embedder(sys.argv[1], EmbedConfig())\n"
         "texts = ['morning doctor plan ' * 1_500_000, 'q' * 30_000_000 + ' plan' * 600]\n"
         "v = e.embed(texts)\n"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_retrieval_eval.dataset import DEFAULT_REPO, KNOWN, SAMPLE_PATH
+from pytest_retrieval_eval.data.dataset import DEFAULT_REPO, KNOWN, SAMPLE_PATH
 
 pytest_plugins = ["pytester"]
 

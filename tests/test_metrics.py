@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from pytest_retrieval_eval.metrics import (
+from pytest_retrieval_eval.scoring.metrics import (
     dedupe,
     mean_metrics,
     ndcg_any,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_retrieval_eval.pairs import (
+from pytest_retrieval_eval.data.pairs import (
     ABSTENTION,
     QUESTION_TYPES,
     VIPUNE_MAX_INPUT_BYTES,

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_retrieval_eval import cli
-from pytest_retrieval_eval import compare as cmp
+from pytest_retrieval_eval.cli import console as cli
+from pytest_retrieval_eval.reporting import compare as cmp
 from tests.compare_factory import make_report, write_report
 
 pytest.importorskip("matplotlib", reason="matplotlib is in the test extra")
 
-from pytest_retrieval_eval import plot
+from pytest_retrieval_eval.reporting import plot
 
 MAGIC = {"png": b"\x89PNG\r\n\x1a\n", "pdf": b"%PDF-", "svg": b"<?xml"}
 
@@ -106,9 +106,10 @@ def test_cli_plot_single_and_comparison(tmp_path: Path,
 
 
 def test_the_plugin_and_compare_never_import_matplotlib() -> None:
-    code = ("import sys; import pytest_retrieval_eval.plugin, pytest_retrieval_eval.compare, "
-            "pytest_retrieval_eval.markdown, pytest_retrieval_eval.publish, "
-            "pytest_retrieval_eval.cli, pytest_retrieval_eval.plot; "
+    code = ("import sys; import pytest_retrieval_eval.plugin, "
+            "pytest_retrieval_eval.reporting.compare, "
+            "pytest_retrieval_eval.reporting.markdown, pytest_retrieval_eval.reporting.publish, "
+            "pytest_retrieval_eval.cli, pytest_retrieval_eval.reporting.plot; "
             "print('matplotlib' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout

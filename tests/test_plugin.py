@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_retrieval_eval.generator import SAMPLE, iter_instances
+from pytest_retrieval_eval.data.generator.instances import SAMPLE, iter_instances
 from tests.lme_factory import make_instance, write_dataset
 from tests.model_factory import make_model_dir
 
@@ -144,7 +144,7 @@ def test_xdist_prints_the_same_numbers(pytester: pytest.Pytester, isolated_cache
 
 def test_store_builds_are_not_query_latency(pytester: pytest.Pytester,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_retrieval_eval import store as store_mod
+    from pytest_retrieval_eval.vipune import store as store_mod
 
     real = store_mod.build_store
 

@@ -19,9 +19,9 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from pytest_retrieval_eval.cache import CacheWarning, VectorCache
-from pytest_retrieval_eval.pairs import text_key
-from pytest_retrieval_eval.prep import (
+from pytest_retrieval_eval.data.pairs import text_key
+from pytest_retrieval_eval.vectors.cache import CacheWarning, VectorCache
+from pytest_retrieval_eval.vectors.prep import (
     WAIT_LABEL,
     PrepInterrupted,
     PrepStats,
@@ -306,7 +306,7 @@ _KILL_SCRIPT = textwrap.dedent(
     from pathlib import Path
     sys.path.insert(0, {root!r})
     from tests.test_prep import FakeEmbedder, make_corpus, open_cache
-    from pytest_retrieval_eval.prep import run_prep
+    from pytest_retrieval_eval.vectors.prep import run_prep
     embedder = FakeEmbedder(delay=0.05)
     corpus = make_corpus(10, 12, 2)
     print("ready", flush=True)
@@ -353,9 +353,9 @@ def test_sigkill_mid_prep_then_resume(tmp_path: Path) -> None:
 
 
 def test_real_corpus_and_model(tmp_path: Path) -> None:
-    from pytest_retrieval_eval.corpus import load_corpus
-    from pytest_retrieval_eval.dataset import DatasetSource
-    from pytest_retrieval_eval.embedding import EmbedConfig, load_embedder
+    from pytest_retrieval_eval.data.corpus import load_corpus
+    from pytest_retrieval_eval.data.dataset import DatasetSource
+    from pytest_retrieval_eval.vectors.embedding import EmbedConfig, load_embedder
 
     from .lme_factory import make_instance, write_dataset
     from .model_factory import make_model_dir
@@ -388,7 +388,7 @@ def test_real_corpus_and_model(tmp_path: Path) -> None:
 
 def test_shards_checked_by_prep_are_not_hashed_again_when_read(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_retrieval_eval import cache as cache_mod
+    from pytest_retrieval_eval.vectors import cache as cache_mod
 
     corpus = make_corpus()
     first = FakeEmbedder()

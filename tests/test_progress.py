@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
-from pytest_retrieval_eval import cli, plugin, progress_bar
+from pytest_retrieval_eval import plugin
+from pytest_retrieval_eval.cli import console as cli
+from pytest_retrieval_eval.cli import progress_bar
 
 pytest_plugins = ["pytester"]
 

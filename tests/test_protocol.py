@@ -14,9 +14,8 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
-from pytest_retrieval_eval import longmemeval_metrics as lm
-from pytest_retrieval_eval.pairs import Instance, Rejection
-from pytest_retrieval_eval.protocol import (
+from pytest_retrieval_eval.data.pairs import Instance, Rejection
+from pytest_retrieval_eval.data.protocol import (
     GOLD_FROM_ANSWER_IDS,
     NO_USER_EVIDENCE,
     View,
@@ -26,6 +25,7 @@ from pytest_retrieval_eval.protocol import (
     strip_turn,
 )
 from pytest_retrieval_eval.retrievers import LazyTexts, LongMemEvalBM25Retriever, Persona, Query
+from pytest_retrieval_eval.scoring import longmemeval_metrics as lm
 from tests.lme_factory import make_instance
 
 LME_SESSION = View("longmemeval", "session")

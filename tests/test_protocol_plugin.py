@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pytest_retrieval_eval.generator import SAMPLE, iter_instances
+from pytest_retrieval_eval.data.generator.instances import SAMPLE, iter_instances
 from tests import lme_reference
 
 SAMPLE_INSTANCES = list(iter_instances(SAMPLE))

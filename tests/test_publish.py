@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from pytest_retrieval_eval import markdown
-from pytest_retrieval_eval.report import table_lines
+from pytest_retrieval_eval.reporting import markdown
+from pytest_retrieval_eval.reporting.report import table_lines
 from tests.compare_factory import make_report, write_report
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
@@ -225,7 +225,7 @@ def test_under_xdist_the_controller_compares_and_items_keep_their_properties(
 
 
 def test_markdown_file_mode_follows_the_umask(tmp_path: Path) -> None:
-    from pytest_retrieval_eval.publish import publish_markdown
+    from pytest_retrieval_eval.reporting.publish import publish_markdown
 
     old = os.umask(0o002)
     try:

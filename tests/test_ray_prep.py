@@ -15,9 +15,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_retrieval_eval import cli, ray_prep
-from pytest_retrieval_eval.cache import VectorCache
-from pytest_retrieval_eval.embedding import EmbedConfig, load_embedder
+from pytest_retrieval_eval.cli import console as cli
+from pytest_retrieval_eval.vectors import ray_prep
+from pytest_retrieval_eval.vectors.cache import VectorCache
+from pytest_retrieval_eval.vectors.embedding import EmbedConfig, load_embedder
 
 from .lme_factory import make_instance, write_dataset
 from .model_factory import make_model_dir

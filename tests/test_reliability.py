@@ -32,15 +32,15 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from pytest_retrieval_eval import cli
-from pytest_retrieval_eval.cache import VectorCache
-from pytest_retrieval_eval.corpus import load_corpus
-from pytest_retrieval_eval.dataset import DatasetSource
-from pytest_retrieval_eval.embedding import EmbedConfig, load_embedder, resolve_model
+from pytest_retrieval_eval.cli import console as cli
+from pytest_retrieval_eval.data.corpus import load_corpus
+from pytest_retrieval_eval.data.dataset import DatasetSource
 from pytest_retrieval_eval.errors import RetrievalEvalError
 from pytest_retrieval_eval.options import OPTIONS, Settings
-from pytest_retrieval_eval.report import build_report, terminal_lines
+from pytest_retrieval_eval.reporting.report import build_report, terminal_lines
 from pytest_retrieval_eval.session import EvalSession
+from pytest_retrieval_eval.vectors.cache import VectorCache
+from pytest_retrieval_eval.vectors.embedding import EmbedConfig, load_embedder, resolve_model
 
 from .lme_factory import make_instance, write_dataset
 from .model_factory import make_model_dir

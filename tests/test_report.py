@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from pytest_retrieval_eval import report
-from pytest_retrieval_eval.metrics import score_ranking
+from pytest_retrieval_eval.reporting import report
+from pytest_retrieval_eval.scoring.metrics import score_ranking
 
 KS = (1, 2)
 

@@ -19,9 +19,10 @@ import pytest
 from rank_bm25 import BM25Okapi
 
 from pytest_retrieval_eval import retrievers as r
-from pytest_retrieval_eval import store, vipune
+from pytest_retrieval_eval import vipune
 from pytest_retrieval_eval.errors import RetrievalEvalError, RetrieverError
 from pytest_retrieval_eval.retrievers import BM25Index, Persona, Query
+from pytest_retrieval_eval.vipune import store
 
 DIM = vipune.EMBEDDING_DIM
 FAKE = Path(__file__).with_name("fake_vipune.py")

@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_retrieval_eval import cli
-from pytest_retrieval_eval.cache import VectorCache
-from pytest_retrieval_eval.cache_merge import merge_caches
-from pytest_retrieval_eval.embedding import EmbedConfig, load_embedder
+from pytest_retrieval_eval.cli import console as cli
+from pytest_retrieval_eval.data.pairs import text_key
 from pytest_retrieval_eval.errors import CacheError
-from pytest_retrieval_eval.pairs import text_key
-from pytest_retrieval_eval.prep import shard_of
+from pytest_retrieval_eval.vectors.cache import VectorCache
+from pytest_retrieval_eval.vectors.embedding import EmbedConfig, load_embedder
+from pytest_retrieval_eval.vectors.merge import merge_caches
+from pytest_retrieval_eval.vectors.prep import shard_of
 
 from .lme_factory import make_instance, write_dataset
 from .model_factory import make_model_dir

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from pytest_retrieval_eval import significance as sig
+from pytest_retrieval_eval.scoring import significance as sig
 
 
 def brute_force_pvalue(d: list[float]) -> float:

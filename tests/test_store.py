@@ -12,8 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_retrieval_eval import checksums, store, vipune
+from pytest_retrieval_eval import vipune
 from pytest_retrieval_eval.errors import CacheError, DataError
+from pytest_retrieval_eval.io import checksums
+from pytest_retrieval_eval.vipune import store
 
 DIM = vipune.EMBEDDING_DIM
 WORDS = [
@@ -331,7 +333,7 @@ def test_partials_of_dead_builders_are_swept_at_once_live_ones_kept(tmp_path: Pa
     import subprocess
     import sys
 
-    from pytest_retrieval_eval.checksums import owner_tag
+    from pytest_retrieval_eval.io.checksums import owner_tag
 
     cache = store.StoreCache(tmp_path)
     folder = cache.path_for("ab" * 32).parent
@@ -352,7 +354,7 @@ def test_partials_of_dead_builders_are_swept_at_once_live_ones_kept(tmp_path: Pa
 
 def test_a_build_names_its_temp_file_after_its_host_and_pid(tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_retrieval_eval.checksums import owner_tag
+    from pytest_retrieval_eval.io.checksums import owner_tag
 
     seen: list[str] = []
     real = store.sqlite3.connect

@@ -14,14 +14,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_retrieval_eval import cli
-from pytest_retrieval_eval import subset as subset_mod
-from pytest_retrieval_eval.cache import VectorCache
-from pytest_retrieval_eval.embedding import EmbedConfig, load_embedder
+from pytest_retrieval_eval.cli import console as cli
+from pytest_retrieval_eval.data import subset as subset_mod
+from pytest_retrieval_eval.data.generator.instances import SAMPLE, iter_instances
+from pytest_retrieval_eval.data.pairs import QUESTION_TYPES, text_key
 from pytest_retrieval_eval.errors import DataError
-from pytest_retrieval_eval.generator import SAMPLE, iter_instances
-from pytest_retrieval_eval.pairs import QUESTION_TYPES, text_key
-from pytest_retrieval_eval.prep import query_key
+from pytest_retrieval_eval.vectors.cache import VectorCache
+from pytest_retrieval_eval.vectors.embedding import EmbedConfig, load_embedder
+from pytest_retrieval_eval.vectors.prep import query_key
 
 from .lme_factory import make_instance, write_dataset
 from .model_factory import make_model_dir
@@ -218,8 +218,8 @@ def test_prep_under_a_subset_embeds_only_its_pairs_texts(
     assert code == 0, out
     assert "subset: 4 pairs, seed 2" in out
     # The chosen pairs, computed independently of prep: 4 of 12 over 3 types -> 2, 1, 1.
-    from pytest_retrieval_eval.corpus import load_corpus
-    from pytest_retrieval_eval.dataset import DatasetSource
+    from pytest_retrieval_eval.data.corpus import load_corpus
+    from pytest_retrieval_eval.data.dataset import DatasetSource
 
     corpus = load_corpus(DatasetSource("data", data), cache)
     chosen = subset_mod.choose(corpus, 4, 2)
@@ -269,7 +269,7 @@ def test_model_lane_under_a_subset_embeds_only_its_pairs(
                                 "--retrieval-eval-model", str(model),
                                 "--retrieval-eval-subset", "4")
     result.assert_outcomes(passed=4)
-    from pytest_retrieval_eval.corpus import open_corpus
+    from pytest_retrieval_eval.data.corpus import open_corpus
 
     corpus = open_corpus(next((isolated_cache / "corpus").glob("*.sqlite")))
     chosen = subset_mod.choose(corpus, 4, 0)

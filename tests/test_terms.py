@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
-from pytest_retrieval_eval import checksums, generator
 from pytest_retrieval_eval import retrievers as r
-from pytest_retrieval_eval import terms as terms_mod
-from pytest_retrieval_eval.corpus import Corpus, load_corpus
-from pytest_retrieval_eval.dataset import DatasetSource
+from pytest_retrieval_eval.data.corpus import Corpus, load_corpus
+from pytest_retrieval_eval.data.dataset import DatasetSource
+from pytest_retrieval_eval.data.generator import instances as generator
 from pytest_retrieval_eval.errors import CacheError
-from pytest_retrieval_eval.terms import count_terms, ensure_table, open_table, table_path
+from pytest_retrieval_eval.io import checksums
+from pytest_retrieval_eval.retrievers import terms as terms_mod
+from pytest_retrieval_eval.retrievers.terms import count_terms, ensure_table, open_table, table_path
 
 from .lme_factory import make_instance, make_turns, write_dataset
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_retrieval_eval import checksums
-from pytest_retrieval_eval.cache import VectorCache
+from pytest_retrieval_eval.io import checksums
+from pytest_retrieval_eval.vectors.cache import VectorCache
 
 pytest_plugins = ["pytester"]
 

@@ -12,11 +12,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_retrieval_eval import options, store, vipune
+from pytest_retrieval_eval import options, vipune
 from pytest_retrieval_eval import retrievers as r
 from pytest_retrieval_eval.errors import RetrievalEvalError
 from pytest_retrieval_eval.retrievers import whatif
-from pytest_retrieval_eval.variants import PARAMETERS, VariantError, parse_variant
+from pytest_retrieval_eval.retrievers.variants import PARAMETERS, VariantError, parse_variant
+from pytest_retrieval_eval.vipune import store
 from tests.test_retrievers import make_persona, make_query
 
 # --------------------------------------------------------------------------- names

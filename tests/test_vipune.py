@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_retrieval_eval import store, vipune
+from pytest_retrieval_eval import vipune
 from pytest_retrieval_eval.errors import RetrievalEvalError
-from pytest_retrieval_eval.vipune import VipuneInputError, VipuneOutputError
+from pytest_retrieval_eval.vipune import store
+from pytest_retrieval_eval.vipune.reference import VipuneInputError, VipuneOutputError
 
 DIM = vipune.EMBEDDING_DIM
 
@@ -496,8 +497,8 @@ def test_search_hybrid_pool_clamp_both_ends(monkeypatch: pytest.MonkeyPatch) -> 
         seen.append(("fts", limit))
         return []
 
-    monkeypatch.setattr(vipune, "semantic_search", fake_sem)
-    monkeypatch.setattr(vipune, "fts_search", fake_fts)
+    monkeypatch.setattr(vipune.reference, "semantic_search", fake_sem)
+    monkeypatch.setattr(vipune.reference, "fts_search", fake_fts)
     for limit in (1, 5000):
         vipune.search_hybrid(":memory:", np.zeros((0, 2)), [], "q", unit(1), limit, project_id="p")
     assert seen == [("semantic", 50), ("fts", 50), ("semantic", 10_000), ("fts", 10_000)]

@@ -21,12 +21,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_retrieval_eval import checksums, terms
-from pytest_retrieval_eval.checksums import MEMO_DIR, read_sidecar, write_stamp
-from pytest_retrieval_eval.corpus import load_corpus
-from pytest_retrieval_eval.dataset import DatasetSource
+from pytest_retrieval_eval.data.corpus import load_corpus
+from pytest_retrieval_eval.data.dataset import DatasetSource
 from pytest_retrieval_eval.errors import CacheError
-from pytest_retrieval_eval.store import StoreCache, persona_key, rows_from_arrays
+from pytest_retrieval_eval.io import checksums
+from pytest_retrieval_eval.io.checksums import MEMO_DIR, read_sidecar, write_stamp
+from pytest_retrieval_eval.retrievers import terms
+from pytest_retrieval_eval.vipune.store import StoreCache, persona_key, rows_from_arrays
 
 from .lme_factory import make_instance, write_dataset
 from .model_factory import make_model_dir
@@ -244,7 +245,7 @@ def test_a_retrievers_failure_names_it_once(pytester: pytest.Pytester, isolated_
 def test_a_store_that_cannot_be_written_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                  fault: Exception, said: str) -> None:
     """Permission errors and a read-only file system said 'check free disk space'."""
-    from pytest_retrieval_eval import store as store_mod
+    from pytest_retrieval_eval.vipune import store as store_mod
 
     def failing(*args: object, **kwargs: object) -> Path:
         raise fault
@@ -263,7 +264,7 @@ def test_a_store_that_cannot_be_written_says_why(tmp_path: Path, monkeypatch: py
 def test_a_deleted_shard_sidecar_names_the_shard_and_the_cached_model(
         pytester: pytest.Pytester, isolated_cache: Path, tiny_model: Path) -> None:
     """It said 'holds no vectors of any model' and suggested bge-small."""
-    from pytest_retrieval_eval import cli
+    from pytest_retrieval_eval.cli import console as cli
 
     data = write_dataset(pytester.path / "lme.json", instances())
     assert cli.main(["prep", "--data", str(data), "--model", str(tiny_model), "--cache",

@@ -22,12 +22,12 @@ Modules: ``base`` (Persona, Query, Retriever), ``reference`` (hybrid, semantic, 
 
 from __future__ import annotations
 
-from ..terms import DocTerms
 from .base import LazyTexts, Persona, Query, Retriever
 from .bm25 import BM25Index, BM25Retriever, DocTermCache, LongMemEvalBM25Retriever
 from .loader import REGISTRY, FunctionRetriever, get_retriever, load_dotted
 from .oracle import OracleRetriever
 from .reference import FtsRetriever, HybridRetriever, SemanticRetriever
+from .terms import DocTerms
 from .vipune_binary import VipuneBinaryRetriever, check_compatible, resolve_vipune_binary
 
 __all__ = [

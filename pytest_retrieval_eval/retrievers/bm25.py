@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..terms import DocTerms, TermTable, count_terms
 from .base import Persona, Query, _check_limit
+from .terms import DocTerms, TermTable, count_terms
 
 __all__ = ["BM25Index", "BM25Retriever", "DocTermCache", "LongMemEvalBM25Retriever"]
 

@@ -10,11 +10,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import RetrievalEvalError, one_line
-from ..variants import VariantError, is_variant, make_variant
 from .base import Persona, Query, Retriever, _option
 from .bm25 import BM25Retriever
 from .oracle import OracleRetriever
 from .reference import FtsRetriever, HybridRetriever, SemanticRetriever
+from .variants import VariantError, is_variant, make_variant
 from .vipune_binary import VipuneBinaryRetriever
 
 __all__ = ["REGISTRY", "FunctionRetriever", "get_retriever", "load_dotted"]
@@ -148,7 +148,7 @@ REGISTRY: dict[str, Callable[[object], Retriever]] = {
 
 def get_retriever(name: str, options: object = None) -> Retriever:
     """A built-in retriever by name, a what-if one (``"hybrid+fts:or"``,
-    :mod:`pytest_retrieval_eval.variants`), or a user one by ``"package.module:attr"``.
+    :mod:`pytest_retrieval_eval.retrievers.variants`), or a user one by ``"package.module:attr"``.
 
     ``options``: a mapping or an object (``options.Settings``); the vipune retriever reads
     ``binary``/``vipune`` and ``timeout``/``vipune_timeout`` from it.

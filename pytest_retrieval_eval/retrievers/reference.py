@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import store as store_mod
 from .. import vipune
+from ..vipune import store as store_mod
 from .base import (
     Persona,
     Query,

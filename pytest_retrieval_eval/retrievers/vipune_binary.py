@@ -11,9 +11,9 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-from .. import store as store_mod
 from .. import vipune
 from ..errors import RetrievalEvalError, RetrieverError, one_line
+from ..vipune import store as store_mod
 from .base import Persona, Query, _option, _vipune_limit
 
 __all__ = ["VipuneBinaryRetriever", "check_compatible", "resolve_vipune_binary"]

@@ -1,8 +1,9 @@
 """What-if retrievers: ``hybrid``, ``fts`` and ``semantic`` with one of vipune's rules changed.
 
-Names and parameters are parsed in :mod:`pytest_retrieval_eval.variants`; :func:`build` makes
-the retriever. ``hybrid`` and ``fts`` variants run vipune's reference (``vipune.py``) with a
-knob turned; ``semantic+dtype:float32`` replaces vipune's float64 cosine by float32 arithmetic.
+Names and parameters are parsed in :mod:`.variants`; :func:`build` makes the retriever.
+``hybrid`` and ``fts`` variants run vipune's reference (:mod:`pytest_retrieval_eval.vipune`)
+with a knob turned; ``semantic+dtype:float32`` replaces vipune's float64 cosine by float32
+arithmetic.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from typing import Any
 import numpy as np
 
 from .. import vipune
-from ..pairs import parse_date
-from ..variants import VariantSpec
+from ..data.pairs import parse_date
 from .base import Persona, Query, Retriever, _query_vector, _vipune_limit
 from .reference import FtsRetriever, HybridRetriever, SemanticRetriever
+from .variants import VariantSpec
 
 __all__ = ["FtsVariant", "HybridVariant", "SemanticFloat32", "build", "float32_search"]
 

@@ -1,0 +1,53 @@
+"""What every ``retrieval-eval`` subcommand shares: the program name, the exit statuses, the
+parser class that makes a bad argument one line (exit 2), and the argument types more than one
+command takes (those of one command live beside it: ``--shard`` in :mod:`cli_prep`,
+``--repo`` in :mod:`cli_cache`, ``--retrievers`` in :mod:`cli_reports`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import NoReturn
+
+from ..errors import one_line
+
+__all__ = [
+    "EXIT_ERROR",
+    "EXIT_INTERRUPTED",
+    "EXIT_USAGE",
+    "PROG",
+    "OneLineParser",
+    "directory",
+    "nonempty",
+]
+
+PROG = "retrieval-eval"
+# The exit statuses, one rule for every subcommand (docs/errors.md):
+EXIT_USAGE = 2  # a bad flag or value: argparse's own status
+EXIT_ERROR = 4  # a RetrievalEvalError: the run cannot go on; pytest's usage-error status, so
+#                 `retrieval-eval` and `pytest --retrieval-eval` agree on the same fault
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
+
+
+def directory(value: str) -> Path:
+    if not value.strip():
+        raise argparse.ArgumentTypeError("cache directory is empty; give a folder path")
+    path = Path(value).expanduser()
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{path} exists and is not a directory")
+    return path
+
+
+def nonempty(value: str) -> str:
+    if not value.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return value.strip()
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """A bad argument is one line (``retrieval-eval prep: error: argument --batch-size: ...;
+    see --help``), not the usage banner followed by the message."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line(message)}; see "
+                              f"{self.prog} --help\n")

@@ -1,0 +1,130 @@
+"""The ``retrieval-eval`` console script: the prep phase outside pytest, cache sharing, and
+report comparison. This module assembles the parser and runs :func:`main`; each group of
+subcommands lives in its own module:
+
+* :mod:`cli_prep`: ``retrieval-eval prep --data SPEC --model SPEC --cache DIR [...]`` builds
+  the corpus and embeds every text the cache lacks (resumable: run the same command again
+  after Ctrl-C or a crash), drawing a progress bar on stderr, and ends with one summary line
+  on stdout; ``--subset N`` / ``--shard I/N`` / ``--ray [ADDRESS]`` scale it out
+  (docs/scaling.md). ``retrieval-eval models --cache DIR`` lists the models whose vectors a
+  cache holds.
+* :mod:`cli_cache`: ``retrieval-eval cache merge DIR... [--into DIR]`` combines caches;
+  ``cache push --repo ORG/NAME`` / ``cache pull --repo ORG/NAME`` share one model's vectors
+  through a Hugging Face Hub dataset repo (:mod:`cache_hub`).
+* :mod:`cli_reports`: ``retrieval-eval compare`` and ``retrieval-eval plot``.
+* :mod:`cli_args` holds what they share (program name, exit statuses, the one-line parser,
+  argument types); :mod:`progress_bar` the progress bar.
+
+Option names and defaults match the pytest options (without the ``--retrieval-eval-`` prefix).
+Exit statuses are in :func:`main`'s docstring.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import warnings
+from collections.abc import Sequence
+from typing import TextIO
+
+from ..errors import RetrievalEvalError, one_line
+from . import cache as cli_cache
+from . import prep as cli_prep
+from . import reports as cli_reports
+from .args import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, PROG, OneLineParser
+from .progress_bar import ProgressBar
+
+__all__ = [
+    "EXIT_ERROR",
+    "EXIT_INTERRUPTED",
+    "EXIT_USAGE",
+    "PROG",
+    "ProgressBar",
+    "build_parser",
+    "for_cli",
+    "main",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of ``retrieval-eval``."""
+    from ..vectors.cache import default_cache_dir
+
+    parser = OneLineParser(
+        prog=PROG,
+        description="Prep phase of pytest-retrieval-eval: embed a LongMemEval dataset once "
+        "into the vector cache, so `pytest --retrieval-eval` (and --no-model) runs need no "
+        "embedding.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    default_cache = default_cache_dir()
+    cli_prep.add_commands(sub, default_cache)
+    cli_cache.add_commands(sub, default_cache)
+    cli_reports.add_commands(sub)
+    return parser
+
+
+#: The pytest options whose advice ``prep`` gives with its own flag. Messages are worded once,
+#: for pytest (``--retrieval-eval-model DIR``); the CLI rewrites the flag it shares, longest
+#: name first (``--retrieval-eval-data-repo`` before ``--retrieval-eval-data``).
+_PREP_FLAGS = {
+    f"--retrieval-eval-{name}": f"--{name}"
+    for name in sorted(("data", "data-repo", "data-file", "model", "cache", "pooling",
+                        "max-length", "query-prefix", "device", "threads", "batch-size"),
+                       key=len, reverse=True)
+}
+_PYTEST_FLAG = re.compile("|".join(re.escape(flag) + r"(?![\w-])" for flag in _PREP_FLAGS))
+
+
+def for_cli(message: str) -> str:
+    """``message`` with each pytest flag that ``prep`` shares named as ``prep`` spells it:
+    advice always names the flag of the command in use."""
+    return _PYTEST_FLAG.sub(lambda m: _PREP_FLAGS[m.group(0)], message)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``retrieval-eval``; returns the exit status, one rule for every
+    subcommand (docs/errors.md):
+
+    * 0: done (``compare`` exits 0 whatever the numbers).
+    * 2 (:data:`EXIT_USAGE`): a bad flag or value, e.g. ``--batch-size 0`` or ``--shard 5/4``;
+      argparse's status, raised as ``SystemExit`` by :meth:`parse_args`, one line, no banner.
+    * 4 (:data:`EXIT_ERROR`): any :class:`~pytest_retrieval_eval.errors.RetrievalEvalError`,
+      a run that cannot go on (bad data, missing model or vectors, a refused merge, a Hub
+      failure, a refused comparison or figure): ``retrieval-eval: error: <one line>``. It is
+      the status pytest gives its usage errors, so ``retrieval-eval`` and
+      ``pytest --retrieval-eval`` exit alike on the same fault.
+    * 130 (:data:`EXIT_INTERRUPTED`): Ctrl-C; ``prep`` keeps what it embedded.
+    * 1: stdout closed early (``retrieval-eval models | head``).
+    """
+    out, err = sys.stdout, sys.stderr
+    parser = build_parser()
+    args = parser.parse_args(argv)
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: TextIO | None = None, line: str | None = None) -> None:
+        err.write(f"{PROG}: warning: {for_cli(one_line(message))}\n")
+
+    previous = warnings.showwarning
+    warnings.showwarning = show
+    try:
+        if args.command == "cache":
+            return cli_cache.run(args, out, err)
+        if args.command in ("compare", "plot"):
+            return cli_reports.run(args, out, err)
+        return cli_prep.run(args, out, err)
+    except RetrievalEvalError as exc:
+        err.write(f"{PROG}: error: {for_cli(one_line(exc))}\n")
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        err.write(f"{PROG}: interrupted\n")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `retrieval-eval models | head`
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    finally:
+        warnings.showwarning = previous
+

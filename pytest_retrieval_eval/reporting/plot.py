@@ -1,0 +1,178 @@
+"""Figures of a report or a comparison, drawn with matplotlib (the ``[plot]`` extra).
+
+matplotlib is imported only inside :func:`require_matplotlib`, with the headless ``Agg``
+backend, so nothing else of the package needs it; without it the one line of
+:class:`PlotError` names the extra to install.
+
+* :func:`plot_report`: recall@k (the table's first metric: recall_any@k under the longmemeval
+  protocol) by question type, the retrievers side by side, one panel per k.
+* :func:`plot_comparison`: delta of each compared metric with its 95% CI, per question type
+  (and overall), one panel per metric, the retrievers side by side.
+
+Figures are written atomically (temp file + rename); the format follows the suffix.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..errors import RetrievalEvalError, write_fault
+from ..io.checksums import file_mode
+
+FORMATS = ("png", "svg", "pdf")
+EXTRA = "pip install 'pytest-retrieval-eval[plot]'"
+
+
+class PlotError(RetrievalEvalError):
+    """A figure cannot be drawn or written."""
+
+
+def require_matplotlib() -> Any:
+    """``matplotlib.pyplot`` on the Agg backend, or one line naming the extra."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise PlotError(f"plots need matplotlib, which is not installed; {EXTRA}") from None
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def check_output(path: Path) -> str:
+    """The format of ``path`` from its suffix, or one line naming the accepted ones."""
+    fmt = path.suffix.lower().lstrip(".")
+    if fmt not in FORMATS:
+        raise PlotError(f"figure {path}: unknown format {path.suffix or '(no suffix)'!r}; "
+                        f"end the name in .png, .svg or .pdf")
+    return fmt
+
+
+def _type_order(summary: Mapping[str, Any], retrievers: list[str]) -> list[str]:
+    from ..data.pairs import QUESTION_TYPES
+
+    present = {t for name in retrievers for t in summary[name]["by_type"]}
+    known = [t for t in QUESTION_TYPES if t in present]
+    return [*known, *sorted(present - set(known))]
+
+
+def _short(qtype: str) -> str:
+    """Axis labels: ``single-session-preference`` -> ``single-session-\\npreference``."""
+    head, sep, tail = qtype.rpartition("-")
+    return f"{head}-\n{tail}" if sep and len(qtype) > 14 else qtype
+
+
+def _title(report: Mapping[str, Any]) -> str:
+    ds = report.get("dataset") or {}
+    model = report.get("model") or {}
+    name = model.get("name") if isinstance(model, dict) else None
+    return (f"{ds.get('name', '?')} · lane {report.get('lane', '?')} · model "
+            f"{name or 'none'}")
+
+
+def plot_report(report: Mapping[str, Any], path: Path) -> None:
+    """recall@k by question type (plus overall), retrievers side by side, a panel per k."""
+    fmt = check_output(path)
+    plt = require_matplotlib()
+    retrievers = [r for r in report["retrievers"] if r in report.get("summary", {})]
+    if not retrievers:
+        raise PlotError("report holds no summary to plot (no pair was scored); plot a report "
+                        "of a run that scored pairs")
+    summary = report["summary"]
+    ks = list(report["ks"])
+    from .compare import primary_family
+
+    family = primary_family(report)
+    types = [*_type_order(summary, retrievers), "overall"]
+    width = 0.8 / len(retrievers)
+    fig, axes = plt.subplots(len(ks), 1, figsize=(7.5, 2.2 * len(ks) + 0.6), sharex=True,
+                             squeeze=False)
+    for panel, k in zip(axes[:, 0], ks, strict=True):
+        for i, name in enumerate(retrievers):
+            values = []
+            for t in types:
+                cell = summary[name]["overall"] if t == "overall" else (
+                    summary[name]["by_type"].get(t))
+                values.append(float(cell.get(f"{family}@{k}", 0.0)) if cell else 0.0)
+            xs = [j + (i - (len(retrievers) - 1) / 2) * width for j in range(len(types))]
+            panel.bar(xs, values, width=width, label=name)
+        panel.set_ylim(0, 1.05)
+        panel.set_ylabel(f"{family}@{k}")
+        panel.grid(axis="y", alpha=0.3)
+        panel.set_axisbelow(True)
+    axes[0, 0].legend(ncol=min(len(retrievers), 5), fontsize=7, loc="lower center",
+                      bbox_to_anchor=(0.5, 1.0), frameon=False)
+    last = axes[-1, 0]
+    last.set_xticks(range(len(types)))
+    last.set_xticklabels([_short(t) for t in types], fontsize=7)
+    fig.suptitle(_title(report), fontsize=8, y=0.995)
+    fig.tight_layout()
+    _save(fig, plt, path, fmt)
+
+
+def plot_comparison(cmp: Mapping[str, Any], path: Path) -> None:
+    """Delta (new - base) with its 95% CI per question type, a panel per compared metric."""
+    fmt = check_output(path)
+    plt = require_matplotlib()
+    metrics = list(cmp["metrics"])
+    retrievers = list(cmp["changes"])
+    fig, axes = plt.subplots(len(metrics), 1, figsize=(7.5, 2.2 * len(metrics) + 0.6),
+                             sharex=True, squeeze=False)
+    types: list[str] = []
+    for rows in cmp["rows"].values():
+        for r in rows:
+            if r["question_type"] not in types:
+                types.append(r["question_type"])
+    types = [t for t in types if t != "overall"] + ["overall"]
+    width = 0.8 / max(1, len(retrievers))
+    for panel, metric in zip(axes[:, 0], metrics, strict=True):
+        rows = {(r["retriever"], r["question_type"]): r for r in cmp["rows"][metric]}
+        for i, name in enumerate(retrievers):
+            xs, ys, lo, hi = [], [], [], []
+            for j, t in enumerate(types):
+                r = rows.get((name, t))
+                if r is None:
+                    continue
+                xs.append(j + (i - (len(retrievers) - 1) / 2) * width)
+                ys.append(r["delta"])
+                lo.append(r["delta"] - r["ci_low"])
+                hi.append(r["ci_high"] - r["delta"])
+            panel.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3, markersize=4,
+                           label=name)
+        panel.axhline(0.0, color="grey", linewidth=0.8)
+        panel.set_ylabel(f"Δ {metric}")
+        panel.grid(axis="y", alpha=0.3)
+    axes[0, 0].legend(ncol=min(len(retrievers), 5), fontsize=7, loc="lower center",
+                      bbox_to_anchor=(0.5, 1.0), frameon=False)
+    last = axes[-1, 0]
+    last.set_xticks(range(len(types)))
+    last.set_xticklabels([_short(t) for t in types], fontsize=7)
+    fig.suptitle(f"{cmp['new']['label']} vs base {cmp['base']['label']} "
+                 "(Δ with 95% bootstrap CI)", fontsize=8, y=0.995)
+    fig.tight_layout()
+    _save(fig, plt, path, fmt)
+
+
+def _save(fig: Any, plt: Any, path: Path, fmt: str) -> None:
+    tmp: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "wb") as fh:
+            # A fixed date keeps pdf/svg output reproducible for the same report.
+            meta = {"Date": None} if fmt in ("svg", "pdf") else {"Software": None}
+            fig.savefig(fh, format=fmt, dpi=80, metadata=meta)
+        os.chmod(tmp, file_mode())  # the umask's mode, not mkstemp's 0600
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as exc:
+        raise PlotError(f"figure {path} cannot be written ({write_fault(exc, path.parent)})"
+                        ) from None
+    finally:
+        plt.close(fig)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)

@@ -1,0 +1,416 @@
+"""Summaries of a run: per-type aggregation, the terminal table, and the JSON report.
+
+Everything here is a pure function of plain data (dicts and lists that cross xdist's wire
+unchanged), so a serial run and a ``-n 2`` run that scored the same pairs print the same
+numbers: results are sorted by (retriever order, pair index) before anything is averaged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import tempfile
+import textwrap
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..data.pairs import QUESTION_TYPES
+from ..data.subset import subset_info, subset_lines
+from ..errors import CacheError
+from ..io.checksums import share_as_umask
+from ..scoring import diagnostics
+from ..scoring.metrics import mean_metrics, metric_key
+
+SCHEMA_VERSION = 1
+FAMILIES: tuple[tuple[str, str], ...] = (
+    ("recall", "R"),
+    ("recall_any", "any"),
+    ("recall_all", "all"),
+)
+
+#: The columns under ``--retrieval-eval-protocol longmemeval``: upstream's three metrics.
+LME_FAMILIES: tuple[tuple[str, str], ...] = (
+    ("recall_any", "any"),
+    ("recall_all", "all"),
+    ("ndcg_any", "ndcg"),
+)
+#: At turn granularity: session metrics derived from the turn ranking.
+SESSION_FAMILIES: dict[str, tuple[tuple[str, str], ...]] = {
+    "vipune": (("session_recall", "sR"),),
+    "longmemeval": tuple((f"session_{name}", f"s{short}") for name, short in LME_FAMILIES),
+}
+#: A single retriever's table holds at most this many metric columns in one row; more are
+#: shown one block per metric family (so six ks stay within a terminal's width).
+MAX_ROW_COLUMNS = 12
+
+
+def families_for(protocol: str = "vipune",
+                 granularity: str = "session") -> tuple[tuple[str, str], ...]:
+    """The metric families the table shows for a protocol and granularity."""
+    base = LME_FAMILIES if protocol == "longmemeval" else FAMILIES
+    extra = SESSION_FAMILIES.get(protocol, ()) if granularity == "turn" else ()
+    return (*base, *extra)
+
+
+PairResult = dict[str, Any]
+"""One scored (pair, retriever): retriever, index, question_id, question_type, gold,
+gold_source, ranked, metrics, notes, latency_ms."""
+
+
+def sort_results(results: Iterable[PairResult], retrievers: Sequence[str]) -> list[PairResult]:
+    """Deterministic order: retrievers as configured, then the pair's position in the file."""
+    order = {name: i for i, name in enumerate(retrievers)}
+    return sorted(results, key=lambda r: (order.get(r["retriever"], len(order)),
+                                          r["retriever"], r["index"]))
+
+
+def type_order(qtype: str) -> tuple[int, str]:
+    return (QUESTION_TYPES.index(qtype) if qtype in QUESTION_TYPES else len(QUESTION_TYPES),
+            qtype)
+
+
+def summarize(results: Sequence[PairResult], retrievers: Sequence[str]) -> dict[str, Any]:
+    """``{retriever: {"overall": {n, metrics…}, "by_type": {type: {n, metrics…}}}}``."""
+    summary: dict[str, Any] = {}
+    for name in retrievers:
+        mine = [r for r in results if r["retriever"] == name]
+        by_type: dict[str, Any] = {}
+        for qtype in sorted({r["question_type"] for r in mine}, key=type_order):
+            rows = [r["metrics"] for r in mine if r["question_type"] == qtype]
+            by_type[qtype] = {"n": len(rows), **mean_metrics(rows)}
+        summary[name] = {
+            "overall": {"n": len(mine), **mean_metrics(r["metrics"] for r in mine)},
+            "by_type": by_type,
+        }
+    return summary
+
+
+def drift(results: Sequence[PairResult], a: str, b: str, k: int) -> dict[str, int] | None:
+    """How many pairs got an identical top ``k`` from retrievers ``a`` and ``b``."""
+    tops: dict[str, dict[str, list[str]]] = {a: {}, b: {}}
+    for r in results:
+        if r["retriever"] in tops:
+            tops[r["retriever"]][r["question_id"]] = list(r["ranked"][:k])
+    both = set(tops[a]) & set(tops[b])
+    if not both:
+        return None
+    same = sum(1 for qid in both if tops[a][qid] == tops[b][qid])
+    return {"k": k, "pairs": len(both), "identical": same}
+
+
+def latency_summary(results: Sequence[PairResult]) -> dict[str, dict[str, float]]:
+    """Median and p95 milliseconds per retriever (retrieval) and for query embedding."""
+    buckets: dict[str, list[float]] = {}
+    for r in results:
+        lat = r.get("latency_ms") or {}
+        if lat.get("retrieval") is not None:
+            buckets.setdefault(r["retriever"], []).append(float(lat["retrieval"]))
+        if lat.get("query_embedding") is not None:
+            buckets.setdefault("query_embedding", []).append(float(lat["query_embedding"]))
+    out: dict[str, dict[str, float]] = {}
+    for name, values in buckets.items():
+        values.sort()
+        p95 = values[min(len(values) - 1, round(0.95 * (len(values) - 1)))]
+        out[name] = {"n": len(values), "median": statistics.median(values), "p95": p95}
+    return out
+
+
+def _fmt(value: float | None) -> str:
+    return "   -  " if value is None else f"{value:6.3f}"
+
+
+def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
+                ks: Sequence[int],
+                families: Sequence[tuple[str, str]] = FAMILIES,
+                width: int | None = None) -> list[str]:
+    """The summary table: one row per question type present, then ``overall``.
+
+    One retriever: one table with recall@k and its any/all variants. Several: one block per
+    metric family, the retrievers side by side under a second header row. With a ``width``
+    (the terminal's), no row is wider: one retriever's families go one block each, and
+    several retrievers are split into blocks of as many as fit (the header rows repeated).
+    """
+    qtypes = sorted({t for name in retrievers for t in summary[name]["by_type"]},
+                    key=type_order)
+    label_w = max([len("question type"), *(len(t) for t in qtypes)])
+    cell_w = 6
+
+    def row(label: str, n: str, cells: Sequence[str]) -> str:
+        return "  ".join([f"{label:<{label_w}}", f"{n:>4}", *cells]).rstrip()
+
+    def body(columns: Sequence[tuple[str, str, int]]) -> list[str]:
+        lines = []
+        for qtype in [*qtypes, "overall"]:
+            entries = {name: summary[name]["overall"] if qtype == "overall"
+                       else summary[name]["by_type"].get(qtype) for name in retrievers}
+            n = max(int(e["n"]) for e in entries.values() if e is not None)
+            cells = [_fmt(None if entries[name] is None
+                          else entries[name].get(metric_key(family, k))).rjust(cell_w)
+                     for name, family, k in columns]
+            lines.append(row(qtype, str(n), cells))
+        return lines
+
+    fixed = label_w + 2 + 4  # label, gap, n
+    if len(retrievers) == 1 and len(families) * len(ks) <= MAX_ROW_COLUMNS and (
+            width is None or fixed + len(families) * len(ks) * (cell_w + 2) <= width):
+        name = retrievers[0]
+        columns = [(name, fam, k) for fam, _ in families for k in ks]
+        heads = [f"{short}@{k}".rjust(cell_w) for _, short in families for k in ks]
+        return [row("question type", "n", heads), *body(columns)]
+    group_w = len(ks) * (cell_w + 2) - 2
+    per_block = len(retrievers) if width is None else max(1, (width - fixed) // (group_w + 2))
+    blocks = [list(retrievers[i:i + per_block]) for i in range(0, len(retrievers), per_block)]
+    lines: list[str] = []
+    for family, _ in families:
+        for block in blocks:
+            if lines:
+                lines.append("")
+            names = [name[:group_w].center(group_w) for name in block]
+            lines.append(row(f"{family}@k", "", names))
+            heads = [f"@{k}".rjust(cell_w) for _ in block for k in ks]
+            lines.append(row("question type", "n", heads))
+            lines.extend(body([(name, family, k) for name in block for k in ks]))
+    return lines
+
+
+#: How the header words each data note (counts over the whole dataset).
+NOTE_TEXT: dict[str, str] = {
+    "repeated_session_ids": "{n} repeated session id(s) (first occurrence kept)",
+    "repeated_slots_kept": "{n} repeated session slot(s), each kept as its own item (as "
+                           "LongMemEval does)",
+    "conflicting_repeats": "{n} of them with different content",
+    "histories_with_repeats": "{n} history(ies) with repeats",
+    "gold_not_in_haystack": "{n} pair(s) with gold ids not in the haystack (scored; those "
+                            "ids count as misses)",
+    "oversize_sessions": "{n} session(s) over vipune's {limit}-byte input limit (scored; "
+                         "vipune's add would refuse them)",
+    "empty_sessions": "{n} empty session(s) dropped",
+    "undated_sessions": "{n} session(s) without a date (stored undated; recency 0 ignores it)",
+    "gold_from_has_answer": "{n} pair(s) with gold from has_answer turns",
+}
+#: Rejections the terminal header lists one by one; the JSON report lists them all.
+SHOWN_REJECTIONS = 5
+
+
+def note_lines(notes: Mapping[str, Any]) -> list[str]:
+    """The ``notes:`` line: data anomalies that were counted, not rejected."""
+    from ..data.pairs import VIPUNE_MAX_INPUT_BYTES
+
+    noted = [NOTE_TEXT.get(k, f"{k.replace('_', ' ')}: {{n}}").format(
+                 n=v, limit=VIPUNE_MAX_INPUT_BYTES)
+             for k, v in notes.items() if v]
+    return ["notes: " + "; ".join(noted)] if noted else []
+
+
+def rejection_lines(rejections: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One line per rejected instance (the first few), each with its reason."""
+    if not rejections:
+        return []
+    lines = [f"rejected: {len(rejections)} instance(s) not scored, each with its reason:"]
+    for r in rejections[:SHOWN_REJECTIONS]:
+        qid = r.get("question_id") or "no question_id"
+        lines.append(f"  instance {r.get('index')} ({qid}): {r.get('reason')}")
+    if len(rejections) > SHOWN_REJECTIONS:
+        lines.append(f"  ... and {len(rejections) - SHOWN_REJECTIONS} more: the JSON report "
+                     "(--retrieval-eval-json) lists every one under \"rejections\"")
+    return lines
+
+
+def header_lines(info: Mapping[str, Any]) -> list[str]:
+    """Dataset, gold source, lane, model, retrievers and pair counts."""
+    ds = info["dataset"]
+    model = info.get("model")
+    model_text = "none (no retriever of this run reads vectors)" if not model else (
+        f"{model['name']} (fingerprint {str(model['fingerprint'])[:12]}, "
+        f"{model.get('pooling', 'mean')} pooling, dim {model.get('dim')})")
+    skipped = info["skipped"]
+    run = info.get("run") or {}
+    stop = [] if not run.get("interrupted") else [
+        f"interrupted after {run['items_run']} of {run.get('items_selected', '?')} items: the "
+        f"numbers below cover only what ran; run again for the rest"]
+    protocol = info.get("protocol", "vipune")
+    lines = [
+        *stop,
+        f"dataset: {ds['name']} (sha256 {ds['sha256'][:16]}…)  gold: {ds['gold_source']}",
+        (f"protocol: {protocol}  granularity: {info.get('granularity', 'session')}"
+         + ("  (LongMemEval's own retrieval experiment)" if protocol == "longmemeval" else "")),
+        f"lane: {info['lane']}  model: {model_text}",
+        f"retrievers: {', '.join(info['retrievers'])}  k: {', '.join(map(str, info['ks']))}",
+        (f"pairs: {info['scored']} scored of {info['usable']} usable; skipped "
+         f"{skipped['abstention']} abstention, "
+         + (f"{skipped['no_user_evidence']} without a user has_answer turn, "
+            if skipped.get("no_user_evidence") else "")
+         + f"{skipped['rejected']} rejected, "
+         f"{skipped['not_selected']} not selected"
+         + (f", {skipped['not_run']} not run" if run.get("interrupted") else "")),
+    ]
+    lines.extend(subset_lines(info.get("subset")))
+    lines.extend(note_lines(info.get("notes") or {}))
+    lines.extend(rejection_lines(info.get("rejections") or []))
+    if protocol == "vipune" and info.get("granularity", "session") == "session" and \
+            ds["gold_source"] != "answer_session_ids":
+        lines.append("gold: answer_session_ids absent for some pairs; their gold is the "
+                     "sessions with a has_answer turn (an approximation)")
+    return lines
+
+
+def terminal_lines(report: Mapping[str, Any], width: int = 80) -> list[str]:
+    """Everything the terminal summary prints, from a finished report (``width``: the
+    terminal's, which the table rows and the diagnostics lines fit; the other lines are
+    cut at spaces to fit it, see :func:`fit_lines`)."""
+    info = report["info"]
+    lines = fit_lines(header_lines(info), width)
+    if not report["summary"] or not any(
+            s["overall"]["n"] for s in report["summary"].values()):
+        return [*lines, *fit_lines(["no pair was scored", *_error_lines(report)], width)]
+    lines.append("")
+    lines.extend(table_lines(report["summary"], report["retrievers"], report["ks"],
+                             families_for(info.get("protocol", "vipune"),
+                                          info.get("granularity", "session")), width))
+    notes = diagnostics.lines(report.get("diagnostics") or {}, report["retrievers"],
+                              report["ks"], width)
+    lines.extend(["", *notes] if notes else [])
+    tail: list[str] = []
+    for d in report.get("drift") or []:
+        tail.append(f"drift {d['a']} vs {d['b']}: {d['identical']} of {d['pairs']} pairs have "
+                     f"an identical top {d['k']}")
+    lat = report.get("latency_ms") or {}
+    if lat:
+        parts = [f"{name} {v['median']:.1f} ms (p95 {v['p95']:.1f})" for name, v in lat.items()]
+        tail.append("median latency per query: " + ", ".join(parts))
+    return [*lines, *fit_lines([*tail, *_error_lines(report)], width)]
+
+
+#: Stands in for each space of a run of two or more while a line is wrapped, so that a break
+#: falls only at a single space and the run survives intact (never a character of our text).
+_HELD_SPACE = "\x00"
+
+
+def fit_lines(lines: Iterable[str], width: int | None) -> list[str]:
+    """``lines`` cut at single spaces to at most ``width`` columns each (``None``: unchanged).
+
+    A line that fits is kept as it is. A longer one continues on lines indented two spaces
+    past its own leading indent; runs of two or more spaces inside it are kept (never a
+    break point), and a word longer than the room is left whole rather than split, so
+    joining each continuation to the line before with one space gives the original back.
+    """
+    out: list[str] = []
+    for line in lines:
+        if width is None or len(line) <= width:
+            out.append(line)
+            continue
+        body = line.lstrip(" ")
+        indent = line[:len(line) - len(body)]
+        held = re.sub(r" {2,}", lambda m: _HELD_SPACE * len(m.group()), body)
+        wrapped = textwrap.wrap(held, width=max(width, len(indent) + 3),
+                                initial_indent=indent, subsequent_indent=indent + "  ",
+                                break_long_words=False, break_on_hyphens=False,
+                                expand_tabs=False, replace_whitespace=False)
+        out.extend(w.replace(_HELD_SPACE, " ") for w in wrapped or [line])
+    return out
+
+
+def _error_lines(report: Mapping[str, Any]) -> list[str]:
+    errors = report.get("errors") or []
+    return [f"errors: {len(errors)} item(s) failed; see their failures above"] if errors else []
+
+
+def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
+                 errors: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The JSON report (schema documented in the README)."""
+    results = list(results)
+    # Rankings handed in by user tests (retrieval_eval_record) are columns of their own.
+    retrievers = list(dict.fromkeys([*info["retrievers"], *(r["retriever"] for r in results)]))
+    ks = list(info["ks"])
+    ordered = sort_results(results, retrievers)
+    drifts = []
+    if "hybrid" in retrievers and "vipune" in retrievers:
+        d = drift(ordered, "hybrid", "vipune", max(ks))
+        if d:
+            drifts.append({"a": "hybrid", "b": "vipune", **d})
+    errors = list(errors)
+    scored_qids = {r["question_id"] for r in ordered}
+    attempted = scored_qids | {str(e.get("question_id")) for e in errors}  # ran, even if failed
+    full_info = {**info, "scored": len(scored_qids), "retrievers": retrievers}
+    run = _run_counts(info.get("selection") or {}, ordered, errors)
+    chosen = run.pop("selected_pairs", None)
+    skipped = {**info["skipped"], "not_selected": max(0, info["usable"] - (
+        len(attempted) if chosen is None else len(chosen | attempted)))}
+    skipped["not_run"] = len((chosen or set()) - attempted)  # selected, none of it ran
+    full_info["skipped"] = skipped
+    full_info["run"] = run
+    if info.get("subset"):  # --retrieval-eval-subset: the choice and its CI width
+        full_info["subset"] = subset_info(info["subset"], ordered,
+                                          retrievers[0] if retrievers else None)
+    return {
+        "interrupted": run["interrupted"],
+        "run": run,
+        "schema_version": SCHEMA_VERSION,
+        "dataset": info["dataset"],
+        "protocol": info.get("protocol", "vipune"),
+        "granularity": info.get("granularity", "session"),
+        "lane": info["lane"],
+        "model": info.get("model"),
+        "ks": ks,
+        "retrievers": retrievers,
+        "pairs": ordered,
+        "summary": summarize(ordered, retrievers),
+        "skipped": full_info["skipped"],
+        "rejections": info.get("rejections", []),
+        "notes": info.get("notes", {}),
+        "subset": full_info.get("subset"),
+        "drift": drifts,
+        **diagnostics.report_sections(ordered, retrievers, ks),
+        "latency_ms": latency_summary(ordered),
+        "errors": sorted(errors, key=lambda e: (str(e.get("retriever")),
+                                                str(e.get("question_id")))),
+        "info": full_info,
+    }
+
+
+def _run_counts(selection: Mapping[str, Any], results: Sequence[PairResult],
+                errors: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """How much of the selection ran: ``interrupted`` (Ctrl-C, or a stop such as ``-x``
+    before the last selected item), ``items_selected``, ``items_run`` (scored or failed)."""
+    ran = ({(r["question_id"], r["retriever"]) for r in results}
+           | {(str(e.get("question_id")), str(e.get("retriever"))) for e in errors})
+    out: dict[str, Any] = {"interrupted": bool(selection.get("interrupted")),
+                           "items_run": len(ran)}
+    if selection.get("selected") is not None:
+        chosen = {(str(q), str(r)) for q, r in selection["selected"]}
+        out["items_selected"] = len(chosen)
+        out["selected_pairs"] = {q for q, _ in chosen}
+        if selection.get("stopped") and len(chosen - ran) > 0:
+            out["interrupted"] = True
+    return out
+
+
+def write_json(report: Mapping[str, Any], path: Path,
+               option: str = "--retrieval-eval-json") -> None:
+    """Write the report atomically (temp file + rename): never a half-written file.
+
+    Raises :class:`CacheError` (one line, naming ``option`` as the fix) when ``path`` cannot
+    be written.
+    """
+    public = {k: v for k, v in report.items() if k != "info"}
+    tmp: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(public, fh, indent=1, sort_keys=False)
+            fh.write("\n")
+        share_as_umask(tmp)  # mkstemp makes it 0600
+        os.replace(tmp, path)
+    except BaseException as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise CacheError(
+                f"JSON report {path} cannot be written ({exc.strerror or exc}); pass another "
+                f"{option}"
+            ) from None
+        raise

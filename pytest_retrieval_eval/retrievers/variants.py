@@ -1,0 +1,161 @@
+"""What-if retrievers: a built-in retriever name carrying parameters.
+
+An author measures a change to vipune's search without touching Rust, side by side with the
+reference. The spelling is ``base+param:value[+param:value...]``, e.g.
+``hybrid+rrf_k:60+fts:or``, ``hybrid+pool:100``, ``hybrid+recency:0.3``, ``fts+mode:or``,
+``semantic+dtype:float32``. It holds no ``,`` (the option's and the ini's list separator), no
+``=``, ``[`` or space (item names are ``<question_id>[<retriever>]``), and ``+``, ``:`` and
+``_`` are word characters of pytest's ``-k`` grammar, so ``-k "fts+mode:or"`` selects it.
+
+Plain names keep vipune's exact behaviour; each parameter changes one rule, named here with
+the upstream file it departs from. This module parses names without importing numpy, so the
+option validators (``options.py``) use it; :func:`make_variant` builds the retriever.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from . import Retriever
+
+__all__ = ["PARAMETERS", "VariantError", "VariantSpec", "is_variant", "make_variant",
+           "parse_variant"]
+
+MAX_POOL = 10_000  # vipune's MAX_SEARCH_LIMIT: no list may ask for more rows
+
+
+class VariantError(ValueError):
+    """A what-if retriever name that cannot be read; the message is one line."""
+
+
+def _whole(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        if not text.isdigit() or not low <= int(text) <= high:
+            raise ValueError(f"a whole number in {low}..{high}")
+        return int(text)
+    return parse
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 <= value <= 1.0:  # NaN fails too (vipune's validate_recency_weight)
+        raise ValueError("a number in 0..1")
+    return value
+
+
+def _one_of(*allowed: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in allowed:
+            raise ValueError("|".join(allowed))
+        return text
+    return parse
+
+
+@dataclass(frozen=True)
+class _Param:
+    parse: Callable[[str], Any]
+    default: Any  # vipune's own value: a variant with every default ranks as the plain name
+    means: str
+
+
+#: Every parameter each base retriever takes, with vipune's value and what it changes.
+PARAMETERS: Mapping[str, Mapping[str, _Param]] = {
+    "hybrid": {
+        "rrf_k": _Param(_whole(1, 1_000_000), 25,
+                        "RRF constant k (vipune: 25, src/rrf.rs RrfConfig::default)"),
+        "pool": _Param(_whole(1, MAX_POOL), None,
+                       "fixed candidate pool per list (vipune: clamp(limit*10, 50, 10000), "
+                       "src/memory/search.rs)"),
+        "fts": _Param(_one_of("and", "or"), "and",
+                      "FTS5 operator between the quoted words (vipune: and, src/sqlite/fts.rs)"),
+        "recency": _Param(_fraction, 0.0,
+                          "recency weight, decay from the question's date (the harness "
+                          "measures vipune with 0)"),
+    },
+    "fts": {
+        "mode": _Param(_one_of("and", "or"), "and",
+                       "FTS5 operator between the quoted words (vipune: and, src/sqlite/fts.rs)"),
+    },
+    "semantic": {
+        "dtype": _Param(_one_of("float64", "float32"), "float64",
+                        "cosine arithmetic (vipune: float64 sums of float32 values, "
+                        "src/sqlite/embedding.rs)"),
+    },
+}
+
+
+@dataclass(frozen=True)
+class VariantSpec:
+    """A parsed what-if name: ``name`` as written, its base retriever and its parameters."""
+
+    name: str
+    base: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON record: the base retriever and every parameter as given."""
+        return {"retriever": self.base, "params": dict(self.params)}
+
+
+def is_variant(name: str) -> bool:
+    """Whether ``name`` is spelled as a what-if retriever (``base+...``)."""
+    return "+" in name
+
+
+def _allowed(base: str) -> str:
+    return ", ".join(f"{key} ({_example(base, key)})" for key in PARAMETERS[base])
+
+
+def _example(base: str, key: str) -> str:
+    try:
+        PARAMETERS[base][key].parse("?")
+    except ValueError as exc:
+        return str(exc)
+    return "any"  # pragma: no cover - every parser rejects "?"
+
+
+def parse_variant(name: str) -> VariantSpec:
+    """``"hybrid+rrf_k:60+fts:or"`` -> ``VariantSpec("hybrid+...", "hybrid", {...})``.
+
+    Raises :class:`VariantError` (one line naming the allowed parameters and values).
+    """
+    base, *parts = name.split("+")
+    if base not in PARAMETERS:
+        raise VariantError(
+            f"retriever {name!r}: {base!r} takes no parameters; what-if parameters go on "
+            f"{', '.join(PARAMETERS)}, e.g. hybrid+rrf_k:60+fts:or or fts+mode:or")
+    params: dict[str, Any] = {}
+    for part in parts:
+        key, sep, text = part.partition(":")
+        if not sep or key not in PARAMETERS[base]:
+            what = f"unknown parameter {key!r}" if sep else f"{part!r} is not param:value"
+            raise VariantError(
+                f"retriever {name!r}: {what}; {base} takes {_allowed(base)}, "
+                f"spelled {base}+param:value")
+        if key in params:
+            raise VariantError(f"retriever {name!r}: parameter {key!r} is given twice; "
+                               "give each once")
+        try:
+            params[key] = PARAMETERS[base][key].parse(text)
+        except ValueError as exc:
+            raise VariantError(
+                f"retriever {name!r}: {key}:{text} is not allowed; {key} must be {exc} "
+                f"({base} takes {_allowed(base)})") from None
+    if not params:
+        raise VariantError(f"retriever {name!r}: no parameter after '+'; {base} takes "
+                           f"{_allowed(base)}, e.g. {base}+{next(iter(PARAMETERS[base]))}:...")
+    return VariantSpec(name, base, params)
+
+
+def make_variant(name: str) -> Retriever:
+    """The retriever a what-if name describes (:class:`VariantError` when it is bad)."""
+    from . import whatif
+
+    return whatif.build(parse_variant(name))

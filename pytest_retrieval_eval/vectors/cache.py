@@ -1,0 +1,418 @@
+"""Content-addressed vector cache: Parquet shards per model fingerprint.
+
+Layout under a cache root::
+
+    <root>/vectors/<fingerprint>/manifest.json             model info + format version
+    <root>/vectors/<fingerprint>/shard-<time>-<uuid>.parquet          key, vector
+    <root>/vectors/<fingerprint>/shard-<time>-<uuid>.parquet.sha256   written after the shard
+    <root>/vectors/<fingerprint>/.lock                     writers only (filelock)
+    <root>/vectors/<fingerprint>/.prep.lock                one prep of the model at a time
+
+* A **key** is the sha256 hex of the exact text embedded (:func:`pairs.text_key`), so the same
+  text is embedded once whichever persona holds it. A fingerprint directory only ever holds
+  vectors of that one model; a manifest that names another fingerprint or dimension is refused.
+* Shards are **immutable**. :meth:`VectorCache.add` writes one new shard under the exclusive
+  lock: temp file in the same directory, fsync, ``os.replace``, then the ``.sha256`` sidecar the
+  same way. The sidecar is the commit mark: readers only see shards that have one, and never
+  take the lock. A shard left without a sidecar (a writer killed between the two renames) and
+  stale temp files are removed by the next writer.
+* A shard is checked against its sidecar (full sha256) before any vector of it is served; a
+  truncated or altered shard raises :class:`~pytest_retrieval_eval.errors.CacheError` naming
+  the file. :meth:`VectorCache.repair` (used by prep) quarantines such shards instead (renames
+  them to ``*.corrupt``) so that prep re-embeds what they held.
+* The key index (key -> row) is built lazily from the shards' ``key`` columns only; vectors are
+  read per Parquet row group on demand and kept in a bounded LRU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from ..data.dataset import SAMPLE_DIR
+from ..errors import CacheError
+from ..io.checksums import read_sidecar, sha256_file
+
+# The `X as X` imports re-export names that moved to cache_shards / cache_writes.
+from .cached_models import list_models, models_holding, uncommitted_shards
+from .shard_writer import LOCK_TIMEOUT as LOCK_TIMEOUT
+from .shard_writer import ShardWriter
+from .shards import (
+    _ATTEMPTS,
+    _FINGERPRINT_RE,
+    DEFAULT_MAX_CACHED_BYTES,
+    FORMAT_VERSION,
+    ModelInfo,
+    _check_manifest,
+    _committed_shards,
+    _corrupt,
+    _model_dir,
+    _pin,
+    _pq,
+    _read_keys,
+    _read_manifest,
+    _sha256_of,
+    _Shard,
+    _write_atomic,
+)
+from .shards import COMPACT_ROWS as COMPACT_ROWS
+from .shards import ROW_GROUP_ROWS as ROW_GROUP_ROWS
+
+__all__ = [
+    "FORMAT_VERSION",
+    "CacheWarning",
+    "ModelInfo",
+    "VectorCache",
+    "bundled_cache_dir",
+    "default_cache_dir",
+    "list_models",
+    "models_holding",
+    "uncommitted_shards",
+]
+
+
+class CacheWarning(UserWarning):
+    """Something in the cache was repaired (a corrupt shard quarantined)."""
+
+
+def default_cache_dir() -> Path:
+    """``$RETRIEVAL_EVAL_CACHE_DIR``, else ``$XDG_CACHE_HOME`` or ``~/.cache``, + our name.
+
+    The directory lies outside any repository, so pytest's ``--cache-clear`` never touches it.
+    """
+    explicit = os.environ.get("RETRIEVAL_EVAL_CACHE_DIR", "").strip()
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    base = Path(xdg).expanduser() if xdg and Path(xdg).expanduser().is_absolute() else None
+    if base is None:
+        base = Path.home() / ".cache"
+    return base / "pytest-retrieval-eval"
+
+
+def bundled_cache_dir() -> Path:
+    """The read-only cache root shipped inside the package (the bundled sample's vectors)."""
+    return SAMPLE_DIR / "cache"
+
+
+
+# --------------------------------------------------------------------------- the cache
+
+
+class VectorCache(ShardWriter):
+    """The vectors of one model (fingerprint) across a writable root and read-only roots.
+
+    ``model_info`` is written to the manifest when this cache first writes (it should hold
+    ``Embedder.info()``: name, fingerprint, dim, pooling, max_length, query_prefix, hashes).
+    ``read_only_roots`` are searched too (the bundled sample's cache) but never written to.
+    ``max_cached_bytes`` bounds the decoded row groups kept in memory; ``data`` (the dataset
+    spec) only completes the prep command that a "missing vectors" error suggests.
+    Not thread-safe: use one object per thread (or a lock around it).
+    Reading never takes the lock; writing (:meth:`add`, :meth:`compact`, :meth:`repair`) does.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        fingerprint: str,
+        dim: int,
+        model_info: Mapping[str, object],
+        *,
+        read_only_roots: Sequence[Path] = (),
+        max_cached_bytes: int = DEFAULT_MAX_CACHED_BYTES,
+        data: str | None = None,
+    ) -> None:
+        if not _FINGERPRINT_RE.match(fingerprint):
+            raise ValueError(f"fingerprint {fingerprint!r} is not a safe directory name")
+        if dim < 1:
+            raise ValueError(f"dim must be positive, got {dim}")
+        self.root = Path(root)
+        self.fingerprint = fingerprint
+        self.dim = int(dim)
+        self.model_info: ModelInfo = dict(model_info)
+        self.model_info.setdefault("fingerprint", fingerprint)
+        self.model_info.setdefault("dim", self.dim)
+        self.name = str(self.model_info.get("name", fingerprint[:12]))
+        self.directory = _model_dir(self.root, fingerprint)
+        own = self.root.resolve()
+        ro: list[Path] = []
+        for extra in read_only_roots:
+            extra = Path(extra)
+            if extra.resolve() != own and extra.resolve() not in [p.resolve() for p in ro]:
+                ro.append(extra)
+        self.read_only_dirs = [_model_dir(r, fingerprint) for r in ro]
+        self.max_cached_bytes = max_cached_bytes
+        #: The dataset spec named in the prep command that a "missing vectors" error suggests.
+        self.data = data
+        #: Vectors this object has committed with :meth:`add` (prep's "saved" count).
+        self.added = 0
+        for directory in [*self.read_only_dirs, self.directory]:
+            self._check_dir(directory)
+        #: Shards checked against their sidecar. Kept across re-indexing: a shard is immutable
+        #: and its name never reused (a corrupt one is renamed away by :meth:`repair`).
+        self._verified: set[Path] = set()
+        self._reset()
+
+    # ----------------------------------------------------------------- manifest checks
+
+    def _check_dir(self, directory: Path) -> None:
+        info = _read_manifest(directory)
+        if info is None:
+            if _committed_shards(directory):
+                raise CacheError(
+                    f"cache at {directory} holds shards but no manifest.json; delete "
+                    f"{directory} and run prep again"
+                )
+            return
+        _check_manifest(directory, info, self.fingerprint, self.dim, self.name)
+
+    def _ensure_manifest(self) -> None:
+        """Create the directory and its manifest (caller holds the lock)."""
+        info = _read_manifest(self.directory)
+        if info is not None:
+            _check_manifest(self.directory, info, self.fingerprint, self.dim, self.name)
+            return
+        manifest = {**self.model_info, "fingerprint": self.fingerprint, "dim": self.dim,
+                    "format": FORMAT_VERSION}
+        data = json.dumps(manifest, indent=2, sort_keys=True, default=str) + "\n"
+        _write_atomic(self.directory / "manifest.json", data.encode("utf-8"))
+
+    # ----------------------------------------------------------------- index
+
+    def _reset(self) -> None:
+        for shard in getattr(self, "_shards", []):
+            if shard.handle is not None:
+                shard.handle.close()
+        self._shards: list[_Shard] = []
+        self._known: set[Path] = set()
+        self._index: dict[str, int] = {}
+        self._rg_global = np.zeros(0, dtype=np.int64)  # global first row per row group
+        self._rg_owner: list[tuple[int, int]] = []  # (shard id, row group) per row group
+        self._indexed = False
+        self._lru: OrderedDict[int, npt.NDArray[np.float32]] = OrderedDict()
+        self._lru_bytes = 0
+
+    def _all_dirs(self) -> list[tuple[Path, bool]]:
+        return [*((d, True) for d in self.read_only_dirs), (self.directory, False)]
+
+    def _index_shard(self, path: Path, read_only: bool) -> None:
+        handle, sidecar = _pin(path)
+        try:
+            keys, rg_rows = _read_keys(path, self.dim, read_only, handle)
+        except BaseException:
+            handle.close()
+            raise
+        start = self._shards[-1].start + self._shards[-1].rows if self._shards else 0
+        sid = len(self._shards)
+        rg_starts: list[int] = []
+        local = 0
+        for rg, n in enumerate(rg_rows):
+            rg_starts.append(local)
+            self._rg_owner.append((sid, rg))
+            local += n
+        self._shards.append(_Shard(path, read_only, start, len(keys), rg_starts, handle,
+                                   sidecar))
+        self._index.update(zip(keys, range(start, start + len(keys)), strict=True))
+        self._known.add(path)
+
+    def _rebuild_arrays(self) -> None:
+        self._rg_global = np.fromiter(
+            (self._shards[sid].start + self._shards[sid].rg_starts[rg]
+             for sid, rg in self._rg_owner),
+            dtype=np.int64, count=len(self._rg_owner),
+        )
+
+    def refresh(self) -> None:
+        """Index shards committed since the last look (by this or another process).
+
+        Each shard is pinned as it is indexed (:func:`_pin`), so what this reader indexed
+        stays readable whatever a concurrent compaction deletes; only a shard deleted
+        between the listing and its opening sends the reader back to a fresh listing (the
+        compaction committed the merged shard first, so the new listing holds every key)."""
+        for attempt in range(_ATTEMPTS):
+            try:
+                added = False
+                for directory, read_only in self._all_dirs():
+                    for path in _committed_shards(directory):
+                        if path not in self._known:
+                            self._index_shard(path, read_only)
+                            added = True
+                if added or not self._indexed:
+                    self._rebuild_arrays()
+                self._indexed = True
+                return
+            except FileNotFoundError:
+                # A compaction removed a shard under us: start over from a fresh listing.
+                self._reset()
+                time.sleep(min(0.001 * attempt, 0.05))
+        raise CacheError(  # pragma: no cover - needs a compaction storm
+            f"cache at {self.directory} keeps changing while being read; retry when no "
+            f"compaction is running"
+        )
+
+    def _ensure_index(self) -> None:
+        if not self._indexed:
+            self.refresh()
+
+    def __len__(self) -> int:
+        self._ensure_index()
+        return len(self._index)
+
+    def __contains__(self, key: object) -> bool:
+        self._ensure_index()
+        return key in self._index
+
+    def keys(self) -> list[str]:
+        """Every key held (all roots)."""
+        self._ensure_index()
+        return list(self._index)
+
+    def own_shards(self) -> list[Path]:
+        """The committed shards of the writable root (not the read-only roots)."""
+        return _committed_shards(self.directory)
+
+    # ----------------------------------------------------------------- reading
+
+    def missing(self, keys: Sequence[str]) -> list[str]:
+        """The keys (in the given order, duplicates kept once) that no shard holds."""
+        self.refresh()
+        index = self._index
+        return list(dict.fromkeys(k for k in keys if k not in index))
+
+    def verify(self) -> int:
+        """Check every shard (all roots) against its sidecar now; return how many were checked.
+
+        Raises :class:`CacheError` naming the first truncated, altered or unreadable shard. The
+        model-free lane calls it before any item runs, so a corrupt cache stops the run with
+        one line instead of failing items (prep quarantines such shards: :meth:`repair`).
+        """
+        for _attempt in range(_ATTEMPTS):
+            try:
+                self._ensure_index()
+                for shard in list(self._shards):
+                    self._verify(shard)
+                return len(self._shards)
+            except FileNotFoundError:
+                self._reset()  # a compaction replaced shards under us: re-index
+        raise CacheError(  # pragma: no cover - needs a compaction storm
+            f"cache at {self.directory} keeps changing while being read; retry when no "
+            f"compaction is running"
+        )
+
+    def _verify(self, shard: _Shard) -> None:
+        if shard.path in self._verified:
+            return
+        if shard.handle is not None:  # pinned: its sidecar was read when it was indexed
+            if shard.sidecar is None:
+                raise _corrupt(shard.path, "its .sha256 sidecar is unreadable", shard.read_only)
+            expected, actual = shard.sidecar, _sha256_of(shard.handle)
+        else:
+            try:
+                expected = read_sidecar(shard.path)
+            except FileNotFoundError:
+                raise
+            except (OSError, ValueError):
+                raise _corrupt(shard.path, "its .sha256 sidecar is unreadable",
+                               shard.read_only) from None
+            actual = sha256_file(shard.path)
+        if actual != expected:
+            raise _corrupt(
+                shard.path,
+                f"sha256 {actual[:12]}... does not match {expected[:12]}... in its sidecar",
+                shard.read_only,
+            )
+        self._verified.add(shard.path)
+
+    def _row_group(self, grg: int) -> npt.NDArray[np.float32]:
+        cached = self._lru.get(grg)
+        if cached is not None:
+            self._lru.move_to_end(grg)
+            return cached
+        vectors = self._decode(grg)
+        self._remember(grg, vectors)
+        return vectors
+
+    def _remember(self, grg: int, vectors: npt.NDArray[np.float32]) -> None:
+        self._lru[grg] = vectors
+        self._lru_bytes += vectors.nbytes
+        while self._lru_bytes > self.max_cached_bytes and len(self._lru) > 1:
+            _, old = self._lru.popitem(last=False)
+            self._lru_bytes -= old.nbytes
+
+    def _decode(self, grg: int) -> npt.NDArray[np.float32]:
+        sid, rg = self._rg_owner[grg]
+        shard = self._shards[sid]
+        self._verify(shard)
+        try:
+            pf = (_pq().ParquetFile(shard.path, memory_map=True) if shard.handle is None
+                  else _pq().ParquetFile(shard.handle))
+            column = pf.read_row_group(rg, columns=["vector"], use_threads=False).column(0)
+            column = column.combine_chunks()
+            if column.null_count:
+                raise ValueError("null vectors")
+            values = column.flatten()  # float32, honours the array's offset
+            vectors = np.frombuffer(
+                values.buffers()[1], dtype=np.float32, count=len(values),
+                offset=values.offset * 4,
+            ).reshape(len(column), self.dim)
+        except FileNotFoundError:
+            raise
+        except Exception as exc:
+            raise _corrupt(shard.path, f"unreadable: {type(exc).__name__}",
+                           shard.read_only) from None
+        vectors.flags.writeable = False
+        return vectors
+
+    def _missing_error(self, keys: Sequence[str], absent: int) -> CacheError:
+        return CacheError(
+            f"vector cache {self.directory} lacks {absent} of {len(keys)} vectors for model "
+            f"{self.name}; run `retrieval-eval prep --data {self.data or '<dataset>'} --model "
+            f"{self.name} --cache {self.root}` first"
+        )
+
+    def get(self, keys: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Vectors for ``keys`` in the given order, shape ``(len(keys), dim)``, float32.
+
+        Raises :class:`CacheError` when any key is missing or a shard fails its check.
+        """
+        for _attempt in range(_ATTEMPTS):
+            try:
+                return self._get(keys)
+            except FileNotFoundError:
+                self._reset()  # a compaction replaced shards under us: re-index
+        raise CacheError(  # pragma: no cover - needs a compaction storm
+            f"cache at {self.directory} keeps changing while being read; retry when no "
+            f"compaction is running"
+        )
+
+    def _get(self, keys: Sequence[str]) -> npt.NDArray[np.float32]:
+        self._ensure_index()
+        n = len(keys)
+        out = np.empty((n, self.dim), dtype=np.float32)
+        if n == 0:
+            return out
+        index = self._index
+        rows = np.fromiter((index.get(k, -1) for k in keys), dtype=np.int64, count=n)
+        if (rows < 0).any():
+            self.refresh()
+            index = self._index
+            rows = np.fromiter((index.get(k, -1) for k in keys), dtype=np.int64, count=n)
+            absent = int((rows < 0).sum())
+            if absent:
+                raise self._missing_error(keys, absent)
+        groups = np.searchsorted(self._rg_global, rows, side="right") - 1
+        order = np.argsort(groups, kind="stable")
+        sorted_groups = groups[order]
+        bounds = np.flatnonzero(np.diff(sorted_groups)) + 1
+        for chunk in np.split(order, bounds):
+            grg = int(groups[chunk[0]])
+            vectors = self._row_group(grg)
+            out[chunk] = vectors[rows[chunk] - self._rg_global[grg]]
+        return out

@@ -1,0 +1,664 @@
+"""Embedding model resolution and vipune's embedding recipe (onnxruntime + tokenizers).
+
+vipune (v0.1.8, ``src/embedding.rs``) embeds one text per call with ``BAAI/bge-small-en-v1.5``:
+
+- files ``onnx/model.onnx`` (falling back to ``model.onnx``) and ``tokenizer.json`` from the
+  Hugging Face Hub, cached after the first download;
+- tokenizer padding off, truncation to 512 tokens, special tokens added (``[CLS] ... [SEP]``);
+- inputs ``input_ids`` and ``attention_mask`` (int64), plus ``token_type_ids`` (zeros) only
+  where the model declares it; output ``last_hidden_state`` (or ``token_embeddings``);
+- attention-mask-weighted *mean* pooling, then L2 normalisation with the norm floored at 1e-9;
+- the empty string gives the zero vector (see :meth:`Embedder.embed` for what else does).
+
+:class:`Embedder` reproduces that recipe, and batches it: texts are tokenized, sorted by length
+and run in batches of similar length, right-padded with the attention mask 0. Pad positions are
+masked out of the attention and of the pooling, so a batch gives the vectors that one-at-a-time
+embedding gives, to float32 rounding.
+
+:func:`resolve_model` finds the two files (a local folder or a Hub id, cache first) and
+:func:`load_embedder` builds the :class:`Embedder`. Every failure raises
+:class:`~pytest_retrieval_eval.errors.ModelError` with a one-line message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+from tokenizers import Tokenizer
+
+from ..errors import ModelError, one_line
+from ..io import hub
+from ..io.checksums import memoised_sha256
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "EmbedConfig",
+    "Embedder",
+    "ModelFiles",
+    "load_embedder",
+    "resolve_model",
+]
+
+DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
+"""vipune's model (its ``EmbeddingEngine::new`` argument)."""
+
+RECIPE_VERSION = 1
+"""Bumped whenever a change here changes the vectors; part of the fingerprint."""
+
+MODEL_FILES = ("onnx/model.onnx", "model.onnx")
+"""Where the ONNX file is looked for, in order (vipune's order)."""
+
+TOKENIZER_FILE = "tokenizer.json"
+OUTPUT_NAMES = ("last_hidden_state", "token_embeddings")
+"""Accepted names of the per-token output, in vipune's order of preference."""
+
+NORM_FLOOR = 1e-9
+CPU_MAX_BATCH_TOKENS = 512
+"""On the CPU, a batch holds at most this many padded tokens (or one text); see Embedder."""
+_FIX_DIR = "pass --retrieval-eval-model DIR (a folder with onnx/model.onnx and tokenizer.json)"
+
+_HF_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
+"""Hugging Face repo id syntax: ``name`` or ``owner/name``."""
+
+Pooling = Literal["mean", "cls"]
+Device = Literal["cpu", "cuda"]
+FloatArray = npt.NDArray[np.float32]
+
+
+# ---------------------------------------------------------------------------------------------
+# Model files
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    """The two files of an embedding model, found on disk, with their content hashes."""
+
+    name: str  # the spec as given (Hub id), or the local directory's name
+    model_path: Path
+    tokenizer_path: Path
+    model_sha256: str
+    tokenizer_sha256: str
+    config_path: Path | None = None  # config.json beside them, when there is one
+
+
+def _looks_like_path(spec: str) -> bool:
+    return (
+        spec.startswith(("/", "./", "../", "~", "."))
+        or "\\" in spec
+        or spec.count("/") > 1
+        or os.path.isabs(spec)
+    )
+
+
+def _file_sha256(path: Path, memo_dir: Path | None) -> str:
+    """The file's sha256 (memoised per file version, on disk under ``memo_dir`` when given, so
+    a model is not rehashed by every run and worker); one ModelError line if unreadable."""
+    try:
+        return memoised_sha256(path, memo_dir=memo_dir)
+    except OSError as exc:
+        raise ModelError(
+            f"model file {str(path)!r} cannot be read ({exc.strerror or exc}); fix its "
+            f"permissions or fetch it again, or {_FIX_DIR}"
+        ) from None
+
+
+def _files_from_dir(spec: str, directory: Path, memo_dir: Path | None) -> ModelFiles:
+    model_path = next((directory / rel for rel in MODEL_FILES if (directory / rel).is_file()), None)
+    if model_path is None:
+        raise ModelError(
+            f"model directory {str(directory)!r}: no onnx/model.onnx or model.onnx in it; "
+            "export the model to ONNX there (see scripts/export_minilm_onnx.py) or "
+            f"{_FIX_DIR}"
+        )
+    tokenizer_path = directory / TOKENIZER_FILE
+    if not tokenizer_path.is_file():
+        raise ModelError(
+            f"model directory {str(directory)!r}: no tokenizer.json in it; copy the model's "
+            f"tokenizer.json (the Hugging Face 'tokenizers' format) beside the ONNX file, or "
+            f"{_FIX_DIR}"
+        )
+    config_path = directory / "config.json"
+    return ModelFiles(
+        name=directory.resolve().name or spec,
+        model_path=model_path,
+        tokenizer_path=tokenizer_path,
+        model_sha256=_file_sha256(model_path, memo_dir),
+        tokenizer_sha256=_file_sha256(tokenizer_path, memo_dir),
+        config_path=config_path if config_path.is_file() else None,
+    )
+
+
+def _hub_file(repo_id: str, filename: str, *, download: bool) -> Path | None:
+    """A file of a Hub repo: from the cache, or downloaded when ``download``.
+
+    Returns None when the repo has no such file (or, cache-only, when it is not cached).
+    Raises :class:`hub.HubUnreachable` when a download was tried and the Hub could not be
+    reached.
+    """
+    if not download:
+        return hub.cached_file(repo_id, filename)
+    try:
+        return hub.download_file(repo_id, filename)
+    except hub.HubFileMissing:
+        return None  # the repository exists but has no such file (HTTP 404)
+    except hub.HubRepoMissing as exc:
+        raise ModelError(
+            f"model {repo_id!r}: the Hugging Face Hub has no such model or refused access "
+            f"({type(exc.cause).__name__}: {one_line(exc.cause, 120)}); check the id (and "
+            f"'hf auth login' for a gated model), or {_FIX_DIR}"
+        ) from exc
+
+
+def _files_from_hub(repo_id: str, *, offline: bool, memo_dir: Path | None) -> ModelFiles:
+    given_offline, offline = offline, hub.offline_mode(offline)
+    attempts = (False,) if offline else (False, True)
+    model_path: Path | None = None
+    tokenizer_path: Path | None = None
+    reason = ("offline mode: --offline" if given_offline else "offline mode: HF_HUB_OFFLINE is set"
+              ) if offline else ""
+    for download in attempts:
+        try:
+            if model_path is None:
+                for rel in MODEL_FILES:
+                    model_path = _hub_file(repo_id, rel, download=download)
+                    if model_path is not None:
+                        break
+            if tokenizer_path is None:
+                tokenizer_path = _hub_file(repo_id, TOKENIZER_FILE, download=download)
+        except hub.HubUnreachable as exc:
+            reason = str(exc)
+            break
+        if model_path is not None and tokenizer_path is not None:
+            break
+        if download and (model_path is None or tokenizer_path is None):
+            missing = "onnx/model.onnx (or model.onnx)" if model_path is None else "tokenizer.json"
+            raise ModelError(
+                f"model {repo_id!r}: the Hugging Face repository has no {missing}; pick a "
+                f"repository that ships an ONNX export and tokenizer.json, or {_FIX_DIR}"
+            )
+    if model_path is None or tokenizer_path is None:
+        cache_dir = hub.cache_dir()
+        where = f" {str(cache_dir)!r}" if cache_dir is not None else ""
+        raise ModelError(
+            f"model {repo_id!r}: not in the local Hugging Face cache{where} and the Hub is "
+            f"unreachable ({reason}); download it once with network, or {_FIX_DIR}"
+        )
+    return ModelFiles(
+        name=repo_id,
+        model_path=model_path,
+        tokenizer_path=tokenizer_path,
+        model_sha256=_file_sha256(model_path, memo_dir),
+        tokenizer_sha256=_file_sha256(tokenizer_path, memo_dir),
+        config_path=hub.cached_file(repo_id, "config.json"),
+    )
+
+
+def resolve_model(spec: str = DEFAULT_MODEL, *, offline: bool = False,
+                  memo_dir: Path | None = None) -> ModelFiles:
+    """Find a model's ONNX file and tokenizer.json.
+
+    ``spec`` is a local directory (holding ``onnx/model.onnx`` or ``model.onnx``, and
+    ``tokenizer.json``) or a Hugging Face model id. A Hub model is taken from Hugging Face's
+    usual cache when it is there (so a cached copy works offline), else downloaded into it,
+    unless ``offline`` is true or ``HF_HUB_OFFLINE`` is set. The files' hashes (the model's
+    fingerprint) are memoised under ``memo_dir`` (``<cache>/sha256``) when given.
+    """
+    spec = spec.strip()
+    if not spec:
+        raise ModelError(
+            f"model: empty name; give a Hugging Face id such as {DEFAULT_MODEL!r} or {_FIX_DIR}"
+        )
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return _files_from_dir(spec, path, memo_dir)
+    if path.exists():
+        raise ModelError(f"model {spec!r}: is a file, not a model directory; {_FIX_DIR}")
+    if _looks_like_path(spec):
+        raise ModelError(f"model directory {spec!r} does not exist; {_FIX_DIR}")
+    if not _HF_ID.match(spec) or "--" in spec or ".." in spec:
+        raise ModelError(
+            f"model {spec!r}: neither an existing directory nor a Hugging Face model id "
+            f"(owner/name); give an id such as {DEFAULT_MODEL!r}, or {_FIX_DIR}"
+        )
+    return _files_from_hub(spec, offline=offline, memo_dir=memo_dir)
+
+
+# ---------------------------------------------------------------------------------------------
+# Configuration
+
+
+@dataclass(frozen=True)
+class EmbedConfig:
+    """How texts become vectors. The defaults are vipune's recipe.
+
+    ``pooling``, ``max_length`` and ``query_prefix`` change the vectors (they are in the
+    fingerprint); ``device``, ``threads`` and ``batch_size`` only change the speed.
+    """
+
+    pooling: Pooling = "mean"
+    max_length: int = 512
+    query_prefix: str = ""
+    device: Device = "cpu"
+    threads: int | None = None
+    batch_size: int = 32
+
+    def __post_init__(self) -> None:
+        if self.pooling not in ("mean", "cls"):
+            raise ModelError(f"pooling {self.pooling!r}: unknown; use 'mean' (vipune) or 'cls'")
+        if (
+            isinstance(self.max_length, bool)
+            or not isinstance(self.max_length, int)
+            or (self.max_length < 2)
+        ):
+            raise ModelError(
+                f"max_length {self.max_length!r}: must be a whole number of tokens >= 2 "
+                "([CLS] and [SEP] take two); vipune uses 512"
+            )
+        if not isinstance(self.query_prefix, str):
+            raise ModelError(f"query_prefix {self.query_prefix!r}: must be text; vipune uses ''")
+        if self.device not in ("cpu", "cuda"):
+            raise ModelError(f"device {self.device!r}: unknown; use 'cpu' or 'cuda'")
+        if self.threads is not None and (
+            isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1
+        ):
+            raise ModelError(
+                f"threads {self.threads!r}: must be a whole number >= 1, or unset for "
+                "onnxruntime's default"
+            )
+        if (
+            isinstance(self.batch_size, bool)
+            or not isinstance(self.batch_size, int)
+            or (self.batch_size < 1)
+        ):
+            raise ModelError(f"batch_size {self.batch_size!r}: must be a whole number >= 1")
+
+
+def _model_position_limit(config_path: Path | None) -> int | None:
+    """``max_position_embeddings`` from a config.json beside the model, when readable."""
+    if config_path is None:
+        return None
+    try:
+        data = json.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    value = data.get("max_position_embeddings") if isinstance(data, dict) else None
+    return value if isinstance(value, int) and value > 0 else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Embedder
+
+
+class Embedder:
+    """vipune's embedding recipe over one ONNX model and its tokenizer.
+
+    Build it with :func:`load_embedder`. Attributes: ``name`` (the model spec as given, or the
+    local directory's name), ``fingerprint`` (sha256 hex over the model and tokenizer bytes and
+    the vector-changing options), ``dim`` (vector length), ``config`` and ``files``.
+    """
+
+    name: str
+    fingerprint: str
+    dim: int
+
+    def __init__(self, files: ModelFiles, config: EmbedConfig | None = None) -> None:
+        import onnxruntime as ort
+
+        self.files = files
+        self.config = config = config or EmbedConfig()
+        self.name = files.name
+
+        limit = _model_position_limit(files.config_path)
+        if limit is not None and config.max_length > limit:
+            raise ModelError(
+                f"max_length {config.max_length}: model {files.name!r} takes at most {limit} "
+                f"tokens (max_position_embeddings in its config.json); use {limit} or less"
+            )
+
+        try:
+            tokenizer = Tokenizer.from_file(str(files.tokenizer_path))
+        except Exception as exc:
+            raise ModelError(
+                f"tokenizer {str(files.tokenizer_path)!r}: not a Hugging Face tokenizers file "
+                f"({one_line(exc, 120)}); use the model's own tokenizer.json"
+            ) from exc
+        padding = tokenizer.padding
+        self._pad_id = self._find_pad_id(tokenizer, padding)
+        # A tokenizer.json may carry padding/truncation settings (sentence-transformers exports
+        # often do): vipune overrides both, and so do we.
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(max_length=config.max_length)
+        self._tokenizer = tokenizer
+
+        options = ort.SessionOptions()
+        # vipune builds its session with GraphOptimizationLevel::Level1 (= ORT_ENABLE_BASIC);
+        # the extended fusions change float rounding a little, so keep to the same level.
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        options.log_severity_level = 3
+        if config.threads is not None:
+            options.intra_op_num_threads = config.threads
+        providers = ["CPUExecutionProvider"]
+        if config.device == "cuda":
+            if "CUDAExecutionProvider" not in ort.get_available_providers():
+                raise ModelError(
+                    "device 'cuda': onnxruntime here has no CUDAExecutionProvider (onnxruntime-gpu "
+                    "is not installed, or CUDA is absent); install onnxruntime-gpu in place of "
+                    "onnxruntime on a machine with CUDA, or use --retrieval-eval-device cpu"
+                )
+            providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+        try:
+            session = ort.InferenceSession(
+                str(files.model_path), sess_options=options, providers=providers
+            )
+        except Exception as exc:
+            raise ModelError(
+                f"model file {str(files.model_path)!r}: onnxruntime cannot load it as an ONNX "
+                f"model ({type(exc).__name__}: {one_line(exc, 160)}); give a folder whose "
+                "onnx/model.onnx is an ONNX export of the model"
+            ) from exc
+        if config.device == "cuda" and "CUDAExecutionProvider" not in session.get_providers():
+            raise ModelError(
+                "device 'cuda': onnxruntime fell back to the CPU (the CUDA libraries or a GPU are "
+                "missing); install CUDA and cuDNN as onnxruntime-gpu requires, or use "
+                "--retrieval-eval-device cpu"
+            )
+        self._session = session
+
+        input_names = [i.name for i in session.get_inputs()]
+        for required in ("input_ids", "attention_mask"):
+            if required not in input_names:
+                raise ModelError(
+                    f"model file {str(files.model_path)!r}: has no {required!r} input (inputs: "
+                    f"{', '.join(input_names)}); vipune's recipe needs input_ids and "
+                    "attention_mask: export the model with them"
+                )
+        extra = [
+            n for n in input_names if n not in ("input_ids", "attention_mask", "token_type_ids")
+        ]
+        if extra:
+            raise ModelError(
+                f"model file {str(files.model_path)!r}: needs inputs this recipe does not give "
+                f"({', '.join(extra)}); export it with input_ids, attention_mask and optionally "
+                "token_type_ids only"
+            )
+        self._token_type = "token_type_ids" in input_names
+        output_names = [o.name for o in session.get_outputs()]
+        chosen = next((n for n in OUTPUT_NAMES if n in output_names), None)
+        if chosen is None:
+            raise ModelError(
+                f"model file {str(files.model_path)!r}: no 'last_hidden_state' or "
+                f"'token_embeddings' output (outputs: {', '.join(output_names)}); export the "
+                "per-token hidden states under one of those names"
+            )
+        self._output = chosen
+        # On the CPU, padding long texts into one batch costs more than it saves (measured on
+        # MiniLM-L6, one thread: ~300-token texts ran 13 texts per CPU-second one at a time and 8
+        # in batches of 32, while 15-token questions ran 2x faster batched). So CPU batches also
+        # stop at this many padded tokens; a GPU takes whole batches. Vectors do not change.
+        self.max_batch_tokens: int | None = CPU_MAX_BATCH_TOKENS if config.device == "cpu" else None
+
+        probe = self._run(
+            np.array([self._probe_ids()], dtype=np.int64),
+            np.ones((1, len(self._probe_ids())), dtype=np.int64),
+        )
+        if probe.ndim != 3 or probe.shape[0] != 1:
+            raise ModelError(
+                f"model file {str(files.model_path)!r}: output {chosen!r} has shape "
+                f"{list(probe.shape)}, expected [batch, sequence, hidden]; export the per-token "
+                "hidden states"
+            )
+        self.dim = int(probe.shape[2])
+
+        recipe = {
+            "recipe": RECIPE_VERSION,
+            "model_sha256": files.model_sha256,
+            "tokenizer_sha256": files.tokenizer_sha256,
+            "pooling": config.pooling,
+            "max_length": config.max_length,
+            "query_prefix": config.query_prefix,
+        }
+        self.fingerprint = hashlib.sha256(
+            json.dumps(recipe, sort_keys=True, ensure_ascii=True).encode("utf-8")
+        ).hexdigest()
+
+    # -- internals ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _find_pad_id(tokenizer: Tokenizer, padding: dict[str, Any] | None) -> int:
+        """The id right-padding uses (its value does not matter: pad positions are masked)."""
+        if padding and isinstance(padding.get("pad_id"), int):
+            return int(padding["pad_id"])
+        for token in ("[PAD]", "<pad>"):
+            found = tokenizer.token_to_id(token)
+            if found is not None:
+                return int(found)
+        return 0
+
+    def _probe_ids(self) -> list[int]:
+        ids = list(self._tokenizer.encode("a").ids)
+        return ids or [self._pad_id]
+
+    def _batches(self, order: list[int], lengths: list[int]) -> list[list[int]]:
+        """Split indices sorted by length into batches: at most ``batch_size`` texts, and (when
+        ``max_batch_tokens`` is set) at most that many padded tokens unless the batch is one text.
+        """
+        budget = self.max_batch_tokens
+        batches: list[list[int]] = []
+        current: list[int] = []
+        for j in order:
+            grown = len(current) + 1
+            if current and (
+                grown > self.config.batch_size
+                or (budget is not None and grown * lengths[j] > budget)
+            ):
+                batches.append(current)
+                current = []
+            current.append(j)
+        if current:
+            batches.append(current)
+        return batches
+
+    def _run(self, ids: npt.NDArray[np.int64], mask: npt.NDArray[np.int64]) -> FloatArray:
+        feeds: dict[str, npt.NDArray[np.int64]] = {"input_ids": ids, "attention_mask": mask}
+        if self._token_type:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        try:
+            (hidden,) = self._session.run([self._output], feeds)
+        except Exception as exc:
+            raise ModelError(
+                f"model {self.files.name!r}: onnxruntime failed on a batch of shape "
+                f"{list(ids.shape)} ({type(exc).__name__}: {one_line(exc, 160)}); lower "
+                "--retrieval-eval-max-length or --retrieval-eval-batch-size, or check the export"
+            ) from exc
+        return np.asarray(hidden, dtype=np.float32)
+
+    def _pool(self, hidden: FloatArray, mask: npt.NDArray[np.int64]) -> FloatArray:
+        """Pool (mean over the mask, or [CLS]) and L2-normalise, row by row."""
+        if self.config.pooling == "cls":
+            pooled = hidden[:, 0, :].astype(np.float64)
+        else:
+            weights = mask.astype(np.float64)
+            summed = np.einsum("bsd,bs->bd", hidden.astype(np.float64), weights)
+            counts = np.maximum(weights.sum(axis=1, keepdims=True), NORM_FLOOR)
+            pooled = summed / counts
+        norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), NORM_FLOOR)
+        normalised: FloatArray = (pooled / norms).astype(np.float32)
+        return normalised
+
+    # -- public ---------------------------------------------------------------------------------
+
+    def embed(
+        self, texts: Sequence[str], progress: Callable[[int], None] | None = None
+    ) -> FloatArray:
+        """Embed texts; float32 array (len(texts), dim), rows in input order.
+
+        Zero vector: the empty string (vipune's ``text.is_empty()``), and a text whose encoding
+        has no ids at all (vipune's ``input_ids.is_empty()``; possible only with a tokenizer
+        that adds no special tokens). vipune v0.1.8 does NOT zero white-space-only text: it
+        encodes to ``[CLS] [SEP]`` and is embedded like any other text (its own test
+        ``test_integration_whitespace_only`` expects a valid, non-zero vector), and so is it here.
+        vipune never meets such a text through its commands: ``add`` rejects blank content and
+        search trims the query and rejects it when empty.
+
+        Texts are tokenized in windows, sorted by token count and run in batches of up to
+        ``batch_size`` texts of similar length (length bucketing; on the CPU also at most
+        ``max_batch_tokens`` padded tokens), right-padded with the attention mask 0.
+        ``progress(n)`` is called once per batch with the batch's size (and once for the
+        zero-vector texts), so the increments add up to ``len(texts)``.
+        """
+        texts = list(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        todo = [i for i, text in enumerate(texts) if text != ""]
+        zeros = len(texts) - len(todo)
+        batch_size = self.config.batch_size
+        window = max(batch_size * 32, 1024)
+        for start in range(0, len(todo), window):
+            chunk = todo[start : start + window]
+            encodings = encode_bounded(self._tokenizer, [texts[i] for i in chunk],
+                                       self.config.max_length * CHARS_PER_TOKEN)
+            ids = [np.asarray(e.ids, dtype=np.int64) for e in encodings]
+            del encodings
+            order = sorted(range(len(chunk)), key=lambda j: len(ids[j]))
+            no_ids = [j for j in order if len(ids[j]) == 0]
+            zeros += len(no_ids)
+            order = [j for j in order if len(ids[j]) > 0]
+            for members in self._batches(order, [len(x) for x in ids]):
+                width = len(ids[members[-1]])  # sorted: the last member is the longest
+                batch_ids = np.full((len(members), width), self._pad_id, dtype=np.int64)
+                batch_mask = np.zeros((len(members), width), dtype=np.int64)
+                for row, j in enumerate(members):
+                    batch_ids[row, : len(ids[j])] = ids[j]
+                    batch_mask[row, : len(ids[j])] = 1
+                vectors = self._pool(self._run(batch_ids, batch_mask), batch_mask)
+                out[[chunk[j] for j in members]] = vectors
+                if progress is not None:
+                    progress(len(members))
+        if progress is not None and zeros:
+            progress(zeros)
+        return out
+
+    def embed_query(self, text: str) -> FloatArray:
+        """Embed one query: ``query_prefix + text``; float32 (dim,).
+
+        The text is used as given: vipune trims the query before embedding it, so callers that
+        reproduce vipune's search trim first (and embed cached questions the same way).
+        """
+        vector: FloatArray = self.embed([self.config.query_prefix + text])[0]
+        return vector
+
+    def embed_queries(
+        self, texts: Sequence[str], progress: Callable[[int], None] | None = None
+    ) -> FloatArray:
+        """Batched :meth:`embed_query`: the prefix applied to each text; (len(texts), dim)."""
+        prefix = self.config.query_prefix
+        return self.embed([prefix + t for t in texts], progress)
+
+    def info(self) -> dict[str, object]:
+        """What identifies these vectors: for the cache manifest and the report."""
+        return {
+            "name": self.name,
+            "fingerprint": self.fingerprint,
+            "dim": self.dim,
+            "pooling": self.config.pooling,
+            "max_length": self.config.max_length,
+            "query_prefix": self.config.query_prefix,
+            "model_sha256": self.files.model_sha256,
+            "tokenizer_sha256": self.files.tokenizer_sha256,
+        }
+
+    def __repr__(self) -> str:
+        return f"Embedder(name={self.name!r}, dim={self.dim}, fingerprint={self.fingerprint[:12]})"
+
+
+#: Characters of a text tokenized per token kept (at first): 32,768 characters for 512 tokens,
+#: where English runs at ~4-5 characters a token. A 50 MB session used to be tokenized whole
+#: (89 s, 8.2 GB) only for all but its first 512 tokens to be thrown away.
+CHARS_PER_TOKEN = 64
+
+
+def _whitespace_cut(text: str, budget: int) -> int | None:
+    """The last space, newline or tab in ``text[budget // 2 : budget]``, or None."""
+    cut = max(text.rfind(space, budget // 2, budget) for space in " \n\t")
+    return cut if cut > 0 else None
+
+
+def encode_bounded(tokenizer: Tokenizer, texts: Sequence[str], budget: int) -> list[Any]:
+    """``tokenizer.encode_batch(texts)`` (truncation on), reading only a bounded prefix of each
+    long text, with the same ids as the whole text.
+
+    A text over ``budget`` characters is cut at a whitespace in the budget's second half: a
+    boundary every whitespace-splitting pre-tokenizer (BERT's, byte-level BPE, Metaspace)
+    respects, so each word of the prefix is tokenized as in the whole text, and once the
+    prefix alone overflows the truncation length its kept ids are the whole text's. A prefix
+    that does not overflow (very long "words" of one token each) is retried four times
+    longer. One giant word: with WordPiece (BERT's family, vipune's model) a word past its
+    100 characters is one ``[UNK]`` however long, so such runs are first cut to 101 characters
+    (:func:`_shorten_long_words`, exact); any other tokenizer's word is cut mid-way only when
+    that cut already overflows and one twice as long gives the same ids. Otherwise the budget
+    grows, up to the whole text: the fallback whenever nothing shorter is proven.
+    """
+    encodings: list[Any] = tokenizer.encode_batch(
+        [text if len(text) <= budget else text[: _whitespace_cut(text, budget) or budget]
+         for text in texts])
+    for i, text in enumerate(texts):
+        if len(text) <= budget:
+            continue
+        cut = _whitespace_cut(text, budget)
+        if cut is not None and encodings[i].overflowing:
+            continue
+        encodings[i] = _encode_long(tokenizer, text, budget if cut is None else budget * 4)
+    return encodings
+
+
+#: A run of letters and digits (no CJK: BERT splits each of those off): BERT's pre-tokenizer
+#: never splits inside one, so a run is part of a single word.
+_WORD_RUN = r"[^\W_\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f]{%d,}"
+
+
+def _shorten_long_words(tokenizer: Tokenizer, text: str) -> str:
+    """For WordPiece behind BERT's pre-tokenizer: every run of letters and digits longer than
+    the model's ``max_input_chars_per_word`` cut to one character more. Exact: a word over that
+    length is one ``[UNK]`` however long it is, and the cut run still is over it (BERT's
+    normalizer never shortens letters or digits: lower-casing and accent stripping keep their
+    count). Any other tokenizer: the text unchanged."""
+    model = tokenizer.model
+    if type(model).__name__ != "WordPiece" or type(tokenizer.pre_tokenizer).__name__ != (
+            "BertPreTokenizer"):
+        return text
+    keep = int(model.max_input_chars_per_word) + 1
+    return re.sub(_WORD_RUN % keep, lambda m: m.group()[:keep], text)
+
+
+def _encode_long(tokenizer: Tokenizer, text: str, budget: int) -> Any:
+    text = _shorten_long_words(tokenizer, text)
+    while len(text) > budget:
+        cut = _whitespace_cut(text, budget)
+        if cut is not None:
+            encoding = tokenizer.encode(text[:cut])
+            settled = bool(encoding.overflowing)
+        else:  # one word spans the window: the cut must not change its ids
+            encoding = tokenizer.encode(text[:budget])
+            settled = bool(encoding.overflowing) and (
+                encoding.ids == tokenizer.encode(text[: 2 * budget]).ids)
+        if settled:
+            return encoding
+        budget *= 4
+    return tokenizer.encode(text)
+
+
+def load_embedder(
+    spec: str = DEFAULT_MODEL, config: EmbedConfig | None = None, offline: bool = False,
+    memo_dir: Path | None = None,
+) -> Embedder:
+    """Resolve ``spec`` (:func:`resolve_model`) and build its :class:`Embedder`."""
+    return Embedder(resolve_model(spec, offline=offline, memo_dir=memo_dir),
+                    config or EmbedConfig())

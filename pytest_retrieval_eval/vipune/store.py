@@ -1,0 +1,460 @@
+"""Per-persona SQLite stores with vipune's schema, content-addressed and reused.
+
+Each persona (one question's history) gets its own SQLite file built with vipune's exact DDL
+(:data:`vipune.SCHEMA_SQL`), so the real ``vipune`` binary opens and searches it unchanged, and
+the reference FTS5 search runs on the very same index. One store per persona matters: FTS5's
+``bm25()`` takes its statistics from the whole table.
+
+- :func:`build_store` writes one store atomically: a temporary file next to the target, one
+  transaction, then ``os.replace``. A killed build leaves only a ``*.tmp-<host>-<pid>-<n>``
+  file that nothing trusts (and :meth:`StoreCache.remove_stale_partials` deletes once that
+  process is gone).
+- :class:`StoreCache` keeps stores at ``<root>/<key[:2]>/<key>.sqlite`` and reuses a file when
+  its header marks a complete harness store and its schema is vipune's. Two processes building
+  the same key both end with a valid file (each replaces the target with a complete one).
+- Build order: table, index and FTS5 table; the rows; one FTS5 ``'rebuild'``; the three
+  triggers. The result is the schema (``sqlite_master`` row for row) and the FTS5 content
+  that vipune's own inserts would give; only the b-tree page layout differs.
+- No table is added (vipune must see its own schema only); the harness's mark is
+  ``PRAGMA user_version``, which vipune neither reads nor writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import itertools
+import json
+import os
+import re
+import shutil
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from .. import vipune
+from ..errors import CacheError, DataError, one_line, write_fault
+from ..io.checksums import (
+    left_by_dead_builder,
+    matches_sidecar,
+    memoised_sha256,
+    owner_tag,
+    share_as_umask,
+    write_sidecar,
+    write_stamp,
+)
+
+__all__ = [
+    "EMPTY_DATE_PLACEHOLDER",
+    "PROJECT_ID",
+    "REFERENCE_USER_VERSION",
+    "STORE_FORMAT",
+    "VIPUNE_USER_VERSION",
+    "StoreCache",
+    "StoreRow",
+    "build_store",
+    "export_store",
+    "is_valid_store",
+    "persona_key",
+    "rows_from_arrays",
+    "store_ids",
+    "store_key",
+    "store_user_version",
+]
+
+#: The ``project_id`` of every row of a persona store (vipune's ``--project``).
+PROJECT_ID = "longmemeval"
+#: Bumped whenever the harness changes what it writes into a store.
+STORE_FORMAT = 1
+#: ``PRAGMA user_version`` of a complete store vipune can search (384-d vectors).
+VIPUNE_USER_VERSION = 0x52450000 + STORE_FORMAT
+#: ``PRAGMA user_version`` of a complete store whose vectors are not vipune's 384-d: the
+#: reference FTS/hybrid searches it, the vipune binary must not be pointed at it.
+REFERENCE_USER_VERSION = 0x52450100 + STORE_FORMAT
+#: ``created_at`` written for a session without a date (only recency > 0 would read it).
+EMPTY_DATE_PLACEHOLDER = "1970-01-01T00:00:00+00:00"
+
+StoreRow = tuple[str, str, np.ndarray, str]
+"""One memory row: (id = session id, content, vector, created_at RFC 3339 or "")."""
+
+_KEY_RE = re.compile(r"^[0-9a-f]{16,128}$")
+_tmp_counter = itertools.count()
+
+
+def _sha256_json(payload: object) -> str:
+    data = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
+
+
+def persona_key(
+    session_ids: Sequence[str],
+    text_keys: Sequence[str],
+    created_at: Sequence[str],
+    model_fingerprint: str = "",
+) -> str:
+    """Content address of a persona: sha256 over its ids, text keys and dates, in row order.
+
+    With ``model_fingerprint`` (the vectors' model) the key also addresses the persona's store
+    (the format and vipune DDL are folded in), so it can go straight to :class:`StoreCache`.
+    """
+    if not len(session_ids) == len(text_keys) == len(created_at):
+        raise ValueError("session_ids, text_keys and created_at must have the same length")
+    base = _sha256_json(["persona", list(session_ids), list(text_keys), list(created_at)])
+    return store_key(base, model_fingerprint) if model_fingerprint else base
+
+
+def store_key(persona: str, model_fingerprint: str, project_id: str = PROJECT_ID) -> str:
+    """Content address of a persona's store: the persona, the vectors' model, the format.
+
+    The vipune DDL is part of the address, so a schema change never reuses an old file.
+    """
+    ddl = hashlib.sha256(vipune.SCHEMA_SQL.encode("utf-8")).hexdigest()
+    return _sha256_json(["store", STORE_FORMAT, ddl, project_id, persona, model_fingerprint])
+
+
+def rows_from_arrays(
+    ids: Sequence[str],
+    contents: Sequence[str],
+    vectors: np.ndarray,
+    created_at: Sequence[str],
+) -> list[StoreRow]:
+    """Zip parallel persona arrays into :data:`StoreRow` tuples (lengths checked)."""
+    mat = np.asarray(vectors)
+    if not len(ids) == len(contents) == len(created_at) == mat.shape[0]:
+        raise ValueError(
+            f"{len(ids)} ids, {len(contents)} contents, {mat.shape[0]} vectors and "
+            f"{len(created_at)} dates: one of each per row"
+        )
+    return [(ids[i], contents[i], mat[i], created_at[i]) for i in range(len(ids))]
+
+
+def _created_at(session_id: str, value: str) -> str:
+    if value == "":
+        return EMPTY_DATE_PLACEHOLDER
+    try:
+        vipune.parse_rfc3339(value)
+    except ValueError:
+        raise DataError(
+            f"session {session_id!r}: created_at {value!r} is not RFC 3339; "
+            "pass dates like 2023-05-30T23:40:00+00:00 (or '' when unknown)"
+        ) from None
+    return value
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def build_store(
+    path: str | Path,
+    rows: Iterable[StoreRow],
+    project_id: str = PROJECT_ID,
+    *,
+    reference_only: bool | None = None,
+) -> Path:
+    """Write a vipune store at ``path`` atomically and return ``path``.
+
+    Schema: vipune's DDL, statement for statement. Rows are inserted in order in one
+    transaction through vipune's insert statement: ``embedding`` =
+    little-endian float32 bytes, ``metadata`` NULL, ``updated_at`` = ``created_at``. Ids must be
+    unique; vectors finite and all of one width.
+
+    ``reference_only``: False demands vipune's 384-d vectors (a store the binary can search);
+    True allows any width, zero included (a store only the reference FTS/hybrid searches,
+    marked so the vipune binary is never pointed at it); None (default) decides from the first
+    row's width (384 -> vipune store, anything else -> reference-only).
+
+    (The FTS5 index is filled by one ``'rebuild'`` before the triggers are created, which
+    indexes exactly what the insert trigger would; see the module docstring.)
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f"{target.name}.tmp-{owner_tag()}-{next(_tmp_counter)}")
+    if tmp.exists():
+        tmp.unlink()
+    width: list[int] = []
+    kind: list[bool] = [] if reference_only is None else [reference_only]
+
+    def records() -> Iterable[tuple[str, str, str, bytes, None, str, str]]:
+        for n, row in enumerate(rows):
+            if len(row) != 4:
+                raise ValueError(f"store row {n} must be (id, content, vector, created_at)")
+            session_id, content, vector, created = row
+            if not isinstance(session_id, str) or not session_id:
+                raise DataError(f"store row {n}: the session id must be a non-empty string")
+            if not isinstance(content, str):
+                raise DataError(f"session {session_id!r}: content must be a string")
+            vec = np.asarray(vector, dtype=np.float32)
+            if vec.ndim != 1:
+                raise CacheError(
+                    f"session {session_id!r}: vector has shape {vec.shape}, expected one 1-d "
+                    "vector; re-run prep"
+                )
+            if not kind:
+                kind.append(vec.shape[0] != vipune.EMBEDDING_DIM)
+            if not kind[0] and vec.shape[0] != vipune.EMBEDDING_DIM:
+                raise CacheError(
+                    f"session {session_id!r}: vector has {vec.shape[0]} values but vipune stores "
+                    f"exactly {vipune.EMBEDDING_DIM}; use a 384-d model (BAAI/bge-small-en-v1.5)"
+                    " for a vipune store"
+                )
+            if width and vec.shape[0] != width[0]:
+                raise CacheError(
+                    f"session {session_id!r}: vector has {vec.shape[0]} values, earlier rows "
+                    f"{width[0]}; the vectors come from different models, re-run prep"
+                )
+            if not width:
+                width.append(vec.shape[0])
+            if not np.isfinite(vec).all():
+                raise CacheError(
+                    f"session {session_id!r}: vector holds NaN or infinite values (vipune "
+                    "would fail every search); clear the vector cache and re-run prep"
+                )
+            created_text = _created_at(session_id, created)
+            blob = vipune.vector_to_blob(vec, dim=None)
+            yield (session_id, project_id, content, blob, None, created_text, created_text)
+
+    conn = sqlite3.connect(tmp, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode = MEMORY")
+        conn.execute("PRAGMA synchronous = OFF")
+        conn.execute("BEGIN")
+        # Table, index and FTS5 table first; rows next; then one FTS5 'rebuild' (the index
+        # the triggers would have built, about a third faster); the triggers last. The
+        # schema ends identical to vipune's, sqlite_master order included.
+        for statement in vipune.DDL_STATEMENTS[:3]:
+            conn.execute(statement)
+        try:
+            conn.executemany(vipune.INSERT_SQL, records())
+        except sqlite3.IntegrityError as exc:
+            raise DataError(
+                f"store {target.name}: two rows share a session id ({exc}); "
+                "dedupe the persona's session ids"
+            ) from None
+        conn.execute("INSERT INTO memories_fts(memories_fts) VALUES('rebuild')")
+        for statement in vipune.DDL_STATEMENTS[3:]:
+            conn.execute(statement)
+        reference = kind[0] if kind else False
+        user_version = REFERENCE_USER_VERSION if reference else VIPUNE_USER_VERSION
+        conn.execute(f"PRAGMA user_version = {int(user_version)}")
+        conn.execute("COMMIT")
+        conn.close()
+        _fsync(tmp)
+        share_as_umask(tmp)  # SQLite creates 0644 whatever the umask
+        os.replace(tmp, target)
+        _fsync_dir(target.parent)
+    except BaseException:
+        conn.close()
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+    return target
+
+
+def export_name(question_id: str) -> str:
+    """``<question_id>.sqlite`` as a plain file name: characters other than letters, digits,
+    ``.``, ``_`` and ``-`` become ``_``, and a leading dot too, so an id never names another
+    folder (``../x``) or a hidden file."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", question_id)
+    return ("_" + safe[1:] if safe.startswith(".") else safe) + ".sqlite"
+
+
+def export_store(source: str | Path, dest: str | Path) -> Path:
+    """Copy a store to ``dest`` (e.g. ``--retrieval-eval-store-dir``) atomically; ``dest``.
+
+    Raises :class:`CacheError` (one line) when ``dest`` cannot be written.
+    """
+    src, target = Path(source), Path(dest)
+    tmp = target.with_name(f"{target.name}.tmp-{owner_tag()}-{next(_tmp_counter)}")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, tmp)
+        share_as_umask(tmp)
+        os.replace(tmp, target)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise CacheError(
+            f"store copy {target} cannot be written ({exc.strerror or exc}); make "
+            f"{target.parent} a writable folder or pass another --retrieval-eval-store-dir"
+        ) from None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    return target
+
+
+def store_user_version(path: str | Path) -> int | None:
+    """The store's ``PRAGMA user_version``, or None when the file is missing or not SQLite."""
+    p = Path(path)
+    if not p.is_file():
+        return None
+    try:
+        conn = sqlite3.connect(p.resolve().as_uri() + "?mode=ro", uri=True)
+        try:
+            row = conn.execute("PRAGMA user_version").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:
+        return None
+    return int(row[0]) if row else None
+
+
+def store_ids(path: str | Path) -> tuple[str, ...] | None:
+    """The store's memory ids in row order, or None when it cannot be read."""
+    try:
+        conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)
+        try:
+            return tuple(str(row[0]) for row in
+                         conn.execute("SELECT id FROM memories ORDER BY rowid"))
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None
+
+
+def _expected_master() -> list[tuple[str, str, str, str | None]]:
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.executescript(vipune.SCHEMA_SQL)
+        return vipune.master_sql(conn)
+    finally:
+        conn.close()
+
+
+_EXPECTED_MASTER: list[tuple[str, str, str, str | None]] | None = None
+
+
+def is_valid_store(path: str | Path, *, reference_only: bool | None = None) -> bool:
+    """True when ``path`` is a complete harness store with vipune's exact schema.
+
+    ``reference_only``: None accepts both kinds; False demands a vipune (384-d) store; True a
+    reference-only one.
+    """
+    global _EXPECTED_MASTER
+    version = store_user_version(path)
+    allowed = {
+        None: {VIPUNE_USER_VERSION, REFERENCE_USER_VERSION},
+        False: {VIPUNE_USER_VERSION},
+        True: {REFERENCE_USER_VERSION},
+    }[reference_only]
+    if version not in allowed:
+        return False
+    if _EXPECTED_MASTER is None:
+        _EXPECTED_MASTER = _expected_master()
+    try:
+        return vipune.master_sql(Path(path)) == _EXPECTED_MASTER
+    except sqlite3.DatabaseError:
+        return False
+
+
+def _write_checksum(path: Path) -> None:
+    """Commit a freshly built store: its sha256 in the sidecar beside it (temp file + rename),
+    and this version stamped as verified, so the next run need not hash it."""
+    try:
+        before = path.stat()
+        digest = memoised_sha256(path)
+    except OSError:  # pragma: no cover - replaced by a concurrent build and gone
+        return
+    write_sidecar(path, digest, sync=False)
+    write_stamp(path, before, digest)
+
+
+class StoreCache:
+    """Content-addressed store files under ``root``: ``<root>/<key[:2]>/<key>.sqlite``.
+
+    Each store has a ``<key>.sqlite.sha256`` sidecar written after it; a store is reused only
+    when it is complete, has vipune's schema and matches that checksum (a truncated or altered
+    file, or one without a sidecar, is rebuilt, never trusted).
+    A store version once hashed to its sidecar's value is stamped ``<key>.sqlite.verified``
+    (:func:`checksums.matches_sidecar`), so later runs check the stamp instead of rehashing
+    every store (~3.5 GB of stores for LongMemEval_M); any write to a store moves its ctime,
+    and it is hashed again.
+    """
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    def path_for(self, key: str) -> Path:
+        """Where the store for ``key`` lives (lower-case hex keys only)."""
+        if not _KEY_RE.match(key):
+            raise ValueError(f"store key {key!r} must be 16-128 lower-case hex digits")
+        return self.root / key[:2] / f"{key}.sqlite"
+
+    def get_or_build(
+        self,
+        key: str,
+        rows_fn: Callable[[], Iterable[StoreRow]],
+        *,
+        project_id: str = PROJECT_ID,
+        reference_only: bool | None = None,
+        session_ids: Sequence[str] | None = None,
+    ) -> Path:
+        """Return the store for ``key``, building it from ``rows_fn()`` unless a valid one exists.
+
+        ``rows_fn`` is called only when a build is needed. Safe across threads and processes:
+        builds go through a private temporary file and ``os.replace``. ``reference_only`` as in
+        :func:`build_store` (None: any complete store is reused; a new one's kind follows the
+        vectors' width).
+
+        Re-verification: a store is reused only when the whole file hashes to its sidecar's
+        value now (once per process and file version: the ``.verified`` stamp is not trusted,
+        as it cannot see bit rot beneath the filesystem; ~8 MB a persona for LongMemEval_M)
+        and, given ``session_ids``, when it holds exactly those ids in that order (a store
+        copied over another persona's, sidecar and all, is rebuilt).
+        """
+        target = self.path_for(key)
+        if (is_valid_store(target, reference_only=reference_only)
+                and matches_sidecar(target, trust_stamp=False)
+                and (session_ids is None or store_ids(target) == tuple(session_ids))):
+            return target.resolve()
+        try:
+            build_store(target, rows_fn(), project_id, reference_only=reference_only)
+            _write_checksum(target)
+        except (OSError, sqlite3.Error) as exc:
+            raise CacheError(
+                f"persona store {target} cannot be built ({type(exc).__name__}: "
+                f"{one_line(exc)}); {write_fault(exc, self.root)}, or pass another "
+                f"--retrieval-eval-cache"
+            ) from None
+        return target.resolve()
+
+    def remove_stale_partials(self, max_age_s: float = 3600.0) -> int:
+        """Delete temporary files of killed builds; return how many.
+
+        A temp name holds its builder's host and pid (``*.tmp-<host>-<pid>-<n>``): a file of
+        this host whose builder is no longer alive goes at once; one of another host (a
+        shared cache), or of an older name, once it is ``max_age_s`` old."""
+        if not self.root.is_dir():
+            return 0
+        removed = 0
+        cutoff = time.time() - max_age_s
+        for tmp in [*self.root.glob("*/*.sqlite.tmp-*"), *self.root.glob("*/*.sha256.tmp-*")]:
+            try:
+                if left_by_dead_builder(tmp.name) or tmp.stat().st_mtime < cutoff:
+                    tmp.unlink()
+                    removed += 1
+            except FileNotFoundError:
+                continue
+        return removed
