@@ -49,6 +49,8 @@ __all__ = [
     "retrieval_eval_vectors",
 ]
 
+#: Where the run's EvalSession lives (``config.stash``); the plugin puts it there.
+SESSION_KEY = pytest.StashKey["EvalSession"]()
 PAIR_FIXTURE = "retrieval_eval_pair"
 OFF = "retrieval_eval_pair needs --retrieval-eval (or retrieval_eval = true in the ini file)"
 
@@ -61,8 +63,6 @@ class PassageVectors(NamedTuple):
 
 
 def _state(config: pytest.Config) -> EvalSession | None:
-    from .plugin import SESSION_KEY
-
     state = config.stash.get(SESSION_KEY, None)
     return state if state is not None and state.corpus is not None else None
 

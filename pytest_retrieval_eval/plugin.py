@@ -18,7 +18,6 @@ if TYPE_CHECKING:  # the heavy modules (onnxruntime, pyarrow) load only when ena
     from .retrievers import Retriever
     from .session import EvalSession
 
-SESSION_KEY = pytest.StashKey["EvalSession"]()
 BASE_KEY = pytest.StashKey[dict[str, Any]]()  # the --retrieval-eval-compare report, loaded
 PUBLISHED_KEY = pytest.StashKey[list[str]]()  # where the Markdown went (terminal lines)
 MARKER = "retrieval_eval"
@@ -31,6 +30,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _session(config: pytest.Config) -> EvalSession | None:
+    from .fixtures import SESSION_KEY
+
     return config.stash.get(SESSION_KEY, None)
 
 
@@ -42,6 +43,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{MARKER}: a LongMemEval pair scored by pytest-retrieval-eval")
     from . import fixtures
+    from .fixtures import SESSION_KEY
 
     if not config.pluginmanager.is_registered(fixtures):
         config.pluginmanager.register(fixtures, "retrieval-eval-fixtures")
@@ -202,6 +204,7 @@ def _pair_test(request: pytest.FixtureRequest) -> None:
     damaged cache) then fails the call with one line (PairItem.repr_failure) instead of a
     setup error with a traceback; and only what the run holds is asked for.
     """
+    from .fixtures import SESSION_KEY
     from .session import PairInputs
 
     item = request.node

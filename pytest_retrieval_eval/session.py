@@ -24,7 +24,7 @@ from . import retrievers as retrievers_mod
 from .data import corpus as corpus_mod
 from .data import dataset as dataset_mod
 from .data import subset as subset_mod
-from .data.protocol import LONGMEMEVAL, NO_USER_EVIDENCE, REPEATED_SLOTS_KEPT, View, strip_turn
+from .data.protocol import LONGMEMEVAL, NO_USER_EVIDENCE, REPEATED_SLOTS_KEPT, View
 from .errors import CacheError, DataError, ModelError, RetrieverError
 from .io.checksums import MEMO_DIR
 from .options import CUSTOM_RETRIEVER, DEFAULT_MODEL, Settings
@@ -32,6 +32,7 @@ from .reporting.report import NOTE_TEXT, PairResult
 from .retrievers import terms as terms_mod
 from .scoring import diagnostics
 from .scoring import longmemeval_metrics as lme_metrics
+from .scoring.longmemeval_metrics import strip_turn
 from .scoring.metrics import dedupe, score_ranking
 from .vectors import cache as cache_mod
 from .vectors import prep as prep_mod

@@ -11,6 +11,7 @@ import pytest
 
 import pytest_retrieval_eval.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
 from pytest_retrieval_eval.data.generator.instances import SAMPLE, iter_instances
+from pytest_retrieval_eval.reporting import diagnostic_lines
 from pytest_retrieval_eval.scoring import diagnostics
 
 USABLE = [i for i in iter_instances(SAMPLE) if not i["question_id"].endswith("_abs")]
@@ -62,7 +63,7 @@ def test_summarize_counts_and_ranks() -> None:
     assert fts["first_gold"] == {"top": 10, "pairs_with_gold": 4, "mean_rank": 1.5,
                                  "not_found": 2, "share_not_found": 0.5}
     assert "fusion" not in fts
-    line, = diagnostics.lines(d, ["fts"], KS, width=200)
+    line, = diagnostic_lines.lines(d, ["fts"], KS, width=200)
     assert line == ("fts: 2 of 5 pairs returned no rows (every query word must match: vipune "
                     "ANDs the quoted words); fewer than 1/5/10 rows in 2/3/3 of 5; first gold "
                     "at mean rank 1.5, not in the top 10 for 2 of 4 (50%)")
@@ -77,21 +78,21 @@ def test_fusion_figures_and_lines_fit_the_width() -> None:
     assert d["hybrid"]["fusion"]["5"] == {"pairs": 3, "equals_semantic": 3, "equals_fts": 0}
     assert d["hybrid"]["fts_list_empty"] == 3
     for width in (40, 60, 80, 120, 300):
-        line, = diagnostics.lines(d, ["hybrid"], KS, width)
+        line, = diagnostic_lines.lines(d, ["hybrid"], KS, width)
         assert len(line) <= width and line.startswith("hybrid: top 1/5/10")
-    wide, = diagnostics.lines(d, ["hybrid"], KS, 300)
+    wide, = diagnostic_lines.lines(d, ["hybrid"], KS, 300)
     assert "equals semantic's in 3/3/0 of 3 pairs (fusion changed nothing), FTS's in 3/0/0" in (
         wide)
     assert "its FTS list was empty in 3 of 3" in wide
 
 
 def test_the_fts_hint_only_where_words_are_anded() -> None:
-    assert diagnostics.fts_ands_words("fts")
-    assert diagnostics.fts_ands_words("fts+mode:and")
-    assert not diagnostics.fts_ands_words("fts+mode:or")
-    assert not diagnostics.fts_ands_words("hybrid")
+    assert diagnostic_lines.fts_ands_words("fts")
+    assert diagnostic_lines.fts_ands_words("fts+mode:and")
+    assert not diagnostic_lines.fts_ands_words("fts+mode:or")
+    assert not diagnostic_lines.fts_ands_words("hybrid")
     d = diagnostics.summarize([result("fts+mode:or", [], ["x"])], ["fts+mode:or"], KS)
-    line, = diagnostics.lines(d, ["fts+mode:or"], KS, 200)
+    line, = diagnostic_lines.lines(d, ["fts+mode:or"], KS, 200)
     assert "returned no rows;" in line and "ANDs" not in line
 
 

@@ -22,10 +22,10 @@ from pytest_retrieval_eval.data.protocol import (
     lme_session_item,
     lme_turn_items,
     parse_for_view,
-    strip_turn,
 )
 from pytest_retrieval_eval.retrievers import LazyTexts, LongMemEvalBM25Retriever, Persona, Query
 from pytest_retrieval_eval.scoring import longmemeval_metrics as lm
+from pytest_retrieval_eval.scoring.longmemeval_metrics import strip_turn
 from tests.lme_factory import make_instance
 
 LME_SESSION = View("longmemeval", "session")

@@ -607,3 +607,29 @@ def test_check_compatible_accepts_objects() -> None:
 
     r.check_compatible(Info())
     r.VipuneBinaryRetriever.check_compatible({"model": "BAAI/bge-small-en-v1.5"})
+
+
+def test_the_wing_exports_each_public_name_from_its_home_module() -> None:
+    """``pytest_retrieval_eval.retrievers`` loads its names on first use: each resolves to the
+    object of the module that defines it, and nothing is exported that has no home."""
+    homes = r._HOMES  # type: ignore[attr-defined]
+    assert sorted(r.__all__) == sorted(homes)
+    for name in r.__all__:
+        value = getattr(r, name)
+        assert getattr(sys.modules[f"pytest_retrieval_eval.retrievers.{homes[name]}"],
+                       name) is value
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        r.Nope  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_the_what_if_grammar_loads_without_numpy() -> None:
+    """The option validators read ``retrievers.variants``: importing it (and so the wing)
+    loads no numpy and none of the retrievers."""
+    import subprocess
+
+    code = ("import sys; import pytest_retrieval_eval.retrievers.variants; "
+            "print(sorted(m for m in ('numpy', 'sqlite3', 'pytest_retrieval_eval.retrievers.base')"
+            " if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"

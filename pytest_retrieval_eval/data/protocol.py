@@ -51,7 +51,6 @@ __all__ = [
     "lme_session_item",
     "lme_turn_items",
     "parse_for_view",
-    "strip_turn",
 ]
 
 VIPUNE = "vipune"
@@ -155,11 +154,6 @@ def lme_turn_items(session_id: str,
                 corpus_id = corpus_id.replace("answer", "noans")
         items.append((corpus_id, str(turn["content"])))
     return items
-
-
-def strip_turn(turn_id: str) -> str:
-    """The session id of a turn id: everything before the last ``_`` (eval_utils.py line 35)."""
-    return "_".join(turn_id.split("_")[:-1])
 
 
 def _has_user_evidence(sessions: Sequence[object]) -> bool:

@@ -1,1 +1,6 @@
-"""io."""
+"""Files on disk and on the Hugging Face Hub: the floor every other wing reads through.
+
+``checksums`` (sha256 of files, sidecars, memos, atomic commits, the umask's mode), ``hub``
+(Hub file access: cache lookup by folders, one short metadata request, download) and
+``hub_transfer`` (one Hub connection with one-line errors, listings, resumable downloads).
+"""

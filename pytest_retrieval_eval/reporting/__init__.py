@@ -1,1 +1,6 @@
-"""reporting."""
+"""What a run tells its reader: the summary, the JSON report and everything built from them.
+
+``report`` (aggregation, terminal tables fitted to the width, JSON), ``diagnostic_lines``
+(the diagnostics in words), ``compare`` (two runs pair by pair), ``markdown``, ``plot`` (the
+``[plot]`` extra, only on ask) and ``publish`` (Markdown file, job summary, JUnit properties).
+"""

@@ -21,8 +21,8 @@ from ..data.pairs import QUESTION_TYPES
 from ..data.subset import subset_info, subset_lines
 from ..errors import CacheError
 from ..io.checksums import share_as_umask
-from ..scoring import diagnostics
 from ..scoring.metrics import mean_metrics, metric_key
+from . import diagnostic_lines
 
 SCHEMA_VERSION = 1
 FAMILIES: tuple[tuple[str, str], ...] = (
@@ -270,7 +270,7 @@ def terminal_lines(report: Mapping[str, Any], width: int = 80) -> list[str]:
     lines.extend(table_lines(report["summary"], report["retrievers"], report["ks"],
                              families_for(info.get("protocol", "vipune"),
                                           info.get("granularity", "session")), width))
-    notes = diagnostics.lines(report.get("diagnostics") or {}, report["retrievers"],
+    notes = diagnostic_lines.lines(report.get("diagnostics") or {}, report["retrievers"],
                               report["ks"], width)
     lines.extend(["", *notes] if notes else [])
     tail: list[str] = []
@@ -363,7 +363,7 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
         "notes": info.get("notes", {}),
         "subset": full_info.get("subset"),
         "drift": drifts,
-        **diagnostics.report_sections(ordered, retrievers, ks),
+        **diagnostic_lines.report_sections(ordered, retrievers, ks),
         "latency_ms": latency_summary(ordered),
         "errors": sorted(errors, key=lambda e: (str(e.get("retriever")),
                                                 str(e.get("question_id")))),

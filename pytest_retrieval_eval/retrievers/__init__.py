@@ -17,18 +17,49 @@ User retrievers are loaded from ``"package.module:attr"`` (:func:`load_dotted`).
 never return duplicates; a user retriever's duplicates are left to ``metrics``.
 
 Modules: ``base`` (Persona, Query, Retriever), ``reference`` (hybrid, semantic, fts),
-``bm25``, ``oracle``, ``vipune_binary``, ``loader`` (names and dotted paths).
+``bm25``, ``oracle``, ``vipune_binary``, ``loader`` (names and dotted paths), ``variants``
+(the what-if name grammar) and ``whatif`` (the what-if retrievers), ``terms`` (bm25's saved
+term counts). The names below load their module on first use, so ``variants`` (which the
+option validators read) is importable without numpy.
 """
 
 from __future__ import annotations
 
-from .base import LazyTexts, Persona, Query, Retriever
-from .bm25 import BM25Index, BM25Retriever, DocTermCache, LongMemEvalBM25Retriever
-from .loader import REGISTRY, FunctionRetriever, get_retriever, load_dotted
-from .oracle import OracleRetriever
-from .reference import FtsRetriever, HybridRetriever, SemanticRetriever
-from .terms import DocTerms
-from .vipune_binary import VipuneBinaryRetriever, check_compatible, resolve_vipune_binary
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .base import LazyTexts, Persona, Query, Retriever
+    from .bm25 import BM25Index, BM25Retriever, DocTermCache, LongMemEvalBM25Retriever
+    from .loader import REGISTRY, FunctionRetriever, get_retriever, load_dotted
+    from .oracle import OracleRetriever
+    from .reference import FtsRetriever, HybridRetriever, SemanticRetriever
+    from .terms import DocTerms
+    from .vipune_binary import VipuneBinaryRetriever, check_compatible, resolve_vipune_binary
+
+#: Each public name and the module that defines it.
+_HOMES: dict[str, str] = {
+    "LazyTexts": "base",
+    "Persona": "base",
+    "Query": "base",
+    "Retriever": "base",
+    "BM25Index": "bm25",
+    "BM25Retriever": "bm25",
+    "DocTermCache": "bm25",
+    "LongMemEvalBM25Retriever": "bm25",
+    "REGISTRY": "loader",
+    "FunctionRetriever": "loader",
+    "get_retriever": "loader",
+    "load_dotted": "loader",
+    "OracleRetriever": "oracle",
+    "FtsRetriever": "reference",
+    "HybridRetriever": "reference",
+    "SemanticRetriever": "reference",
+    "DocTerms": "terms",
+    "VipuneBinaryRetriever": "vipune_binary",
+    "check_compatible": "vipune_binary",
+    "resolve_vipune_binary": "vipune_binary",
+}
 
 __all__ = [
     "REGISTRY",
@@ -52,3 +83,16 @@ __all__ = [
     "load_dotted",
     "resolve_vipune_binary",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})

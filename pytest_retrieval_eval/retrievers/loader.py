@@ -14,8 +14,9 @@ from .base import Persona, Query, Retriever, _option
 from .bm25 import BM25Retriever
 from .oracle import OracleRetriever
 from .reference import FtsRetriever, HybridRetriever, SemanticRetriever
-from .variants import VariantError, is_variant, make_variant
+from .variants import VariantError, is_variant
 from .vipune_binary import VipuneBinaryRetriever
+from .whatif import make_variant
 
 __all__ = ["REGISTRY", "FunctionRetriever", "get_retriever", "load_dotted"]
 

@@ -9,7 +9,8 @@ reference. The spelling is ``base+param:value[+param:value...]``, e.g.
 
 Plain names keep vipune's exact behaviour; each parameter changes one rule, named here with
 the upstream file it departs from. This module parses names without importing numpy, so the
-option validators (``options.py``) use it; :func:`make_variant` builds the retriever.
+option validators (``options.py``) use it; :func:`.whatif.make_variant` builds the
+retriever.
 """
 
 from __future__ import annotations
@@ -20,10 +21,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from . import Retriever
+    pass
 
-__all__ = ["PARAMETERS", "VariantError", "VariantSpec", "is_variant", "make_variant",
-           "parse_variant"]
+__all__ = ["PARAMETERS", "VariantError", "VariantSpec", "is_variant", "parse_variant"]
 
 MAX_POOL = 10_000  # vipune's MAX_SEARCH_LIMIT: no list may ask for more rows
 
@@ -153,9 +153,3 @@ def parse_variant(name: str) -> VariantSpec:
                            f"{_allowed(base)}, e.g. {base}+{next(iter(PARAMETERS[base]))}:...")
     return VariantSpec(name, base, params)
 
-
-def make_variant(name: str) -> Retriever:
-    """The retriever a what-if name describes (:class:`VariantError` when it is bad)."""
-    from . import whatif
-
-    return whatif.build(parse_variant(name))

@@ -17,7 +17,7 @@ from .. import vipune
 from ..data.pairs import parse_date
 from .base import Persona, Query, Retriever, _query_vector, _vipune_limit
 from .reference import FtsRetriever, HybridRetriever, SemanticRetriever
-from .variants import VariantSpec
+from .variants import VariantSpec, parse_variant
 
 __all__ = ["FtsVariant", "HybridVariant", "SemanticFloat32", "build", "float32_search"]
 
@@ -107,3 +107,8 @@ def build(spec: VariantSpec) -> Retriever:
     if spec.base == "fts":
         return FtsVariant(spec)
     return SemanticFloat32(spec)
+
+
+def make_variant(name: str) -> Retriever:
+    """The retriever a what-if name describes (:class:`VariantError` when it is bad)."""
+    return build(parse_variant(name))

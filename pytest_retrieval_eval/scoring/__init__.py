@@ -1,1 +1,7 @@
-"""scoring."""
+"""Numbers from rankings: small pure functions over ranked ids and gold ids.
+
+``metrics`` (recall@k and LongMemEval's families under the vipune protocol),
+``longmemeval_metrics`` (LongMemEval's eval_utils.py metrics, turn -> session),
+``diagnostics`` (per-pair facts and per-retriever figures) and ``significance`` (paired
+bootstrap, randomization test, Holm). Nothing here reads a file or knows pytest.
+"""

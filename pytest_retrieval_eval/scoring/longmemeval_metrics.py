@@ -22,14 +22,17 @@ from collections.abc import Collection, Sequence
 
 import numpy as np
 
-from ..data.protocol import strip_turn
-
 __all__ = ["dcg", "evaluate", "evaluate_turn2session", "ndcg_any", "recall_all",
-           "recall_any", "score_ranking"]
+           "recall_any", "score_ranking", "strip_turn"]
 
 FAMILIES: tuple[str, ...] = ("recall_any", "recall_all", "ndcg_any")
 #: Prefix of the session metrics derived from a turn ranking.
 SESSION_PREFIX = "session_"
+
+
+def strip_turn(turn_id: str) -> str:
+    """The session id of a turn id: everything before the last ``_`` (eval_utils.py line 35)."""
+    return "_".join(turn_id.split("_")[:-1])
 
 
 def recall_any(ranked: Sequence[str], gold: Collection[str], k: int) -> float:
