@@ -335,9 +335,9 @@ def load_phase(data: Path, cache: Path, n_instances: int, results: Results) -> N
     shutil.rmtree(cache / "sha256", ignore_errors=True)
     script = (
         "import sys, time; from pathlib import Path\n"
-        "from pytest_retrieval_eval.data import corpus, dataset\n"
+        "from pytest_retrieval_eval.data import dataset, ingest\n"
         "t = time.perf_counter()\n"
-        "c = corpus.load_corpus(dataset.resolve_dataset(sys.argv[1]), Path(sys.argv[2]))\n"
+        "c = ingest.load_corpus(dataset.resolve_dataset(sys.argv[1]), Path(sys.argv[2]))\n"
         "print('SECONDS', time.perf_counter() - t)\n"
         "print('STATS', __import__('json').dumps(dict(c.stats)))\n"
         "print('RCHAR', open('/proc/self/io').read().split()[1])\n"
@@ -663,10 +663,10 @@ PROFILE_SPOTS = (
     ("  retriever hybrid (rank, once per candidate pool)",
      "pytest_retrieval_eval/retrievers/reference.py", "rank"),
     ("    semantic scan (float64 cosine, once per query)",
-     "pytest_retrieval_eval/vipune/reference.py", "semantic_search"),
-    ("    search_hybrid (FTS5 list and RRF fusion)", "pytest_retrieval_eval/vipune/reference.py",
+     "pytest_retrieval_eval/vipune/semantic.py", "semantic_search"),
+    ("    search_hybrid (FTS5 list and RRF fusion)", "pytest_retrieval_eval/vipune/hybrid.py",
      "search_hybrid"),
-    ("      FTS5 bm25", "pytest_retrieval_eval/vipune/reference.py", "fts_search"),
+    ("      FTS5 bm25", "pytest_retrieval_eval/vipune/fts.py", "fts_search"),
     ("  vector cache reads", "pytest_retrieval_eval/vectors/cache.py", "get"),
     ("report and terminal summary", "_pytest/main.py", "pytest_sessionfinish"),
 )

@@ -19,21 +19,22 @@ from typing import Any
 
 import numpy as np
 
-from . import lanes, vipune
+from . import lanes, personas
 from . import retrievers as retrievers_mod
 from .data import corpus as corpus_mod
 from .data import dataset as dataset_mod
+from .data import ingest
 from .data import subset as subset_mod
 from .data.protocol import LONGMEMEVAL, NO_USER_EVIDENCE, REPEATED_SLOTS_KEPT, View
-from .errors import CacheError, DataError, ModelError, RetrieverError
+from .errors import CacheError, DataError, ModelError
 from .io.checksums import MEMO_DIR
 from .options import CUSTOM_RETRIEVER, DEFAULT_MODEL, Settings
 from .reporting.report import NOTE_TEXT, PairResult
 from .retrievers import terms as terms_mod
+from .retrievers.ranking import check_haystack, rank_all, rank_per_k
 from .scoring import diagnostics
 from .scoring import longmemeval_metrics as lme_metrics
-from .scoring.longmemeval_metrics import strip_turn
-from .scoring.metrics import dedupe, score_ranking
+from .scoring.metrics import score_rankings, session_recall
 from .vectors import cache as cache_mod
 from .vectors import prep as prep_mod
 from .vectors.embedding import EmbedConfig, Embedder, load_embedder
@@ -124,7 +125,7 @@ class EvalSession:
         source = dataset_mod.resolve_dataset(
             s.data, repo=s.data_repo, filename=s.data_file, offline=s.no_model,
             offline_reason="--no-model never downloads")
-        corpus = corpus_mod.load_corpus(source, self.cache_root, progress, view=self.view)
+        corpus = ingest.load_corpus(source, self.cache_root, progress, view=self.view)
         if not any(not p.abstention for p in corpus.pairs):
             raise DataError(_no_usable_pair(source, corpus))
         self.corpus = corpus
@@ -249,40 +250,9 @@ class EvalSession:
             self._personas.move_to_end(pair.index)
             return cached
         assert self.corpus is not None and self._stores is not None
-        corpus, stores = self.corpus, self._stores
         fingerprint = str(self.plan.model["fingerprint"]) if self.plan and self.plan.model else ""
-        if self.vectors is not None:
-            vectors = self.vectors.get(list(pair.text_keys))
-        else:
-            vectors = np.zeros((len(pair.session_ids), 0), dtype=np.float32)
-        key = store_mod.persona_key(pair.session_ids, pair.text_keys, pair.created_at,
-                                    fingerprint)
-        texts: list[str] | None = None
-
-        def load_texts() -> list[str]:
-            nonlocal texts
-            if texts is None:
-                texts = corpus.texts(list(pair.text_keys))
-            return texts
-
-        built: list[Path] = []
-
-        def store_path() -> Path:
-            if built:  # checked (or built) once per persona, however many searches use it
-                return built[0]
-            path = stores.get_or_build(key, lambda: store_mod.rows_from_arrays(
-                pair.session_ids, load_texts(), vectors, pair.created_at),
-                session_ids=pair.session_ids)
-            if self.settings.store_dir is not None:
-                target = self.settings.store_dir / store_mod.export_name(pair.question_id)
-                store_mod.export_store(path, target)
-            built.append(path)
-            return path
-
-        persona = retrievers_mod.Persona(
-            key=key, session_ids=tuple(pair.session_ids), created_at=tuple(pair.created_at),
-            vectors=vectors, texts=retrievers_mod.LazyTexts(load_texts), store_path=store_path,
-            text_keys=tuple(pair.text_keys))
+        persona = personas.build_persona(pair, self.corpus, self.vectors, self._stores,
+                                         fingerprint, self.settings.store_dir)
         self._personas[pair.index] = persona
         while len(self._personas) > 4:
             self._personas.popitem(last=False)
@@ -299,18 +269,10 @@ class EvalSession:
         cached = self._queries.get(pair.index)
         if cached is not None:
             return cached
-        vector: np.ndarray | None = None
-        if self.embedder is not None:
-            start = time.perf_counter()
-            vector = self.embedder.embed_query(pair.question)
-            self._embed_ms[pair.index] = (time.perf_counter() - start) * 1000.0
-        elif self.vectors is not None and self.plan is not None and self.plan.model is not None:
-            prefix = str(self.plan.model.get("query_prefix", ""))
-            vector = self.vectors.get([prep_mod.query_key(pair.question, prefix)])[0]
-        query = retrievers_mod.Query(
-            question_id=pair.question_id, question_type=pair.question_type,
-            question=pair.question, question_date=pair.question_date, vector=vector,
-            gold=tuple(pair.gold))
+        model = self.plan.model if self.plan is not None else None
+        query, embed_ms = personas.build_query(pair, self.embedder, self.vectors, model)
+        if embed_ms is not None:
+            self._embed_ms[pair.index] = embed_ms
         self._queries[pair.index] = query
         while len(self._queries) > 4:
             self._queries.popitem(last=False)
@@ -372,25 +334,15 @@ class EvalSession:
             query = replace(query, vector=inputs.query_vector)
         embed_ms = self._embed_ms.pop(pair.index, None)  # the pair's first scored item's
         start = time.perf_counter()
+        components: dict[int, Mapping[str, Sequence[str]]] = {}
         if self.settings.protocol == LONGMEMEVAL:
-            # Every corpus item ranked, repeats kept (turn metrics grow k past the cut-off).
-            whole = [str(x) for x in retriever.rank(persona, query, len(pair.session_ids))]
-            rankings = dict.fromkeys(self.settings.ks, whole)
-            components: dict[int, Mapping[str, Sequence[str]]] = {}
+            rankings = rank_all(retriever, persona, query, self.settings.ks,
+                                len(pair.session_ids))
         else:
-            rankings, components = self._rankings(retriever, persona, query)
+            rankings, components = rank_per_k(retriever, persona, query, self.settings.ks)
         retrieval_ms = (time.perf_counter() - start) * 1000.0
+        check_haystack(pair.question_id, rankings, pair.session_ids)
         rankable = set(pair.session_ids)
-        for ranked in rankings.values():
-            strangers = [x for x in ranked if x not in rankable]
-            if strangers:  # another persona's store, or a retriever's bug: never scored
-                raise RetrieverError(
-                    f"question {pair.question_id}: the ranking holds {strangers[0]!r}"
-                    f"{f' and {len(strangers) - 1} more id(s)' if len(strangers) > 1 else ''}"
-                    f", not a session of this question's haystack "
-                    f"({len(pair.session_ids)} sessions); a retriever must rank only "
-                    f"persona.session_ids"
-                )
         metrics = self.score(pair, rankings, rankable)
         result: PairResult = {
             "retriever": retriever_name,
@@ -415,46 +367,10 @@ class EvalSession:
         if self.settings.protocol == LONGMEMEVAL:
             return lme_metrics.score_ranking(rankings[ks[0]], pair.gold, pair.session_ids, ks,
                                              self.settings.granularity)
-        metrics: dict[str, float] = {}
-        for k in ks:
-            metrics.update(score_ranking(rankings[k], pair.gold, (k,), rankable))
+        metrics = score_rankings(rankings, pair.gold, ks, rankable)
         if self.settings.granularity == "turn":
-            # A caller asking vipune for k rows gets k turns: the share of the gold sessions
-            # with a turn among them.
-            gold_sessions = {strip_turn(g) for g in pair.gold}
-            for k in ks:
-                found = {strip_turn(x) for x in rankings[k][:k]} & gold_sessions
-                metrics[f"session_recall@{k}"] = len(found) / len(gold_sessions)
+            metrics.update(session_recall(rankings, pair.gold, ks))
         return metrics
-
-    def _rankings(self, retriever: retrievers_mod.Retriever, persona: retrievers_mod.Persona,
-                  query: retrievers_mod.Query,
-                  ) -> tuple[dict[int, list[str]], dict[int, Mapping[str, Sequence[str]]]]:
-        """The ranking each cut-off k is scored on, and (for a retriever that fuses lists) the
-        lists fused by the call that gave it (:func:`diagnostics.fused_lists`).
-
-        Most retrievers rank once at the largest k. A ``limit_sensitive`` one (vipune's
-        hybrid search, whose candidate pool grows with the limit) is asked once per distinct
-        pool size, with the largest k of that pool, exactly as a caller asking vipune for k
-        results would see them.
-        """
-        ks = self.settings.ks
-        if getattr(retriever, "limit_sensitive", False):
-            groups: dict[int, list[int]] = {}
-            for k in ks:
-                groups.setdefault(vipune.candidate_pool(k), []).append(k)
-        else:
-            groups = {0: list(ks)}
-        out: dict[int, list[str]] = {}
-        fused: dict[int, Mapping[str, Sequence[str]]] = {}
-        for group in groups.values():
-            limit = max(group)
-            ranked = dedupe(str(x) for x in retriever.rank(persona, query, limit))[:limit]
-            out.update(dict.fromkeys(group, ranked))
-            lists = diagnostics.fused_lists(retriever)
-            if lists is not None:
-                fused.update(dict.fromkeys(group, lists))
-        return out, fused
 
     def worker_output(self) -> dict[str, Any]:
         """xdist worker side: what goes into ``config.workeroutput``."""

@@ -33,7 +33,7 @@ MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 def main() -> int:
     from export_minilm_onnx import main as export_main
 
-    from pytest_retrieval_eval.data import corpus, dataset
+    from pytest_retrieval_eval.data import dataset, ingest
     from pytest_retrieval_eval.vectors import cache, embedding, prep
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -48,7 +48,7 @@ def main() -> int:
             shutil.rmtree(target)
         target.mkdir(parents=True)
         source = dataset.resolve_dataset("sample")
-        data = corpus.load_corpus(source, Path(tmp) / "work")
+        data = ingest.load_corpus(source, Path(tmp) / "work")
         vectors = cache.VectorCache(target, embedder.fingerprint, embedder.dim, embedder.info())
         stats = prep.run_prep(data, embedder, vectors)
         vectors.compact()

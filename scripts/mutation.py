@@ -5,10 +5,11 @@ Two parts, one command (``python scripts/mutation.py``, both parts; results in
 
 ``mutmut``
     mutmut 3 (not a dependency of the plugin: ``pip install -e '.[mutation]'``) mutates every
-    function of ``pytest_retrieval_eval/vipune/reference.py``, ``metrics.py`` and ``store.py``
-    (``[tool.mutmut]`` in ``pyproject.toml``) and, per mutant, runs only those tests of
-    ``tests/test_vipune.py``, ``test_metrics.py``, ``test_store.py``, ``test_bundled_sample.py``
-    and ``test_mutation_kills.py`` that called the mutated function. A fresh run (the
+    function of the vipune reference (``pytest_retrieval_eval/vipune/``: ``limits.py``,
+    ``semantic.py``, ``schema.py``, ``fts.py``, ``hybrid.py``, ``cli_output.py``),
+    ``scoring/metrics.py`` and ``vipune/store.py`` (``[tool.mutmut]`` in ``pyproject.toml``)
+    and, per mutant, runs only those tests of ``[tool.mutmut]``'s
+    ``pytest_add_cli_args_test_selection`` that called the mutated function. A fresh run (the
     ``mutants/`` folder is deleted first) takes 4 to 14 minutes on 2 shared cores. Then the
     score per module and every surviving mutant, as a one-line diff, are printed.
 
@@ -54,9 +55,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "pytest_retrieval_eval"
-#: module -> the share of mutants that must be killed (None: reported, no target).
-TARGETS: dict[str, float | None] = {"vipune/reference": 0.90, "scoring/metrics": 0.90,
-                                     "vipune/store": None}
+#: The vipune reference's modules (``vipune/<name>.py``), scored together as one target.
+VIPUNE_MODULES = ("limits", "semantic", "schema", "fts", "hybrid", "cli_output")
+#: group -> (its modules, the share of their mutants that must be killed; None: reported, no
+#: target). A module is a path below the package without ``.py``.
+TARGETS: dict[str, tuple[tuple[str, ...], float | None]] = {
+    "vipune reference": (tuple(f"vipune/{m}" for m in VIPUNE_MODULES), 0.90),
+    "scoring/metrics": (("scoring/metrics",), 0.90),
+    "vipune/store": (("vipune/store",), None),
+}
 #: What the copy for a named mutant needs (relative to the repository root).
 COPIED = (PACKAGE, "tests", "scripts", "conftest.py", "pyproject.toml")
 #: The tests run against each named mutant (the copy's, so they see the patched package);
@@ -90,8 +97,9 @@ class NamedMutant:
     retrievers: bool = False  # also run tests/test_retrievers.py (the mutant is in one)
 
 
-def _v(old: str, new: str) -> Patch:
-    return Patch(f"{PACKAGE}/vipune/reference.py", old, new)
+def _v(module: str, old: str, new: str) -> Patch:
+    """A patch of one module of the vipune reference (``vipune/<module>.py``)."""
+    return Patch(f"{PACKAGE}/vipune/{module}.py", old, new)
 
 
 def _m(old: str, new: str) -> Patch:
@@ -125,55 +133,57 @@ def _r(old: str, new: str) -> Patch:
 
 NAMED_MUTANTS: tuple[NamedMutant, ...] = (
     NamedMutant("rrf-k-60", "RRF k changed (RRF_K 25 -> 60)",
-                (_v("RRF_K = 25\n", "RRF_K = 60\n"),), retrievers=True),
+                (_v("hybrid", "RRF_K = 25\n", "RRF_K = 60\n"),), retrievers=True),
     NamedMutant("rrf-k-default-60", "RRF k changed (rrf_fuse's default k -> 60)",
-                (_v("fts_ids: Sequence[str], k: int = RRF_K",
+                (_v("hybrid", "fts_ids: Sequence[str], k: int = RRF_K",
                     "fts_ids: Sequence[str], k: int = 60"),)),
     NamedMutant("rrf-k-hybrid-60", "RRF k changed (search_hybrid_parts's default -> 60)",
-                (_v("    rrf_k: int = RRF_K,\n", "    rrf_k: int = 60,\n"),), retrievers=True),
+                (_v("hybrid", "    rrf_k: int = RRF_K,\n", "    rrf_k: int = 60,\n"),),
+                retrievers=True),
     NamedMutant("rrf-k-retriever-60", "RRF k changed (the hybrid retriever's k -> 60)",
                 (_r("rrf_k: int = vipune.RRF_K\n", "rrf_k: int = 60\n"),), retrievers=True),
     NamedMutant("pool-min-40", "pool clamp lower bound 50 -> 40",
-                (_v("MIN_CANDIDATE_POOL = 50\n", "MIN_CANDIDATE_POOL = 40\n"),)),
+                (_v("limits", "MIN_CANDIDATE_POOL = 50\n", "MIN_CANDIDATE_POOL = 40\n"),)),
     NamedMutant("pool-max-5000", "pool clamp upper bound 10,000 -> 5,000",
-                (_v("MAX_CANDIDATE_POOL = 10_000\n", "MAX_CANDIDATE_POOL = 5_000\n"),)),
+                (_v("limits", "MAX_CANDIDATE_POOL = 10_000\n", "MAX_CANDIDATE_POOL = 5_000\n"),)),
     NamedMutant("pool-factor-5", "pool limit*10 -> limit*5",
-                (_v("max(limit * 10, MIN_CANDIDATE_POOL)", "max(limit * 5, MIN_CANDIDATE_POOL)"),)),
+                (_v("limits", "max(limit * 10, MIN_CANDIDATE_POOL)",
+                    "max(limit * 5, MIN_CANDIDATE_POOL)"),)),
     NamedMutant("pool-unclamped", "pool clamp removed (pool = limit*10)",
-                (_v("return min(max(limit * 10, MIN_CANDIDATE_POOL), MAX_CANDIDATE_POOL)",
+                (_v("limits", "return min(max(limit * 10, MIN_CANDIDATE_POOL), MAX_CANDIDATE_POOL)",
                     "return limit * 10"),), retrievers=True),
     NamedMutant("pool-retriever-fixed-50", "pool clamp replaced by a fixed pool of 50 "
                 "(the hybrid retriever)",
                 (_r("pool: int | None = None  #", "pool: int | None = 50  #"),), retrievers=True),
     NamedMutant("tie-break-reversed", "tie-break by id reversed (descending)",
-                (_v(_SORT, _SORT_REVERSED_TIES),)),
+                (_v("hybrid", _SORT, _SORT_REVERSED_TIES),)),
     NamedMutant("fts-or", "FTS AND turned into OR (the escaped query's join)",
-                (_v('(" " if mode == "and" else " OR ")',
+                (_v("fts", '(" " if mode == "and" else " OR ")',
                     '(" OR " if mode == "and" else " OR ")'),),
                 retrievers=True),
     NamedMutant("fts-or-hybrid", "FTS AND turned into OR (search_hybrid_parts's default)",
-                (_v('    fts_mode: str = "and",\n', '    fts_mode: str = "or",\n'),),
+                (_v("hybrid", '    fts_mode: str = "and",\n', '    fts_mode: str = "or",\n'),),
                 retrievers=True),
     NamedMutant("fts-or-retrievers", "FTS AND turned into OR (the hybrid and fts retrievers)",
                 (_r('    fts_mode: str = "and"\n', '    fts_mode: str = "or"\n'),
                  _r('    mode: str = "and"\n', '    mode: str = "or"\n')), retrievers=True),
     NamedMutant("no-quote-doubling", "quote doubling removed",
-                (_v(".replace('\"', '\"\"')", ""),), retrievers=True),
+                (_v("fts", ".replace('\"', '\"\"')", ""),), retrievers=True),
     NamedMutant("cosine-float32", "cosine in float32 (cosine_similarity)",
-                (_v("a64 = va.astype(np.float64)", "a64 = va.astype(np.float32)"),
-                 _v("b64 = vb.astype(np.float64)", "b64 = vb.astype(np.float32)"))),
+                (_v("semantic", "a64 = va.astype(np.float64)", "a64 = va.astype(np.float32)"),
+                 _v("semantic", "b64 = vb.astype(np.float64)", "b64 = vb.astype(np.float32)"))),
     NamedMutant("scan-float32", "cosine in float32 (the vectorised semantic scan)",
-                (_v("q64 = q.astype(np.float64)", "q64 = q"),
-                 _v("cols = np.ascontiguousarray(mat.T, dtype=np.float64)",
+                (_v("semantic", "q64 = q.astype(np.float64)", "q64 = q"),
+                 _v("semantic", "cols = np.ascontiguousarray(mat.T, dtype=np.float64)",
                     "cols = np.ascontiguousarray(mat.T, dtype=np.float32)"),
-                 _v("dots = np.zeros(mat.shape[0], dtype=np.float64)",
+                 _v("semantic", "dots = np.zeros(mat.shape[0], dtype=np.float64)",
                     "dots = np.zeros(mat.shape[0], dtype=np.float32)"),
-                 _v("squares = np.zeros(mat.shape[0], dtype=np.float64)",
+                 _v("semantic", "squares = np.zeros(mat.shape[0], dtype=np.float64)",
                     "squares = np.zeros(mat.shape[0], dtype=np.float32)"),
-                 _v("tmp = np.empty(mat.shape[0], dtype=np.float64)",
+                 _v("semantic", "tmp = np.empty(mat.shape[0], dtype=np.float64)",
                     "tmp = np.empty(mat.shape[0], dtype=np.float32)")), retrievers=True),
     NamedMutant("recency-default", "non-zero recency weight (search_hybrid's default 0.3)",
-                (_v(_SEARCH_HYBRID_SIGNATURE_END,
+                (_v("hybrid", _SEARCH_HYBRID_SIGNATURE_END,
                     _SEARCH_HYBRID_SIGNATURE_END.replace("0.0,", "0.3,")),)),
     NamedMutant("recency-retriever", "non-zero recency weight (hybrid retriever asks 0.3)",
                 (_r("    recency: float = 0.0\n", "    recency: float = 0.3\n"),),
@@ -343,33 +353,45 @@ def mutant_diff(key: str, sources: dict[str, str]) -> str:
 
 
 def summary() -> int:
-    """Score per module and every survivor from the last mutmut run (``mutants/``)."""
+    """Score per module and per target group, and every survivor, from the last mutmut run
+    (``mutants/``)."""
     failing = 0
     rows = []
     survivors: list[str] = []
-    for module, target in TARGETS.items():
-        meta = ROOT / "mutants" / PACKAGE / f"{module}.py.meta"
-        if not meta.is_file():
-            raise SystemExit(f"{meta} is missing; run: python scripts/mutation.py mutmut")
-        codes = json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
-        counts = Counter(_status(code) for code in codes.values())
-        killed = counts["killed"] + counts["timeout"]
-        score = killed / len(codes) if codes else 1.0
-        ok = target is None or score >= target
+    for group, (modules, target) in TARGETS.items():
+        group_codes: dict[str, int] = {}
+        for module in modules:
+            meta = ROOT / "mutants" / PACKAGE / f"{module}.py.meta"
+            if not meta.is_file():
+                raise SystemExit(f"{meta} is missing; run: python scripts/mutation.py mutmut")
+            codes = json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
+            group_codes.update(codes)
+            if len(modules) > 1:
+                rows.append(_score_row(f"  {module}.py", codes, None)[0])
+            sources = _function_sources(ROOT / "mutants" / PACKAGE / f"{module}.py")
+            for key, code in sorted(codes.items(), key=lambda kv: _natural(kv[0])):
+                if _status(code) != "killed" and _status(code) != "timeout":
+                    survivors.append(f"{_status(code):9} {key.removeprefix(PACKAGE + '.')}: "
+                                     f"{mutant_diff(key, sources)}")
+        row, ok = _score_row(group if len(modules) > 1 else f"{group}.py", group_codes, target)
+        rows.append(row)
         failing += not ok
-        rows.append(f"{module + '.py':12} {len(codes):6} {killed:7} {counts['survived']:9}"
-                    f" {counts['no tests']:9} {score:7.1%}  "
-                    f"{'' if target is None else ('>= ' if ok else '< ') + f'{target:.0%}'}")
-        sources = _function_sources(ROOT / "mutants" / PACKAGE / f"{module}.py")
-        for key, code in sorted(codes.items(), key=lambda kv: _natural(kv[0])):
-            if _status(code) != "killed" and _status(code) != "timeout":
-                survivors.append(f"{_status(code):9} {key.removeprefix(PACKAGE + '.')}: "
-                                 f"{mutant_diff(key, sources)}")
-    print("module       mutants  killed  survived  no tests   score  target")
+    print("module                    mutants  killed  survived  no tests   score  target")
     print("\n".join(rows))
     print(f"\n{len(survivors)} mutants not killed:")
     print("\n".join(survivors))
     return 1 if failing else 0
+
+
+def _score_row(label: str, codes: dict[str, int], target: float | None) -> tuple[str, bool]:
+    """One row of the summary table, and whether it meets ``target``."""
+    counts = Counter(_status(code) for code in codes.values())
+    killed = counts["killed"] + counts["timeout"]
+    score = killed / len(codes) if codes else 1.0
+    ok = target is None or score >= target
+    return (f"{label:24} {len(codes):8} {killed:7} {counts['survived']:9} "
+            f"{counts['no tests']:9} {score:7.1%}  "
+            f"{'' if target is None else ('>= ' if ok else '< ') + f'{target:.0%}'}"), ok
 
 
 def _natural(key: str) -> tuple[str, int]:

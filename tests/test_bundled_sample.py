@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_retrieval_eval.data import corpus, dataset
+from pytest_retrieval_eval.data import corpus, dataset, ingest
 from pytest_retrieval_eval.data.pairs import text_key
 from pytest_retrieval_eval.vectors import cache, prep
 
@@ -21,7 +21,7 @@ MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
 @pytest.fixture(scope="module")
 def sample_corpus(tmp_path_factory: pytest.TempPathFactory) -> corpus.Corpus:
-    return corpus.load_corpus(dataset.resolve_dataset("sample"),
+    return ingest.load_corpus(dataset.resolve_dataset("sample"),
                               tmp_path_factory.mktemp("corpus"))
 
 

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from pytest_retrieval_eval.cli import console as cli
-from pytest_retrieval_eval.data.corpus import load_corpus
 from pytest_retrieval_eval.data.dataset import DatasetSource
+from pytest_retrieval_eval.data.ingest import load_corpus
 from pytest_retrieval_eval.vectors import prep as prep_mod
 from pytest_retrieval_eval.vectors.cache import VectorCache
 from pytest_retrieval_eval.vectors.embedding import EmbedConfig, load_embedder

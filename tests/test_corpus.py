@@ -1,4 +1,4 @@
-"""corpus.load_corpus: built once, reused, deduplicated, rebuilt when damaged, safe to race."""
+"""ingest.load_corpus: built once, reused, deduplicated, rebuilt when damaged, safe to race."""
 
 from __future__ import annotations
 
@@ -12,14 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_retrieval_eval.data import corpus as corpus_mod
-from pytest_retrieval_eval.data import dataset as dataset_mod
+from pytest_retrieval_eval.data import ingest, json_stream
 from pytest_retrieval_eval.data.corpus import (
     FORMAT_VERSION,
     Corpus,
     PairRecord,
     corpus_path,
-    load_corpus,
     open_corpus,
 )
 from pytest_retrieval_eval.data.dataset import (
@@ -28,6 +26,7 @@ from pytest_retrieval_eval.data.dataset import (
     file_sha256,
     resolve_dataset,
 )
+from pytest_retrieval_eval.data.ingest import load_corpus
 from pytest_retrieval_eval.data.pairs import QUESTION_TYPES, Rejection, render_session, text_key
 from pytest_retrieval_eval.errors import CacheError, DataError
 from pytest_retrieval_eval.io import checksums
@@ -70,12 +69,12 @@ def source(tmp_path: Path) -> DatasetSource:
 
 
 class CountingIter:
-    """Wraps dataset.iter_instances and counts how often the JSON is streamed."""
+    """Wraps json_stream.iter_instances and counts how often the JSON is streamed."""
 
     def __init__(self, delay: float = 0.0) -> None:
         self.calls = 0
         self.delay = delay
-        self.real = dataset_mod.iter_instances
+        self.real = json_stream.iter_instances
 
     def __call__(self, path: Path) -> Iterator[tuple[int, object]]:
         self.calls += 1
@@ -186,7 +185,7 @@ def test_corpus_built_once_then_reused(
     source: DatasetSource, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     counter = CountingIter()
-    monkeypatch.setattr(corpus_mod, "iter_instances", counter)
+    monkeypatch.setattr(ingest, "iter_instances", counter)
     seen: list[tuple[str, int, int | None]] = []
     first = load_corpus(source, tmp_path / "cache", lambda *a: seen.append(a))
     assert counter.calls == 1
@@ -230,7 +229,7 @@ def test_later_processes_neither_read_the_dataset_nor_rehash_the_corpus(
     first.path.write_bytes(bytes(data))
     checksums._memo.clear()
     counter = CountingIter()
-    monkeypatch.setattr(corpus_mod, "iter_instances", counter)
+    monkeypatch.setattr(ingest, "iter_instances", counter)
     load_corpus(source, tmp_path / "cache")
     assert counter.calls == 1  # rebuilt
 
@@ -240,7 +239,7 @@ def test_corpus_reused_under_another_name(
 ) -> None:
     load_corpus(source, tmp_path / "cache")
     counter = CountingIter()
-    monkeypatch.setattr(corpus_mod, "iter_instances", counter)
+    monkeypatch.setattr(ingest, "iter_instances", counter)
     again = load_corpus(DatasetSource("renamed", source.path), tmp_path / "cache")
     assert counter.calls == 0
     assert again.dataset_name == "renamed"
@@ -279,7 +278,7 @@ def test_corrupt_corpus_file_rebuilt(
                 )
         conn.close()
     counter = CountingIter()
-    monkeypatch.setattr(corpus_mod, "iter_instances", counter)
+    monkeypatch.setattr(ingest, "iter_instances", counter)
     rebuilt = load_corpus(source, tmp_path / "cache")
     assert counter.calls == 1
     assert rebuilt.path == path
@@ -386,7 +385,7 @@ def test_concurrent_builders_finish_with_one_valid_file(
 ) -> None:
     if "fork" not in multiprocessing.get_all_start_methods():
         pytest.skip("needs fork")
-    monkeypatch.setattr(corpus_mod, "iter_instances", CountingIter(delay=0.05))
+    monkeypatch.setattr(ingest, "iter_instances", CountingIter(delay=0.05))
     ctx = multiprocessing.get_context("fork")
     log = tmp_path / "builds.log"
     cache = tmp_path / "cache"

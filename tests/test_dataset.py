@@ -18,9 +18,9 @@ from pytest_retrieval_eval.data.dataset import (
     SAMPLE_PATH,
     DatasetSource,
     file_sha256,
-    iter_instances,
     resolve_dataset,
 )
+from pytest_retrieval_eval.data.json_stream import iter_instances
 from pytest_retrieval_eval.errors import DataError, RetrievalEvalError
 from pytest_retrieval_eval.io import checksums
 from pytest_retrieval_eval.io import hub as hub_mod

@@ -20,6 +20,7 @@ from pytest_retrieval_eval.errors import ModelError
 from pytest_retrieval_eval.io import hub as hub_mod
 from pytest_retrieval_eval.io.checksums import memoised_sha256 as file_sha256
 from pytest_retrieval_eval.vectors import embedding as emb
+from pytest_retrieval_eval.vectors import model_files
 from pytest_retrieval_eval.vectors.embedding import (
     EmbedConfig,
     Embedder,
@@ -574,7 +575,8 @@ def test_unreadable_model_file_is_one_line(model: TinyModel,
     def denied(path: Path, *args: object, **kwargs: object) -> str:
         raise PermissionError(13, "Permission denied", str(path))
 
-    monkeypatch.setattr(emb, "memoised_sha256", denied)  # root reads anything; fake the denial
+    # root reads anything: fake the denial
+    monkeypatch.setattr(model_files, "memoised_sha256", denied)
     with pytest.raises(ModelError) as info:
         load_embedder(str(model.path), EmbedConfig())
     assert "\n" not in str(info.value)

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from pytest_retrieval_eval.cli.console import ProgressBar
-from pytest_retrieval_eval.data import dataset
+from pytest_retrieval_eval.data import dataset, json_stream
 from pytest_retrieval_eval.data.pairs import DuplicateKeys, Rejection, parse_instance
 from pytest_retrieval_eval.errors import DataError
 
@@ -80,7 +80,7 @@ def deep(path: Path, depth: int) -> Path:
 def test_deeply_nested_json_is_refused_in_bounded_memory(tmp_path: Path) -> None:
     data = deep(tmp_path / "deep.json", 100_000)  # 200 KB; 24 GB before the fix
     line = one_error_line(capped_prep(tmp_path, data), "deep.json",
-                          f"more than {dataset.MAX_DEPTH} levels deep", "LongMemEval needs 5")
+                          f"more than {json_stream.MAX_DEPTH} levels deep", "LongMemEval needs 5")
     assert "at byte " in line
     assert partials(tmp_path / "cache") == []
 
@@ -95,19 +95,19 @@ def test_the_memory_cap_leaves_room_for_a_normal_prep(tmp_path: Path) -> None:
 
 
 def test_nesting_at_the_limit_is_read_one_past_it_refused(tmp_path: Path) -> None:
-    extra = json.loads("[" * (dataset.MAX_DEPTH - 2) + "]" * (dataset.MAX_DEPTH - 2))
+    extra = json.loads("[" * (json_stream.MAX_DEPTH - 2) + "]" * (json_stream.MAX_DEPTH - 2))
     ok = write_dataset(tmp_path / "ok.json", [make_instance("q1", extra=extra)])
-    assert len(list(dataset.iter_instances(ok))) == 1  # array > instance > extra: exactly 64
-    extra = json.loads("[" * (dataset.MAX_DEPTH - 1) + "]" * (dataset.MAX_DEPTH - 1))
+    assert len(list(json_stream.iter_instances(ok))) == 1  # array > instance > extra: exactly 64
+    extra = json.loads("[" * (json_stream.MAX_DEPTH - 1) + "]" * (json_stream.MAX_DEPTH - 1))
     bad = write_dataset(tmp_path / "bad.json", [make_instance("q1", extra=extra)])
     with pytest.raises(DataError, match="more than 64 levels deep"):
-        list(dataset.iter_instances(bad))
+        list(json_stream.iter_instances(bad))
 
 
 def test_brackets_inside_strings_do_not_count(tmp_path: Path) -> None:
     text = '["\\\\"]' + "[" * 500 + '\\"' + "{" * 500 + "\\\\"
     data = write_dataset(tmp_path / "s.json", [make_instance("q1", question=text)])
-    ((_, item),) = list(dataset.iter_instances(data))
+    ((_, item),) = list(json_stream.iter_instances(data))
     assert isinstance(item, dict) and item["question"] == text
 
 
@@ -139,12 +139,12 @@ def test_the_nesting_guard_tracks_the_true_depth_across_any_chunking(chunk: int)
         value = [_random_value(rng, 1)]
         raw = json.dumps(value).encode("utf-8")
         want = _max_depth(value)
-        fits = dataset._NestingGuard(io.BytesIO(raw), 0, limit=want)
+        fits = json_stream._NestingGuard(io.BytesIO(raw), 0, limit=want)
         while fits.read(chunk):
             pass
         assert (fits.depth, fits.in_string) == (0, False), raw
-        tight = dataset._NestingGuard(io.BytesIO(raw), 0, limit=want - 1)
-        with pytest.raises(dataset._TooDeep):
+        tight = json_stream._NestingGuard(io.BytesIO(raw), 0, limit=want - 1)
+        with pytest.raises(json_stream._TooDeep):
             while tight.read(chunk):
                 pass
 
@@ -242,7 +242,7 @@ def test_duplicate_keys_reject_the_instance_naming_the_key(tmp_path: Path) -> No
     twice = twice.replace('"content": ', '"content": "x", "content": ', 1)
     path = tmp_path / "dup.json"
     path.write_text(f"[{good}, {twice}, {good.replace('ok1', 'ok2')}]", encoding="utf-8")
-    items = list(dataset.iter_instances(path))
+    items = list(json_stream.iter_instances(path))
     assert [type(item).__name__ for _, item in items] == ["JsonObject", "DuplicateKeys",
                                                           "JsonObject"]
     dup = items[1][1]
@@ -308,7 +308,7 @@ def test_a_bounded_prefix_gives_the_whole_texts_first_tokens(
         tmp_path: Path, kind: str, max_length: int) -> None:
     """The independent reference: the whole text, tokenized and truncated. Small budgets
     (a few characters per token) drive every path: whitespace cuts, retries, giant words."""
-    from pytest_retrieval_eval.vectors.embedding import encode_bounded
+    from pytest_retrieval_eval.vectors.long_texts import encode_bounded
 
     tokenizer = _tokenizers(tmp_path)[kind]
     tokenizer.no_padding()

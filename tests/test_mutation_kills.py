@@ -1,6 +1,6 @@
 """Tests written to kill the mutants that survived the first mutation run (docs/mutation.md).
 
-Each test pins a behaviour of ``vipune.py``, ``metrics.py`` or ``store.py`` that the older
+Each test pins a behaviour of the vipune reference, ``metrics.py`` or ``store.py`` that the older
 tests left open: the whole one-line message of each error (the fix included), float32
 inputs given as float64, edge sizes (one row, no row, one dimension), time zones, the
 named mutants (dedupe keeping the last occurrence, recall_all of partial gold, a non-zero
@@ -27,8 +27,7 @@ import pytest
 from pytest_retrieval_eval import vipune
 from pytest_retrieval_eval.errors import CacheError, DataError
 from pytest_retrieval_eval.scoring import metrics
-from pytest_retrieval_eval.vipune import store
-from pytest_retrieval_eval.vipune.reference import VipuneInputError, VipuneOutputError
+from pytest_retrieval_eval.vipune import VipuneInputError, VipuneOutputError, store
 
 DIM = vipune.EMBEDDING_DIM
 ROOT = Path(__file__).resolve().parents[1]
@@ -157,7 +156,7 @@ def test_semantic_scan_messages() -> None:
 
 def test_similarities_of_no_rows_is_an_empty_float64_array() -> None:
     # semantic_search returns early on no ids; the scan itself must still answer for any width
-    got = vipune.reference._similarities(np.zeros((0, 8), np.float32), unit(1, dim=DIM))
+    got = vipune.semantic._similarities(np.zeros((0, 8), np.float32), unit(1, dim=DIM))
     assert got.shape == (0,) and got.dtype == np.float64
 
 
@@ -165,19 +164,19 @@ def test_similarities_of_no_rows_is_an_empty_float64_array() -> None:
 def test_split_statements_keeps_multi_line_statements_whole() -> None:
     script = "CREATE TABLE a (\n    x\n);\n\nCREATE TRIGGER t AFTER INSERT ON a BEGIN\n" \
              "    SELECT 1;\nEND;\n"
-    assert vipune.reference._split_statements(script) == (
+    assert vipune.schema._split_statements(script) == (
         "CREATE TABLE a (\n    x\n);",
         "CREATE TRIGGER t AFTER INSERT ON a BEGIN\n    SELECT 1;\nEND;",
     )
-    assert vipune.reference._split_statements(vipune.SCHEMA_SQL) == vipune.DDL_STATEMENTS
-    assert message(ValueError, vipune.reference._split_statements,
+    assert vipune.schema._split_statements(vipune.SCHEMA_SQL) == vipune.DDL_STATEMENTS
+    assert message(ValueError, vipune.schema._split_statements,
                    "CREATE TABLE a (x);\nCREATE TABLE b (") == (
         "incomplete SQL statement at the end of the schema script")
 
 
 def test_read_only_connections_cannot_write(tmp_path: Path) -> None:
     path = make_store(tmp_path / "s.sqlite", ["alpha"])
-    conn = vipune.reference._connect_ro(path)
+    conn = vipune.schema._connect_ro(path)
     try:
         with pytest.raises(sqlite3.OperationalError, match="readonly"):
             conn.execute("DELETE FROM memories")
@@ -567,13 +566,13 @@ def test_every_named_mutant_still_applies_to_the_source(tmp_path: Path) -> None:
 def test_a_named_mutant_changes_what_it_names(tmp_path: Path) -> None:
     """Applied to a copy, the RRF-k mutant changes the fused ranking of a hand-made case."""
     script = _mutation_script()
-    src = ROOT / "pytest_retrieval_eval" / "vipune" / "reference.py"
+    src = ROOT / "pytest_retrieval_eval" / "vipune" / "hybrid.py"
     (tmp_path / "pytest_retrieval_eval" / "vipune").mkdir(parents=True)
-    (tmp_path / "pytest_retrieval_eval" / "vipune" / "reference.py").write_text(
+    (tmp_path / "pytest_retrieval_eval" / "vipune" / "hybrid.py").write_text(
         src.read_text("utf-8"), encoding="utf-8")
     mutant = next(m for m in script.NAMED_MUTANTS if m.name == "rrf-k-60")
     script.apply_mutant(tmp_path, mutant)
-    text = (tmp_path / "pytest_retrieval_eval" / "vipune" / "reference.py").read_text("utf-8")
+    text = (tmp_path / "pytest_retrieval_eval" / "vipune" / "hybrid.py").read_text("utf-8")
     assert "RRF_K = 60\n" in text and "RRF_K = 25\n" not in text
 
 

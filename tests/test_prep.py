@@ -353,8 +353,8 @@ def test_sigkill_mid_prep_then_resume(tmp_path: Path) -> None:
 
 
 def test_real_corpus_and_model(tmp_path: Path) -> None:
-    from pytest_retrieval_eval.data.corpus import load_corpus
     from pytest_retrieval_eval.data.dataset import DatasetSource
+    from pytest_retrieval_eval.data.ingest import load_corpus
     from pytest_retrieval_eval.vectors.embedding import EmbedConfig, load_embedder
 
     from .lme_factory import make_instance, write_dataset

@@ -33,8 +33,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from pytest_retrieval_eval.cli import console as cli
-from pytest_retrieval_eval.data.corpus import load_corpus
 from pytest_retrieval_eval.data.dataset import DatasetSource
+from pytest_retrieval_eval.data.ingest import load_corpus
 from pytest_retrieval_eval.errors import RetrievalEvalError
 from pytest_retrieval_eval.options import OPTIONS, Settings
 from pytest_retrieval_eval.reporting.report import build_report, terminal_lines

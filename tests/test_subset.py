@@ -218,8 +218,8 @@ def test_prep_under_a_subset_embeds_only_its_pairs_texts(
     assert code == 0, out
     assert "subset: 4 pairs, seed 2" in out
     # The chosen pairs, computed independently of prep: 4 of 12 over 3 types -> 2, 1, 1.
-    from pytest_retrieval_eval.data.corpus import load_corpus
     from pytest_retrieval_eval.data.dataset import DatasetSource
+    from pytest_retrieval_eval.data.ingest import load_corpus
 
     corpus = load_corpus(DatasetSource("data", data), cache)
     chosen = subset_mod.choose(corpus, 4, 2)

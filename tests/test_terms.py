@@ -10,9 +10,10 @@ import pytest
 from rank_bm25 import BM25Okapi
 
 from pytest_retrieval_eval import retrievers as r
-from pytest_retrieval_eval.data.corpus import Corpus, load_corpus
+from pytest_retrieval_eval.data.corpus import Corpus
 from pytest_retrieval_eval.data.dataset import DatasetSource
 from pytest_retrieval_eval.data.generator import instances as generator
+from pytest_retrieval_eval.data.ingest import load_corpus
 from pytest_retrieval_eval.errors import CacheError
 from pytest_retrieval_eval.io import checksums
 from pytest_retrieval_eval.retrievers import terms as terms_mod

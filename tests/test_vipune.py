@@ -13,8 +13,7 @@ import pytest
 
 from pytest_retrieval_eval import vipune
 from pytest_retrieval_eval.errors import RetrievalEvalError
-from pytest_retrieval_eval.vipune import store
-from pytest_retrieval_eval.vipune.reference import VipuneInputError, VipuneOutputError
+from pytest_retrieval_eval.vipune import VipuneInputError, VipuneOutputError, store
 
 DIM = vipune.EMBEDDING_DIM
 
@@ -497,8 +496,8 @@ def test_search_hybrid_pool_clamp_both_ends(monkeypatch: pytest.MonkeyPatch) -> 
         seen.append(("fts", limit))
         return []
 
-    monkeypatch.setattr(vipune.reference, "semantic_search", fake_sem)
-    monkeypatch.setattr(vipune.reference, "fts_search", fake_fts)
+    monkeypatch.setattr(vipune.hybrid, "semantic_search", fake_sem)
+    monkeypatch.setattr(vipune.hybrid, "fts_search", fake_fts)
     for limit in (1, 5000):
         vipune.search_hybrid(":memory:", np.zeros((0, 2)), [], "q", unit(1), limit, project_id="p")
     assert seen == [("semantic", 50), ("fts", 50), ("semantic", 10_000), ("fts", 10_000)]

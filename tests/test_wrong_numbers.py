@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_retrieval_eval.data.corpus import load_corpus
 from pytest_retrieval_eval.data.dataset import DatasetSource
+from pytest_retrieval_eval.data.ingest import load_corpus
 from pytest_retrieval_eval.errors import CacheError
 from pytest_retrieval_eval.io import checksums
 from pytest_retrieval_eval.io.checksums import MEMO_DIR, read_sidecar, write_stamp

@@ -119,8 +119,8 @@ def _size(n: int) -> str:
 
 
 def _cmd_push(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from ..data import corpus as corpus_mod
     from ..data import dataset as dataset_mod
+    from ..data import ingest
     from ..vectors import cache as cache_mod
     from ..vectors import hub_sync as cache_hub
 
@@ -134,7 +134,7 @@ def _cmd_push(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if args.data is not None:
             source = dataset_mod.resolve_dataset(args.data, repo=args.data_repo,
                                                  filename=args.data_file)
-            corpus = corpus_mod.load_corpus(source, root, bar)
+            corpus = ingest.load_corpus(source, root, bar)
             keys = list(dict.fromkeys(k for p in corpus.pairs for k in p.text_keys))
             corpus_file = corpus.path if args.include_corpus else None
         result = cache_hub.push(args.repo, root, model=args.model, keys=keys, data=args.data,

@@ -119,8 +119,8 @@ def _add_scale_arguments(prep: argparse.ArgumentParser) -> None:
 
 
 def _cmd_prep(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from ..data import corpus as corpus_mod
     from ..data import dataset as dataset_mod
+    from ..data import ingest
     from ..data.protocol import View
     from ..io.checksums import MEMO_DIR
     from ..vectors import cache as cache_mod
@@ -134,7 +134,7 @@ def _cmd_prep(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         source = dataset_mod.resolve_dataset(
             args.data, repo=args.data_repo, filename=args.data_file, offline=args.offline
         )
-        corpus = corpus_mod.load_corpus(source, root, bar,
+        corpus = ingest.load_corpus(source, root, bar,
                                         view=View(args.protocol, args.granularity))
         if corpus.rejections:
             first = corpus.rejections[0]

@@ -1,15 +1,13 @@
-"""The compact prep output: a dataset streamed once into one SQLite file.
+"""The compact prep output: one SQLite file per dataset (and view), its format and reading.
 
-``load_corpus`` hashes the dataset file and looks for ``<cache_dir>/corpus/<sha256>.sqlite``.
-A complete file (a ``meta`` row ``complete=1`` with the current format version and the same
-sha256, a file size matching its SQLite header, and the whole file matching the sha256 in its
-``<sha256>.sqlite.sha256`` sidecar, written after it) is opened read-only; anything else
-(truncated, a flipped byte, no sidecar) is rebuilt, never trusted. Building streams the
-JSON once (:func:`dataset.iter_instances` -> :func:`pairs.parse_instance`) into a temp file
-in the same directory and renames it into place under a :class:`filelock.FileLock`, so
-concurrent builders (xdist workers, two terminals) build it once: the others wait and open the
-result; the builder first deletes temp files that a killed build left. :func:`open_corpus`
-opens a built file by path (xdist workers attach that way) and never rebuilds.
+A dataset is streamed once into ``<cache_dir>/corpus/<sha256>.sqlite`` (:mod:`.ingest`); every
+later phase and every process reads that file through :class:`Corpus`. A file counts only
+when complete: a ``meta`` row ``complete=1`` with the current format version and the same
+sha256, a file size matching its SQLite header, the whole file matching the sha256 in its
+``<sha256>.sqlite.sha256`` sidecar (written after it), and its pairs matching the digest
+written with them (checked at every load; each text is checked against its key as it is
+read). :func:`open_corpus` opens a built file by path (xdist workers attach that way) and
+never rebuilds.
 
 Tables:
 
@@ -26,47 +24,40 @@ Tables:
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
-
-from ..errors import CacheError, DataError, write_fault
+from ..errors import CacheError
 from ..io.checksums import (
-    MEMO_DIR,
-    commit_file,
-    known_sha256,
     matches_sidecar,
-    remove_partials,
-    sidecar_path,
-    temp_path,
 )
-from .dataset import DatasetSource, file_sha256, iter_instances, sample_digest
 from .pairs import (
-    GOLD_FROM_HAS_ANSWER,
-    Instance,
     PairFacts,
     Rejection,
     text_key,
 )
-from .protocol import View, parse_for_view
+from .protocol import View
 
 __all__ = [
     "FORMAT_VERSION",
+    "PAIR_COLUMNS",
+    "SCHEMA_SQL",
+    "STAT_KEYS",
     "Corpus",
     "PairRecord",
     "Progress",
     "corpus_path",
-    "load_corpus",
+    "json_text",
     "open_corpus",
+    "open_if_complete",
+    "records_digest",
 ]
 
 Progress = Callable[[str, int, "int | None"], None]
@@ -76,11 +67,9 @@ Progress = Callable[[str, int, "int | None"], None]
 #: 5: an empty session id is rejected; 4: an instance repeating a JSON key is rejected;
 #: 3: undated sessions counted; 2: a repeated question_id is rejected; the .sha256 sidecar.
 FORMAT_VERSION = 5
-_TEXT_BATCH_ROWS = 2000
-_TEXT_BATCH_BYTES = 32 << 20
 _SELECT_CHUNK = 500
 
-_SCHEMA = """
+SCHEMA_SQL = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE texts (key TEXT PRIMARY KEY, text TEXT NOT NULL);
 CREATE TABLE pairs (
@@ -100,7 +89,7 @@ CREATE TABLE pairs (
 CREATE TABLE rejections (idx INTEGER PRIMARY KEY, question_id TEXT, reason TEXT NOT NULL);
 """
 
-_PAIR_COLUMNS = (
+PAIR_COLUMNS = (
     "idx, question_id, question_type, question, question_date, gold, gold_source, abstention, "
     "session_ids, text_keys, created_at, notes"
 )
@@ -125,11 +114,6 @@ STAT_KEYS: tuple[str, ...] = (
     "undated_sessions",
     "gold_from_has_answer",
 )
-#: Per-pair session counts (``Instance.notes``) that the stats sum over the dataset.
-_SUMMED_NOTES = ("repeated_session_ids", "conflicting_repeats", "oversize_sessions",
-                 "empty_sessions", "undated_sessions")
-
-
 @dataclass(frozen=True, kw_only=True)
 class PairRecord(PairFacts):
     """What every later phase needs of one parsed instance; texts live in the corpus file."""
@@ -145,7 +129,7 @@ class PairRecord(PairFacts):
 
 
 
-def _dumps(value: object) -> str:
+def json_text(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -170,27 +154,27 @@ def _record_from_row(row: Sequence[Any]) -> PairRecord:
 _DIGESTED_META = ("format_version", "dataset_name", "dataset_sha256", "dataset_sample", "stats")
 
 
-def _records_digest(meta: Mapping[str, str], pair_rows: Sequence[Sequence[Any]],
+def records_digest(meta: Mapping[str, str], pair_rows: Sequence[Sequence[Any]],
                     rejection_rows: Sequence[Sequence[Any]]) -> str:
     """sha256 over the meta, pairs and rejections rows: what every process loads eagerly,
     checked at every load (the texts are checked against their keys as they are read)."""
     digest = hashlib.sha256()
-    digest.update(_dumps([[k, meta.get(k)] for k in _DIGESTED_META]).encode("utf-8"))
+    digest.update(json_text([[k, meta.get(k)] for k in _DIGESTED_META]).encode("utf-8"))
     for row in pair_rows:
-        digest.update(_dumps(list(row)).encode("utf-8"))
+        digest.update(json_text(list(row)).encode("utf-8"))
     digest.update(b"rejections")
     for row in rejection_rows:
-        digest.update(_dumps(list(row)).encode("utf-8"))
+        digest.update(json_text(list(row)).encode("utf-8"))
     return digest.hexdigest()
 
 
-def _connect_ro(path: Path) -> sqlite3.Connection:
+def connect_ro(path: Path) -> sqlite3.Connection:
     # immutable=1: the file is never modified in place (rebuilds rename a new file over it).
     uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
     return sqlite3.connect(uri, uri=True, check_same_thread=False)
 
 
-def _header_size_ok(path: Path) -> bool:
+def header_size_ok(path: Path) -> bool:
     """True when the file is at least as long as its SQLite header says (not truncated)."""
     try:
         size = path.stat().st_size
@@ -232,10 +216,10 @@ class Corpus:
     def _load(self, dataset_name: str | None) -> None:
         conn = self._connection()
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-        rows = conn.execute(f"SELECT {_PAIR_COLUMNS} FROM pairs ORDER BY idx").fetchall()
+        rows = conn.execute(f"SELECT {PAIR_COLUMNS} FROM pairs ORDER BY idx").fetchall()
         rejections = conn.execute(
             "SELECT idx, question_id, reason FROM rejections ORDER BY idx").fetchall()
-        if meta.get("records_sha256") != _records_digest(meta, rows, rejections):
+        if meta.get("records_sha256") != records_digest(meta, rows, rejections):
             raise CacheError(
                 f"corpus file {self.path}: its pairs no longer match the digest written with "
                 f"them (the file changed on disk); delete it and run again to rebuild it"
@@ -250,7 +234,7 @@ class Corpus:
     def _connection(self) -> sqlite3.Connection:
         pid = os.getpid()
         if self._conn is None or self._pid != pid:
-            self._conn = _connect_ro(self.path)
+            self._conn = connect_ro(self.path)
             self._pid = pid
         return self._conn
 
@@ -317,20 +301,20 @@ class Corpus:
         )
 
 
-def _open_if_complete(
+def open_if_complete(
     path: Path, name: str | None, sha256: str | None, *, verify: bool = True
 ) -> Corpus | None:
     """Open ``path`` if it is a complete corpus (of this dataset, when ``sha256`` is given);
     None if it is absent, incomplete, from another format version or damaged. ``verify``
     also checks the whole file against its ``.sha256`` sidecar (a truncated or altered file
     is rebuilt, never trusted)."""
-    if not path.is_file() or not _header_size_ok(path):
+    if not path.is_file() or not header_size_ok(path):
         return None
     if verify and not matches_sidecar(path):
         return None
     conn: sqlite3.Connection | None = None
     try:
-        conn = _connect_ro(path)
+        conn = connect_ro(path)
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
         if (
             meta.get("complete") != "1"
@@ -355,158 +339,13 @@ def open_corpus(path: Path, dataset_name: str | None = None) -> Corpus:
     (one line) when the file is missing, incomplete or damaged; it is never rebuilt here. The
     whole-file checksum is not recomputed here: the controller checked it moments before.
     """
-    corpus = _open_if_complete(Path(path), dataset_name, None, verify=False)
+    corpus = open_if_complete(Path(path), dataset_name, None, verify=False)
     if corpus is None:
         raise CacheError(
             f"corpus file {path} is missing, incomplete or damaged; run again without it "
             f"(or delete it) so the controller rebuilds it from the dataset"
         )
     return corpus
-
-
-class _Builder:
-    """Streams instances into a new corpus file."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-        self.batch: list[tuple[str, str]] = []
-        self.batch_bytes = 0
-        self.stats = dict.fromkeys(STAT_KEYS, 0)
-        self.first_index: dict[str, int] = {}  # question_id -> index of its first instance
-
-    def add_text(self, key: str, text: str) -> None:
-        self.batch.append((key, text))
-        self.batch_bytes += len(text)
-        if len(self.batch) >= _TEXT_BATCH_ROWS or self.batch_bytes >= _TEXT_BATCH_BYTES:
-            self.flush()
-
-    def flush(self) -> None:
-        if self.batch:
-            self.conn.executemany(
-                "INSERT OR IGNORE INTO texts(key, text) VALUES (?, ?)", self.batch
-            )
-            self.batch = []
-            self.batch_bytes = 0
-
-    def add(self, parsed: Instance | Rejection) -> None:
-        stats = self.stats
-        stats["instances"] += 1
-        if isinstance(parsed, Instance):
-            first = self.first_index.setdefault(parsed.question_id, parsed.index)
-            if first != parsed.index:  # items, reports and drift are keyed by question_id
-                parsed = Rejection(
-                    parsed.index, parsed.question_id,
-                    f"repeated question_id {parsed.question_id!r} (first used by instance "
-                    f"{first}); question ids must be unique",
-                )
-        if isinstance(parsed, Rejection):
-            stats["rejected"] += 1
-            self.conn.execute(
-                "INSERT INTO rejections(idx, question_id, reason) VALUES (?, ?, ?)",
-                (parsed.index, parsed.question_id, parsed.reason),
-            )
-            return
-        keys = []
-        for row in parsed.rows:
-            key = text_key(row.content)
-            keys.append(key)
-            self.add_text(key, row.content)
-        question_key = text_key(parsed.question)
-        self.add_text(question_key, parsed.question)
-        notes = parsed.notes
-        stats["abstention" if parsed.abstention else "usable"] += 1
-        stats["slots"] += parsed.slots
-        stats["rows"] += len(parsed.rows)
-        for name in _SUMMED_NOTES:
-            stats[name] += notes.get(name, 0)
-        stats["histories_with_repeats"] += 1 if notes.get("repeated_session_ids") else 0
-        stats["gold_ids"] += len(parsed.gold)
-        stats["gold_not_in_haystack"] += 1 if notes.get("gold_not_in_haystack") else 0
-        stats["gold_from_has_answer"] += 1 if parsed.gold_source == GOLD_FROM_HAS_ANSWER else 0
-        self.conn.execute(
-            f"INSERT INTO pairs({_PAIR_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                parsed.index,
-                parsed.question_id,
-                parsed.question_type,
-                parsed.question,
-                parsed.question_date,
-                _dumps(list(parsed.gold)),
-                parsed.gold_source,
-                int(parsed.abstention),
-                _dumps([row.session_id for row in parsed.rows]),
-                _dumps(keys),
-                _dumps([row.created_at for row in parsed.rows]),
-                _dumps(dict(notes)),
-            ),
-        )
-
-    def finish(self, name: str, sha256: str, sample: str) -> None:
-        self.flush()
-        stats = self.stats
-        (stats["unique_session_texts"],) = self.conn.execute(
-            "SELECT count(DISTINCT j.value) FROM pairs, json_each(pairs.text_keys) AS j"
-        ).fetchone()
-        (stats["unique_texts"],) = self.conn.execute("SELECT count(*) FROM texts").fetchone()
-        meta = {
-            "format_version": str(FORMAT_VERSION),
-            "dataset_name": name,
-            "dataset_sha256": sha256,
-            "dataset_sample": sample,
-            "stats": _dumps(stats),
-        }
-        pair_rows = self.conn.execute(
-            f"SELECT {_PAIR_COLUMNS} FROM pairs ORDER BY idx").fetchall()
-        rejection_rows = self.conn.execute(
-            "SELECT idx, question_id, reason FROM rejections ORDER BY idx").fetchall()
-        meta["records_sha256"] = _records_digest(meta, pair_rows, rejection_rows)
-        meta["complete"] = "1"
-        self.conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", list(meta.items()))
-
-
-def _instances(source: DatasetSource, view: View) -> Iterator[Instance | Rejection]:
-    for index, raw in iter_instances(source.path):
-        yield parse_for_view(index, raw, view)
-
-
-def _build(source: DatasetSource, sha256: str, sample: str, target: Path,
-           progress: Progress | None, view: View) -> None:
-    tmp = temp_path(target)
-    side_tmp = sidecar_path(tmp)
-    label = f"ingest {source.name}"
-    try:
-        conn = sqlite3.connect(tmp, isolation_level=None)
-        try:
-            conn.execute("PRAGMA journal_mode=OFF")
-            conn.execute("PRAGMA synchronous=OFF")
-            conn.execute("PRAGMA cache_size=-65536")  # 64 MiB page cache
-            conn.execute("PRAGMA temp_store=MEMORY")
-            conn.executescript(_SCHEMA)
-            conn.execute("BEGIN")
-            builder = _Builder(conn)
-            if progress is not None:
-                progress(label, 0, None)
-            done = 0
-            for done, parsed in enumerate(_instances(source, view), start=1):
-                builder.add(parsed)
-                if progress is not None:
-                    progress(label, done, None)
-            if progress is not None:
-                progress(label, done, done)  # the end of the step, with its count
-            if builder.stats["instances"] == 0:
-                raise DataError(
-                    f"dataset file {source.path} holds no instances (an empty array); pass a "
-                    f"LongMemEval file"
-                )
-            builder.finish(source.name, sha256, sample)
-            conn.execute("COMMIT")
-        finally:
-            conn.close()
-        commit_file(tmp, target)  # the sidecar is the commit mark readers check
-    finally:
-        for leftover in (tmp, side_tmp):
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(leftover)
 
 
 def corpus_path(cache_dir: Path, sha256: str, view: View | None = None) -> Path:
@@ -516,61 +355,3 @@ def corpus_path(cache_dir: Path, sha256: str, view: View | None = None) -> Path:
     return Path(cache_dir) / "corpus" / f"{sha256}{suffix}.sqlite"
 
 
-def load_corpus(source: DatasetSource, cache_dir: Path, progress: Progress | None = None,
-                view: View | None = None) -> Corpus:
-    """Open the corpus of ``source`` under ``cache_dir``, building it first if needed.
-
-    The dataset is streamed once, ever, per content hash; later calls (and other processes)
-    open the SQLite file. The dataset's sha256 is memoised under ``<cache_dir>/sha256/`` per
-    file version (path, size, mtime, ctime, inode), so later runs do not read the file at all.
-    Raises :class:`DataError` for an unusable dataset file and
-    :class:`CacheError` when the cache directory cannot be written. ``view`` (a protocol and
-    granularity, :mod:`.protocol`) chooses the memory rows and gold; default: vipune sessions.
-    """
-    view = view or View()
-    memo_dir = Path(cache_dir) / MEMO_DIR  # hashed once per file version, ever
-    hashing = None if progress is None else (
-        lambda done, total: progress(f"sha256 {source.name}", done, total))
-    sample = sample_digest(source.path)  # also refuses a FIFO or device before any read
-    try:
-        known = known_sha256(source.path, memo_dir)
-    except OSError:
-        known = None  # file_sha256 words the error
-    if known is not None:
-        corpus = _open_if_complete(corpus_path(cache_dir, known[0], view), source.name,
-                                   known[0])
-        if corpus is not None and corpus.dataset_sample == sample:
-            return corpus
-    # No corpus of the memo's sha256, or one of another file (a wrong memo): a build reads
-    # the whole file anyway, so a digest only the on-disk memo vouches for is recomputed.
-    sha256 = file_sha256(source.path, hashing, memo_dir=memo_dir,
-                         fresh=known is not None and known[1])
-    target = corpus_path(cache_dir, sha256, view)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(f"{target}.lock")
-        with lock:
-            corpus = _open_if_complete(target, source.name, sha256)
-            if corpus is not None and corpus.dataset_sample == sample:
-                return corpus
-            remove_partials(target)
-            _build(source, sha256, sample, target, progress, view)
-    except OSError as exc:
-        where = f": {exc.filename}" if exc.filename else ""
-        raise CacheError(
-            f"cache directory {cache_dir} cannot be written ({exc.strerror or exc}{where}); "
-            f"make it writable or choose another (--retrieval-eval-cache DIR, "
-            f"RETRIEVAL_EVAL_CACHE_DIR, or prep --cache DIR)"
-        ) from None
-    except sqlite3.Error as exc:
-        raise CacheError(
-            f"corpus file {target} could not be built ({exc}); "
-            f"{write_fault(exc, target.parent)}, and run again"
-        ) from None
-    corpus = _open_if_complete(target, source.name, sha256, verify=False)
-    if corpus is None:
-        raise CacheError(
-            f"corpus file {target} is unreadable right after it was built; "
-            f"check the disk and run again"
-        )
-    return corpus

@@ -37,7 +37,7 @@ from datetime import datetime
 from functools import lru_cache
 
 from ..errors import one_line
-from ..vipune.reference import MAX_INPUT_LENGTH, rust_trim
+from ..vipune.limits import MAX_INPUT_LENGTH, rust_trim
 
 __all__ = [
     "ABSTENTION",

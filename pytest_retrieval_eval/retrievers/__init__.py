@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .base import LazyTexts, Persona, Query, Retriever
-    from .bm25 import BM25Index, BM25Retriever, DocTermCache, LongMemEvalBM25Retriever
+    from .bm25 import BM25Retriever, DocTermCache, LongMemEvalBM25Retriever
+    from .bm25_index import BM25Index
     from .loader import REGISTRY, FunctionRetriever, get_retriever, load_dotted
     from .oracle import OracleRetriever
     from .reference import FtsRetriever, HybridRetriever, SemanticRetriever
@@ -43,7 +44,7 @@ _HOMES: dict[str, str] = {
     "Persona": "base",
     "Query": "base",
     "Retriever": "base",
-    "BM25Index": "bm25",
+    "BM25Index": "bm25_index",
     "BM25Retriever": "bm25",
     "DocTermCache": "bm25",
     "LongMemEvalBM25Retriever": "bm25",
@@ -89,9 +90,10 @@ def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{home}", __name__), name)
-    globals()[name] = value
-    return value
+    # Looked up each time, never cached here: a module dropped from sys.modules (pytester's
+    # in-process runs restore the modules they found) is then imported again, and every name
+    # comes from the module that is current, as an eager import would have it.
+    return getattr(importlib.import_module(f".{home}", __name__), name)
 
 
 def __dir__() -> list[str]:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
+from .longmemeval_metrics import strip_turn
+
 
 def dedupe(ranked: Iterable[str]) -> list[str]:
     """Drop repeated ids, keeping each id at its best (first) rank."""
@@ -92,6 +94,29 @@ def score_ranking(
         out[metric_key("recall_any", k)] = recall_any(ranking, gold, k)
         out[metric_key("recall_all", k)] = recall_all(ranking, gold, k)
         out[metric_key("ndcg_any", k)] = ndcg_any(ranking, present_gold, k)
+    return out
+
+
+def score_rankings(rankings: Mapping[int, Sequence[str]], gold: Collection[str],
+                   ks: Sequence[int], rankable: Collection[str]) -> dict[str, float]:
+    """:func:`score_ranking` of each cut-off's own ranking: ``rankings[k]`` is what a caller
+    asking for ``k`` results got (a limit-sensitive search ranks differently per limit)."""
+    out: dict[str, float] = {}
+    for k in ks:
+        out.update(score_ranking(rankings[k], gold, (k,), rankable))
+    return out
+
+
+def session_recall(rankings: Mapping[int, Sequence[str]], gold_turns: Collection[str],
+                   ks: Sequence[int]) -> dict[str, float]:
+    """``session_recall@k`` of turn rankings: a caller asking vipune for k rows gets k turns,
+    and this is the share of the gold sessions with a turn among them (a turn id is its
+    session id, ``_`` and the turn's number: :func:`.longmemeval_metrics.strip_turn`)."""
+    gold_sessions = {strip_turn(g) for g in gold_turns}
+    out: dict[str, float] = {}
+    for k in ks:
+        found = {strip_turn(x) for x in rankings[k][:k]} & gold_sessions
+        out[metric_key("session_recall", k)] = len(found) / len(gold_sessions)
     return out
 
 

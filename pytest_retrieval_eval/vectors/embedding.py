@@ -15,8 +15,9 @@ and run in batches of similar length, right-padded with the attention mask 0. Pa
 masked out of the attention and of the pooling, so a batch gives the vectors that one-at-a-time
 embedding gives, to float32 rounding.
 
-:func:`resolve_model` finds the two files (a local folder or a Hub id, cache first) and
-:func:`load_embedder` builds the :class:`Embedder`. Every failure raises
+:func:`~.model_files.resolve_model` finds the two files (a local folder or a Hub id, cache
+first; :mod:`.model_files`), :func:`load_embedder` builds the :class:`Embedder`, and long
+texts are tokenized by a bounded prefix (:mod:`.long_texts`). Every failure raises
 :class:`~pytest_retrieval_eval.errors.ModelError` with a one-line message.
 """
 
@@ -24,8 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,8 +35,8 @@ import numpy.typing as npt
 from tokenizers import Tokenizer
 
 from ..errors import ModelError, one_line
-from ..io import hub
-from ..io.checksums import memoised_sha256
+from .long_texts import CHARS_PER_TOKEN, encode_bounded
+from .model_files import DEFAULT_MODEL, ModelFiles, position_limit, resolve_model
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -48,192 +47,19 @@ __all__ = [
     "resolve_model",
 ]
 
-DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
-"""vipune's model (its ``EmbeddingEngine::new`` argument)."""
-
 RECIPE_VERSION = 1
 """Bumped whenever a change here changes the vectors; part of the fingerprint."""
 
-MODEL_FILES = ("onnx/model.onnx", "model.onnx")
-"""Where the ONNX file is looked for, in order (vipune's order)."""
-
-TOKENIZER_FILE = "tokenizer.json"
 OUTPUT_NAMES = ("last_hidden_state", "token_embeddings")
 """Accepted names of the per-token output, in vipune's order of preference."""
 
 NORM_FLOOR = 1e-9
 CPU_MAX_BATCH_TOKENS = 512
 """On the CPU, a batch holds at most this many padded tokens (or one text); see Embedder."""
-_FIX_DIR = "pass --retrieval-eval-model DIR (a folder with onnx/model.onnx and tokenizer.json)"
-
-_HF_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
-"""Hugging Face repo id syntax: ``name`` or ``owner/name``."""
 
 Pooling = Literal["mean", "cls"]
 Device = Literal["cpu", "cuda"]
 FloatArray = npt.NDArray[np.float32]
-
-
-# ---------------------------------------------------------------------------------------------
-# Model files
-
-
-@dataclass(frozen=True)
-class ModelFiles:
-    """The two files of an embedding model, found on disk, with their content hashes."""
-
-    name: str  # the spec as given (Hub id), or the local directory's name
-    model_path: Path
-    tokenizer_path: Path
-    model_sha256: str
-    tokenizer_sha256: str
-    config_path: Path | None = None  # config.json beside them, when there is one
-
-
-def _looks_like_path(spec: str) -> bool:
-    return (
-        spec.startswith(("/", "./", "../", "~", "."))
-        or "\\" in spec
-        or spec.count("/") > 1
-        or os.path.isabs(spec)
-    )
-
-
-def _file_sha256(path: Path, memo_dir: Path | None) -> str:
-    """The file's sha256 (memoised per file version, on disk under ``memo_dir`` when given, so
-    a model is not rehashed by every run and worker); one ModelError line if unreadable."""
-    try:
-        return memoised_sha256(path, memo_dir=memo_dir)
-    except OSError as exc:
-        raise ModelError(
-            f"model file {str(path)!r} cannot be read ({exc.strerror or exc}); fix its "
-            f"permissions or fetch it again, or {_FIX_DIR}"
-        ) from None
-
-
-def _files_from_dir(spec: str, directory: Path, memo_dir: Path | None) -> ModelFiles:
-    model_path = next((directory / rel for rel in MODEL_FILES if (directory / rel).is_file()), None)
-    if model_path is None:
-        raise ModelError(
-            f"model directory {str(directory)!r}: no onnx/model.onnx or model.onnx in it; "
-            "export the model to ONNX there (see scripts/export_minilm_onnx.py) or "
-            f"{_FIX_DIR}"
-        )
-    tokenizer_path = directory / TOKENIZER_FILE
-    if not tokenizer_path.is_file():
-        raise ModelError(
-            f"model directory {str(directory)!r}: no tokenizer.json in it; copy the model's "
-            f"tokenizer.json (the Hugging Face 'tokenizers' format) beside the ONNX file, or "
-            f"{_FIX_DIR}"
-        )
-    config_path = directory / "config.json"
-    return ModelFiles(
-        name=directory.resolve().name or spec,
-        model_path=model_path,
-        tokenizer_path=tokenizer_path,
-        model_sha256=_file_sha256(model_path, memo_dir),
-        tokenizer_sha256=_file_sha256(tokenizer_path, memo_dir),
-        config_path=config_path if config_path.is_file() else None,
-    )
-
-
-def _hub_file(repo_id: str, filename: str, *, download: bool) -> Path | None:
-    """A file of a Hub repo: from the cache, or downloaded when ``download``.
-
-    Returns None when the repo has no such file (or, cache-only, when it is not cached).
-    Raises :class:`hub.HubUnreachable` when a download was tried and the Hub could not be
-    reached.
-    """
-    if not download:
-        return hub.cached_file(repo_id, filename)
-    try:
-        return hub.download_file(repo_id, filename)
-    except hub.HubFileMissing:
-        return None  # the repository exists but has no such file (HTTP 404)
-    except hub.HubRepoMissing as exc:
-        raise ModelError(
-            f"model {repo_id!r}: the Hugging Face Hub has no such model or refused access "
-            f"({type(exc.cause).__name__}: {one_line(exc.cause, 120)}); check the id (and "
-            f"'hf auth login' for a gated model), or {_FIX_DIR}"
-        ) from exc
-
-
-def _files_from_hub(repo_id: str, *, offline: bool, memo_dir: Path | None) -> ModelFiles:
-    given_offline, offline = offline, hub.offline_mode(offline)
-    attempts = (False,) if offline else (False, True)
-    model_path: Path | None = None
-    tokenizer_path: Path | None = None
-    reason = ("offline mode: --offline" if given_offline else "offline mode: HF_HUB_OFFLINE is set"
-              ) if offline else ""
-    for download in attempts:
-        try:
-            if model_path is None:
-                for rel in MODEL_FILES:
-                    model_path = _hub_file(repo_id, rel, download=download)
-                    if model_path is not None:
-                        break
-            if tokenizer_path is None:
-                tokenizer_path = _hub_file(repo_id, TOKENIZER_FILE, download=download)
-        except hub.HubUnreachable as exc:
-            reason = str(exc)
-            break
-        if model_path is not None and tokenizer_path is not None:
-            break
-        if download and (model_path is None or tokenizer_path is None):
-            missing = "onnx/model.onnx (or model.onnx)" if model_path is None else "tokenizer.json"
-            raise ModelError(
-                f"model {repo_id!r}: the Hugging Face repository has no {missing}; pick a "
-                f"repository that ships an ONNX export and tokenizer.json, or {_FIX_DIR}"
-            )
-    if model_path is None or tokenizer_path is None:
-        cache_dir = hub.cache_dir()
-        where = f" {str(cache_dir)!r}" if cache_dir is not None else ""
-        raise ModelError(
-            f"model {repo_id!r}: not in the local Hugging Face cache{where} and the Hub is "
-            f"unreachable ({reason}); download it once with network, or {_FIX_DIR}"
-        )
-    return ModelFiles(
-        name=repo_id,
-        model_path=model_path,
-        tokenizer_path=tokenizer_path,
-        model_sha256=_file_sha256(model_path, memo_dir),
-        tokenizer_sha256=_file_sha256(tokenizer_path, memo_dir),
-        config_path=hub.cached_file(repo_id, "config.json"),
-    )
-
-
-def resolve_model(spec: str = DEFAULT_MODEL, *, offline: bool = False,
-                  memo_dir: Path | None = None) -> ModelFiles:
-    """Find a model's ONNX file and tokenizer.json.
-
-    ``spec`` is a local directory (holding ``onnx/model.onnx`` or ``model.onnx``, and
-    ``tokenizer.json``) or a Hugging Face model id. A Hub model is taken from Hugging Face's
-    usual cache when it is there (so a cached copy works offline), else downloaded into it,
-    unless ``offline`` is true or ``HF_HUB_OFFLINE`` is set. The files' hashes (the model's
-    fingerprint) are memoised under ``memo_dir`` (``<cache>/sha256``) when given.
-    """
-    spec = spec.strip()
-    if not spec:
-        raise ModelError(
-            f"model: empty name; give a Hugging Face id such as {DEFAULT_MODEL!r} or {_FIX_DIR}"
-        )
-    path = Path(spec).expanduser()
-    if path.is_dir():
-        return _files_from_dir(spec, path, memo_dir)
-    if path.exists():
-        raise ModelError(f"model {spec!r}: is a file, not a model directory; {_FIX_DIR}")
-    if _looks_like_path(spec):
-        raise ModelError(f"model directory {spec!r} does not exist; {_FIX_DIR}")
-    if not _HF_ID.match(spec) or "--" in spec or ".." in spec:
-        raise ModelError(
-            f"model {spec!r}: neither an existing directory nor a Hugging Face model id "
-            f"(owner/name); give an id such as {DEFAULT_MODEL!r}, or {_FIX_DIR}"
-        )
-    return _files_from_hub(spec, offline=offline, memo_dir=memo_dir)
-
-
-# ---------------------------------------------------------------------------------------------
-# Configuration
 
 
 @dataclass(frozen=True)
@@ -282,18 +108,6 @@ class EmbedConfig:
             raise ModelError(f"batch_size {self.batch_size!r}: must be a whole number >= 1")
 
 
-def _model_position_limit(config_path: Path | None) -> int | None:
-    """``max_position_embeddings`` from a config.json beside the model, when readable."""
-    if config_path is None:
-        return None
-    try:
-        data = json.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    value = data.get("max_position_embeddings") if isinstance(data, dict) else None
-    return value if isinstance(value, int) and value > 0 else None
-
-
 # ---------------------------------------------------------------------------------------------
 # Embedder
 
@@ -317,7 +131,7 @@ class Embedder:
         self.config = config = config or EmbedConfig()
         self.name = files.name
 
-        limit = _model_position_limit(files.config_path)
+        limit = position_limit(files.config_path)
         if limit is not None and config.max_length > limit:
             raise ModelError(
                 f"max_length {config.max_length}: model {files.name!r} takes at most {limit} "
@@ -577,82 +391,6 @@ class Embedder:
 
     def __repr__(self) -> str:
         return f"Embedder(name={self.name!r}, dim={self.dim}, fingerprint={self.fingerprint[:12]})"
-
-
-#: Characters of a text tokenized per token kept (at first): 32,768 characters for 512 tokens,
-#: where English runs at ~4-5 characters a token. A 50 MB session used to be tokenized whole
-#: (89 s, 8.2 GB) only for all but its first 512 tokens to be thrown away.
-CHARS_PER_TOKEN = 64
-
-
-def _whitespace_cut(text: str, budget: int) -> int | None:
-    """The last space, newline or tab in ``text[budget // 2 : budget]``, or None."""
-    cut = max(text.rfind(space, budget // 2, budget) for space in " \n\t")
-    return cut if cut > 0 else None
-
-
-def encode_bounded(tokenizer: Tokenizer, texts: Sequence[str], budget: int) -> list[Any]:
-    """``tokenizer.encode_batch(texts)`` (truncation on), reading only a bounded prefix of each
-    long text, with the same ids as the whole text.
-
-    A text over ``budget`` characters is cut at a whitespace in the budget's second half: a
-    boundary every whitespace-splitting pre-tokenizer (BERT's, byte-level BPE, Metaspace)
-    respects, so each word of the prefix is tokenized as in the whole text, and once the
-    prefix alone overflows the truncation length its kept ids are the whole text's. A prefix
-    that does not overflow (very long "words" of one token each) is retried four times
-    longer. One giant word: with WordPiece (BERT's family, vipune's model) a word past its
-    100 characters is one ``[UNK]`` however long, so such runs are first cut to 101 characters
-    (:func:`_shorten_long_words`, exact); any other tokenizer's word is cut mid-way only when
-    that cut already overflows and one twice as long gives the same ids. Otherwise the budget
-    grows, up to the whole text: the fallback whenever nothing shorter is proven.
-    """
-    encodings: list[Any] = tokenizer.encode_batch(
-        [text if len(text) <= budget else text[: _whitespace_cut(text, budget) or budget]
-         for text in texts])
-    for i, text in enumerate(texts):
-        if len(text) <= budget:
-            continue
-        cut = _whitespace_cut(text, budget)
-        if cut is not None and encodings[i].overflowing:
-            continue
-        encodings[i] = _encode_long(tokenizer, text, budget if cut is None else budget * 4)
-    return encodings
-
-
-#: A run of letters and digits (no CJK: BERT splits each of those off): BERT's pre-tokenizer
-#: never splits inside one, so a run is part of a single word.
-_WORD_RUN = r"[^\W_\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f]{%d,}"
-
-
-def _shorten_long_words(tokenizer: Tokenizer, text: str) -> str:
-    """For WordPiece behind BERT's pre-tokenizer: every run of letters and digits longer than
-    the model's ``max_input_chars_per_word`` cut to one character more. Exact: a word over that
-    length is one ``[UNK]`` however long it is, and the cut run still is over it (BERT's
-    normalizer never shortens letters or digits: lower-casing and accent stripping keep their
-    count). Any other tokenizer: the text unchanged."""
-    model = tokenizer.model
-    if type(model).__name__ != "WordPiece" or type(tokenizer.pre_tokenizer).__name__ != (
-            "BertPreTokenizer"):
-        return text
-    keep = int(model.max_input_chars_per_word) + 1
-    return re.sub(_WORD_RUN % keep, lambda m: m.group()[:keep], text)
-
-
-def _encode_long(tokenizer: Tokenizer, text: str, budget: int) -> Any:
-    text = _shorten_long_words(tokenizer, text)
-    while len(text) > budget:
-        cut = _whitespace_cut(text, budget)
-        if cut is not None:
-            encoding = tokenizer.encode(text[:cut])
-            settled = bool(encoding.overflowing)
-        else:  # one word spans the window: the cut must not change its ids
-            encoding = tokenizer.encode(text[:budget])
-            settled = bool(encoding.overflowing) and (
-                encoding.ids == tokenizer.encode(text[: 2 * budget]).ids)
-        if settled:
-            return encoding
-        budget *= 4
-    return tokenizer.encode(text)
 
 
 def load_embedder(

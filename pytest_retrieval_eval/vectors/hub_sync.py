@@ -320,7 +320,7 @@ def _commit_corpus(hub: HubConnection, root: Path, path: str, part: Path) -> Non
     target = Path(root) / path
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(f"{target}.lock"):  # the lock corpus.load_corpus builds under
+        with FileLock(f"{target}.lock"):  # the lock ingest.load_corpus builds under
             if matches_sidecar(target):
                 part.unlink(missing_ok=True)
                 return

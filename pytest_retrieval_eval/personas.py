@@ -1,0 +1,85 @@
+"""A pair's persona and query, built from what the run holds: the corpus, the vector cache,
+the persona stores and (model lane) the embedder.
+
+:class:`~pytest_retrieval_eval.session.EvalSession` keeps the last few of each and times the
+live query embedding; these functions only build. A persona's texts are read from the corpus
+on first use, and its vipune store is built (or found and checked) on first use, once however
+many searches use it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import retrievers as retrievers_mod
+from .data.corpus import Corpus, PairRecord
+from .vectors.cache import VectorCache
+from .vectors.embedding import Embedder
+from .vectors.prep import query_key
+from .vipune import store as store_mod
+
+__all__ = ["build_persona", "build_query"]
+
+
+def build_persona(pair: PairRecord, corpus: Corpus, vectors: VectorCache | None,
+                  stores: store_mod.StoreCache, fingerprint: str,
+                  store_dir: Path | None) -> retrievers_mod.Persona:
+    """The pair's memory rows: vectors from the cache (none: zero-width rows), texts from the
+    corpus and a vipune store, both on first use; ``store_dir`` also gets an export of the
+    store (``--retrieval-eval-store-dir``)."""
+    if vectors is not None:
+        matrix = vectors.get(list(pair.text_keys))
+    else:
+        matrix = np.zeros((len(pair.session_ids), 0), dtype=np.float32)
+    key = store_mod.persona_key(pair.session_ids, pair.text_keys, pair.created_at, fingerprint)
+    texts: list[str] | None = None
+
+    def load_texts() -> list[str]:
+        nonlocal texts
+        if texts is None:
+            texts = corpus.texts(list(pair.text_keys))
+        return texts
+
+    built: list[Path] = []
+
+    def store_path() -> Path:
+        if built:  # checked (or built) once per persona, however many searches use it
+            return built[0]
+        path = stores.get_or_build(key, lambda: store_mod.rows_from_arrays(
+            pair.session_ids, load_texts(), matrix, pair.created_at),
+            session_ids=pair.session_ids)
+        if store_dir is not None:
+            store_mod.export_store(path, store_dir / store_mod.export_name(pair.question_id))
+        built.append(path)
+        return path
+
+    return retrievers_mod.Persona(
+        key=key, session_ids=tuple(pair.session_ids), created_at=tuple(pair.created_at),
+        vectors=matrix, texts=retrievers_mod.LazyTexts(load_texts), store_path=store_path,
+        text_keys=tuple(pair.text_keys))
+
+
+def build_query(pair: PairRecord, embedder: Embedder | None, vectors: VectorCache | None,
+                model: Mapping[str, Any] | None) -> tuple[retrievers_mod.Query, float | None]:
+    """The pair's query and, when it was embedded live (model lane), the milliseconds that
+    took; else its vector is the cached one of ``model`` (with the model's query prefix), or
+    None when the run holds no vectors."""
+    vector: np.ndarray | None = None
+    embed_ms: float | None = None
+    if embedder is not None:
+        start = time.perf_counter()
+        vector = embedder.embed_query(pair.question)
+        embed_ms = (time.perf_counter() - start) * 1000.0
+    elif vectors is not None and model is not None:
+        prefix = str(model.get("query_prefix", ""))
+        vector = vectors.get([query_key(pair.question, prefix)])[0]
+    query = retrievers_mod.Query(
+        question_id=pair.question_id, question_type=pair.question_type,
+        question=pair.question, question_date=pair.question_date, vector=vector,
+        gold=tuple(pair.gold))
+    return query, embed_ms

@@ -1,0 +1,361 @@
+"""BM25Okapi's statistics of one corpus as arrays: ``rank_bm25.BM25Okapi``'s floats,
+vectorised, and the tokenisations that feed it (``text.split()`` through Arrow or plain
+Python, and LongMemEval's ``text.split(" ")``).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .terms import DocTerms
+
+__all__ = ["BM25Index"]
+
+
+@dataclass(frozen=True)
+class BM25Index:
+    """``rank_bm25.BM25Okapi`` statistics of one corpus, as arrays.
+
+    ``lookup`` maps query tokens to term ids (None for a token not in the corpus). Term ids
+    follow first appearance (the order of BM25Okapi's ``idf`` dict) for :meth:`build`, and the
+    shared vocabulary's order for :meth:`from_doc_terms`; either way the idf sum is taken in
+    first-appearance order, so the floats are BM25Okapi's. Postings of term ``g`` are
+    ``docs[indptr[g]:indptr[g+1]]`` (ascending) with term frequencies ``tfs[...]``. ``idf``
+    already has the epsilon floor applied.
+    """
+
+    n_docs: int
+    lookup: Callable[[Sequence[str]], list[int | None]]
+    idf: np.ndarray  # (n_terms,) float64
+    base: np.ndarray  # (n_docs,) float64: k1 * (1 - b + b * doc_len / avgdl)
+    indptr: np.ndarray  # (n_terms + 1,) int64
+    docs: np.ndarray  # postings: doc index
+    tfs: np.ndarray  # postings: term frequency (int64)
+    k1: float
+    average_idf: float
+
+    @classmethod
+    def build(
+        cls, texts: Sequence[str], k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25
+    ) -> BM25Index:
+        """Index ``[t.split() for t in texts]`` exactly as BM25Okapi would (vectorised)."""
+        try:
+            gids, doc_of_tok, lookup = _tokenize_arrow(texts)
+        except (ImportError, UnicodeError, ValueError, TypeError):
+            gids, doc_of_tok, lookup = _tokenize_python(texts)
+        return cls._from_tokens(len(texts), gids, doc_of_tok, lookup, k1, b, epsilon)
+
+    @classmethod
+    def build_reference(
+        cls, texts: Sequence[str], k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25
+    ) -> BM25Index:
+        """Same index through a plain-Python tokenizer (no Arrow): the fallback and a check."""
+        gids, doc_of_tok, lookup = _tokenize_python(texts)
+        return cls._from_tokens(len(texts), gids, doc_of_tok, lookup, k1, b, epsilon)
+
+    @classmethod
+    def build_single_space(
+        cls, texts: Sequence[str], k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25
+    ) -> BM25Index:
+        """Index ``[t.split(" ") for t in texts]``: LongMemEval's own tokenisation
+        (:func:`_tokenize_single_space`)."""
+        gids, doc_of_tok, lookup = _tokenize_single_space(texts)
+        return cls._from_tokens(len(texts), gids, doc_of_tok, lookup, k1, b, epsilon)
+
+    @classmethod
+    def _from_tokens(
+        cls,
+        n_docs: int,
+        gids: np.ndarray,
+        doc_of_tok: np.ndarray,
+        lookup: Callable[[Sequence[str]], list[int | None]],
+        k1: float,
+        b: float,
+        epsilon: float,
+    ) -> BM25Index:
+        n_terms = int(gids.max()) + 1 if gids.size else 0
+        n_tok = int(gids.size)
+        doc_len = np.bincount(doc_of_tok, minlength=n_docs).astype(np.int64)
+        # One posting per (term, doc): sort term-major keys (int32 when they fit), count runs.
+        scale = max(n_docs, 1)
+        if n_tok:
+            key_type = np.int32 if n_terms * scale < 2**31 else np.int64
+            keys = gids.astype(key_type, copy=False) * key_type(scale)
+            keys += doc_of_tok.astype(key_type, copy=False)
+            keys.sort()
+            new_run = np.empty(n_tok, dtype=bool)
+            new_run[0] = True
+            np.not_equal(keys[1:], keys[:-1], out=new_run[1:])
+            starts = np.flatnonzero(new_run)
+            uniq = keys[starts]
+            post_terms = uniq // key_type(scale)
+            docs = (uniq - post_terms * key_type(scale)).astype(np.int64)
+            tfs = np.diff(starts, append=n_tok).astype(np.int64)
+        else:
+            post_terms = docs = tfs = np.zeros(0, dtype=np.int64)
+        df = np.bincount(post_terms, minlength=n_terms)
+        indptr = np.zeros(n_terms + 1, dtype=np.int64)
+        np.cumsum(df, out=indptr[1:])
+        return cls._from_postings(
+            n_docs, doc_len, indptr, docs, tfs, None, lookup, k1, b, epsilon
+        )
+
+    @classmethod
+    def from_doc_terms(
+        cls,
+        doc_terms: Sequence[DocTerms],
+        vocab: Mapping[str, int],
+        k1: float = 1.5,
+        b: float = 0.75,
+        epsilon: float = 0.25,
+    ) -> BM25Index:
+        """The index of documents given by their cached term counts (:class:`DocTermCache`).
+
+        Same floats as :meth:`build` over the documents' texts: a term's first appearance is
+        (first document holding it, its rank among that document's distinct tokens).
+        """
+        n_docs = len(doc_terms)
+        doc_len = np.fromiter((d.length for d in doc_terms), dtype=np.int64, count=n_docs)
+        sizes = np.fromiter((d.terms.shape[1] for d in doc_terms), dtype=np.int64, count=n_docs)
+        n_post = int(sizes.sum())
+        if n_post == 0:
+            empty = np.zeros(0, dtype=np.int64)
+            return cls._from_postings(n_docs, doc_len, np.zeros(1, dtype=np.int64), empty,
+                                      empty, None, lambda tokens: [None] * len(tokens),
+                                      k1, b, epsilon)
+        cat = np.concatenate([d.terms for d in doc_terms], axis=1)
+        ids = cat[0].astype(np.int64)
+        doc_of = np.repeat(np.arange(n_docs, dtype=np.int64), sizes)
+        starts_of_doc = np.zeros(n_docs, dtype=np.int64)
+        np.cumsum(sizes[:-1], out=starts_of_doc[1:])
+        rank_in_doc = np.arange(n_post, dtype=np.int64) - np.repeat(starts_of_doc, sizes)
+        # Term-major postings, documents ascending within a term: (term, doc) pairs are
+        # unique (a document lists each of its tokens once), so any sort of this key will do.
+        # Fast path: the posting's position rides in the low bits of one int64 sort key.
+        pair_key = ids * n_docs + doc_of
+        bits = max(n_post - 1, 1).bit_length()
+        if (int(pair_key.max()) + 1).bit_length() + bits <= 62:
+            packed = (pair_key << bits) | np.arange(n_post, dtype=np.int64)
+            packed.sort()
+            order = packed & ((1 << bits) - 1)
+            sorted_pairs = packed >> bits
+        else:  # pragma: no cover - needs a vocabulary of billions
+            order = np.argsort(pair_key)
+            sorted_pairs = pair_key[order]
+        sorted_ids = sorted_pairs // n_docs
+        docs = sorted_pairs - sorted_ids * n_docs
+        tfs = cat[1][order].astype(np.int64)
+        new_term = np.empty(n_post, dtype=bool)
+        new_term[0] = True
+        np.not_equal(sorted_ids[1:], sorted_ids[:-1], out=new_term[1:])
+        starts = np.flatnonzero(new_term)
+        terms = sorted_ids[starts]  # ascending vocabulary ids: term g of this index
+        indptr = np.append(starts, n_post).astype(np.int64)
+        # First appearance: the first posting of a term is its first document; there, the
+        # token's rank among the document's distinct tokens (kept in first-appearance order).
+        first_rank = rank_in_doc[order][starts]
+        appearance = np.argsort(docs[starts] * (int(sizes.max()) + 1) + first_rank)
+        n_terms = int(terms.size)
+
+        def lookup(tokens: Sequence[str]) -> list[int | None]:
+            out: list[int | None] = []
+            for token in tokens:
+                gid = vocab.get(token)
+                if gid is None:
+                    out.append(None)
+                    continue
+                pos = int(np.searchsorted(terms, gid))
+                out.append(pos if pos < n_terms and int(terms[pos]) == gid else None)
+            return out
+
+        return cls._from_postings(
+            n_docs, doc_len, indptr, docs, tfs, appearance, lookup, k1, b, epsilon
+        )
+
+    @classmethod
+    def _from_postings(
+        cls,
+        n_docs: int,
+        doc_len: np.ndarray,
+        indptr: np.ndarray,
+        docs: np.ndarray,
+        tfs: np.ndarray,
+        appearance: np.ndarray | None,
+        lookup: Callable[[Sequence[str]], list[int | None]],
+        k1: float,
+        b: float,
+        epsilon: float,
+    ) -> BM25Index:
+        """idf and length norms from postings; ``appearance`` lists term ids in
+        first-appearance order (None: the ids are already in that order)."""
+        n_terms = int(indptr.size) - 1
+        df = np.diff(indptr)
+        total = int(doc_len.sum())
+        if n_docs == 0 or total == 0 or n_terms == 0:
+            # rank_bm25 divides by zero here; every score is 0 and the ranking is row order.
+            return cls(
+                n_docs, lookup, np.zeros(n_terms), np.ones(n_docs), indptr, docs, tfs, k1, 0.0
+            )
+        # idf per distinct document frequency, with math.log as BM25Okapi does.
+        table = np.array(
+            [math.log(n_docs - f + 0.5) - math.log(f + 0.5) for f in range(n_docs + 1)]
+        )
+        raw = table[df]
+        in_order = raw if appearance is None else raw[appearance]
+        idf_sum = float(np.add.accumulate(in_order)[-1])  # left to right, first appearance
+        average_idf = idf_sum / n_terms
+        eps = epsilon * average_idf
+        idf = np.where(raw < 0, eps, raw)
+        avgdl = total / n_docs
+        base = k1 * (1 - b + b * doc_len / avgdl)
+        return cls(n_docs, lookup, idf, base, indptr, docs, tfs, k1, average_idf)
+
+    def scores(self, query_tokens: Sequence[str]) -> np.ndarray:
+        """``BM25Okapi.get_scores(query_tokens)``: same float64 operations in the same order."""
+        score = np.zeros(self.n_docs)
+        if not query_tokens or self.n_docs == 0:
+            return score
+        for gid in self.lookup(query_tokens):
+            if gid is None:
+                continue  # BM25Okapi adds 0 * (...) for an unknown word
+            weight = float(self.idf[gid])
+            if weight == 0.0:
+                continue  # ``idf or 0`` -> adds zeros
+            lo, hi = int(self.indptr[gid]), int(self.indptr[gid + 1])
+            docs = self.docs[lo:hi]
+            tf = self.tfs[lo:hi]
+            score[docs] += weight * (tf * (self.k1 + 1) / (tf + self.base[docs]))
+        return score
+
+
+#: Characters a white-space splitter might disagree on: C0/C1 controls, the Unicode spaces,
+#: separators and zero-width characters.
+_WS_PROBES = "".join(
+    chr(c)
+    for lo, hi in (
+        (0x00, 0x20),
+        (0x7F, 0xA0),
+        (0x1680, 0x1680),
+        (0x180E, 0x180E),
+        (0x2000, 0x200F),
+        (0x2028, 0x202F),
+        (0x205F, 0x2064),
+        (0x3000, 0x3000),
+        (0xFEFF, 0xFEFF),
+    )
+    for c in range(lo, hi + 1)
+)
+
+
+#: ``str.split`` white space that Arrow's ``ascii_split_whitespace`` does not split on.
+_NON_ASCII_SPLIT_WS = "[\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+
+
+@functools.lru_cache(maxsize=1)
+def _arrow_split_checks() -> tuple[bool, bool]:
+    """Probe Arrow once: (ascii splitter = ASCII-6 set, utf8 splitter = ``str.isspace`` set)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    probe = "a" + "a".join(_WS_PROBES) + "a"
+    arr = pa.array([probe], type=pa.large_string())
+    ascii_tokens = [t for t in pc.ascii_split_whitespace(arr).to_pylist()[0] if t]
+    expected_ascii = [t for t in probe.translate(_ASCII6_TO_SPACE).split(" ") if t]
+    utf8_tokens = [t for t in pc.utf8_split_whitespace(arr).to_pylist()[0] if t]
+    return ascii_tokens == expected_ascii, utf8_tokens == probe.split()
+
+
+_ASCII6_TO_SPACE = {ord(c): " " for c in "\t\n\x0b\x0c\r"}
+
+
+def _tokenize_arrow(
+    texts: Sequence[str],
+) -> tuple[np.ndarray, np.ndarray, Callable[[Sequence[str]], list[int | None]]]:
+    """Tokens of ``t.split()`` for every text, as (token id, doc index) arrays, with Arrow.
+
+    Token ids follow first appearance (documents in order, tokens in order), like the
+    insertion order of BM25Okapi's dicts. Fast path: split on the six ASCII white-space
+    characters; if any token still holds a character ``str.split`` also splits on (U+001C..1F,
+    NBSP, the Unicode spaces), redo with the Unicode splitter. Raises ValueError when Arrow
+    cannot be trusted to split as Python does (the caller falls back to Python).
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    ascii_ok, utf8_ok = _arrow_split_checks()
+    arr = pa.array(texts, type=pa.large_string())
+    if not ascii_ok:
+        raise ValueError("Arrow's ASCII white-space splitting is not the expected one")
+    split = pc.ascii_split_whitespace(arr)
+    encoded = pc.dictionary_encode(split.flatten())  # ids in first-appearance order
+    dictionary = encoded.dictionary
+    if pc.any(pc.match_substring_regex(dictionary, _NON_ASCII_SPLIT_WS)).as_py():
+        if not utf8_ok:
+            raise ValueError("Arrow's Unicode white-space splitting differs from str.split")
+        split = pc.utf8_split_whitespace(arr)
+        encoded = pc.dictionary_encode(split.flatten())
+        dictionary = encoded.dictionary
+    gids = np.asarray(encoded.indices.to_numpy(zero_copy_only=False))  # int32
+    offsets = np.asarray(split.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+    per_doc = offsets[1:] - offsets[:-1]
+    doc_type = np.int32 if len(texts) < 2**31 else np.int64
+    doc_of_tok = np.repeat(np.arange(len(texts), dtype=doc_type), per_doc)
+    # Arrow keeps '' for leading/trailing white space (and for an empty text); split() does
+    # not. Drop that token and close the gap in the ids.
+    empty_at = pc.index(dictionary, pa.scalar("", type=dictionary.type)).as_py()
+    empty = -1 if empty_at is None or empty_at < 0 else int(empty_at)
+    if empty >= 0:
+        keep = gids != empty
+        gids = gids[keep]
+        doc_of_tok = doc_of_tok[keep]
+        gids[gids > empty] -= 1  # a fresh array (boolean indexing copies)
+
+    def lookup(tokens: Sequence[str]) -> list[int | None]:
+        found = pc.index_in(pa.array(list(tokens), type=pa.large_string()), value_set=dictionary)
+        out: list[int | None] = []
+        for v in found.to_pylist():
+            if v is None or v == empty:
+                out.append(None)
+            else:
+                out.append(int(v) - 1 if 0 <= empty < v else int(v))
+        return out
+
+    return gids, doc_of_tok, lookup
+
+
+def _tokenize_python(
+    texts: Sequence[str], split: Callable[[str], list[str]] = str.split,
+) -> tuple[np.ndarray, np.ndarray, Callable[[Sequence[str]], list[int | None]]]:
+    """Plain-Python twin of :func:`_tokenize_arrow` (``split`` per text, dict ids)."""
+    vocab: dict[str, int] = {}
+    gid_parts: list[np.ndarray] = []
+    doc_parts: list[np.ndarray] = []
+    for d, text in enumerate(texts):
+        ids = [vocab.setdefault(tok, len(vocab)) for tok in split(text)]
+        gid_parts.append(np.asarray(ids, dtype=np.int64))
+        doc_parts.append(np.full(len(ids), d, dtype=np.int64))
+    gids = np.concatenate(gid_parts) if gid_parts else np.zeros(0, dtype=np.int64)
+    docs = np.concatenate(doc_parts) if doc_parts else np.zeros(0, dtype=np.int64)
+
+    def lookup(tokens: Sequence[str]) -> list[int | None]:
+        return [vocab.get(tok) for tok in tokens]
+
+    return gids, docs, lookup
+
+
+def _split_single_space(text: str) -> list[str]:
+    return text.split(" ")
+
+
+def _tokenize_single_space(
+    texts: Sequence[str],
+) -> tuple[np.ndarray, np.ndarray, Callable[[Sequence[str]], list[int | None]]]:
+    """Tokens of ``t.split(" ")`` for every text: LongMemEval's tokenisation
+    (``src/retrieval/run_retrieval.py`` lines 107 and 110). Unlike ``split()``, runs of spaces
+    give empty tokens, an empty text is one empty token, and newlines stay inside tokens."""
+    return _tokenize_python(texts, _split_single_space)

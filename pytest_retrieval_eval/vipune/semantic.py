@@ -1,0 +1,142 @@
+"""vipune's semantic search: embeddings as BLOBs, float64 cosine of float32 values summed
+left to right, and ``Database::search``'s stable sort (``src/sqlite/embedding.rs``,
+``src/sqlite/search.rs``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from .limits import SearchResult, validate_limit
+
+__all__ = [
+    "EMBEDDING_BLOB_SIZE",
+    "EMBEDDING_DIM",
+    "blob_to_vector",
+    "cosine_similarity",
+    "semantic_search",
+    "vector_to_blob",
+]
+
+#: ``src/sqlite/embedding.rs``: embeddings are exactly 384 little-endian float32 values.
+EMBEDDING_DIM = 384
+EMBEDDING_BLOB_SIZE = EMBEDDING_DIM * 4
+
+
+def vector_to_blob(vector: np.ndarray, *, dim: int | None = EMBEDDING_DIM) -> bytes:
+    """``vec_to_blob``: little-endian float32 bytes; exactly ``dim`` values (None: any)."""
+    arr = np.asarray(vector)
+    if arr.ndim != 1:
+        raise ValueError(f"an embedding is one vector, got shape {arr.shape}")
+    if dim is not None and arr.shape[0] != dim:
+        raise ValueError(
+            f"Mismatched dimensions: expected {dim} dimensions, got {arr.shape[0]} dimensions"
+        )
+    return np.ascontiguousarray(arr, dtype="<f4").tobytes()
+
+
+def blob_to_vector(blob: bytes, *, dim: int | None = EMBEDDING_DIM) -> np.ndarray:
+    """``blob_to_vec``: exactly ``dim * 4`` bytes (None: any multiple of 4) -> float32."""
+    if dim is not None and len(blob) != dim * 4:
+        raise ValueError(f"Invalid BLOB size: expected {dim * 4} bytes, got {len(blob)} bytes")
+    if len(blob) % 4:
+        raise ValueError(f"Invalid BLOB size: {len(blob)} bytes is not a multiple of 4")
+    return np.frombuffer(blob, dtype="<f4").astype(np.float32)
+
+
+def _check_finite(arr: np.ndarray) -> None:
+    if not np.isfinite(arr).all():
+        raise ValueError("Invalid embedding: Vector contains NaN or infinite values")
+
+
+def cosine_similarity(a: np.ndarray | Sequence[float], b: np.ndarray | Sequence[float]) -> float:
+    """``cosine_similarity``: float64 from float32, sums left to right, 0.0 for a zero norm.
+
+    Errors (``ValueError``): an empty vector, a length mismatch, NaN or infinite values.
+    """
+    va = np.asarray(a, dtype=np.float32)
+    vb = np.asarray(b, dtype=np.float32)
+    if va.ndim != 1 or vb.ndim != 1:
+        raise ValueError("cosine similarity takes two 1-d vectors")
+    if va.size == 0 or vb.size == 0:
+        raise ValueError("Cannot compute similarity with empty vector")
+    if va.size != vb.size:
+        raise ValueError(
+            f"Mismatched dimensions: expected {va.size} dimensions, got {vb.size} dimensions"
+        )
+    _check_finite(va)
+    _check_finite(vb)
+    a64 = va.astype(np.float64)
+    b64 = vb.astype(np.float64)
+    # float32 x float32 products are exact in float64; only the summation order matters,
+    # and ``add.accumulate`` adds strictly left to right, as Rust's ``Iterator::sum`` does.
+    dot = float(np.add.accumulate(a64 * b64)[-1])
+    norm_a = math.sqrt(float(np.add.accumulate(a64 * a64)[-1]))
+    norm_b = math.sqrt(float(np.add.accumulate(b64 * b64)[-1]))
+    if norm_a == 0.0 or norm_b == 0.0:
+        return 0.0
+    return dot / (norm_a * norm_b)
+
+
+def _similarities(vectors: np.ndarray, query_vector: np.ndarray) -> np.ndarray:
+    """Cosine of every row against the query, bit-identical to the per-row rule."""
+    q = np.asarray(query_vector, dtype=np.float32)
+    mat = np.asarray(vectors, dtype=np.float32)
+    if q.ndim != 1:
+        raise ValueError("the query vector must be 1-d")
+    if q.size == 0:
+        raise ValueError("Cannot compute similarity with empty vector")
+    if mat.ndim != 2:
+        raise ValueError(f"the stored vectors must form a 2-d array, got shape {mat.shape}")
+    if mat.shape[0] == 0:
+        return np.zeros(0, dtype=np.float64)
+    if mat.shape[1] != q.size:
+        raise ValueError(
+            f"Mismatched dimensions: expected {q.size} dimensions, got {mat.shape[1]} dimensions"
+        )
+    _check_finite(q)
+    _check_finite(mat)
+    q64 = q.astype(np.float64)
+    # Column-major float64 copy: one vector operation per dimension, adding the products
+    # (exact: float32 x float32 fits float64) left to right, as Rust's per-row ``sum`` does.
+    cols = np.ascontiguousarray(mat.T, dtype=np.float64)
+    dots = np.zeros(mat.shape[0], dtype=np.float64)
+    squares = np.zeros(mat.shape[0], dtype=np.float64)
+    tmp = np.empty(mat.shape[0], dtype=np.float64)
+    for j in range(cols.shape[0]):
+        col = cols[j]
+        np.multiply(col, q64[j], out=tmp)
+        dots += tmp
+        np.multiply(col, col, out=tmp)
+        squares += tmp
+    row_norms = np.sqrt(squares)
+    query_norm = math.sqrt(float(np.add.accumulate(q64 * q64)[-1]))
+    sims = np.zeros(mat.shape[0], dtype=np.float64)
+    if query_norm == 0.0:
+        return sims
+    nonzero = row_norms != 0.0
+    sims[nonzero] = dots[nonzero] / (query_norm * row_norms[nonzero])
+    return sims
+
+
+def semantic_search(
+    vectors: np.ndarray,
+    ids: Sequence[str],
+    query_vector: np.ndarray,
+    limit: int,
+) -> list[SearchResult]:
+    """``Database::search``: cosine of every row, stable sort (ties keep row order), top ``limit``.
+
+    ``vectors[i]`` is the embedding of ``ids[i]``, rows in the store's scan order.
+    """
+    validate_limit(limit)
+    if len(ids) != np.asarray(vectors).shape[0]:
+        raise ValueError(f"{len(ids)} ids for {np.asarray(vectors).shape[0]} vectors")
+    if len(ids) == 0:
+        return []
+    sims = _similarities(vectors, query_vector)
+    order = np.argsort(-sims, kind="stable")[:limit]
+    return [(ids[i], float(sims[i])) for i in order.tolist()]
