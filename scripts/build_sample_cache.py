@@ -12,7 +12,7 @@ torch is needed for the export only, never by the plugin::
     python scripts/build_sample_cache.py
 
 Run it again after the sample changes (``python -m pytest_retrieval_eval.generator --preset
-sample ...``); ``tests/test_bundled_sample.py`` fails until the shipped vectors match the
+sample ...``); ``tests/data/test_bundled_sample.py`` fails until the shipped vectors match the
 shipped texts.
 """
 

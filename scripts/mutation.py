@@ -70,13 +70,13 @@ COPIED = (PACKAGE, "tests", "scripts", "conftest.py", "pyproject.toml")
 #: ``RETRIEVER_TESTS`` too for a mutant in a retriever. The two tests that check the patches
 #: against the unpatched source are left out (they would fail on any patched copy).
 NAMED_TESTS = (
-    "tests/test_vipune.py",
-    "tests/test_metrics.py",
-    "tests/test_bundled_sample.py",
-    "tests/test_mutation_kills.py",
+    "tests/vipune/test_vipune.py",
+    "tests/scoring/test_metrics.py",
+    "tests/data/test_bundled_sample.py",
+    "tests/vipune/test_mutation_kills.py",
     "-k", "not named_mutant",
 )
-RETRIEVER_TESTS = ("tests/test_retrievers.py",)
+RETRIEVER_TESTS = ("tests/retrievers/test_retrievers.py",)
 
 
 # --------------------------------------------------------------------------- named mutants
@@ -94,7 +94,7 @@ class NamedMutant:
     name: str
     rule: str  # the rule the mutant breaks, as the issue names it
     patches: tuple[Patch, ...]
-    retrievers: bool = False  # also run tests/test_retrievers.py (the mutant is in one)
+    retrievers: bool = False  # also run tests/retrievers/test_retrievers.py (the mutant is in one)
 
 
 def _v(module: str, old: str, new: str) -> Patch:

@@ -41,10 +41,9 @@ from pytest_retrieval_eval.reporting.report import build_report, terminal_lines
 from pytest_retrieval_eval.session import EvalSession
 from pytest_retrieval_eval.vectors.cache import VectorCache
 from pytest_retrieval_eval.vectors.embedding import EmbedConfig, load_embedder, resolve_model
-
-from .lme_factory import make_instance, write_dataset
-from .model_factory import make_model_dir
-from .reliability_support import (
+from tests.data.test_pairs import mutated_instances
+from tests.support.lme_factory import make_instance, write_dataset
+from tests.support.reliability_support import (
     BGE,
     SNAPSHOT,
     TESTS_FAILED,
@@ -60,7 +59,6 @@ from .reliability_support import (
     usage_error_line,
     write_query_vectors,
 )
-from .test_pairs import mutated_instances
 
 ROOT = Path(__file__).resolve().parent.parent
 PREP_SUMMARY = re.compile(
@@ -80,11 +78,6 @@ def cache(isolated_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("COLUMNS", "200")
     return isolated_cache
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_model_dir(tmp_path_factory.mktemp("model"), dim=8).path
 
 
 def good_instances() -> list[dict[str, Any]]:
@@ -355,11 +348,11 @@ def test_instance_date_that_does_not_parse_is_rejected_and_counted(
 
 
 def test_instance_rejections_are_counted_by_the_prep_cli_too(
-        tmp_path: Path, tiny_model: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = write_dataset(tmp_path / "lme.json", [
         *good_instances(), make_instance("bad", question_type="trivia"),
         make_instance("worse", drop=["question"])])
-    assert cli.main(prep_argv(data, tiny_model, tmp_path / "cache")) == 0
+    assert cli.main(prep_argv(data, tiny_model_dir, tmp_path / "cache")) == 0
     out, err = capsys.readouterr()
     assert err == (
         "retrieval-eval: warning: 2 of 4 instances of lme are rejected (not embedded, not "
@@ -517,9 +510,9 @@ def test_env_cache_directory_cannot_be_written(pytester: pytest.Pytester,
 
 
 def test_env_model_directory_without_tokenizer_json(
-        pytester: pytest.Pytester, tmp_path: Path, tiny_model: Path) -> None:
+        pytester: pytest.Pytester, tmp_path: Path, tiny_model_dir: Path) -> None:
     model = tmp_path / "model"
-    shutil.copytree(tiny_model, model)
+    shutil.copytree(tiny_model_dir, model)
     (model / "tokenizer.json").unlink()
     data = write_dataset(tmp_path / "lme.json", good_instances())
     result = run_plugin(pytester, "--retrieval-eval-data", str(data),
@@ -528,9 +521,9 @@ def test_env_model_directory_without_tokenizer_json(
 
 
 def test_env_model_file_that_is_not_onnx(
-        pytester: pytest.Pytester, tmp_path: Path, tiny_model: Path) -> None:
+        pytester: pytest.Pytester, tmp_path: Path, tiny_model_dir: Path) -> None:
     model = tmp_path / "model"
-    shutil.copytree(tiny_model, model)
+    shutil.copytree(tiny_model_dir, model)
     (model / "onnx" / "model.onnx").write_bytes(b"<html>Git LFS pointer, not a model</html>")
     data = write_dataset(tmp_path / "lme.json", good_instances())
     result = run_plugin(pytester, "--retrieval-eval-data", str(data),
@@ -558,7 +551,7 @@ def test_env_hub_unreachable_for_the_default_model(
 
 
 def test_env_cuda_asked_for_but_absent(pytester: pytest.Pytester, tmp_path: Path,
-                                       tiny_model: Path) -> None:
+                                       tiny_model_dir: Path) -> None:
     import onnxruntime
 
     data = write_dataset(tmp_path / "lme.json", good_instances())
@@ -567,7 +560,7 @@ def test_env_cuda_asked_for_but_absent(pytester: pytest.Pytester, tmp_path: Path
     if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
         pytest.skip("this onnxruntime has CUDA: the absent-CUDA line cannot be provoked here")
     result = run_plugin(pytester, "--retrieval-eval-data", str(data), "--retrieval-eval-model",
-                        str(tiny_model), "--retrieval-eval-device", "cuda")
+                        str(tiny_model_dir), "--retrieval-eval-device", "cuda")
     usage_error_line(result, "device 'cuda': onnxruntime here has no CUDAExecutionProvider",
                      "--retrieval-eval-device cpu")
 
@@ -588,11 +581,11 @@ def kill_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory: pytest.TempPathFactory, kill_data: Path,
-                  tiny_model: Path) -> np.ndarray:
+                  tiny_model_dir: Path) -> np.ndarray:
     """The vectors of an uninterrupted prep of ``kill_data`` (all text keys, sorted)."""
     cache = tmp_path_factory.mktemp("clean") / "cache"
-    assert cli.main(prep_argv(kill_data, tiny_model, cache)) == 0
-    return cached_vectors(cache, kill_data, tiny_model)[0]
+    assert cli.main(prep_argv(kill_data, tiny_model_dir, cache)) == 0
+    return cached_vectors(cache, kill_data, tiny_model_dir)[0]
 
 
 def prep_argv(data: Path, model: Path, cache: Path, *extra: str) -> list[str]:
@@ -653,38 +646,40 @@ def resume_and_compare(cache: Path, data: Path, model: Path, expected: np.ndarra
 
 
 def test_fault_prep_sigkill_at_random_points_resumes(
-        tmp_path: Path, kill_data: Path, tiny_model: Path, uninterrupted: np.ndarray,
+        tmp_path: Path, kill_data: Path, tiny_model_dir: Path, uninterrupted: np.ndarray,
         capsys: pytest.CaptureFixture[str]) -> None:
     rng = random.Random(os.environ.get("RELIABILITY_SEED", "sigkill"))
     cache = tmp_path / "kill-cache"
     # One kill at a random moment (startup, corpus build, model load or embedding), then
     # kills after a random number of committed chunks, each with a random jitter so that
     # SIGKILL lands anywhere in a chunk, including between a shard's two renames.
-    proc = start_prep(kill_data, tiny_model, cache)
+    proc = start_prep(kill_data, tiny_model_dir, cache)
     time.sleep(rng.uniform(0.0, 0.4))
     proc.kill()
     proc.communicate(timeout=60)
     for _ in range(3):
-        proc = start_prep(kill_data, tiny_model, cache)
+        proc = start_prep(kill_data, tiny_model_dir, cache)
         assert wait_for_shards(proc, cache, shards(cache) + rng.randint(1, 10))
         time.sleep(rng.uniform(0.0, 0.01))
         proc.kill()
         proc.communicate(timeout=60)
         assert proc.returncode == -signal.SIGKILL
-    resume_and_compare(cache, kill_data, tiny_model, uninterrupted, capsys)
+    resume_and_compare(cache, kill_data, tiny_model_dir, uninterrupted, capsys)
 
 
 def test_fault_prep_ctrl_c_at_random_points_resumes(
-        tmp_path: Path, kill_data: Path, tiny_model: Path, uninterrupted: np.ndarray,
+        tmp_path: Path, kill_data: Path, tiny_model_dir: Path, uninterrupted: np.ndarray,
         capsys: pytest.CaptureFixture[str]) -> None:
     rng = random.Random(os.environ.get("RELIABILITY_SEED", "ctrl-c"))
     cache = tmp_path / "int-cache"
     def present() -> int:
-        return KILL_TEXTS - cached_vectors(cache, kill_data, tiny_model)[1] if shards(cache) else 0
+        if not shards(cache):
+            return 0
+        return KILL_TEXTS - cached_vectors(cache, kill_data, tiny_model_dir)[1]
 
     for _ in range(3):
         before = present()
-        proc = start_prep(kill_data, tiny_model, cache)
+        proc = start_prep(kill_data, tiny_model_dir, cache)
         assert wait_for_shards(proc, cache, shards(cache) + rng.randint(1, 10))
         time.sleep(rng.uniform(0.0, 0.01))
         proc.send_signal(signal.SIGINT)
@@ -694,18 +689,18 @@ def test_fault_prep_ctrl_c_at_random_points_resumes(
         assert match and out == "", err
         assert int(match.group(1)) == present() - before  # the count it reports is true
         assert partials(cache) == []  # Ctrl-C cleans up its own temp files
-    resume_and_compare(cache, kill_data, tiny_model, uninterrupted, capsys)
+    resume_and_compare(cache, kill_data, tiny_model_dir, uninterrupted, capsys)
 
 
 # =========================================================================== faults: cache files
 
 
 @pytest.fixture(scope="module")
-def prepped(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> tuple[Path, Path]:
+def prepped(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> tuple[Path, Path]:
     """(dataset, a cache holding its corpus and vectors), made once; tests copy the cache."""
     base = tmp_path_factory.mktemp("prepped")
     data = write_dataset(base / "lme.json", [*good_instances(), make_instance("ok3")])
-    assert cli.main(prep_argv(data, tiny_model, base / "cache")) == 0
+    assert cli.main(prep_argv(data, tiny_model_dir, base / "cache")) == 0
     return data, base / "cache"
 
 
@@ -728,7 +723,7 @@ def test_fault_cache_shard_truncated_is_refused_naming_the_file(
 
 def test_fault_cache_shard_bytes_flipped_is_refused_then_repaired_by_prep(
         pytester: pytest.Pytester, cache: Path, prepped: tuple[Path, Path],
-        tiny_model: Path) -> None:
+        tiny_model_dir: Path) -> None:
     data, shard = copy_cache(prepped, cache)
     clean = run_plugin(pytester, "--no-model", "--retrieval-eval-data", str(data))
     assert clean.ret == 0
@@ -738,13 +733,13 @@ def test_fault_cache_shard_bytes_flipped_is_refused_then_repaired_by_prep(
                      "does not match", "delete it; the next prep re-embeds only what it held")
     # The model lane's prep quarantines it and re-embeds what it held; then all is well.
     healed = run_plugin(pytester, "--retrieval-eval-data", str(data),
-                        "--retrieval-eval-model", str(tiny_model))
+                        "--retrieval-eval-model", str(tiny_model_dir))
     assert healed.ret == 0, healed.stdout.str()
     healed.stdout.fnmatch_lines([f"retrieval-eval: warning: vector cache shard {shard} was "
                                  "corrupt; moved it to *.corrupt and re-embedding what it held"])
     assert (shard.parent / (shard.name + ".corrupt")).exists()
     again = run_plugin(pytester, "--no-model", "--retrieval-eval-data", str(data),
-                       "--retrieval-eval-model", str(tiny_model))  # a folder: named as one
+                       "--retrieval-eval-model", str(tiny_model_dir))  # a folder: named as one
     assert again.ret == 0, again.stdout.str() + again.stderr.str()
     assert table_lines(again.stdout.str()) == table_lines(clean.stdout.str())
 
@@ -792,14 +787,14 @@ def test_fault_persona_store_corrupted_is_rebuilt_never_trusted(
 
 
 def test_fault_two_pytest_processes_share_one_cache(
-        pytester: pytest.Pytester, cache: Path, tmp_path: Path, tiny_model: Path) -> None:
+        pytester: pytest.Pytester, cache: Path, tmp_path: Path, tiny_model_dir: Path) -> None:
     """Two model-lane runs (one with two xdist workers) start at once on one fresh cache:
     both finish with identical summaries, the cache stays whole, the model-free lane works."""
     data = write_dataset(tmp_path / "lme.json", [
         make_instance(f"c{i}", n_sessions=6, question_type="multi-session",
                       session_prefix="shared" if i % 2 else None) for i in range(6)])
     args = ["-p", "no:cacheprovider", "--retrieval-eval", "--retrieval-eval-data", str(data),
-            "--retrieval-eval-model", str(tiny_model), "--retrieval-eval-retriever",
+            "--retrieval-eval-model", str(tiny_model_dir), "--retrieval-eval-retriever",
             "hybrid,fts", "--retrieval-eval-json", "report.json"]
     env = subprocess_env(RETRIEVAL_EVAL_CACHE_DIR=str(cache),
                          HF_HOME=str(tmp_path / "hf-empty"))

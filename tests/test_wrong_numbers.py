@@ -28,10 +28,9 @@ from pytest_retrieval_eval.io import checksums
 from pytest_retrieval_eval.io.checksums import MEMO_DIR, read_sidecar, write_stamp
 from pytest_retrieval_eval.retrievers import terms
 from pytest_retrieval_eval.vipune.store import StoreCache, persona_key, rows_from_arrays
-
-from .lme_factory import make_instance, write_dataset
-from .model_factory import make_model_dir
-from .reliability_support import flip_bytes, no_traceback, run_plugin
+from tests.support.lme_factory import make_instance, write_dataset
+from tests.support.model_factory import make_model_dir
+from tests.support.reliability_support import flip_bytes, no_traceback, run_plugin
 
 
 def rot(path: Path, needle: bytes | None = None, count: int = 1,

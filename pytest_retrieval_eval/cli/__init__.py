@@ -1,8 +1,8 @@
 """The console script ``retrieval-eval`` and its subcommands.
 
 ``console`` assembles the parser and dispatches; ``prep`` (prep, models), ``cache`` (merge,
-push, pull) and ``reports`` (compare, plot) hold the subcommands; ``args`` what they share;
-``progress_bar`` the bar they draw. Public: :func:`main`.
+push, pull), ``reports`` (compare, plot) and ``generate`` hold the subcommands; ``args``
+what they share; ``progress_bar`` the bar they draw. Public: :func:`main`.
 """
 
 from __future__ import annotations

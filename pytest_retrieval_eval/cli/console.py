@@ -1,19 +1,21 @@
-"""The ``retrieval-eval`` console script: the prep phase outside pytest, cache sharing, and
-report comparison. This module assembles the parser and runs :func:`main`; each group of
-subcommands lives in its own module:
+"""The ``retrieval-eval`` console script: the prep phase outside pytest, cache sharing,
+report comparison and data generation. This module assembles the parser and runs
+:func:`main`; each group of subcommands lives in its own module:
 
-* :mod:`cli_prep`: ``retrieval-eval prep --data SPEC --model SPEC --cache DIR [...]`` builds
+* :mod:`.prep`: ``retrieval-eval prep --data SPEC --model SPEC --cache DIR [...]`` builds
   the corpus and embeds every text the cache lacks (resumable: run the same command again
   after Ctrl-C or a crash), drawing a progress bar on stderr, and ends with one summary line
   on stdout; ``--subset N`` / ``--shard I/N`` / ``--ray [ADDRESS]`` scale it out
   (docs/scaling.md). ``retrieval-eval models --cache DIR`` lists the models whose vectors a
   cache holds.
-* :mod:`cli_cache`: ``retrieval-eval cache merge DIR... [--into DIR]`` combines caches;
+* :mod:`.cache`: ``retrieval-eval cache merge DIR... [--into DIR]`` combines caches;
   ``cache push --repo ORG/NAME`` / ``cache pull --repo ORG/NAME`` share one model's vectors
-  through a Hugging Face Hub dataset repo (:mod:`cache_hub`).
-* :mod:`cli_reports`: ``retrieval-eval compare`` and ``retrieval-eval plot``.
-* :mod:`cli_args` holds what they share (program name, exit statuses, the one-line parser,
-  argument types); :mod:`progress_bar` the progress bar.
+  through a Hugging Face Hub dataset repo (:mod:`pytest_retrieval_eval.vectors.hub_sync`).
+* :mod:`.reports`: ``retrieval-eval compare`` and ``retrieval-eval plot``.
+* :mod:`.generate`: ``retrieval-eval generate --preset sample OUT.json`` writes
+  deterministic LongMemEval-shaped data (the bundled sample, a synthetic LongMemEval_M).
+* :mod:`.args` holds what they share (program name, exit statuses, the one-line parser,
+  argument types); :mod:`.progress_bar` the progress bar.
 
 Option names and defaults match the pytest options (without the ``--retrieval-eval-`` prefix).
 Exit statuses are in :func:`main`'s docstring.
@@ -31,6 +33,7 @@ from typing import TextIO
 
 from ..errors import RetrievalEvalError, one_line
 from . import cache as cli_cache
+from . import generate as cli_generate
 from . import prep as cli_prep
 from . import reports as cli_reports
 from .args import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, PROG, OneLineParser
@@ -63,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_prep.add_commands(sub, default_cache)
     cli_cache.add_commands(sub, default_cache)
     cli_reports.add_commands(sub)
+    cli_generate.add_commands(sub)
     return parser
 
 
@@ -114,6 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cli_cache.run(args, out, err)
         if args.command in ("compare", "plot"):
             return cli_reports.run(args, out, err)
+        if args.command == "generate":
+            return cli_generate.run(args, out, err)
         return cli_prep.run(args, out, err)
     except RetrievalEvalError as exc:
         err.write(f"{PROG}: error: {for_cli(one_line(exc))}\n")

@@ -19,22 +19,20 @@ The output has LongMemEval's exact layout (one JSON array of instances with ``qu
 Everything derives from ``GeneratorConfig.seed`` through ``random.Random`` instances seeded
 with strings, so the same config writes a byte-identical file on every run and platform.
 :func:`write_dataset` streams (one instance in memory at a time) and replaces the target
-atomically. ``python -m pytest_retrieval_eval.generator --preset sample OUT.json`` is the CLI.
+atomically. ``retrieval-eval generate --preset sample OUT.json`` (or ``python -m
+pytest_retrieval_eval.generator``) is its command line (:mod:`pytest_retrieval_eval.cli.generate`).
 
-The words live in :mod:`.generator_text` (vocabularies, templates, the text engine) and the
-evidence tables in :mod:`.generator_questions`; this module plans and assembles instances.
+The words live in :mod:`.text` (vocabularies, templates, the text engine) and the evidence
+tables in :mod:`.questions`; this module plans and assembles instances.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
 import random
-import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -44,8 +42,7 @@ from typing import Any
 from .questions import _AGGS, _EVENTS, _FACTS, _PREFS, _TOLD, _UPDATABLE, _Fact
 from .text import _MISSES, _NEAR, _TOPIC_NAMES, _cap, _Exchange, _Slots, _Text
 
-__all__ = ["FULL_M", "PRESETS", "SAMPLE", "GeneratorConfig", "iter_instances", "main",
-           "write_dataset"]
+__all__ = ["FULL_M", "PRESETS", "SAMPLE", "GeneratorConfig", "iter_instances", "write_dataset"]
 
 Progress = Callable[[str, int, int | None], None]
 _TYPES = ("single-session-user", "single-session-assistant", "single-session-preference",
@@ -455,44 +452,3 @@ def write_dataset(config: GeneratorConfig, path: str | os.PathLike[str],
         Path(tmp).unlink(missing_ok=True)
         raise
     return target.stat().st_size
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
-    return value
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """CLI: ``python -m pytest_retrieval_eval.generator --preset sample OUT.json``."""
-    parser = argparse.ArgumentParser(
-        prog="python -m pytest_retrieval_eval.generator",
-        description="Write deterministic LongMemEval-shaped data.")
-    parser.add_argument("out", type=Path, help="output JSON file")
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="sample")
-    parser.add_argument("--instances", type=_positive, help="scale to this many instances")
-    parser.add_argument("--sessions", type=_positive, help="scale to this mean history length")
-    parser.add_argument("--seed", type=int, help="override the preset's seed")
-    args = parser.parse_args(argv)
-    config = PRESETS[args.preset]
-    if args.instances or args.sessions:
-        config = config.scaled(instances=args.instances, sessions=args.sessions)
-    if args.seed is not None:
-        config = replace(config, seed=args.seed)
-    began = time.monotonic()
-
-    tty, step = sys.stderr.isatty(), max(10, config.n_instances // 20)
-
-    def report(_label: str, done: int, total: int | None) -> None:
-        if done % step == 0 or done == total:
-            print(f"\r{done}/{total} instances, {time.monotonic() - began:.0f}s",
-                  end="" if tty and done != total else "\n", file=sys.stderr, flush=True)
-
-    size = write_dataset(config, args.out, report)
-    seconds = time.monotonic() - began
-    print(f"wrote {args.out}: {config.n_instances} instances, {size:,} bytes, {seconds:.1f}s "
-          f"({size / 1e6 / max(seconds, 1e-9):.1f} MB/s)", file=sys.stderr)
-    return 0
-
-

@@ -3,7 +3,7 @@
 One table per question type: facts the user states (``single-session-user``,
 ``knowledge-update``, persona noise), things the assistant tells (``single-session-assistant``),
 preferences, dated events (``temporal-reasoning``) and multi-session aggregates. Used by
-:mod:`pytest_retrieval_eval.generator`; changing a row changes the bundled sample's bytes.
+:mod:`.instances`; changing a row changes the bundled sample's bytes.
 """
 
 from __future__ import annotations

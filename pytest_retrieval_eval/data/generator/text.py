@@ -1,9 +1,9 @@
 """The generator's words: topic vocabularies, sentence templates and the text engine.
 
 Pure data plus :class:`_Text`, which turns a topic into alternating user/assistant turns of a
-target size. :mod:`pytest_retrieval_eval.generator` draws from these with seeded
+target size. :mod:`.instances` draws from these with seeded
 ``random.Random`` instances, so nothing here may change without regenerating the bundled
-sample (``tests/test_generator.py`` checks the shipped file byte for byte).
+sample (``tests/data/test_generator.py`` checks the shipped file byte for byte).
 """
 
 from __future__ import annotations

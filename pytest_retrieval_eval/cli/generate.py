@@ -1,0 +1,91 @@
+"""``retrieval-eval generate``: write deterministic LongMemEval-shaped data
+(:mod:`pytest_retrieval_eval.data.generator`). ``python -m pytest_retrieval_eval.generator``
+runs the same command under its older name."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..errors import RetrievalEvalError, one_line
+from ..options import positive_int
+from .args import EXIT_ERROR, EXIT_INTERRUPTED, OneLineParser
+from .progress_bar import ProgressBar
+
+__all__ = ["add_arguments", "add_commands", "main", "run"]
+
+DESCRIPTION = ("Write deterministic LongMemEval-shaped data: the bundled sample (--preset "
+               "sample) or a full-size synthetic LongMemEval_M (--preset full_m), byte for "
+               "byte the same on every run.")
+
+
+def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
+    """The ``generate`` subcommand."""
+    generate = sub.add_parser(
+        "generate", help="write deterministic LongMemEval-shaped data (the bundled sample, "
+        "a synthetic LongMemEval_M)", description=DESCRIPTION)
+    add_arguments(generate)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``generate`` (shared with ``python -m pytest_retrieval_eval.generator``)."""
+    from ..data.generator import PRESETS
+
+    parser.add_argument("out", type=Path, metavar="OUT.json", help="output JSON file")
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="sample",
+                        help="what to write (default: sample)")
+    parser.add_argument("--instances", type=positive_int, default=None, metavar="N",
+                        help="scale to this many instances (default: the preset's)")
+    parser.add_argument("--sessions", type=positive_int, default=None, metavar="N",
+                        help="scale to this mean history length (default: the preset's)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="override the preset's seed (default: the preset's)")
+    parser.add_argument("--no-progress", action="store_true", help="draw no progress bar")
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Write the dataset; one summary line on ``out``, the progress bar on ``err``."""
+    from ..data.generator import PRESETS, write_dataset
+
+    config = PRESETS[args.preset]
+    if args.instances or args.sessions:
+        config = config.scaled(instances=args.instances, sessions=args.sessions)
+    if args.seed is not None:
+        config = replace(config, seed=args.seed)
+    bar = None if args.no_progress else ProgressBar(err)
+    began = time.monotonic()
+    try:
+        size = write_dataset(config, args.out, bar)
+    except OSError as exc:
+        raise RetrievalEvalError(
+            f"generate: {args.out} cannot be written ({exc.strerror or exc}); give a path in "
+            "a writable folder") from None
+    finally:
+        if bar is not None:
+            bar.finish()
+    seconds = time.monotonic() - began
+    out.write(f"generate: wrote {args.out}: {config.n_instances} instances, {size:,} bytes, "
+              f"{seconds:.1f}s ({size / 1e6 / max(seconds, 1e-9):.1f} MB/s)\n")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None,
+         prog: str = "python -m pytest_retrieval_eval.generator") -> int:
+    """``generate`` on its own, under ``prog``: the same arguments, output and exit statuses
+    as ``retrieval-eval generate``."""
+    parser = OneLineParser(prog=prog, description=DESCRIPTION)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args, sys.stdout, sys.stderr)
+    except RetrievalEvalError as exc:
+        sys.stderr.write(f"{prog}: error: {one_line(exc)}\n")
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        sys.stderr.write(f"{prog}: interrupted\n")
+        return EXIT_INTERRUPTED

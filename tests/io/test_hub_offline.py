@@ -1,0 +1,223 @@
+"""Hugging Face Hub access fails fast and points at what works; ``--no-model`` opens no socket.
+
+The Hub here is a server on 127.0.0.1 (``HF_ENDPOINT``) that never answers, or a port that
+refuses: the run must end in ONE line after ONE request (huggingface_hub's own loop retries
+five times, ~25 s, printing a line per retry), and, since the bundled sample's vectors make it
+work, that line names the ``--no-model`` command.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_retrieval_eval.data.dataset import DEFAULT_REPO, KNOWN, SAMPLE_PATH
+
+pytest_plugins = ["pytester"]
+
+USAGE_ERROR = 4
+SAMPLE_USABLE = sum(1 for i in json.loads(SAMPLE_PATH.read_text(encoding="utf-8"))
+                    if not i["question_id"].endswith("_abs"))
+PROXIES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+
+
+class SilentServer:
+    """Accepts connections on 127.0.0.1, reads each request line, never answers."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.accepted: list[socket.socket] = []
+        self.requests: list[str] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.accepted.append(conn)
+            conn.settimeout(5)
+            try:
+                self.requests.append(conn.recv(4096).split(b"\r\n", 1)[0].decode())
+            except OSError:
+                self.requests.append("")
+
+    def file_requests(self) -> list[str]:
+        """Requests for repository files: huggingface_hub >= 2 also asks, once a day, for its
+        agent registry (``/api/agent-harnesses``, its own 3 s limit), which is not ours."""
+        return [r for r in self.requests if "/resolve/" in r]
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+        for conn in self.accepted:
+            conn.close()
+        self.sock.close()
+
+
+@pytest.fixture
+def hub_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """An empty Hugging Face cache, an empty plugin cache, network allowed, no proxy."""
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_HUB_ETAG_TIMEOUT", raising=False)
+    monkeypatch.setenv("RETRIEVAL_EVAL_CACHE_DIR", str(tmp_path / "cache"))
+    for name in PROXIES:
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path
+
+
+@pytest.fixture
+def silent_hub(monkeypatch: pytest.MonkeyPatch, hub_env: Path) -> Iterator[SilentServer]:
+    server = SilentServer()
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.port}")
+    monkeypatch.setenv("HF_HUB_ETAG_TIMEOUT", "1")  # the one request's wait, kept short here
+    yield server
+    server.close()
+
+
+def _one_error_line(result: pytest.RunResult) -> str:
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == USAGE_ERROR, text
+    assert "Retry" not in text and "Traceback" not in text, text
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("ERROR: "), text
+    return lines[0]
+
+
+def test_model_lane_with_a_silent_hub_fails_after_one_request(
+    pytester: pytest.Pytester, silent_hub: SilentServer
+) -> None:
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--retrieval-eval")
+    line = _one_error_line(result)
+    assert "'BAAI/bge-small-en-v1.5'" in line and "unreachable" in line, line
+    # The bundled sample's vectors make the model-free lane work: the line says how.
+    assert line.endswith("`pytest --retrieval-eval --no-model`"), line
+    # One request for the model's file, no retry loop.
+    assert silent_hub.file_requests() == [
+        "HEAD /BAAI/bge-small-en-v1.5/resolve/main/onnx/model.onnx HTTP/1.1"]
+
+
+def test_model_lane_with_a_refusing_hub_is_one_line(
+    pytester: pytest.Pytester, hub_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()  # nothing listens there now: connections are refused
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--retrieval-eval",
+                                           "--retrieval-eval-k", "1,5")
+    line = _one_error_line(result)
+    assert "unreachable" in line and "`pytest --retrieval-eval --no-model`" in line, line
+
+
+def test_no_hint_when_no_cached_vectors_cover_the_data(
+    pytester: pytest.Pytester, silent_hub: SilentServer
+) -> None:
+    data = pytester.path / "other.json"
+    instances = json.loads(SAMPLE_PATH.read_text(encoding="utf-8"))
+    instances[0]["question"] = "A question no prep has embedded?"
+    data.write_text(json.dumps(instances), encoding="utf-8")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--retrieval-eval",
+                                           "--retrieval-eval-data", str(data))
+    line = _one_error_line(result)
+    assert "unreachable" in line and "--no-model" not in line, line
+    assert len(silent_hub.file_requests()) == 1
+
+
+def test_named_dataset_from_a_silent_hub_fails_after_one_request(
+    pytester: pytest.Pytester, silent_hub: SilentServer
+) -> None:
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--retrieval-eval",
+                                           "--retrieval-eval-data", "longmemeval_oracle")
+    line = _one_error_line(result)
+    assert "longmemeval_oracle could not be downloaded" in line, line
+    assert len(silent_hub.file_requests()) == 1
+
+
+# ------------------------------------------------------------------ --no-model: no socket
+
+
+@pytest.fixture
+def no_sockets(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Any socket use fails, and is recorded (a library may swallow the error)."""
+    used: list[str] = []
+
+    def refuse(name: str) -> object:
+        def call(*args: object, **kwargs: object) -> object:
+            used.append(f"{name}{args[1:] if name == 'connect' else args}")
+            raise OSError(f"test: no socket may be used ({name})")
+        return call
+
+    monkeypatch.setattr(socket.socket, "connect", refuse("connect"))
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse("connect_ex"))
+    monkeypatch.setattr(socket, "create_connection", refuse("create_connection"))
+    monkeypatch.setattr(socket, "getaddrinfo", refuse("getaddrinfo"))
+    return used
+
+
+def _cache_dataset(hf_home: Path, name: str) -> None:
+    """Put the bundled sample in the Hugging Face cache as dataset ``name`` would be."""
+    repo = hf_home / "hub" / f"datasets--{DEFAULT_REPO.replace('/', '--')}"
+    commit = "0" * 40
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    snapshot = repo / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    shutil.copyfile(SAMPLE_PATH, snapshot / KNOWN[name])
+
+
+def test_no_model_named_dataset_comes_from_the_local_hub_cache_without_a_socket(
+    pytester: pytest.Pytester, hub_env: Path, no_sockets: list[str]
+) -> None:
+    _cache_dataset(hub_env / "hf", "longmemeval_s")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--retrieval-eval", "--no-model",
+                                "--retrieval-eval-data", "longmemeval_s")
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(passed=SAMPLE_USABLE)
+    result.stdout.fnmatch_lines(["dataset: longmemeval_s *"])
+    assert no_sockets == []
+
+
+def test_no_model_named_dataset_not_cached_is_one_line_without_a_socket(
+    pytester: pytest.Pytester, hub_env: Path, no_sockets: list[str]
+) -> None:
+    result = pytester.runpytest("-p", "no:cacheprovider", "--retrieval-eval", "--no-model",
+                                "--retrieval-eval-data", "longmemeval_m")
+    line = _one_error_line(result)
+    assert "longmemeval_m" in line and "--no-model never downloads" in line, line
+    assert no_sockets == []
+
+
+def test_no_hint_when_a_retriever_cannot_use_the_cached_vectors(
+    pytester: pytest.Pytester, hub_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vipune embeds with bge-small: the bundled MiniLM vectors would not serve it, so the
+    line names no --no-model command that would only fail next."""
+    from tests.support.reliability_support import fake_vipune_wrapper
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    binary = fake_vipune_wrapper(hub_env / "bin")
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--retrieval-eval", "--retrieval-eval-retriever",
+        "hybrid,vipune", "--retrieval-eval-vipune", str(binary))
+    line = _one_error_line(result)
+    assert "'BAAI/bge-small-en-v1.5'" in line and "--no-model" not in line, line
+    # ...whereas without vipune the same run names it.
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--retrieval-eval")
+    assert _one_error_line(result).endswith("`pytest --retrieval-eval --no-model`")

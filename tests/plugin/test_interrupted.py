@@ -1,0 +1,148 @@
+"""An interrupted run says so (issue 11, "Reliability II").
+
+Ctrl-C used to leave a report that looked complete: the pairs that never ran were counted
+as ``skipped.not_selected`` (the field for ``-k``/``-m``), and under ``-n 2`` the report held
+no pair at all. Now the report has ``interrupted: true``, ``run.items_run`` of
+``run.items_selected``, ``skipped.not_run`` (pairs selected but not run) apart from
+``skipped.not_selected``, and the summary's first line says "interrupted after N of M items".
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.lme_factory import make_instance, write_dataset
+from tests.support.reliability_support import run_plugin, subprocess_env
+
+STOP_AFTER = """
+import os, signal
+import pytest
+
+_done = []
+
+def pytest_runtest_teardown(item):
+    _done.append(item.nodeid)
+    if len(_done) == {after}:
+        {how}
+"""
+
+
+def five(pytester: pytest.Pytester) -> Path:
+    return write_dataset(pytester.path / "lme.json",
+                         [make_instance(f"q{i}", n_sessions=3) for i in range(5)])
+
+
+def run_apart(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """The plugin in a child process: a KeyboardInterrupt there must not reach this one."""
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--retrieval-eval", *args)
+
+
+def report_of(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+def test_ctrl_c_mid_run_is_reported_as_interrupted(pytester: pytest.Pytester,
+                                                   isolated_cache: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # whole summary lines (test_fit_lines: the wrapping)
+    data = five(pytester)
+    pytester.makeconftest(STOP_AFTER.format(after=3, how="raise KeyboardInterrupt"))
+    out = pytester.path / "r.json"
+    result = run_apart(pytester, "--no-model", "--retrieval-eval-retriever", "bm25",
+                        f"--retrieval-eval-data={data}", f"--retrieval-eval-json={out}")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    report = report_of(out)
+    assert report["interrupted"] is True
+    assert report["run"] == {"interrupted": True, "items_run": 3, "items_selected": 5}
+    assert len(report["pairs"]) == 3
+    assert report["skipped"]["not_run"] == 2 and report["skipped"]["not_selected"] == 0
+    result.stdout.fnmatch_lines([
+        "interrupted after 3 of 5 items: the numbers below cover only what ran; run again "
+        "for the rest",
+        "pairs: 3 scored of 5 usable; skipped 0 abstention, 0 rejected, 0 not selected, "
+        "2 not run",
+    ])
+
+
+def test_deselection_and_interruption_are_counted_apart(pytester: pytest.Pytester,
+                                                         isolated_cache: Path) -> None:
+    data = five(pytester)
+    pytester.makeconftest(STOP_AFTER.format(after=2, how="raise KeyboardInterrupt"))
+    out = pytester.path / "r.json"
+    result = run_apart(pytester, "--no-model", "--retrieval-eval-retriever", "bm25",
+                        f"--retrieval-eval-data={data}", f"--retrieval-eval-json={out}",
+                        "-k", "not q4")
+    report = report_of(out)
+    assert report["run"] == {"interrupted": True, "items_run": 2, "items_selected": 4}
+    assert report["skipped"]["not_selected"] == 1 and report["skipped"]["not_run"] == 2
+    result.stdout.fnmatch_lines(["interrupted after 2 of 4 items*"])
+
+
+def test_a_complete_run_is_not_interrupted(pytester: pytest.Pytester,
+                                           isolated_cache: Path) -> None:
+    data = five(pytester)
+    out = pytester.path / "r.json"
+    result = run_plugin(pytester, "--no-model", "--retrieval-eval-retriever", "bm25",
+                        f"--retrieval-eval-data={data}", f"--retrieval-eval-json={out}",
+                        "-k", "not q4")
+    assert result.ret == 0
+    report = report_of(out)
+    assert report["interrupted"] is False
+    assert report["run"] == {"interrupted": False, "items_run": 4, "items_selected": 4}
+    assert report["skipped"]["not_selected"] == 1 and report["skipped"]["not_run"] == 0
+    assert "interrupted after" not in result.stdout.str()
+
+
+def test_a_stop_on_first_failure_is_reported_as_interrupted(pytester: pytest.Pytester,
+                                                            isolated_cache: Path) -> None:
+    data = five(pytester)
+    pytester.makeconftest("""
+import pytest
+
+def pytest_runtest_setup(item):
+    if item.name.startswith("q1["):
+        pytest.fail("boom")
+""")
+    out = pytester.path / "r.json"
+    result = run_plugin(pytester, "--no-model", "--retrieval-eval-retriever", "bm25",
+                        f"--retrieval-eval-data={data}", f"--retrieval-eval-json={out}", "-x")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    report = report_of(out)
+    assert report["interrupted"] is True
+    assert report["run"]["items_run"] == 2 and report["run"]["items_selected"] == 5
+    assert report["skipped"]["not_run"] == 3
+    result.stdout.fnmatch_lines(["interrupted after 2 of 5 items*"])
+
+
+def test_ctrl_c_under_xdist_keeps_what_the_workers_finished(pytester: pytest.Pytester,
+                                                            isolated_cache: Path) -> None:
+    """Ctrl-C reaches the whole process group (controller and workers), as a terminal's
+    does: the report used to hold 0 pairs ("94 not selected") after 73 items had passed."""
+    data = write_dataset(pytester.path / "lme.json",
+                         [make_instance(f"q{i}", n_sessions=3) for i in range(12)])
+    pytester.makeconftest(STOP_AFTER.format(
+        after=3, how="os.killpg(os.getpgid(0), signal.SIGINT)"))
+    out = pytester.path / "r.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2",
+         "--retrieval-eval", "--no-model", "--retrieval-eval-retriever", "bm25",
+         f"--retrieval-eval-data={data}", f"--retrieval-eval-json={out}"],
+        cwd=pytester.path, env=subprocess_env(RETRIEVAL_EVAL_CACHE_DIR=str(isolated_cache)),
+        capture_output=True, text=True, timeout=300, start_new_session=True, check=False)
+    text = proc.stdout + proc.stderr
+    report = report_of(out)
+    assert report["interrupted"] is True, text
+    # The first worker to finish its third item signals: at least two reports had reached
+    # the controller by then (the workers never got to publish their output).
+    assert len(report["pairs"]) >= 2, text
+    assert report["run"]["items_run"] == len(report["pairs"]) + len(report["errors"])
+    assert report["run"]["items_selected"] == 12
+    assert report["skipped"]["not_run"] == 12 - report["run"]["items_run"]
+    assert f"interrupted after {report['run']['items_run']} of 12 items" in proc.stdout, text

@@ -1,0 +1,84 @@
+"""Option validators, the README's option table, and the plugin's cost when it is off."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_retrieval_eval import options
+from tests.support import ROOT
+
+README = ROOT / "README.md"
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("1,5,10", (1, 5, 10)), ("10, 5,1,5", (1, 5, 10)), ("10000", (10000,)), ("3", (3,)),
+])
+def test_parse_ks_accepts_sorts_and_dedupes(value: str, expected: tuple[int, ...]) -> None:
+    assert options.parse_ks(value) == expected
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "10001", "a", "1,,x", "", "1.5"])
+def test_parse_ks_rejects(value: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        options.parse_ks(value)
+
+
+def test_parse_retrievers() -> None:
+    assert options.parse_retrievers("hybrid, bm25,hybrid") == ("hybrid", "bm25")
+    assert options.parse_retrievers("pkg.mod:Store,custom") == ("pkg.mod:Store", "custom")
+    for bad in ("", "bm26", "pkg.mod", "pkg:"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            options.parse_retrievers(bad)
+
+
+def test_other_validators() -> None:
+    assert options.positive_int("3") == 3
+    assert options.max_length("512") == 512
+    assert options.choice("a", "b")("b") == "b"
+    assert options.boolean("yes") is True and options.boolean("off") is False
+    for fn, bad in ((options.positive_int, "0"), (options.max_length, "513"),
+                    (options.positive_float, "-1"), (options.choice("a"), "c"),
+                    (options.boolean, "maybe")):
+        with pytest.raises(argparse.ArgumentTypeError):
+            fn(bad)
+
+
+def test_every_option_and_ini_name_is_documented_with_its_default() -> None:
+    # The full table lives in docs/options.md; the README gives the options in brief.
+    table = (README.parent / "docs" / "options.md").read_text(encoding="utf-8")
+    for opt in options.OPTIONS:
+        assert f"`{opt.flag}" in table, opt.flag
+        assert f"`{opt.dest}`" in table, opt.dest
+        assert "default" in opt.help, opt.flag
+
+
+def test_help_lists_the_group(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--help")
+    result.stdout.fnmatch_lines(["retrieval evaluation (pytest-retrieval-eval):*",
+                                 "*--retrieval-eval-k=K*", "*--no-model*"])
+
+
+def test_plugin_off_imports_no_heavy_module(tmp_path: Path) -> None:
+    """Without --retrieval-eval the plugin costs nothing measurable: no onnxruntime, pyarrow,
+    tokenizers or huggingface_hub import, no file written."""
+    (tmp_path / "test_x.py").write_text("def test_x(): pass\n")
+    probe = (
+        "import sys, pytest\n"
+        "code = pytest.main(['-q', '-p', 'no:cacheprovider', '-p', 'no:xdist', "
+        "'-p', 'no:hypothesispytest', 'test_x.py'])\n"
+        "heavy = [m for m in ('onnxruntime', 'pyarrow', 'tokenizers', 'huggingface_hub', "
+        "'pytest_retrieval_eval.session') if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+        "sys.exit(code)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True,
+                         text=True, env={"RETRIEVAL_EVAL_CACHE_DIR": str(tmp_path / "c"),
+                                         "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "HEAVY []" in out.stdout
+    assert not (tmp_path / "c").exists()  # the cache was never touched

@@ -1,0 +1,452 @@
+"""The plugin end to end, through pytester: items, selection, the table, JSON, xdist, errors."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_retrieval_eval.data.generator.instances import SAMPLE, iter_instances
+from tests.support.lme_factory import make_instance, write_dataset
+from tests.support.model_factory import make_model_dir
+
+SAMPLE_INSTANCES = list(iter_instances(SAMPLE))
+SAMPLE_USABLE = [i for i in SAMPLE_INSTANCES if not i["question_id"].endswith("_abs")]
+SAMPLE_ABSTENTION = len(SAMPLE_INSTANCES) - len(SAMPLE_USABLE)
+USAGE_ERROR = 4
+
+
+pytestmark = pytest.mark.usefixtures("isolated_cache")
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("-W", "ignore::pytest.PytestAssertRewriteWarning", *args)
+
+
+def report_of(pytester: pytest.Pytester, *args: str) -> dict[str, Any]:
+    out = pytester.path / "report.json"
+    result = run(pytester, "--retrieval-eval", "--retrieval-eval-json", str(out), *args)
+    assert result.ret == 0, result.stdout.str()
+    data: dict[str, Any] = json.loads(out.read_text())
+    return data
+
+
+def test_without_the_flag_the_plugin_adds_nothing(pytester: pytest.Pytester,
+                                                  isolated_cache: Path) -> None:
+    pytester.makepyfile("def test_own(): pass")
+    result = run(pytester)
+    result.assert_outcomes(passed=1)
+    assert "= retrieval-eval =" not in result.stdout.str()
+    assert not isolated_cache.exists()
+
+
+def test_sample_no_model_prints_the_table(pytester: pytest.Pytester) -> None:
+    result = run(pytester, "--retrieval-eval", "--no-model")
+    result.assert_outcomes(passed=len(SAMPLE_USABLE))
+    result.stdout.fnmatch_lines([
+        "*= retrieval-eval =*",
+        "dataset: sample (sha256 *",
+        "lane: model-free  model: sentence-transformers/all-MiniLM-L6-v2*",
+        f"pairs: {len(SAMPLE_USABLE)} scored of {len(SAMPLE_USABLE)} usable; skipped "
+        f"{SAMPLE_ABSTENTION} abstention, 0 rejected, 0 not selected",
+        "recall@k * hybrid",  # one block per family: nine columns do not fit 80
+        "question type * n * @1 * @5 * @10",
+        "temporal-reasoning *", "overall *",
+    ])
+
+
+def test_beside_the_projects_own_tests_and_marker(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_own(): pass")
+    result = run(pytester, "--retrieval-eval", "--no-model")
+    result.assert_outcomes(passed=len(SAMPLE_USABLE) + 1)
+    marked = run(pytester, "--retrieval-eval", "--no-model", "-m", "retrieval_eval")
+    marked.assert_outcomes(passed=len(SAMPLE_USABLE), deselected=1)
+
+
+def test_k_selects_one_question_type(pytester: pytest.Pytester) -> None:
+    wanted = [i for i in SAMPLE_USABLE if i["question_type"] == "temporal-reasoning"]
+    result = run(pytester, "--retrieval-eval", "--no-model", "-k", "temporal-reasoning")
+    result.assert_outcomes(passed=len(wanted), deselected=len(SAMPLE_USABLE) - len(wanted))
+    table = result.stdout.str().split("= retrieval-eval =")[1]
+    assert "temporal-reasoning" in table and "multi-session" not in table
+
+
+def test_k_selects_one_pair(pytester: pytest.Pytester) -> None:
+    qid = SAMPLE_USABLE[0]["question_id"]
+    result = run(pytester, "--retrieval-eval", "--no-model", "-k", qid, "-v")
+    result.assert_outcomes(passed=1, deselected=len(SAMPLE_USABLE) - 1)
+    result.stdout.fnmatch_lines([
+        f"retrieval-eval::{SAMPLE_USABLE[0]['question_type']}::{qid}?hybrid? PASSED*"])
+
+
+def test_collect_only_lists_items_in_file_order(pytester: pytest.Pytester) -> None:
+    result = run(pytester, "--retrieval-eval", "--no-model", "--collect-only", "-q")
+    ids = [line for line in result.stdout.lines if line.startswith("retrieval-eval::")]
+    assert ids == [f"retrieval-eval::{i['question_type']}::{i['question_id']}[hybrid]"
+                   for i in SAMPLE_USABLE]
+
+
+def test_json_report_has_the_documented_fields(pytester: pytest.Pytester) -> None:
+    data = report_of(pytester, "--no-model", "--retrieval-eval-k", "1,3")
+    assert data["schema_version"] == 1
+    assert data["dataset"]["name"] == "sample" and len(data["dataset"]["sha256"]) == 64
+    assert data["dataset"]["gold_source"] in ("answer_session_ids", "mixed")
+    assert data["lane"] == "model-free"
+    assert data["model"]["name"] == "sentence-transformers/all-MiniLM-L6-v2"
+    assert data["ks"] == [1, 3] and data["retrievers"] == ["hybrid"]
+    assert len(data["pairs"]) == len(SAMPLE_USABLE)
+    pair = data["pairs"][0]
+    assert {"retriever", "question_id", "question_type", "gold", "ranked",
+            "metrics"} <= set(pair)
+    assert len(pair["ranked"]) == 3
+    assert set(pair["metrics"]) == {f"{m}@{k}" for m in ("recall", "recall_any",
+                                                           "recall_all", "ndcg_any")
+                                    for k in (1, 3)}
+    overall = data["summary"]["hybrid"]["overall"]
+    assert overall["n"] == len(SAMPLE_USABLE)
+    assert overall["recall@3"] == pytest.approx(
+        sum(p["metrics"]["recall@3"] for p in data["pairs"]) / len(data["pairs"]))
+    assert data["skipped"]["abstention"] == SAMPLE_ABSTENTION
+
+
+def test_several_retrievers_side_by_side_and_oracle_is_perfect(
+        pytester: pytest.Pytester) -> None:
+    names = "hybrid,semantic,fts,bm25,oracle"
+    data = report_of(pytester, "--no-model", "--retrieval-eval-retriever", names)
+    assert list(data["summary"]) == names.split(",")
+    oracle = data["summary"]["oracle"]["overall"]
+    for k in (1, 5, 10):
+        assert oracle[f"recall_any@{k}"] == 1.0
+    assert oracle["recall@10"] == 1.0
+    # the retrievers really differ on the sample
+    distinct = {round(data["summary"][n]["overall"]["recall@5"], 6) for n in names.split(",")}
+    assert len(distinct) >= 3
+
+
+def test_xdist_prints_the_same_numbers(pytester: pytest.Pytester, isolated_cache: Path) -> None:
+    # -n 2 first, on an empty cache: the controller builds the corpus and the bm25 counts,
+    # the workers build the stores; the serial run after it reuses all of them.
+    out = pytester.path / "xdist.json"
+    result = pytester.runpytest_subprocess(
+        "--retrieval-eval", "--no-model", "--retrieval-eval-retriever", "hybrid,bm25",
+        "-n", "2", "--retrieval-eval-json", str(out))
+    assert result.ret == 0, result.stdout.str()
+    assert len(list((isolated_cache / "terms").glob("*.npz"))) == 1
+    parallel = json.loads(out.read_text())
+    serial = report_of(pytester, "--no-model", "--retrieval-eval-retriever", "hybrid,bm25")
+    assert parallel["summary"] == serial["summary"]
+    strip = [{k: v for k, v in p.items() if k != "latency_ms"} for p in parallel["pairs"]]
+    assert strip == [{k: v for k, v in p.items() if k != "latency_ms"} for p in serial["pairs"]]
+
+
+def test_store_builds_are_not_query_latency(pytester: pytest.Pytester,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_retrieval_eval.vipune import store as store_mod
+
+    real = store_mod.build_store
+
+    def slow_build(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.2)  # a store build, once per persona
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(store_mod, "build_store", slow_build)
+    data = report_of(pytester, "--no-model", "--retrieval-eval-retriever", "hybrid,fts",
+                     "-k", "temporal-reasoning")
+    for name in ("hybrid", "fts"):
+        assert data["latency_ms"][name]["p95"] < 150, data["latency_ms"]
+
+
+def test_model_lane_loads_no_model_when_no_retriever_reads_vectors(
+        pytester: pytest.Pytester) -> None:
+    # Offline, without --no-model: the default model is not cached, and none is needed.
+    data = report_of(pytester, "--retrieval-eval-retriever", "bm25,oracle,fts")
+    assert data["lane"] == "model" and data["model"] is None
+    assert data["summary"]["oracle"]["overall"]["recall_any@10"] == 1.0
+
+
+def test_a_bad_retriever_is_refused_before_any_data_is_read(
+        pytester: pytest.Pytester, isolated_cache: Path) -> None:
+    result = run(pytester, "--retrieval-eval", "--no-model",
+                 "--retrieval-eval-retriever", "hybrid,nosuch.module:rank")
+    assert result.ret == USAGE_ERROR
+    assert "nosuch.module" in result.stderr.str()
+    assert not (isolated_cache / "corpus").exists()
+
+
+def test_undated_sessions_are_counted_in_the_header(pytester: pytest.Pytester,
+                                                    tmp_path: Path) -> None:
+    raw = make_instance("q1", question_type="single-session-user")
+    raw["haystack_dates"][0] = None
+    raw["haystack_dates"][2] = None
+    data_file = write_dataset(tmp_path / "lme.json", [raw])
+    result = run(pytester, "--retrieval-eval", "--retrieval-eval-data", str(data_file),
+                 "--retrieval-eval-retriever", "bm25")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["notes: *2 session(s) without a date*"])
+
+
+def test_bm25_counts_are_saved_once_per_corpus(pytester: pytest.Pytester,
+                                               isolated_cache: Path) -> None:
+    first = report_of(pytester, "--no-model", "--retrieval-eval-retriever", "bm25")
+    (table,) = (isolated_cache / "terms").glob("*.npz")
+    assert table.stem == first["dataset"]["sha256"]
+    built = table.stat().st_mtime_ns
+    again = report_of(pytester, "--no-model", "--retrieval-eval-retriever", "bm25")
+    assert table.stat().st_mtime_ns == built  # read, not rebuilt
+    assert again["summary"] == first["summary"]
+    data = bytearray(table.read_bytes())
+    data[len(data) // 2] ^= 0x01  # a damaged table is rebuilt, never served
+    table.write_bytes(bytes(data))
+    third = report_of(pytester, "--no-model", "--retrieval-eval-retriever", "bm25")
+    assert third["pairs"] == [{**p, "latency_ms": q["latency_ms"]}
+                              for p, q in zip(first["pairs"], third["pairs"], strict=True)]
+    assert not list((isolated_cache / "terms").glob(".*tmp"))
+
+
+def test_model_lane_with_a_local_model(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    model = make_model_dir(tmp_path, dim=16)
+    data_file = write_dataset(tmp_path / "lme.json", [
+        make_instance("q1", question_type="single-session-user"),
+        make_instance("q2", question_type="temporal-reasoning", gold=(0, 2)),
+        make_instance("q3_abs", question_type="temporal-reasoning"),
+    ])
+    data = report_of(pytester, "--retrieval-eval-data", str(data_file),
+                     "--retrieval-eval-model", str(model.path),
+                     "--retrieval-eval-retriever", "hybrid,semantic,oracle")
+    assert data["lane"] == "model" and data["model"]["dim"] == 16
+    assert data["skipped"]["abstention"] == 1
+    assert data["latency_ms"]["query_embedding"]["n"] == 2  # once per question, not per item
+    # the same cache now serves the model-free lane, no model loaded
+    again = report_of(pytester, "--retrieval-eval-data", str(data_file), "--no-model",
+                      "--retrieval-eval-retriever", "hybrid,semantic,oracle")
+    assert again["model"] == data["model"]  # the same description in both lanes
+    assert again["summary"] == data["summary"]
+
+
+def test_has_answer_fallback_is_reported(pytester: pytest.Pytester, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # whole summary lines (test_fit_lines: the wrapping)
+    data_file = write_dataset(tmp_path / "lme.json", [
+        make_instance("q1", drop=["answer_session_ids"], gold=(2,)),
+        make_instance("q2"),
+    ])
+    result = run(pytester, "--retrieval-eval", "--retrieval-eval-data", str(data_file),
+                 "--retrieval-eval-retriever", "oracle,bm25", "--no-model",
+                 "--retrieval-eval-json", "r.json")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["gold: answer_session_ids absent for some pairs*has_answer*"])
+    data = json.loads((pytester.path / "r.json").read_text())
+    assert data["dataset"]["gold_source"] == "mixed"
+    by_id = {p["question_id"]: p for p in data["pairs"] if p["retriever"] == "oracle"}
+    assert by_id["q1"]["gold_source"] == "has_answer" and by_id["q1"]["gold"] == ["q1_s2"]
+
+
+def test_custom_retriever_fixture(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest("""
+        import pytest
+
+        class Reverse:
+            name = "reverse"
+            def rank(self, persona, query, limit):
+                return list(reversed(persona.session_ids))[:limit]
+
+        @pytest.fixture(scope="session")
+        def retrieval_eval_custom_retriever():
+            return Reverse()
+    """)
+    data = report_of(pytester, "--no-model", "--retrieval-eval-retriever", "custom")
+    assert data["retrievers"] == ["custom"] and len(data["pairs"]) == len(SAMPLE_USABLE)
+
+
+def test_custom_retriever_without_fixture_fails_items_readably(
+        pytester: pytest.Pytester) -> None:
+    out = pytester.path / "report.json"
+    qid = SAMPLE_USABLE[0]["question_id"]
+    result = run(pytester, "--retrieval-eval", "--no-model", "--retrieval-eval-json", str(out),
+                 "--retrieval-eval-retriever", "custom", "-k", qid)
+    result.assert_outcomes(failed=1, deselected=len(SAMPLE_USABLE) - 1)
+    text = result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "custom: retriever 'custom' needs a session fixture named "
+        "retrieval_eval_custom_retriever in your root conftest.py*",
+        f"pairs: 0 scored of {len(SAMPLE_USABLE)} usable; skipped {SAMPLE_ABSTENTION} "
+        f"abstention, 0 rejected, {len(SAMPLE_USABLE) - 1} not selected",
+        "errors: 1 item(s) failed*",
+    ])
+    assert "Traceback" not in text and "def retrieval_eval_custom_retriever" not in text
+    data = json.loads(out.read_text())
+    assert [(e["retriever"], e["question_id"]) for e in data["errors"]] == [("custom", qid)]
+    assert "conftest.py" in data["errors"][0]["error"]
+
+
+def test_any_failing_item_is_listed_as_an_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(badstore="""
+        def broken(persona, query, limit):
+            return 1 / 0
+    """)
+    pytester.syspathinsert()
+    out = pytester.path / "report.json"
+    result = run(pytester, "--retrieval-eval", "--no-model", "--retrieval-eval-json", str(out),
+                 "--retrieval-eval-retriever", "badstore:broken")
+    result.assert_outcomes(failed=len(SAMPLE_USABLE))
+    data = json.loads(out.read_text())
+    assert data["skipped"]["not_selected"] == 0  # they ran; they failed
+    assert len(data["errors"]) == len(SAMPLE_USABLE)
+    assert data["errors"][0]["error"] == "ZeroDivisionError: division by zero"
+
+
+def test_dotted_path_retriever(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(mystore="""
+        def first_rows(persona, query, limit):
+            return list(persona.session_ids[:limit])
+    """)
+    pytester.syspathinsert()
+    data = report_of(pytester, "--no-model", "--retrieval-eval-retriever",
+                     "mystore:first_rows,oracle")
+    assert data["retrievers"] == ["mystore:first_rows", "oracle"]
+
+
+def test_a_retriever_error_fails_that_item_only(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(flaky="""
+        from pytest_retrieval_eval.errors import RetrieverError
+        def rank(persona, query, limit):
+            if query.question_type == "temporal-reasoning":
+                raise RetrieverError("store exploded on " + query.question_id)
+            return list(persona.session_ids[:limit])
+    """)
+    pytester.syspathinsert()
+    n_temporal = sum(1 for i in SAMPLE_USABLE if i["question_type"] == "temporal-reasoning")
+    result = run(pytester, "--retrieval-eval", "--no-model",
+                 "--retrieval-eval-retriever", "flaky:rank")
+    result.assert_outcomes(passed=len(SAMPLE_USABLE) - n_temporal, failed=n_temporal)
+    result.stdout.fnmatch_lines(["*flaky:rank: store exploded on *",
+                                 f"errors: {n_temporal} item(s) failed*"])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_ini_settings_are_read(pytester: pytest.Pytester) -> None:
+    pytester.makeini("""
+        [pytest]
+        retrieval_eval = true
+        retrieval_eval_no_model = true
+        retrieval_eval_k = 2,4
+        retrieval_eval_retriever = bm25
+    """)
+    result = run(pytester)
+    result.assert_outcomes(passed=len(SAMPLE_USABLE))
+    result.stdout.fnmatch_lines(["question type * n * R@2 * R@4 *"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--retrieval-eval-k", "0"], "*k 0 is out of range*1..10000*"),
+        (["--retrieval-eval-k", "10001"], "*k 10001 is out of range*"),
+        (["--retrieval-eval-k", "-3"], "*out of range*"),
+        (["--retrieval-eval-k", "five"], "*'five' is not a whole number*"),
+        (["--retrieval-eval-retriever", "nope"], "*unknown retriever 'nope'*"),
+        (["--retrieval-eval-data", "longmemeval_xl"], "*longmemeval_xl*"),
+        (["--retrieval-eval-data", "missing/file.json"], "*missing/file.json*"),
+    ],
+)
+def test_bad_options_are_one_line_usage_errors(pytester: pytest.Pytester, args: list[str],
+                                               message: str) -> None:
+    result = run(pytester, "--retrieval-eval", "--no-model", *args)
+    assert result.ret == USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    # One line, without pytest's usage banner ("usage: pytest [options] ...").
+    lines = [line for line in result.stderr.lines if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("ERROR: "), lines
+    assert "usage:" not in result.stderr.str()
+
+
+@pytest.mark.parametrize(("ini", "message"), [
+    ("retrieval_eval_k = 1,zero", "ini option retrieval_eval_k: k 'zero' is not a whole number*"),
+    ("retrieval_eval_no_model = maybe",
+     "ini option retrieval_eval_no_model: 'maybe' is not a boolean (true/false)"),
+])
+def test_bad_ini_value_is_a_usage_error(pytester: pytest.Pytester, ini: str,
+                                        message: str) -> None:
+    pytester.makeini(f"[pytest]\n{ini}\n")
+    result = run(pytester, "--retrieval-eval")
+    assert result.ret == USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{message}"])
+
+
+def test_file_with_no_usable_pair_is_a_usage_error(pytester: pytest.Pytester,
+                                                   tmp_path: Path) -> None:
+    data_file = write_dataset(tmp_path / "abs.json", [make_instance("q1_abs")])
+    result = run(pytester, "--retrieval-eval", "--no-model", "--retrieval-eval-data",
+                 str(data_file))
+    assert result.ret == USAGE_ERROR
+    result.stderr.fnmatch_lines(["*no usable pair*"])
+
+
+def test_no_model_without_cached_vectors_names_the_prep_command(
+        pytester: pytest.Pytester, tmp_path: Path) -> None:
+    data_file = write_dataset(tmp_path / "lme.json", [make_instance("q1")])
+    result = run(pytester, "--retrieval-eval", "--no-model", "--retrieval-eval-data",
+                 str(data_file))
+    assert result.ret == USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--no-model*retrieval-eval prep --data*"])
+
+
+def test_store_dir_keeps_vipune_shaped_stores(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    import sqlite3
+
+    from pytest_retrieval_eval import vipune
+
+    stores = tmp_path / "stores"
+    qid = SAMPLE_USABLE[0]["question_id"]
+    result = run(pytester, "--retrieval-eval", "--no-model", "-k", qid,
+                 "--retrieval-eval-store-dir", str(stores))
+    assert result.ret == 0, result.stdout.str()
+    assert [p.name for p in stores.iterdir()] == [f"{qid}.sqlite"]
+    with sqlite3.connect(stores / f"{qid}.sqlite") as conn:
+        ids = [row[0] for row in conn.execute("SELECT id FROM memories ORDER BY rowid")]
+        blob_sizes = {row[0] for row in conn.execute("SELECT length(embedding) FROM memories")}
+    assert ids == list(dict.fromkeys(SAMPLE_USABLE[0]["haystack_session_ids"]))
+    assert blob_sizes == {vipune.EMBEDDING_BLOB_SIZE}
+
+
+def test_no_model_with_two_models_in_the_cache_asks_for_one(
+        pytester: pytest.Pytester, tmp_path: Path) -> None:
+    data_file = write_dataset(tmp_path / "lme.json", [make_instance("q1"), make_instance("q2")])
+    for seed in (1, 2):
+        model = make_model_dir(tmp_path, dim=8, seed=seed, name=f"tiny-{seed}")
+        prepped = run(pytester, "--retrieval-eval", "--retrieval-eval-data", str(data_file),
+                      "--retrieval-eval-model", str(model.path), "--collect-only")
+        assert prepped.ret == 0, prepped.stdout.str()
+    result = run(pytester, "--retrieval-eval", "--no-model", "--retrieval-eval-data",
+                 str(data_file))
+    assert result.ret == USAGE_ERROR
+    result.stderr.fnmatch_lines(["*several models*tiny-1*tiny-2*--retrieval-eval-model*"])
+    named = run(pytester, "--retrieval-eval", "--no-model", "--retrieval-eval-data",
+                str(data_file), "--retrieval-eval-model", "tiny-2")
+    named.assert_outcomes(passed=2)
+    named.stdout.fnmatch_lines(["lane: model-free  model: tiny-2 *"])
+
+
+def test_model_lane_shows_prep_progress_then_embeds_nothing_the_second_time(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_retrieval_eval.plugin import _Progress
+
+    # These steps end within a second, which shows no progress (tests/cli/test_progress.py).
+    monkeypatch.setattr(_Progress, "GRACE", 0.0)
+    model = make_model_dir(tmp_path, dim=8)
+    data_file = write_dataset(tmp_path / "lme.json", [make_instance("q1", n_sessions=6),
+                                                      make_instance("q2", n_sessions=5)])
+    args = ("--retrieval-eval", "--retrieval-eval-data", str(data_file),
+            "--retrieval-eval-model", str(model.path))
+    first = run(pytester, *args)
+    first.assert_outcomes(passed=2)
+    # 11 session texts + 2 questions, each embedded once; start and end lines in a log
+    first.stdout.fnmatch_lines(["retrieval-eval: embed 0/13", "retrieval-eval: embed 13/13*"])
+    second = run(pytester, *args)
+    second.assert_outcomes(passed=2)
+    second.stdout.fnmatch_lines(["retrieval-eval: embed 0/0"])
+    assert first.stdout.str().count("retrieval-eval: embed 13/13") == 1

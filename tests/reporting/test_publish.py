@@ -1,0 +1,237 @@
+"""Publishing a run, through pytester: in-run comparison, Markdown, the job summary, JUnit XML
+properties and summary tables that fit the terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_retrieval_eval.reporting import markdown
+from pytest_retrieval_eval.reporting.report import table_lines
+from tests.support.compare_factory import make_report, write_report
+
+pytestmark = pytest.mark.usefixtures("isolated_cache")
+USAGE_ERROR = 4
+FIVE = "hybrid,semantic,fts,bm25,oracle"
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("-W", "ignore::pytest.PytestAssertRewriteWarning",
+                              "--retrieval-eval", "--no-model", *args)
+
+
+def sample_report(pytester: pytest.Pytester, name: str, retrievers: str) -> Path:
+    out = pytester.path / name
+    result = run(pytester, "--retrieval-eval-retriever", retrievers,
+                 "--retrieval-eval-json", str(out))
+    assert result.ret == 0, result.stdout.str()
+    return out
+
+
+def test_in_run_comparison_under_the_summary_and_in_the_json(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")  # whole lines, tmp paths and all (test_fit_lines)
+    base = sample_report(pytester, "base.json", "semantic,fts")
+    out = pytester.path / "new.json"
+    result = run(pytester, "--retrieval-eval-retriever", "semantic,hybrid",
+                 "--retrieval-eval-compare", str(base), "--retrieval-eval-json", str(out))
+    assert result.ret == 0
+    text = result.stdout.str()
+    summary = text.split("= retrieval-eval =")[1]
+    assert summary.index("overall") < summary.index(f"compare: base {base}")
+    result.stdout.fnmatch_lines([
+        "*vs new this run (lane model-free*",
+        "paired on (question_id, retriever): 15 matched, 15 only in base, 15 only in new",
+        "recall@1 · semantic", "overall  * 15 *",
+        "only in base (15, not compared): *fts*",
+        "only in new (15, not compared): *hybrid*",
+    ])
+    saved = json.loads(out.read_text())["comparison"]
+    assert saved["matched"] == 15 and len(saved["only_in_base"]) == 15
+    semantic = [r for r in saved["rows"]["recall@5"] if r["retriever"] == "semantic"]
+    assert all(r["delta"] == 0 and r["p"] == 1.0 for r in semantic)  # same scores, same data
+    assert saved["changes"]["semantic"]["5"] == {"gained": [], "lost": []}
+
+
+def test_in_run_comparison_with_v_names_gained_and_lost(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")  # whole lines, tmp paths and all (test_fit_lines)
+    base = json.loads(sample_report(pytester, "base.json", "hybrid").read_text())
+    for pair in base["pairs"]:  # pretend the base missed every pair at 5
+        pair["metrics"]["recall@5"] = 0.0
+    doctored = write_report(tmp_path / "doctored.json", base)
+    result = run(pytester, "--retrieval-eval-compare", str(doctored), "-v")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["hybrid: pairs whose recall@k rose (+) or fell (-): "
+                                 "@1 +0/-0, @5 +*/-0, @10 +0/-0", "  @5 gained: *"])
+
+
+def test_a_refused_comparison_is_one_line_and_does_not_fail_the_run(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")  # whole lines, tmp paths and all (test_fit_lines)
+    other = write_report(tmp_path / "other.json", make_report(
+        {"hybrid": [("q1", "multi-session", 1.0)]}))  # another dataset's sha256
+    out = pytester.path / "r.json"
+    result = run(pytester, "--retrieval-eval-compare", str(other),
+                 "--retrieval-eval-json", str(out))
+    assert result.ret == 0
+    result.stdout.fnmatch_lines([f"comparison refused: reports {other} and this run are on "
+                                 "different data (sample sha256 aaaaaaaaaaaa vs sample *"])
+    assert "different data" in json.loads(out.read_text())["comparison"]["refused"]
+
+
+def test_an_unreadable_base_is_a_usage_error_before_any_work(pytester: pytest.Pytester) -> None:
+    broken = pytester.path / "cut.json"
+    broken.write_text('{"schema_version": 1, "pairs": [')
+    result = run(pytester, "--retrieval-eval-compare", str(broken))
+    assert result.ret == USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: report {broken}: not valid JSON*"])
+    assert "passed" not in result.stdout.str()
+
+
+def test_markdown_file_and_job_summary(pytester: pytest.Pytester,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    summary = pytester.path / "step.md"
+    summary.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    md = pytester.path / "out" / "summary.md"
+    result = run(pytester, "--retrieval-eval-retriever", "hybrid,oracle",
+                 "--retrieval-eval-markdown", str(md))
+    assert result.ret == 0
+    result.stdout.fnmatch_lines([f"Markdown summary: {md}",
+                                 f"job summary ($GITHUB_STEP_SUMMARY): {summary}"])
+    text = md.read_text()
+    assert text.startswith("**retrieval-eval** · dataset `sample` (sha256 `")
+    assert "lane model-free · model `sentence-transformers/all-MiniLM-L6-v2`" in text
+    assert "| question type | n | hybrid @1 | hybrid @5 | hybrid @10 | oracle @1 |" in text
+    overall = next(line for line in text.splitlines() if line.startswith("| **overall** | 15"))
+    assert overall.endswith("| **1.000** | **1.000** |")  # the oracle is best at 5 and 10
+    assert summary.read_text() == "earlier step\n" + text
+    # A second run appends; the ini flag turns the job summary off.
+    pytester.makeini("[pytest]\nretrieval_eval_no_step_summary = true\n")
+    result = run(pytester, "--retrieval-eval-retriever", "hybrid,oracle")
+    assert result.ret == 0 and "job summary" not in result.stdout.str()
+    assert summary.read_text() == "earlier step\n" + text
+
+
+def test_markdown_of_an_in_run_comparison(pytester: pytest.Pytester) -> None:
+    base = sample_report(pytester, "base.json", "hybrid")
+    md = pytester.path / "s.md"
+    result = run(pytester, "--retrieval-eval-compare", str(base),
+                 "--retrieval-eval-markdown", str(md))
+    assert result.ret == 0
+    text = md.read_text()
+    assert f"**retrieval-eval compare** · base `{base}` → new `this run`" in text
+    assert "#### Δ recall@5" in text
+    assert "| question type | n | hybrid base → new | hybrid Δ [95% CI] | hybrid p (Holm) |" in (
+        text)
+
+
+def test_markdown_path_that_is_a_folder_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    result = run(pytester, "--retrieval-eval-markdown", str(pytester.path))
+    assert result.ret == USAGE_ERROR
+    assert "--retrieval-eval-markdown" in result.stderr.str()
+
+
+def test_junitxml_carries_metrics_and_latencies(pytester: pytest.Pytester) -> None:
+    xml = pytester.path / "junit.xml"
+    result = run(pytester, "--retrieval-eval-retriever", "hybrid,oracle",
+                 "--retrieval-eval-k", "1,5", f"--junitxml={xml}")
+    assert result.ret == 0
+    cases = ET.parse(xml).getroot().iter("testcase")
+    by_name = {c.get("name"): {p.get("name"): p.get("value")
+                               for p in c.iter("property")} for c in cases}
+    assert len(by_name) == 30
+    oracle = [props for name, props in by_name.items() if name and name.endswith("[oracle]")]
+    assert all(props["recall@5"] == "1.0" for props in oracle)
+    props = next(iter(by_name.values()))
+    for key in ("retriever", "question_type", "recall@1", "recall@5", "recall_any@5",
+                "recall_all@5", "ndcg_any@5", "latency_ms.retrieval"):
+        assert key in props
+    assert float(props["latency_ms.retrieval"]) >= 0
+    assert "latency_ms.query_embedding" not in props  # model-free lane: no live embedding
+
+
+@pytest.mark.parametrize("columns", [60, 80, 120, 200])
+def test_summary_rows_fit_the_terminal_width(pytester: pytest.Pytester,
+                                             monkeypatch: pytest.MonkeyPatch,
+                                             columns: int) -> None:
+    monkeypatch.setenv("COLUMNS", str(columns))
+    result = run(pytester, "--retrieval-eval-retriever", FIVE)
+    assert result.ret == 0
+    text = result.stdout.str().split("= retrieval-eval =")[1]
+    table = [line for line in text.splitlines()
+             if line.startswith(("question type", "recall", "overall", "multi-session"))]
+    assert table and all(len(line) <= max(columns, 56) for line in table)
+    heads = [line for line in table if line.startswith("recall@k")]
+    shown = " ".join(heads).split()
+    assert all(name in shown for name in FIVE.split(","))  # every retriever, in some block
+    if columns >= 200:
+        assert len(heads) == 1  # all five fit side by side
+
+
+def test_table_lines_split_into_blocks() -> None:
+    report = make_report({name: [("q1", "multi-session", 0.5)] for name in FIVE.split(",")},
+                         ks=(1, 5, 10))
+    lines = table_lines(report["summary"], report["retrievers"], report["ks"], width=80)
+    assert max(len(line) for line in lines) <= 80
+    heads = [line for line in lines if line.startswith("recall@k")]
+    assert [h.split()[1:] for h in heads] == [["hybrid", "semantic"], ["fts", "bm25"],
+                                             ["oracle"]]
+    wide = table_lines(report["summary"], report["retrievers"], report["ks"])
+    assert [line.split()[1:] for line in wide if line.startswith("recall@k")] == [
+        FIVE.split(",")]
+    one = table_lines(report["summary"], ["hybrid"], report["ks"], width=80)
+    assert max(len(line) for line in one) <= 80
+    assert [line.split()[0] for line in one if line.endswith("hybrid")] == [
+        "recall@k", "recall_any@k", "recall_all@k"]  # a block per family
+    assert table_lines(report["summary"], ["hybrid"], report["ks"], width=200)[0].startswith(
+        "question type")
+
+
+def test_markdown_bolds_the_best_value_per_row() -> None:
+    report = make_report({"a": [("q1", "multi-session", 0.5), ("q2", "temporal-reasoning", 1)],
+                          "b": [("q1", "multi-session", 1.0), ("q2", "temporal-reasoning", 1)]},
+                         ks=(1,), protocol="sessions")
+    text = markdown.summary_markdown(report)
+    assert text.splitlines()[0].endswith("· protocol sessions")
+    assert "| temporal-reasoning | 1 | **1.000** | **1.000** |" in text  # a tie: both bold
+    assert "| multi-session | 1 | 0.500 | **1.000** |" in text
+    assert text.count("#### ") == 3  # one table per metric family
+    single: dict[str, Any] = make_report({"a": [("q1", "multi-session", 0.5)]}, ks=(1,))
+    assert "**0.500**" not in markdown.summary_markdown(single)  # nothing to beat
+
+
+def test_under_xdist_the_controller_compares_and_items_keep_their_properties(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")  # whole lines, tmp paths and all (test_fit_lines)
+    base = sample_report(pytester, "base.json", "hybrid")
+    xml = pytester.path / "junit.xml"
+    out = pytester.path / "new.json"
+    result = run(pytester, "-n", "2", "--retrieval-eval-compare", str(base),
+                 f"--junitxml={xml}", "--retrieval-eval-json", str(out))
+    assert result.ret == 0
+    assert result.stdout.str().count("compare: base ") == 1  # the controller alone
+    assert json.loads(out.read_text())["comparison"]["matched"] == 15
+    recall5 = [p for p in ET.parse(xml).getroot().iter("property")
+               if p.get("name") == "recall@5"]
+    assert len(recall5) == 15
+
+
+def test_markdown_file_mode_follows_the_umask(tmp_path: Path) -> None:
+    from pytest_retrieval_eval.reporting.publish import publish_markdown
+
+    old = os.umask(0o002)
+    try:
+        lines = publish_markdown(make_report({"a": [("q1", "multi-session", 1.0)]}),
+                                 tmp_path / "s.md", step_summary=False)
+    finally:
+        os.umask(old)
+    assert lines == [f"Markdown summary: {tmp_path / 's.md'}"]
+    assert stat.S_IMODE((tmp_path / "s.md").stat().st_mode) == 0o664
