@@ -9,6 +9,7 @@ marked ``<!-- file: NAME -->`` is written to ``NAME`` in that folder before the 
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import subprocess
@@ -122,8 +123,49 @@ def test_readme_is_a_short_page() -> None:
         assert heading in text, heading
 
 
-@pytest.mark.parametrize("page", [README, *sorted((ROOT / "docs").glob("*.md"))],
-                         ids=lambda p: p.name)
+PAGES = [README, ROOT / "ARCHITECTURE.md", *sorted((ROOT / "docs").glob("*.md"))]
+#: A repository path a page names (``tests/vectors/test_cache.py``, ``scripts/mutation.py``).
+REPO_PATH = re.compile(
+    r"(?<![\w/.-])((?:pytest_retrieval_eval|tests|scripts|benchmarks|examples)/[\w./-]*[\w/])")
+#: A dotted name of the package a page names (``pytest_retrieval_eval.vectors.prep``).
+DOTTED = re.compile(r"\bpytest_retrieval_eval(?:\.\w+)+")
+
+
+def resolves(dotted: str) -> bool:
+    """Whether ``dotted`` is a module of the package, or a name in one."""
+    parts = dotted.split(".")
+    for n in range(len(parts), 0, -1):
+        try:
+            obj: object = importlib.import_module(".".join(parts[:n]))
+        except ImportError:
+            continue
+        for name in parts[n:]:
+            if not hasattr(obj, name):
+                return False
+            obj = getattr(obj, name)
+        return True
+    return False
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_named_paths_and_modules_exist(page: Path) -> None:
+    """Every repository path and package module a page names is there (the pages follow the
+    code when it moves)."""
+    text = page.read_text(encoding="utf-8")
+    for path in REPO_PATH.findall(text):
+        assert (ROOT / path).exists(), (page.name, path)
+    for dotted in DOTTED.findall(text):
+        assert resolves(dotted), (page.name, dotted)
+
+
+def test_the_name_checks_can_fail() -> None:
+    assert resolves("pytest_retrieval_eval.vectors.prep.PrepInterrupted")
+    assert not resolves("pytest_retrieval_eval.prep.PrepInterrupted")
+    assert not resolves("pytest_retrieval_eval.vipune.nope")
+    assert REPO_PATH.findall("see tests/test_x.py::t, not src/tests/y.py") == ["tests/test_x.py"]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 def test_links_resolve(page: Path) -> None:
     text = page.read_text(encoding="utf-8")
     for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):

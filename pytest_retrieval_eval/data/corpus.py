@@ -168,13 +168,13 @@ def records_digest(meta: Mapping[str, str], pair_rows: Sequence[Sequence[Any]],
     return digest.hexdigest()
 
 
-def connect_ro(path: Path) -> sqlite3.Connection:
+def _connect_ro(path: Path) -> sqlite3.Connection:
     # immutable=1: the file is never modified in place (rebuilds rename a new file over it).
     uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
     return sqlite3.connect(uri, uri=True, check_same_thread=False)
 
 
-def header_size_ok(path: Path) -> bool:
+def _header_size_ok(path: Path) -> bool:
     """True when the file is at least as long as its SQLite header says (not truncated)."""
     try:
         size = path.stat().st_size
@@ -234,7 +234,7 @@ class Corpus:
     def _connection(self) -> sqlite3.Connection:
         pid = os.getpid()
         if self._conn is None or self._pid != pid:
-            self._conn = connect_ro(self.path)
+            self._conn = _connect_ro(self.path)
             self._pid = pid
         return self._conn
 
@@ -308,13 +308,13 @@ def open_if_complete(
     None if it is absent, incomplete, from another format version or damaged. ``verify``
     also checks the whole file against its ``.sha256`` sidecar (a truncated or altered file
     is rebuilt, never trusted)."""
-    if not path.is_file() or not header_size_ok(path):
+    if not path.is_file() or not _header_size_ok(path):
         return None
     if verify and not matches_sidecar(path):
         return None
     conn: sqlite3.Connection | None = None
     try:
-        conn = connect_ro(path)
+        conn = _connect_ro(path)
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
         if (
             meta.get("complete") != "1"

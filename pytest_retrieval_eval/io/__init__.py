@@ -3,4 +3,8 @@
 ``checksums`` (sha256 of files, sidecars, memos, atomic commits, the umask's mode), ``hub``
 (Hub file access: cache lookup by folders, one short metadata request, download) and
 ``hub_transfer`` (one Hub connection with one-line errors, listings, resumable downloads).
+
+Public: ``checksums.sha256_file``, ``memoised_sha256``, ``commit_file``, ``matches_sidecar``,
+``share_as_umask``; ``hub.cached_file``, ``hub.download_file``, ``hub.offline_mode``;
+``hub_transfer.connect``, ``Fetcher``.
 """

@@ -3,4 +3,8 @@
 ``report`` (aggregation, terminal tables fitted to the width, JSON), ``diagnostic_lines``
 (the diagnostics in words), ``compare`` (two runs pair by pair), ``markdown``, ``plot`` (the
 ``[plot]`` extra, only on ask) and ``publish`` (Markdown file, job summary, JUnit properties).
+
+Public: ``report.build_report``, ``terminal_lines``, ``write_json``;
+``compare.load_report``, ``compare_reports``, ``compare_retrievers``, ``comparison_lines``;
+``markdown.run_markdown``; ``plot.plot_report``, ``plot_comparison``.
 """

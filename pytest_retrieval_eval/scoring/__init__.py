@@ -4,4 +4,8 @@
 ``longmemeval_metrics`` (LongMemEval's eval_utils.py metrics, turn -> session),
 ``diagnostics`` (per-pair facts and per-retriever figures) and ``significance`` (paired
 bootstrap, randomization test, Holm). Nothing here reads a file or knows pytest.
+
+Public: ``metrics.score_ranking``, ``score_rankings``, ``session_recall``, ``mean_metrics``;
+``longmemeval_metrics.score_ranking``, ``strip_turn``; ``diagnostics.pair_facts``,
+``summarize``; ``significance.bootstrap_ci``, ``randomization_test``, ``holm``.
 """
