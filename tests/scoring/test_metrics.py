@@ -14,6 +14,8 @@ from pytest_retrieval_eval.scoring.metrics import (
     recall_all,
     recall_any,
     score_ranking,
+    score_rankings,
+    session_recall,
 )
 
 RANKED = ["s3", "s1", "s7", "s2", "s9"]
@@ -85,3 +87,27 @@ def test_mean_metrics_is_macro_average() -> None:
         "recall@1": pytest.approx(0.5)
     }
     assert mean_metrics([]) == {}
+
+
+def test_score_rankings_scores_each_cut_off_on_its_own_ranking() -> None:
+    """A limit-sensitive search ranks differently per limit: k 1 is scored on the ranking
+    asked for 1 row, k 3 on the one asked for 3, never one ranking cut twice."""
+    rankings = {1: ["s2"], 3: ["s1", "s9", "s2"]}
+    got = score_rankings(rankings, ["s1"], (1, 3), {"s1", "s2", "s9"})
+    assert got["recall@1"] == 0.0  # ["s2"]: s1 is not there (the k-3 ranking would say 1.0)
+    assert got["recall@3"] == 1.0 and got["ndcg_any@3"] == 1.0
+    assert set(got) == {f"{m}@{k}" for m in ("recall", "recall_any", "recall_all", "ndcg_any")
+                        for k in (1, 3)}
+
+
+def test_session_recall_counts_gold_sessions_with_a_turn_in_the_top_k() -> None:
+    """Turn ids are ``<session>_<n>``; worked by hand: gold turns of sessions a_x and b_y, top
+    3 turns hold two turns of a_x and one of c, so 1 of 2 gold sessions at k 3, both at 4."""
+    turns = ["a_x_2", "c_1", "a_x_1", "b_y_4", "b_y_1"]
+    gold = ["a_x_1", "b_y_1", "b_y_4"]
+    got = session_recall({1: turns, 3: turns, 4: turns}, gold, (1, 3, 4))
+    assert got == {"session_recall@1": 0.5, "session_recall@3": 0.5, "session_recall@4": 1.0}
+    assert session_recall({2: ["c_1", "d_1"]}, gold, (2,)) == {"session_recall@2": 0.0}
+    # the top k of each cut-off's own ranking, not of one shared list
+    assert session_recall({1: ["c_1"], 2: ["b_y_9", "c_1"]}, ["b_y_1"], (1, 2)) == {
+        "session_recall@1": 0.0, "session_recall@2": 1.0}
