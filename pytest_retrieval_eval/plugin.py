@@ -1,4 +1,4 @@
-"""pytest hooks: a thin layer over :mod:`.session`, :mod:`.options` and :mod:`.report`.
+"""pytest hooks: a thin layer over :mod:`.session`, :mod:`.options` and :mod:`.reporting`.
 
 Without ``--retrieval-eval`` (or ``retrieval_eval = true`` in the ini file) every hook returns
 at once: no item, no file touched, nothing printed.

@@ -1,7 +1,7 @@
 """What every ``retrieval-eval`` subcommand shares: the program name, the exit statuses, the
 parser class that makes a bad argument one line (exit 2), and the argument types more than one
-command takes (those of one command live beside it: ``--shard`` in :mod:`cli_prep`,
-``--repo`` in :mod:`cli_cache`, ``--retrievers`` in :mod:`cli_reports`)."""
+command takes (those of one command live beside it: ``--shard`` in :mod:`.prep`, ``--repo``
+in :mod:`.cache`, ``--retrievers`` in :mod:`.reports`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """``retrieval-eval cache merge``, ``cache push`` and ``cache pull``: combine prepared
-caches (the outputs of ``prep --shard I/N``, :mod:`cache_merge`) and share one model's vectors
-through a Hugging Face Hub dataset repo (:mod:`cache_hub`)."""
+caches (the outputs of ``prep --shard I/N``, :mod:`pytest_retrieval_eval.vectors.merge`) and
+share one model's vectors through a Hugging Face Hub dataset repo
+(:mod:`pytest_retrieval_eval.vectors.hub_sync`)."""
 
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ def _add_hub_commands(actions: argparse._SubParsersAction[OneLineParser],
 
 
 def _add_merge_command(actions: Any, default_cache: Path) -> None:
-    """``cache merge`` (cache_merge.py); push and pull are the Hub's (cache_hub.py)."""
+    """``cache merge`` (vectors/merge.py); push and pull are the Hub's (vectors/hub_sync.py)."""
     merge = actions.add_parser(
         "merge", help="verify caches and copy the vectors they hold into one",
         description="Check every shard of each DIR against its sha256 sidecar and each "
@@ -89,12 +90,12 @@ def _add_merge_command(actions: Any, default_cache: Path) -> None:
 
 def _cmd_cache_merge(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from ..vectors import cache as cache_mod
-    from ..vectors import merge as cache_merge
+    from ..vectors import merge
 
     target: Path = args.into if args.into is not None else cache_mod.default_cache_dir()
     bar = None if args.no_progress else ProgressBar(err)
     try:
-        result = cache_merge.merge_caches(args.sources, target, bar)
+        result = merge.merge_caches(args.sources, target, bar)
     finally:
         if bar is not None:
             bar.finish()
@@ -122,7 +123,7 @@ def _cmd_push(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from ..data import dataset as dataset_mod
     from ..data import ingest
     from ..vectors import cache as cache_mod
-    from ..vectors import hub_sync as cache_hub
+    from ..vectors import hub_sync
 
     root: Path = args.cache if args.cache is not None else cache_mod.default_cache_dir()
     if args.include_corpus and args.data is None:
@@ -137,7 +138,7 @@ def _cmd_push(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             corpus = ingest.load_corpus(source, root, bar)
             keys = list(dict.fromkeys(k for p in corpus.pairs for k in p.text_keys))
             corpus_file = corpus.path if args.include_corpus else None
-        result = cache_hub.push(args.repo, root, model=args.model, keys=keys, data=args.data,
+        result = hub_sync.push(args.repo, root, model=args.model, keys=keys, data=args.data,
                                 corpus_file=corpus_file)
     finally:
         if bar is not None:
@@ -152,12 +153,12 @@ def _cmd_push(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def _cmd_pull(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from ..vectors import cache as cache_mod
-    from ..vectors import hub_sync as cache_hub
+    from ..vectors import hub_sync
 
     root: Path = args.cache if args.cache is not None else cache_mod.default_cache_dir()
     bar = None if args.no_progress else ProgressBar(err)
     try:
-        result = cache_hub.pull(args.repo, root, model=args.model,
+        result = hub_sync.pull(args.repo, root, model=args.model,
                                 include_corpus=args.include_corpus, progress=bar)
     finally:
         if bar is not None:

@@ -85,7 +85,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 # --------------------------------------------------------------------------- scaling out
 # prep's --subset, --shard and --ray (docs/scaling.md); `cache merge`, which combines the
-# shards' caches, is cli_cache's.
+# shards' caches, is cli/cache.py's.
 
 
 def _shard(value: str) -> tuple[int, int]:

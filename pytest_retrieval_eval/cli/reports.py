@@ -1,6 +1,7 @@
 """``retrieval-eval compare`` and ``retrieval-eval plot``: read JSON reports and compare
-them pair by pair (:mod:`compare`) or draw them as a figure (:mod:`plot`, the ``[plot]``
-extra, imported only when asked)."""
+them pair by pair (:mod:`pytest_retrieval_eval.reporting.compare`) or draw them as a figure
+(:mod:`pytest_retrieval_eval.reporting.plot`, the ``[plot]`` extra, imported only when
+asked)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 
 * :func:`resolve_dataset` turns what the user typed (``sample``, a known dataset name, or a
   filesystem path) into a :class:`DatasetSource`. Known names are fetched from the Hugging Face
-  Hub (:mod:`.hub`), trying the local cache first so a copy downloaded once keeps working
-  offline.
+  Hub (:mod:`pytest_retrieval_eval.io.hub`), trying the local cache first so a copy downloaded
+  once keeps working offline.
 * :func:`file_sha256` is :func:`checksums.memoised_sha256` with a dataset's one-line error.
 * :func:`check_regular_file` and :func:`check_readable_file` refuse, in one line, what no
   reader should open (a FIFO, a device, a directory, a missing or unreadable file).

@@ -5,7 +5,8 @@ Two protocols (``--retrieval-eval-protocol``):
 * ``vipune`` (the default): the scope document's protocol, :func:`pairs.parse_instance`. One
   memory row per unique session id (first occurrence wins), both roles rendered as
   ``role: content`` joined by newlines, gold from ``answer_session_ids``, ``_abs`` questions
-  skipped, the metrics of :mod:`.metrics` (rankings deduplicated by id).
+  skipped, the metrics of :mod:`pytest_retrieval_eval.scoring.metrics` (rankings
+  deduplicated by id).
 * ``longmemeval``: LongMemEval's own retrieval experiment (``src/retrieval/run_retrieval.py``
   and ``src/retrieval/eval_utils.py`` of github.com/xiaowu0162/LongMemEval, read at commit
   9e0b455), so that on the same file ``bm25`` gives upstream's rankings and upstream's

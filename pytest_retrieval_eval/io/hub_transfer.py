@@ -1,5 +1,6 @@
-"""The Hub side of ``retrieval-eval cache push/pull`` (:mod:`cache_hub`): one connection
-with one-line errors, the repo listed at one commit, and resumable, checked downloads.
+"""The Hub side of ``retrieval-eval cache push/pull``
+(:mod:`pytest_retrieval_eval.vectors.hub_sync`): one connection with one-line errors, the repo
+listed at one commit, and resumable, checked downloads.
 
 * :func:`connect` refuses offline mode (``HF_HUB_OFFLINE`` as set *now*) and a malformed
   repo id before any request, and talks to ``$HF_ENDPOINT`` as set now (huggingface-hub

@@ -40,7 +40,7 @@ from ..data.dataset import SAMPLE_DIR
 from ..errors import CacheError
 from ..io.checksums import read_sidecar, sha256_file
 
-# The `X as X` imports re-export names that moved to cache_shards / cache_writes.
+# The `X as X` imports re-export names that live in shards.py / shard_writer.py.
 from .cached_models import list_models, models_holding, uncommitted_shards
 from .shard_writer import LOCK_TIMEOUT as LOCK_TIMEOUT
 from .shard_writer import ShardWriter
