@@ -1,41 +1,32 @@
 """``retrieval-eval generate``: write deterministic LongMemEval-shaped data
 (:mod:`pytest_retrieval_eval.data.generator`). ``python -m pytest_retrieval_eval.generator``
-runs the same command under its older name."""
+runs this same command through :func:`.console.main`."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..errors import RetrievalEvalError, one_line
+from ..errors import RetrievalEvalError, write_fault
 from ..options import positive_int
-from .args import EXIT_ERROR, EXIT_INTERRUPTED, OneLineParser
 from .progress_bar import ProgressBar
 
-__all__ = ["add_arguments", "add_commands", "main", "run"]
-
-DESCRIPTION = ("Write deterministic LongMemEval-shaped data: the bundled sample (--preset "
-               "sample) or a full-size synthetic LongMemEval_M (--preset full_m), byte for "
-               "byte the same on every run.")
+__all__ = ["add_commands", "run"]
 
 
 def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     """The ``generate`` subcommand."""
-    generate = sub.add_parser(
-        "generate", help="write deterministic LongMemEval-shaped data (the bundled sample, "
-        "a synthetic LongMemEval_M)", description=DESCRIPTION)
-    add_arguments(generate)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The arguments of ``generate`` (shared with ``python -m pytest_retrieval_eval.generator``)."""
     from ..data.generator import PRESETS
 
+    parser = sub.add_parser(
+        "generate", help="write deterministic LongMemEval-shaped data (the bundled sample, "
+        "a synthetic LongMemEval_M)",
+        description="Write deterministic LongMemEval-shaped data: the bundled sample "
+        "(--preset sample) or a full-size synthetic LongMemEval_M (--preset full_m), byte for "
+        "byte the same on every run.")
     parser.add_argument("out", type=Path, metavar="OUT.json", help="output JSON file")
     parser.add_argument("--preset", choices=sorted(PRESETS), default="sample",
                         help="what to write (default: sample)")
@@ -62,9 +53,13 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         size = write_dataset(config, args.out, bar)
     except OSError as exc:
+        if isinstance(exc, (FileExistsError, NotADirectoryError)):  # a file where a folder is
+            advice = f"{exc.filename} is a file, not a folder; give a path in a folder"
+        else:
+            advice = write_fault(exc, args.out.parent)
         raise RetrievalEvalError(
-            f"generate: {args.out} cannot be written ({exc.strerror or exc}); give a path in "
-            "a writable folder") from None
+            f"generate: {args.out} cannot be written ({exc.strerror or exc}); {advice}"
+        ) from None
     finally:
         if bar is not None:
             bar.finish()
@@ -72,20 +67,3 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     out.write(f"generate: wrote {args.out}: {config.n_instances} instances, {size:,} bytes, "
               f"{seconds:.1f}s ({size / 1e6 / max(seconds, 1e-9):.1f} MB/s)\n")
     return 0
-
-
-def main(argv: Sequence[str] | None = None,
-         prog: str = "python -m pytest_retrieval_eval.generator") -> int:
-    """``generate`` on its own, under ``prog``: the same arguments, output and exit statuses
-    as ``retrieval-eval generate``."""
-    parser = OneLineParser(prog=prog, description=DESCRIPTION)
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args, sys.stdout, sys.stderr)
-    except RetrievalEvalError as exc:
-        sys.stderr.write(f"{prog}: error: {one_line(exc)}\n")
-        return EXIT_ERROR
-    except KeyboardInterrupt:
-        sys.stderr.write(f"{prog}: interrupted\n")
-        return EXIT_INTERRUPTED

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import os
 import re
 import subprocess
 import sys
@@ -165,9 +166,21 @@ def test_generate_refusals_are_one_line(tmp_path: Path,
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
     assert cli_main(["generate", str(blocker / "out.json")]) == 4
+    assert capsys.readouterr().err == (
+        f"retrieval-eval: error: generate: {blocker / 'out.json'} cannot be written (File "
+        f"exists); {blocker} is a file, not a folder; give a path in a folder\n")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        code = cli_main(["generate", str(locked / "out.json")])
+    finally:
+        locked.chmod(0o700)
     err = capsys.readouterr().err
-    assert err.startswith(f"retrieval-eval: error: generate: {blocker / 'out.json'} cannot be "
-                          "written (") and err.endswith("; give a path in a writable folder\n")
+    if os.geteuid() != 0:  # root writes anywhere
+        assert code == 4 and err.startswith(
+            f"retrieval-eval: error: generate: {locked / 'out.json'} cannot be written (")
+        assert err.endswith(f"; permission denied; make {locked} writable for this user\n")
     with pytest.raises(SystemExit) as exit_info:
         cli_main(["generate", "--instances", "0", str(tmp_path / "x.json")])
     assert exit_info.value.code == 2

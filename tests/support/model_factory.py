@@ -159,6 +159,8 @@ def build_tiny_onnx(
     )
     graph = helper.make_graph(nodes, "tiny_lookup_encoder", inputs, [output], initializer=inits)
     model = helper.make_model(
+        # The module's name before it moved to tests/support: kept, so the model's bytes (and
+        # every fingerprint made from them) stay the same.
         graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="tests.model_factory"
     )
     model.ir_version = 8
