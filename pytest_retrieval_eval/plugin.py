@@ -204,11 +204,11 @@ def _pair_test(request: pytest.FixtureRequest) -> None:
     damaged cache) then fails the call with one line (PairItem.repr_failure) instead of a
     setup error with a traceback; and only what the run holds is asked for.
     """
-    from .fixtures import SESSION_KEY
     from .session import PairInputs
 
     item = request.node
-    state = request.config.stash[SESSION_KEY]
+    state = _session(request.config)
+    assert state is not None  # pair items exist only when the run is enabled
     request.getfixturevalue("retrieval_eval_pair")
     custom: Retriever | None = None
     if item.retriever == CUSTOM_RETRIEVER:
