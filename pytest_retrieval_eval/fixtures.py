@@ -26,11 +26,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pytest
 
-from .data.protocol import LONGMEMEVAL
-from .scoring import diagnostics
-from .scoring.metrics import dedupe
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # numpy and the data wings load only in an enabled run (off means off)
     import numpy as np
 
     from .data.corpus import Corpus, PairRecord
@@ -168,6 +164,10 @@ def record_ranking(state: EvalSession, pair: PairRecord, name: str,
                    ranked: Sequence[str]) -> dict[str, Any]:
     """Score a ranking handed in by a test exactly as a retriever's (one ranking serves
     every k) and keep it in the run's results under retriever ``name``."""
+    from .data.protocol import LONGMEMEVAL
+    from .scoring import diagnostics
+    from .scoring.metrics import dedupe
+
     if state.settings.protocol == LONGMEMEVAL:  # positions count as given, as run_pair's
         ranking = [str(x) for x in ranked]
     else:

@@ -1,9 +1,12 @@
 """Command-line options, their ini twins, and the validated settings they produce.
 
 Every option lives in one group, ``retrieval-eval``, with the prefix ``--retrieval-eval-``
-(plus ``--no-model``). Each has an ini twin named ``retrieval_eval_*``; the command line wins
-over the ini file, the ini file over the default. Values are checked by argparse ``type=``
+(plus ``--no-model``, the short twin of ``--retrieval-eval-no-model``, added only where no other
+plugin or conftest owns it). Each has an ini twin named ``retrieval_eval_*``; the command line
+wins over the ini file, the ini file over the default. Values are checked by argparse ``type=``
 validators; the same validators check ini values, so a bad value is one usage error either way.
+A relative path in the ini file is read from the ini file's folder, as pytest's own path
+options are; on the command line, from the working folder.
 """
 
 from __future__ import annotations
@@ -203,9 +206,10 @@ OPTIONS: tuple[_Option, ...] = (
     _Option("--retrieval-eval-no-step-summary", "retrieval_eval_no_step_summary", boolean,
             False, "do not append the Markdown summary to $GITHUB_STEP_SUMMARY (default: "
             "appended when that variable is set)", is_flag=True),
-    _Option("--no-model", "retrieval_eval_no_model", boolean, False,
+    _Option("--retrieval-eval-no-model", "retrieval_eval_no_model", boolean, False,
             "model-free lane: load no model, touch no network; query and passage vectors "
-            "come from the prep cache (default: off, the model lane embeds each query live)",
+            "come from the prep cache; also spelled --no-model, unless another plugin or a "
+            "conftest owns that name (default: off, the model lane embeds each query live)",
             is_flag=True),
     _Option("--retrieval-eval-model", "retrieval_eval_model", text, None,
             "embedding model: a Hugging Face id or a local folder with onnx/model.onnx (or "
@@ -289,9 +293,28 @@ def add_options(parser: pytest.Parser) -> None:
         else:
             group.addoption(opt.flag, dest=opt.dest, type=_command_line(opt), default=None,
                             metavar=opt.metavar, help=opt.help)
-        # Read as text and parsed here, flags included, so a bad ini value is one line
-        # naming the option (pytest's own "bool" type does not name it).
-        parser.addini(opt.dest, help=opt.help, type="string", default="")
+        if opt.is_flag:  # pytest's "bool"; a bad value is still one line naming it (_ini)
+            parser.addini(opt.dest, help=opt.help, type="bool", default=None)
+        else:  # read as text and parsed by the option's own validator
+            parser.addini(opt.dest, help=opt.help, type="string", default="")
+
+
+NO_MODEL_ALIAS = "--no-model"
+
+
+def add_no_model_alias(parser: pytest.Parser) -> None:
+    """Add ``--no-model`` (the name vipune's users asked for) as a twin of
+    ``--retrieval-eval-no-model``, unless an option of that name exists already (another
+    plugin's, or an initial conftest's): argparse would then refuse to start pytest at all."""
+    try:
+        _, unknown = parser.parse_known_and_unknown_args([NO_MODEL_ALIAS])
+    except (pytest.UsageError, SystemExit):  # known, and it wants a value: owned
+        return
+    if NO_MODEL_ALIAS not in unknown:
+        return
+    group = parser.getgroup("retrieval-eval")
+    group.addoption(NO_MODEL_ALIAS, action="store_true", dest="retrieval_eval_no_model",
+                    default=None, help="the same as --retrieval-eval-no-model (default: off)")
 
 
 @dataclass(frozen=True)
@@ -331,23 +354,66 @@ class Settings:
         return max(self.ks)
 
 
-def _value(config: pytest.Config, opt: _Option) -> Any:
-    cli = config.getoption(opt.dest)
-    if cli is not None:
-        return cli
-    raw = config.getini(opt.dest)
+#: Options whose value is a path: relative ones in the ini file are read from its folder.
+INI_PATHS = ("retrieval_eval_json", "retrieval_eval_compare", "retrieval_eval_markdown",
+             "retrieval_eval_cache", "retrieval_eval_store_dir")
+#: Options whose value may be a path or a name: resolved from the ini file's folder when it
+#: looks like a path (holds a separator, or names something there).
+INI_MAYBE_PATHS = ("retrieval_eval_data", "retrieval_eval_model", "retrieval_eval_vipune")
+_DATA_NAMES = ("sample", "longmemeval_s", "longmemeval_m", "longmemeval_oracle")
+
+
+def _ini(config: pytest.Config, opt: _Option) -> Any:
+    """The ini twin's value (None: not set)."""
+    try:
+        raw = config.getini(opt.dest)
+    except (ValueError, pytest.UsageError) as exc:  # pytest's "bool": it names no option
+        raise pytest.UsageError(f"ini option {opt.dest}: {exc}; give true or false") from None
+    if opt.is_flag:  # unset: None, or [] under pytest < 9 (its default for a None default)
+        return bool(raw) if isinstance(raw, (bool, int)) else None
     if isinstance(raw, str) and raw.strip():
         try:
-            return opt.parse(raw.strip())
+            value = opt.parse(raw.strip())
         except argparse.ArgumentTypeError as exc:
             raise pytest.UsageError(f"ini option {opt.dest}: {exc}") from None
-    return opt.default
+        return _from_ini_folder(config, opt.dest, value)
+    return None
+
+
+def _from_ini_folder(config: pytest.Config, dest: str, value: Any) -> Any:
+    """A relative path read from the ini file, made relative to the ini file's folder (as
+    pytest's own "paths" ini options are), so a run from a subfolder finds the same file."""
+    if not isinstance(value, str) or dest not in (*INI_PATHS, *INI_MAYBE_PATHS):
+        return value
+    base = config.inipath.parent if config.inipath is not None else config.rootpath
+    path = Path(value).expanduser()
+    if path.is_absolute():
+        return value
+    if dest in INI_MAYBE_PATHS:
+        if dest == "retrieval_eval_data" and value in _DATA_NAMES:
+            return value
+        looks_like_path = os.sep in value or "/" in value or (base / path).exists()
+        if dest == "retrieval_eval_model" and not (base / path).exists():
+            looks_like_path = False  # "ORG/NAME" is a Hub id unless such a folder exists
+        if dest == "retrieval_eval_vipune" and "/" not in value:
+            looks_like_path = False  # a bare name is looked up on PATH
+        if not looks_like_path:
+            return value
+    return str(base / path)
+
+
+def _value(config: pytest.Config, opt: _Option) -> Any:
+    cli = config.getoption(opt.dest, None)
+    if cli is not None:
+        return cli
+    ini = _ini(config, opt)
+    return opt.default if ini is None else ini
 
 
 def _given(config: pytest.Config, dest: str) -> bool:
     """Whether the option was set on the command line or in the ini file."""
-    raw = config.getini(dest)
-    return config.getoption(dest) is not None or (isinstance(raw, str) and bool(raw.strip()))
+    opt = next(o for o in OPTIONS if o.dest == dest)
+    return config.getoption(dest, None) is not None or _ini(config, opt) is not None
 
 
 def read_settings(config: pytest.Config) -> Settings:

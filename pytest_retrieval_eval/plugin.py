@@ -1,18 +1,22 @@
-"""pytest hooks: a thin layer over :mod:`.session`, :mod:`.options` and :mod:`.reporting`.
+"""pytest hooks: a thin layer over :mod:`.session`, :mod:`.collection`, :mod:`.options` and
+:mod:`.reporting`.
 
 Without ``--retrieval-eval`` (or ``retrieval_eval = true`` in the ini file) every hook returns
-at once: no item, no file touched, nothing printed.
+at once: no item, no file touched, nothing printed, and none of the heavy modules (numpy,
+sqlite3, pyarrow, onnxruntime) imported.
 """
 
 from __future__ import annotations
 
-import time
+from collections.abc import Generator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .collection import MARKER, PairItem, Selection
 from .errors import RetrievalEvalError, one_line
-from .options import CUSTOM_RETRIEVER, add_options, read_settings
+from .options import add_no_model_alias, add_options, read_settings
 
 if TYPE_CHECKING:  # the heavy modules (onnxruntime, pyarrow) load only when enabled
     from .retrievers import Retriever
@@ -20,13 +24,27 @@ if TYPE_CHECKING:  # the heavy modules (onnxruntime, pyarrow) load only when ena
 
 BASE_KEY = pytest.StashKey[dict[str, Any]]()  # the --retrieval-eval-compare report, loaded
 PUBLISHED_KEY = pytest.StashKey[list[str]]()  # where the Markdown went (terminal lines)
-MARKER = "retrieval_eval"
 WORKER_PLAN = "retrieval_eval_plan"
+WORKER_SELECTION = "retrieval_eval_selection"
 WORKER_OUTPUT = "retrieval_eval"
+#: Attributes of a pair item's test report carrying its result, error or skip.
+RESULT_ATTR = "retrieval_eval_result"
+ERROR_ATTR = "retrieval_eval_error"
+SKIP_ATTR = "retrieval_eval_skip"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser,
+                                  args: list[str]) -> Generator[None, None, None]:
+    """``--no-model`` joins the group once the initial conftests have added their options,
+    unless one of them (or another plugin) owns the name: pytest then still starts, and
+    ``--retrieval-eval-no-model`` is the way to ask for the lane."""
+    yield
+    add_no_model_alias(parser)
 
 
 def _session(config: pytest.Config) -> EvalSession | None:
@@ -37,6 +55,12 @@ def _session(config: pytest.Config) -> EvalSession | None:
 
 def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
+
+
+def _collect_only(config: pytest.Config) -> bool:
+    """``--co``, ``--setup-plan``, ``--setup-only``: nothing is scored, so nothing is written."""
+    return any(bool(config.getoption(name, False))
+               for name in ("collectonly", "setupplan", "setuponly"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -52,63 +76,11 @@ def pytest_configure(config: pytest.Config) -> None:
         from .session import EvalSession
 
         state = EvalSession(settings)
+        state.junit_properties = bool(getattr(config.option, "xmlpath", None)) and (
+            config.getini("junit_family") == "xunit1")
         config.stash[SESSION_KEY] = state
         if not _is_worker(config):
             config.pluginmanager.register(_ReportedResults(state), "retrieval-eval-results")
-
-
-class _Progress:
-    """Progress of long steps (ingest, embedding) through the terminal reporter.
-
-    On a terminal the line is rewritten in place (at most twice a second); in a log (CI) a
-    line is written once the step has run a second, every 30 seconds, and at its end. A step
-    that ends within :data:`GRACE` seconds shows nothing (a small file's error is not preceded
-    by the progress of the steps before it).
-    """
-
-    GRACE = 1.0  # seconds a step runs before its first line
-
-    def __init__(self, config: pytest.Config) -> None:
-        self.tr = config.pluginmanager.get_plugin("terminalreporter")
-        self.last = 0.0
-        self.label = ""
-        self.started = 0.0
-
-    def __call__(self, label: str, done: int, total: int | None) -> None:
-        if self.tr is None:
-            return
-        now = time.monotonic()
-        if label != self.label:
-            self.label, self.started, self.last = label, now, 0.0
-        final = total is not None and done >= total
-        if final and self.last < 0:
-            return  # this step's end was shown already
-        if now - self.started < self.GRACE:
-            return  # a step that ends within a second shows nothing
-        interval = 0.5 if self.tr.isatty else 30.0
-        if not final and self.last > 0 and now - self.last < interval:
-            return
-        self.last = -1.0 if final else now
-        # An open-ended step that has counted nothing yet is shown by its label alone.
-        amount = f" {done}/{total}" if total is not None else f" {done}" if done else ""
-        rate = done / (now - self.started) if now > self.started and done else 0.0
-        eta = f", ~{(total - done) / rate:.0f}s left" if total and rate and not final else ""
-        speed = f" ({_human(rate)}/s{eta})" if rate else ""
-        line = f"retrieval-eval: {label}{amount}{speed}"
-        if self.tr.isatty:
-            self.tr.rewrite(line, erase=True)
-            if final:
-                self.tr.write_line("")
-        else:
-            self.tr.write_line(line)
-
-
-def _human(rate: float) -> str:
-    """``2330757749`` -> ``2.3G``: rates of bytes and of texts alike."""
-    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if rate >= size:
-            return f"{rate / size:.1f}{unit}"
-    return f"{rate:.0f}"
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -121,13 +93,21 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
     try:
         if _is_worker(config):
-            state.attach(Plan.from_dict(config.workerinput[WORKER_PLAN]))  # type: ignore[attr-defined]
+            workerinput = config.workerinput  # type: ignore[attr-defined]
+            state.attach(Plan.from_dict(workerinput[WORKER_PLAN]))
+            state.selection = Selection.from_dict(workerinput[WORKER_SELECTION])
         else:
+            from .collection import claim_arguments
+
+            state.selection = claim_arguments(config)
             if state.settings.compare is not None:  # an unreadable base fails before work
                 from .reporting.compare import load_report
 
                 config.stash[BASE_KEY] = load_report(state.settings.compare)
             _prepare(state, config)
+            from .collection import check_selection
+
+            check_selection(state, state.selection)
         state.finish_setup()
     except RetrievalEvalError as exc:
         raise pytest.UsageError(str(exc)) from None
@@ -137,13 +117,14 @@ def _prepare(state: EvalSession, config: pytest.Config) -> None:
     """Prepare, showing the cache's repair notices as one terminal line each."""
     import warnings
 
+    from .terminal_progress import Progress
     from .vectors.cache import CacheWarning
 
     caught: list[warnings.WarningMessage] = []
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", CacheWarning)
-            state.prepare(_Progress(config))
+            state.prepare(Progress(config))
     finally:
         tr = config.pluginmanager.get_plugin("terminalreporter")
         for w in caught:
@@ -153,103 +134,79 @@ def _prepare(state: EvalSession, config: pytest.Config) -> None:
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    """One line of what the run scores, under pytest's own header."""
+    state = _session(config)
+    if state is None or state.plan is None or state.corpus is None:
+        return None
+    model = state.plan.model
+    settings = state.settings
+    return [f"retrieval-eval: {state.corpus.dataset_name}, {len(state.scored_positions())} "
+            f"usable pairs, lane {state.plan.lane}, model "
+            f"{model['name'] if model else 'none'}, retrievers {', '.join(settings.retrievers)}"
+            f", k {','.join(map(str, settings.ks))}"]
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """xdist controller: hand the prepared plan to each worker."""
+    """xdist controller: hand the prepared plan and the collection rule to each worker."""
     state = _session(node.config)
-    if state is not None and state.plan is not None:
+    if state is not None and state.plan is not None and state.selection is not None:
         node.workerinput[WORKER_PLAN] = state.plan.to_dict()
+        node.workerinput[WORKER_SELECTION] = state.selection.to_dict()
 
 
-class RetrievalEvalCollector(pytest.Collector):
-    """Parent of every pair item: node id ``retrieval-eval``."""
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Given only plugin node ids, pytest collects nothing else in the rootdir."""
+    state = _session(config)
+    if state is None:
+        return None
+    from .collection import ignores
 
-    def collect(self) -> list[pytest.Item | pytest.Collector]:  # pragma: no cover - fed directly
-        return []
-
-
-class QuestionTypeCollector(pytest.Collector):
-    """One per question type, so ``-k temporal-reasoning`` selects that category."""
-
-    def collect(self) -> list[pytest.Item | pytest.Collector]:  # pragma: no cover - fed directly
-        return []
+    return True if ignores(config, state.selection, collection_path) else None
 
 
-class PairItem(pytest.Function):
-    """One LongMemEval pair scored by one retriever."""
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, Any, Any]:
+    """The plugin's node joins the rootdir's ``Dir`` when pytest collects it; and the
+    session's collection when no path argument reaches the rootdir but the run asks for the
+    plugin's items (no path named, or a plugin node id named)."""
+    report = yield
+    state = _session(collector.config)
+    if state is None or state.corpus is None or state.selection is None or not report.passed:
+        return report
+    from . import collection
 
-    position: int
-    retriever: str
-
-    def reportinfo(self) -> tuple[Any, int | None, str]:
-        # The domain is the failure's headline: "q1[vipune]", not pytest's "test session".
-        return self.path, None, self.name
-
-    def repr_failure(  # type: ignore[override]
-        self, excinfo: pytest.ExceptionInfo[BaseException]
-    ) -> Any:
-        """A retriever's or the data's error is one line, not a traceback."""
-        if isinstance(excinfo.value, RetrievalEvalError):
-            message = str(excinfo.value)  # named once: many messages start with the name
-            return message if message.startswith(f"{self.retriever}:") else (
-                f"{self.retriever}: {message}")
-        return super().repr_failure(excinfo)
-
-
-def _pair_test(request: pytest.FixtureRequest) -> None:
-    """A pair item: its pair, vectors, query vector and store come from the public fixtures
-    user tests get (fixtures.py), so a conftest overriding one changes what is scored.
-
-    Asked for here, not as arguments: a failing fixture (a missing custom retriever, a
-    damaged cache) then fails the call with one line (PairItem.repr_failure) instead of a
-    setup error with a traceback; and only what the run holds is asked for.
-    """
-    from .session import PairInputs
-
-    item = request.node
-    state = _session(request.config)
-    assert state is not None  # pair items exist only when the run is enabled
-    request.getfixturevalue("retrieval_eval_pair")
-    custom: Retriever | None = None
-    if item.retriever == CUSTOM_RETRIEVER:
-        custom = request.getfixturevalue("retrieval_eval_custom_retriever")
-    vectors = query_vector = store = None
-    if state.holds_vectors():
-        vectors = request.getfixturevalue("retrieval_eval_vectors").vectors
-        query_vector = request.getfixturevalue("retrieval_eval_query_vector")
-    if state.needs_store(item.retriever, custom):  # built before the query is timed
-        store = request.getfixturevalue("retrieval_eval_store")
-    result = state.run_pair(item.position, item.retriever, custom=custom,
-                            inputs=PairInputs(vectors, query_vector, store))
-    from .reporting.publish import pair_properties  # --junitxml carries them to CI test analytics
-
-    item.user_properties.extend(pair_properties(result))
-
-
-#: Attributes of a pair item's test report carrying its result or error: xdist sends them
-#: to the controller with the report, so what a worker finished is kept even when it is
-#: interrupted before it can publish its output.
-RESULT_ATTR = "retrieval_eval_result"
-ERROR_ATTR = "retrieval_eval_error"
+    if isinstance(collector, pytest.Directory) and collector.path == collector.config.rootpath:
+        collection.attach_collector(state, collector, report.result)
+    elif isinstance(collector, pytest.Session) and state.selection.forced and \
+            not collection.reaches_rootdir(collector.config, report.result):
+        report.result.append(collection.rootdir_collector(collector, state))
+    return report
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    """Every failed pair item is listed in the report's ``errors`` (whatever raised); each
-    pair item's result (or error) rides on its test report."""
+    """Each pair item's result, error or skip rides on its test report (xdist sends it to the
+    controller with the report, so what a worker finished is kept even when it is interrupted
+    before it can publish its output). The controller keeps them as the reports are logged
+    (:class:`_ReportedResults`), so a report that a plugin turns into a rerun never counts."""
     report = yield
     state = _session(item.config)
     if not isinstance(item, PairItem) or state is None or state.corpus is None:
         return report
-    if report.failed and call.excinfo is not None:
+    question_id = state.corpus.pairs[item.position].question_id
+    if report.skipped:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(
+            report.longrepr)
+        setattr(report, SKIP_ATTR, {"retriever": item.retriever, "question_id": question_id,
+                                    "reason": str(reason).removeprefix("Skipped: ")})
+    elif report.failed and call.excinfo is not None:
         exc = call.excinfo.value
         message = str(exc) if isinstance(exc, RetrievalEvalError) else (
             f"{type(exc).__name__}: {one_line(exc)}")
-        error = {"retriever": item.retriever,
-                 "question_id": state.corpus.pairs[item.position].question_id,
-                 "error": message}
-        state.add_error(error)
-        setattr(report, ERROR_ATTR, error)
+        setattr(report, ERROR_ATTR, {"retriever": item.retriever, "question_id": question_id,
+                                     "error": message})
     elif report.when == "call" and report.passed and state.results:
         last = state.results[-1]
         if (last["retriever"], last["index"]) == (item.retriever,
@@ -259,19 +216,25 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 class _ReportedResults:
-    """Registered on the controller of an enabled run: keeps each item's result as its
-    report arrives (from an xdist worker too; a result seen twice is kept once)."""
+    """Registered on the controller of an enabled run: keeps each item's result, error or
+    skip as its report is logged (from an xdist worker too). A report marked for a rerun
+    (pytest-rerunfailures) is not the item's outcome and is passed over; the later one is."""
 
     def __init__(self, state: EvalSession) -> None:
         self.state = state
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if str(report.outcome) == "rerun":
+            return
         result = getattr(report, RESULT_ATTR, None)
         if result is not None:
             self.state.add_result(result)
         error = getattr(report, ERROR_ATTR, None)
         if error is not None:
             self.state.add_error(error)
+        skip = getattr(report, SKIP_ATTR, None)
+        if skip is not None:
+            self.state.add_skip(skip)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -299,62 +262,31 @@ def retrieval_eval_custom_retriever() -> Retriever:
     )
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
-                                  items: list[pytest.Item]) -> None:
-    """Append one item per usable pair and retriever (before -k/-m deselect)."""
-    state = _session(config)
-    if state is None or state.corpus is None:
-        return
-    root = RetrievalEvalCollector.from_parent(session, name="retrieval-eval",
-                                              nodeid="retrieval-eval")
-    ours: list[pytest.Item | pytest.Collector] = []
-    by_type: dict[str, QuestionTypeCollector] = {}
-    for position in state.scored_positions():  # usable pairs, or the subset's
-        pair = state.corpus.pairs[position]
-        parent = by_type.get(pair.question_type)
-        if parent is None:
-            parent = QuestionTypeCollector.from_parent(root, name=pair.question_type)
-            by_type[pair.question_type] = parent
-        for name in state.settings.retrievers:
-            item = PairItem.from_parent(parent, name=f"{pair.question_id}[{name}]",
-                                        callobj=_pair_test)
-            item.position = position
-            item.retriever = name
-            item.add_marker(MARKER)
-            ours.append(item)
-    items.extend(item for item in ours if isinstance(item, pytest.Item))
-    # Report them as collected, so "collected N items" and "-k" counts include them.
-    config.hook.pytest_collectreport(report=pytest.CollectReport(
-        root.nodeid, "passed", None, ours))
-
-
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     state = _session(config)
-    if state is None or state.plan is None:
+    if state is None or state.plan is None or _collect_only(config):
         return
     if _is_worker(config):
         config.workeroutput[WORKER_OUTPUT] = state.worker_output()  # type: ignore[attr-defined]
         return
-    from .reporting import report
+    from .reporting import publish, report
 
     info = state.run_info(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED,
                           stopped=bool(session.shouldstop or session.shouldfail))
     state.report = report.build_report(info, state.results, state.errors)
-    from .reporting import publish
-
     base = config.stash.get(BASE_KEY, None)
     if base is not None and state.settings.compare is not None:
         publish.attach_comparison(state.report, base, state.settings.compare)
-    config.stash[PUBLISHED_KEY] = publish.publish_markdown(
-        state.report, state.settings.markdown, not state.settings.no_step_summary)
+    # The JSON report first: a Markdown target that blocks or fails cannot cost it.
     if state.settings.json_path is not None:
         try:
             report.write_json(state.report, state.settings.json_path)
         except RetrievalEvalError as exc:  # checked up front; the disk can still fail
             state.json_error = str(exc)
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
+    config.stash[PUBLISHED_KEY] = publish.publish_markdown(
+        state.report, state.settings.markdown, not state.settings.no_step_summary)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -376,9 +308,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
 
     terminalreporter.write_sep("=", "retrieval-eval")
     width = config.get_terminal_writer().fullwidth
-    for line in terminal_lines(state.report, width):
+    verbosity = config.get_verbosity()
+    for line in terminal_lines(state.report, width, overall_only=verbosity < -1):
         terminalreporter.write_line(line)
-    for line in comparison_lines(state.report, config.get_verbosity() > 0, width):
+    for line in comparison_lines(state.report, verbosity > 0, width):
         terminalreporter.write_line(line)
     for line in config.stash.get(PUBLISHED_KEY, []):
         terminalreporter.write_line(line)
@@ -386,3 +319,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
         terminalreporter.write_line(f"retrieval-eval: error: {state.json_error}")
     elif state.settings.json_path is not None:
         terminalreporter.write_line(f"JSON report: {state.settings.json_path}")
+    if getattr(config.option, "xmlpath", None) and not state.junit_properties:
+        terminalreporter.write_line(
+            "retrieval-eval: the JUnit XML holds no per-pair metrics: junit_family "
+            f"{config.getini('junit_family')} forbids testcase properties; set "
+            "junit_family = xunit1 in the ini file to get them")

@@ -98,6 +98,14 @@ class EvalSession:
     _embed_ms: dict[int, float] = field(default_factory=dict)
     #: --retrieval-eval-subset: the chosen pairs (None: every usable pair).
     subset: subset_mod.Subset | None = None
+    #: Which plugin items pytest collects (collection.Selection); set at session start.
+    selection: Any = None
+    #: The plugin's node in the collection tree (collection.RetrievalEvalCollector).
+    collector: Any = None
+    #: Whether pair items carry JUnit properties (--junitxml under junit_family=xunit1).
+    junit_properties: bool = False
+    #: Pair items skipped (a skip mark, pytest.skip in a fixture, a plugin's skip).
+    skips: list[dict[str, Any]] = field(default_factory=list)
 
     # -- preparing (controller or serial run) ---------------------------------------------
 
@@ -391,6 +399,12 @@ class EvalSession:
             self._seen_errors.add(key)
             self.errors.append(dict(error))
 
+    def add_skip(self, skip: Mapping[str, Any]) -> None:
+        """Keep a skipped (pair, retriever) once: not scored, named in the report."""
+        if not any(s["retriever"] == skip.get("retriever")
+                   and s["question_id"] == skip.get("question_id") for s in self.skips):
+            self.skips.append(dict(skip))
+
     def merge_worker_output(self, output: Mapping[str, Any]) -> None:
         """xdist controller side: add what one worker published (most of it arrived already
         with the items' reports: an interrupted worker publishes nothing)."""
@@ -406,10 +420,11 @@ class EvalSession:
     def select_node_ids(self, ids: Sequence[str]) -> None:
         """xdist controller: the selection from a worker's collected node ids."""
         assert self.corpus is not None
-        names = {f"{self.corpus.pairs[position].question_id}[{name}]": (position, name)
+        names = {(self.corpus.pairs[position].question_id, name): (position, name)
                  for position in self.scored_positions()
                  for name in self.settings.retrievers}
-        tails = (node.rsplit("::", 1)[-1] for node in ids if node.startswith("retrieval-eval"))
+        tails = (tuple(node.split("::")[-2:]) for node in ids
+                 if node.startswith("retrieval-eval::"))
         self.select([names[tail] for tail in tails if tail in names])
 
     def run_info(self, *, stopped: bool = False, interrupted: bool = False) -> dict[str, Any]:
@@ -419,7 +434,10 @@ class EvalSession:
         ``--maxfail``): either way the report says how many selected items ran."""
         assert self.plan is not None and self.corpus is not None
         corpus = self.corpus
-        selection: dict[str, Any] = {"stopped": stopped, "interrupted": interrupted}
+        selection: dict[str, Any] = {"stopped": stopped, "interrupted": interrupted,
+                                     "skipped_items": sorted(
+                                         self.skips, key=lambda s: (s["retriever"],
+                                                                    s["question_id"]))}
         if self.selected is not None:
             selection["selected"] = [[corpus.pairs[i].question_id, name]
                                      for i, name in self.selected]

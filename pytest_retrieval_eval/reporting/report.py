@@ -125,16 +125,17 @@ def _fmt(value: float | None) -> str:
 def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
                 ks: Sequence[int],
                 families: Sequence[tuple[str, str]] = FAMILIES,
-                width: int | None = None) -> list[str]:
-    """The summary table: one row per question type present, then ``overall``.
+                width: int | None = None, overall_only: bool = False) -> list[str]:
+    """The summary table: one row per question type present, then ``overall`` (only that
+    row with ``overall_only``: ``-qq``).
 
     One retriever: one table with recall@k and its any/all variants. Several: one block per
     metric family, the retrievers side by side under a second header row. With a ``width``
     (the terminal's), no row is wider: one retriever's families go one block each, and
     several retrievers are split into blocks of as many as fit (the header rows repeated).
     """
-    qtypes = sorted({t for name in retrievers for t in summary[name]["by_type"]},
-                    key=type_order)
+    qtypes = [] if overall_only else sorted(
+        {t for name in retrievers for t in summary[name]["by_type"]}, key=type_order)
     label_w = max([len("question type"), *(len(t) for t in qtypes)])
     cell_w = 6
 
@@ -245,7 +246,9 @@ def header_lines(info: Mapping[str, Any]) -> list[str]:
             if skipped.get("no_user_evidence") else "")
          + f"{skipped['rejected']} rejected, "
          f"{skipped['not_selected']} not selected"
-         + (f", {skipped['not_run']} not run" if run.get("interrupted") else "")),
+         + (f", {skipped['not_run']} not run" if run.get("interrupted") else "")
+         + (f"; {skipped['items_skipped']} item(s) skipped by pytest"
+            if skipped.get("items_skipped") else "")),
     ]
     lines.extend(subset_lines(info.get("subset")))
     lines.extend(note_lines(info.get("notes") or {}))
@@ -257,19 +260,25 @@ def header_lines(info: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def terminal_lines(report: Mapping[str, Any], width: int = 80) -> list[str]:
+def terminal_lines(report: Mapping[str, Any], width: int = 80,
+                   overall_only: bool = False) -> list[str]:
     """Everything the terminal summary prints, from a finished report (``width``: the
     terminal's, which the table rows and the diagnostics lines fit; the other lines are
-    cut at spaces to fit it, see :func:`fit_lines`)."""
+    cut at spaces to fit it, see :func:`fit_lines`). ``overall_only`` (``-qq``): the tables'
+    overall rows and the errors, nothing else."""
     info = report["info"]
     lines = fit_lines(header_lines(info), width)
     if not report["summary"] or not any(
             s["overall"]["n"] for s in report["summary"].values()):
         return [*lines, *fit_lines(["no pair was scored", *_error_lines(report)], width)]
+    tables = table_lines(report["summary"], report["retrievers"], report["ks"],
+                         families_for(info.get("protocol", "vipune"),
+                                      info.get("granularity", "session")), width,
+                         overall_only=overall_only)
+    if overall_only:
+        return [*tables, *fit_lines(_error_lines(report), width)]
     lines.append("")
-    lines.extend(table_lines(report["summary"], report["retrievers"], report["ks"],
-                             families_for(info.get("protocol", "vipune"),
-                                          info.get("granularity", "session")), width))
+    lines.extend(tables)
     notes = diagnostic_lines.lines(report.get("diagnostics") or {}, report["retrievers"],
                               report["ks"], width)
     lines.extend(["", *notes] if notes else [])
@@ -332,14 +341,17 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
         if d:
             drifts.append({"a": "hybrid", "b": "vipune", **d})
     errors = list(errors)
+    skipped_items = list((info.get("selection") or {}).get("skipped_items") or [])
     scored_qids = {r["question_id"] for r in ordered}
     attempted = scored_qids | {str(e.get("question_id")) for e in errors}  # ran, even if failed
     full_info = {**info, "scored": len(scored_qids), "retrievers": retrievers}
-    run = _run_counts(info.get("selection") or {}, ordered, errors)
+    run = _run_counts(info.get("selection") or {}, ordered, [*errors, *skipped_items])
     chosen = run.pop("selected_pairs", None)
     skipped = {**info["skipped"], "not_selected": max(0, info["usable"] - (
         len(attempted) if chosen is None else len(chosen | attempted)))}
-    skipped["not_run"] = len((chosen or set()) - attempted)  # selected, none of it ran
+    skipped["not_run"] = len((chosen or set()) - attempted  # selected, none of it ran
+                             - {str(x["question_id"]) for x in skipped_items})
+    skipped["items_skipped"] = len(skipped_items)  # pair items pytest skipped (not scored)
     full_info["skipped"] = skipped
     full_info["run"] = run
     if info.get("subset"):  # --retrieval-eval-subset: the choice and its CI width
@@ -367,6 +379,7 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
         "latency_ms": latency_summary(ordered),
         "errors": sorted(errors, key=lambda e: (str(e.get("retriever")),
                                                 str(e.get("question_id")))),
+        "skipped_items": skipped_items,
         "info": full_info,
     }
 

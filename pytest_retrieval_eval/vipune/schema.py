@@ -83,15 +83,17 @@ def _split_statements(script: str) -> tuple[str, ...]:
 #: The six statements of :data:`SCHEMA_SQL`, in order: table, index, FTS5 table, 3 triggers.
 DDL_STATEMENTS: tuple[str, ...] = _split_statements(SCHEMA_SQL)
 
-#: ``Database::insert`` (ids are the harness's session ids instead of fresh UUIDs).
+#: ``Database::insert`` (ids are the harness's session ids instead of fresh UUIDs). vipune
+#: writes ``?1``..``?7`` (rusqlite); here plain ``?`` in the same order binds the same values:
+#: Python 3.12+ warns (DeprecationWarning) when numbered placeholders get a sequence.
 INSERT_SQL = (
     "INSERT INTO memories (id, project_id, content, embedding, metadata, created_at, updated_at)"
-    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 #: ``Database::search``: every row of the project, in the order SQLite yields them.
 SEMANTIC_SQL = (
     "SELECT id, project_id, content, metadata, created_at, updated_at, embedding"
-    " FROM memories WHERE project_id = ?1"
+    " FROM memories WHERE project_id = ?"
 )
 #: ``Database::search_bm25``'s ranking statement (vipune also selects the other columns).
 FTS_SQL = (

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pytest_retrieval_eval import plugin
+from pytest_retrieval_eval import terminal_progress
 from pytest_retrieval_eval.cli import console as cli
 from pytest_retrieval_eval.cli import progress_bar
 
@@ -36,7 +36,7 @@ class _Reporter:
 
 
 def _plugin_progress(reporter: _Reporter) -> Any:
-    progress = plugin._Progress.__new__(plugin._Progress)
+    progress = terminal_progress.Progress.__new__(terminal_progress.Progress)
     progress.tr = reporter
     progress.last, progress.label, progress.started = 0.0, "", 0.0
     return progress
@@ -46,7 +46,7 @@ def _plugin_progress(reporter: _Reporter) -> Any:
 def test_plugin_step_under_a_second_shows_nothing(monkeypatch: pytest.MonkeyPatch,
                                                   isatty: bool) -> None:
     clock = _Clock()
-    monkeypatch.setattr(plugin.time, "monotonic", clock)
+    monkeypatch.setattr(terminal_progress.time, "monotonic", clock)
     reporter = _Reporter(isatty)
     progress = _plugin_progress(reporter)
     for done in range(0, 1_637_687, 1 << 20):
@@ -61,7 +61,7 @@ def test_plugin_step_under_a_second_shows_nothing(monkeypatch: pytest.MonkeyPatc
 
 def test_plugin_step_over_a_second_shows_its_progress(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = _Clock()
-    monkeypatch.setattr(plugin.time, "monotonic", clock)
+    monkeypatch.setattr(terminal_progress.time, "monotonic", clock)
     reporter = _Reporter(False)
     progress = _plugin_progress(reporter)
     progress("embed", 0, 100)
@@ -102,7 +102,8 @@ def test_small_broken_file_is_one_line_with_no_progress_before_it(
     well under a second, so they print nothing."""
     monkeypatch.setenv("RETRIEVAL_EVAL_CACHE_DIR", str(pytester.path / "cache"))
     data = pytester.path / "broken.json"
-    sample = (Path(plugin.__file__).parent / "data" / "sample" / "longmemeval_sample.json")
+    sample = Path(terminal_progress.__file__).parent / "data" / "sample" / (
+        "longmemeval_sample.json")
     data.write_bytes(sample.read_bytes()[:200_000])  # cut short: truncated JSON
     result = pytester.runpytest("-p", "no:cacheprovider", "--retrieval-eval", "--no-model",
                                 "--retrieval-eval-data", str(data))

@@ -64,15 +64,15 @@ def test_help_lists_the_group(pytester: pytest.Pytester) -> None:
 
 
 def test_plugin_off_imports_no_heavy_module(tmp_path: Path) -> None:
-    """Without --retrieval-eval the plugin costs nothing measurable: no onnxruntime, pyarrow,
-    tokenizers or huggingface_hub import, no file written."""
+    """Without --retrieval-eval the plugin costs nothing measurable: no numpy, sqlite3,
+    onnxruntime, pyarrow, tokenizers or huggingface_hub import, no file written."""
     (tmp_path / "test_x.py").write_text("def test_x(): pass\n")
     probe = (
         "import sys, pytest\n"
         "code = pytest.main(['-q', '-p', 'no:cacheprovider', '-p', 'no:xdist', "
         "'-p', 'no:hypothesispytest', 'test_x.py'])\n"
-        "heavy = [m for m in ('onnxruntime', 'pyarrow', 'tokenizers', 'huggingface_hub', "
-        "'pytest_retrieval_eval.session') if m in sys.modules]\n"
+        "heavy = [m for m in ('numpy', 'sqlite3', 'onnxruntime', 'pyarrow', 'tokenizers', "
+        "'huggingface_hub', 'pytest_retrieval_eval.session') if m in sys.modules]\n"
         "print('HEAVY', heavy)\n"
         "sys.exit(code)\n"
     )

@@ -139,16 +139,30 @@ def test_markdown_path_that_is_a_folder_is_a_usage_error(pytester: pytest.Pytest
     assert "--retrieval-eval-markdown" in result.stderr.str()
 
 
-def test_junitxml_carries_metrics_and_latencies(pytester: pytest.Pytester) -> None:
+def test_junitxml_under_xunit2_has_no_properties_and_says_how_to_get_them(
+        pytester: pytest.Pytester) -> None:
+    """xunit2 (pytest's default junit_family) has no testcase <properties>: none is written,
+    and one line says which setting brings them."""
+    xml = pytester.path / "junit.xml"
+    result = run(pytester, "--retrieval-eval-retriever", "oracle", f"--junitxml={xml}")
+    assert result.ret == 0
+    root = ET.parse(xml).getroot()
+    assert len(list(root.iter("testcase"))) == 15
+    assert not list(root.iter("properties"))
+    result.stdout.fnmatch_lines(["*JUnit XML holds no per-pair metrics*junit_family = xunit1*"])
+
+
+def test_junitxml_carries_metrics_and_latencies_under_xunit1(pytester: pytest.Pytester) -> None:
     xml = pytester.path / "junit.xml"
     result = run(pytester, "--retrieval-eval-retriever", "hybrid,oracle",
-                 "--retrieval-eval-k", "1,5", f"--junitxml={xml}")
+                 "--retrieval-eval-k", "1,5", f"--junitxml={xml}", "-o", "junit_family=xunit1")
     assert result.ret == 0
     cases = ET.parse(xml).getroot().iter("testcase")
-    by_name = {c.get("name"): {p.get("name"): p.get("value")
-                               for p in c.iter("property")} for c in cases}
+    by_name = {f"{c.get('classname')}::{c.get('name')}": {
+        p.get("name"): p.get("value") for p in c.iter("property")} for c in cases}
     assert len(by_name) == 30
-    oracle = [props for name, props in by_name.items() if name and name.endswith("[oracle]")]
+    oracle = [props for name, props in by_name.items() if name.endswith("::oracle")]
+    assert len(oracle) == 15
     assert all(props["recall@5"] == "1.0" for props in oracle)
     props = next(iter(by_name.values()))
     for key in ("retriever", "question_type", "recall@1", "recall@5", "recall_any@5",
@@ -215,7 +229,8 @@ def test_under_xdist_the_controller_compares_and_items_keep_their_properties(
     xml = pytester.path / "junit.xml"
     out = pytester.path / "new.json"
     result = run(pytester, "-n", "2", "--retrieval-eval-compare", str(base),
-                 f"--junitxml={xml}", "--retrieval-eval-json", str(out))
+                 f"--junitxml={xml}", "-o", "junit_family=xunit1",
+                 "--retrieval-eval-json", str(out))
     assert result.ret == 0
     assert result.stdout.str().count("compare: base ") == 1  # the controller alone
     assert json.loads(out.read_text())["comparison"]["matched"] == 15

@@ -1,0 +1,292 @@
+"""The plugin's items in pytest's own collection tree.
+
+Where they hang: under the ``Dir`` (or ``Package``) node of the rootdir, as a collector named
+``retrieval-eval``; below it one collector per question type, one per question, and one item
+per retriever::
+
+    <Dir project>
+      <RetrievalEvalCollector retrieval-eval>
+        <QuestionTypeCollector temporal-reasoning>
+          <QuestionCollector 2819ce0a>
+            <PairItem hybrid>
+
+Node ids are ``retrieval-eval::<question_type>::<question_id>::<retriever>``: no ``[...]``
+suffix, because that is pytest's mark of a parametrization, and an item that is not made by
+``metafunc.parametrize`` but carries one gets an id that pytest 9.2's ``NodeId.parse`` reads
+differently (``--lf``, ``--sw`` and ``--ff`` then lose it). Every part is a node of its own, so
+``-k <type>``, ``-k <question_id>``, ``-k <retriever>`` and node ids on the command line select
+as for any test (ARCHITECTURE.md, "How the items are collected").
+
+Which runs hold them: pytest reaches the collector when it collects the rootdir's ``Dir``
+(``pytest`` or ``pytest .`` there). When no path is named (pytest then collects ``testpaths``
+or the working folder) the collector is added to what the session collected, so
+``pytest --retrieval-eval`` scores from any folder of the project. Paths named on the command
+line narrow it like any test: ``pytest tests/`` runs no pair; ``pytest retrieval-eval``,
+``pytest retrieval-eval::temporal-reasoning`` or a full node id runs those pairs (such an
+argument is taken off the list pytest resolves as paths, since no such file exists).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .errors import RetrievalEvalError
+
+if TYPE_CHECKING:
+    from .session import EvalSession
+
+ROOT_NAME = "retrieval-eval"
+MARKER = "retrieval_eval"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which of the plugin's items this run collects.
+
+    ``forced``: add the collector to the session's collection even when no path argument
+    reaches the rootdir (no path was named, or a plugin node id was). ``parts``: one tuple per
+    plugin node id named on the command line (``()`` for ``retrieval-eval`` itself; then
+    question type, question id, retriever); None: every item. ``only``: every argument was a
+    plugin node id, so nothing but the plugin's items is collected.
+    """
+
+    forced: bool
+    parts: tuple[tuple[str, ...], ...] | None = None
+    only: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"forced": self.forced, "only": self.only,
+                "parts": None if self.parts is None else [list(p) for p in self.parts]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Selection:
+        parts = data.get("parts")
+        return cls(bool(data.get("forced")),
+                   None if parts is None else tuple(tuple(p) for p in parts),
+                   bool(data.get("only")))
+
+    def wants(self, *names: str) -> bool:
+        """Whether the node named by ``names`` (type, question id, retriever; a prefix for a
+        collector) lies on the way to, or under, a selected node."""
+        if self.parts is None:
+            return True
+        return any(all(a == b for a, b in zip(names, chosen, strict=False))
+                   for chosen in self.parts)
+
+
+def _plugin_arg(arg: str, invocation_dir: Path) -> tuple[str, ...] | None:
+    """The parts of a plugin node id given as a command-line argument; None for anything
+    else (a path on disk wins: a file or folder named ``retrieval-eval`` stays a path)."""
+    head, _, tail = arg.partition("::")
+    if head.rstrip("/") != ROOT_NAME or (invocation_dir / head).exists():
+        return None
+    parts = [p for p in tail.split("::")] if tail else []
+    if parts and parts[-1].endswith("]") and "[" in parts[-1]:
+        # The ids of earlier releases, ``<question_id>[<retriever>]``, still select.
+        question, _, retriever = parts[-1][:-1].partition("[")
+        parts[-1:] = [question, retriever]
+    if len(parts) > 3 or any(not p for p in parts):
+        raise pytest.UsageError(
+            f"{arg}: not a retrieval-eval node id; give retrieval-eval[::<question_type>"
+            "[::<question_id>[::<retriever>]]], as `pytest --co -q` prints them")
+    return tuple(parts)
+
+
+def claim_arguments(config: pytest.Config) -> Selection:
+    """Decide which plugin items this run collects, and take the plugin's node ids off
+    ``config.args`` (pytest would look for them on disk). Called on the controller (or a
+    serial run) before collection; xdist workers get the result through ``workerinput``."""
+    invocation_dir = config.invocation_params.dir
+    claimed: list[tuple[str, ...]] = []
+    rest: list[str] = []
+    for arg in config.args:
+        parts = _plugin_arg(arg, invocation_dir)
+        if parts is None:
+            rest.append(arg)
+        else:
+            claimed.append(parts)
+    named_paths = config.args_source == pytest.Config.ArgsSource.ARGS
+    if not claimed:
+        return Selection(forced=not named_paths)
+    only = not rest
+    # Nothing else to collect: the rootdir alone, every entry in it ignored (see ignores()).
+    config.args[:] = rest if rest else [str(config.rootpath)]
+    unique: tuple[tuple[str, ...], ...] = tuple(dict.fromkeys(claimed))
+    return Selection(forced=True, parts=None if () in claimed else unique, only=only)
+
+
+def ignores(config: pytest.Config, selection: Selection | None, path: Path) -> bool:
+    """Under a run given only plugin node ids, nothing in the rootdir but the plugin's items
+    is collected."""
+    return bool(selection is not None and selection.only and path.parent == config.rootpath)
+
+
+class RetrievalEvalCollector(pytest.Collector):
+    """The plugin's node under the rootdir's ``Dir``: node id ``retrieval-eval``."""
+
+    state: EvalSession
+
+    def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
+        corpus, selection = self.state.corpus, self.state.selection
+        assert corpus is not None and selection is not None
+        by_type: dict[str, list[int]] = {}
+        for position in self.state.scored_positions():  # usable pairs, or the subset's
+            by_type.setdefault(corpus.pairs[position].question_type, []).append(position)
+        for qtype, positions in by_type.items():
+            if selection.wants(qtype):
+                node = QuestionTypeCollector.from_parent(self, name=qtype)
+                node.state, node.positions = self.state, positions
+                yield node
+
+    def reportinfo(self) -> tuple[Any, int, str]:
+        return self.path, 0, self.name
+
+
+class QuestionTypeCollector(pytest.Collector):
+    """One per question type: ``-k temporal-reasoning`` selects the category."""
+
+    state: EvalSession
+    positions: list[int]
+
+    def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
+        corpus, selection = self.state.corpus, self.state.selection
+        assert corpus is not None and selection is not None
+        for position in self.positions:
+            question_id = corpus.pairs[position].question_id
+            if selection.wants(self.name, question_id):
+                node = QuestionCollector.from_parent(self, name=question_id)
+                node.state, node.position = self.state, position
+                yield node
+
+    def reportinfo(self) -> tuple[Any, int, str]:
+        return self.path, 0, self.name
+
+
+class QuestionCollector(pytest.Collector):
+    """One per question: ``-k <question_id>`` selects every retriever's item for it."""
+
+    state: EvalSession
+    position: int
+
+    def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
+        selection = self.state.selection
+        assert selection is not None and self.parent is not None
+        for name in self.state.settings.retrievers:
+            if selection.wants(self.parent.name, self.name, name):
+                item = PairItem.from_parent(self, name=name, callobj=pair_test)
+                item.position, item.retriever = self.position, name
+                item.add_marker(MARKER)
+                yield item
+
+    def reportinfo(self) -> tuple[Any, int, str]:
+        return self.path, 0, self.name
+
+
+class PairItem(pytest.Function):
+    """One LongMemEval pair scored by one retriever."""
+
+    position: int
+    retriever: str
+
+    def reportinfo(self) -> tuple[Any, int, str]:
+        # The domain is the failure's headline: "2819ce0a::hybrid", not pytest's test path.
+        assert self.parent is not None
+        return self.path, 0, f"{self.parent.name}::{self.name}"
+
+    def repr_failure(  # type: ignore[override]
+        self, excinfo: pytest.ExceptionInfo[BaseException]
+    ) -> Any:
+        """A retriever's or the data's error is one line, not a traceback."""
+        if isinstance(excinfo.value, RetrievalEvalError):
+            message = str(excinfo.value)  # named once: many messages start with the name
+            return message if message.startswith(f"{self.retriever}:") else (
+                f"{self.retriever}: {message}")
+        return super().repr_failure(excinfo)
+
+
+def pair_test(request: pytest.FixtureRequest) -> None:
+    """A pair item: its pair, vectors, query vector and store come from the public fixtures
+    user tests get (fixtures.py), so a conftest overriding one changes what is scored.
+
+    Asked for here, not as arguments: a failing fixture (a damaged cache) then fails the call
+    with one line (PairItem.repr_failure) instead of a setup error with a traceback; and only
+    what the run holds is asked for.
+    """
+    from .fixtures import SESSION_KEY
+    from .options import CUSTOM_RETRIEVER
+    from .reporting.publish import pair_properties
+    from .session import PairInputs
+
+    item = request.node
+    state = request.config.stash.get(SESSION_KEY, None)
+    assert state is not None  # pair items exist only when the run is enabled
+    request.getfixturevalue("retrieval_eval_pair")
+    custom = None
+    if item.retriever == CUSTOM_RETRIEVER:
+        custom = request.getfixturevalue("retrieval_eval_custom_retriever")
+    vectors = query_vector = store = None
+    if state.holds_vectors():
+        vectors = request.getfixturevalue("retrieval_eval_vectors").vectors
+        query_vector = request.getfixturevalue("retrieval_eval_query_vector")
+    if state.needs_store(item.retriever, custom):  # built before the query is timed
+        store = request.getfixturevalue("retrieval_eval_store")
+    result = state.run_pair(item.position, item.retriever, custom=custom,
+                            inputs=PairInputs(vectors, query_vector, store))
+    if state.junit_properties:  # --junitxml under junit_family=xunit1 (xunit2 forbids them)
+        for name, value in pair_properties(result):
+            item.user_properties.append((name, value))
+
+
+def attach_collector(state: EvalSession, collector: pytest.Collector,
+                     result: list[Any]) -> None:
+    """The rootdir's ``Dir`` was collected: the plugin's node joins its children."""
+    node = RetrievalEvalCollector.from_parent(collector, name=ROOT_NAME, nodeid=ROOT_NAME)
+    node.state = state
+    state.collector = node
+    result.append(node)
+
+
+def reaches_rootdir(config: pytest.Config, nodes: Sequence[Any]) -> bool:
+    """Whether collecting ``nodes`` collects the rootdir's ``Dir`` (or the plugin's node)."""
+    root = config.rootpath
+    return any(isinstance(n, RetrievalEvalCollector) or (
+        isinstance(n, pytest.Directory) and (n.path == root or n.path in root.parents))
+        for n in nodes)
+
+
+def rootdir_collector(session: pytest.Session, state: EvalSession) -> RetrievalEvalCollector:
+    """The plugin's node under the rootdir's ``Dir``, collecting that ``Dir`` through pytest's
+    own hooks when this run did not (its conftest's fixtures are scoped to it there)."""
+    if state.collector is None:
+        config = session.config
+        directory = config.hook.pytest_collect_directory(path=config.rootpath, parent=session)
+        if directory is None:
+            raise pytest.UsageError(
+                f"retrieval-eval: pytest collects nothing at the rootdir {config.rootpath} "
+                "(a conftest's pytest_collect_directory declines it), so the plugin's items "
+                "have no parent; run pytest from the rootdir")
+        config.hook.pytest_make_collect_report(collector=directory)
+    collector: RetrievalEvalCollector = state.collector
+    return collector
+
+
+def check_selection(state: EvalSession, selection: Selection) -> None:
+    """Every plugin node id named on the command line names some item, as pytest requires of
+    its own arguments."""
+    if selection.parts is None:
+        return
+    corpus = state.corpus
+    assert corpus is not None
+    known = [(corpus.pairs[p].question_type, corpus.pairs[p].question_id, name)
+             for p in state.scored_positions() for name in state.settings.retrievers]
+    for parts in selection.parts:
+        if not any(all(a == b for a, b in zip(k, parts, strict=False)) for k in known):
+            wanted = "::".join((ROOT_NAME, *parts))
+            raise pytest.UsageError(
+                f"not found: {wanted} (no such question type, question or retriever in this "
+                "run); `pytest --retrieval-eval --co -q` lists the node ids")

@@ -1,0 +1,350 @@
+"""The plugin's items are ordinary pytest citizens (issue 21).
+
+They are reached by pytest's own collection, under the rootdir's ``Dir``; their node ids
+round-trip through ``NodeId.parse`` (pytest 9.2) and the command line; a skip, a rerun, a
+conftest fixture, ``--lf``/``--ff``/``--sw``, ``--co`` and JUnit treat them as any test.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.lme_factory import make_instance, write_dataset
+
+QUESTIONS = [("q1", "multi-session"), ("q2", "multi-session"), ("q3", "temporal-reasoning"),
+             ("q4", "temporal-reasoning"), ("q5", "knowledge-update")]
+
+CUSTOM = """
+import pytest
+
+class Custom:
+    name = "custom"
+    needs_vectors = False
+
+    def rank(self, persona, query, limit):
+        if query.question_id == "{fail}":
+            raise RuntimeError("custom retriever broke on {fail}")
+        return list(persona.session_ids)[:limit]
+
+@pytest.fixture(scope="session")
+def retrieval_eval_custom_retriever():
+    return Custom()
+"""
+
+
+@pytest.fixture
+def data(pytester: pytest.Pytester, isolated_cache: Path) -> Path:
+    return write_dataset(pytester.path / "lme.json", [
+        make_instance(qid, question_type=qtype, n_sessions=3) for qid, qtype in QUESTIONS])
+
+
+def run(pytester: pytest.Pytester, data: Path, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("-W", "ignore::pytest.PytestAssertRewriteWarning",
+                              "--retrieval-eval", "--no-model", f"--retrieval-eval-data={data}",
+                              *args)
+
+
+def run_custom(pytester: pytest.Pytester, data: Path, model: Path, *args: str
+               ) -> pytest.RunResult:
+    """The model lane with the tiny model: a custom retriever may read vectors."""
+    return pytester.runpytest("-W", "ignore::pytest.PytestAssertRewriteWarning",
+                              "--retrieval-eval", f"--retrieval-eval-model={model}",
+                              f"--retrieval-eval-data={data}", *args)
+
+
+def report_of(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+def ids_of(result: pytest.RunResult) -> list[str]:
+    return [line.split(" ")[0] for line in result.stdout.lines
+            if line.startswith("retrieval-eval::")]
+
+
+def test_items_hang_under_the_rootdir_dir_once_per_type(pytester: pytest.Pytester,
+                                                        data: Path) -> None:
+    result = run(pytester, data, "--retrieval-eval-retriever", "bm25,oracle", "--co")
+    out = result.stdout.str()
+    assert result.ret == 0
+    assert out.count("<RetrievalEvalCollector retrieval-eval>") == 1
+    for qtype in ("multi-session", "temporal-reasoning", "knowledge-update"):
+        assert out.count(f"<QuestionTypeCollector {qtype}>") == 1
+    result.stdout.fnmatch_lines([f"<Dir {pytester.path.name}>",
+                                 "  <RetrievalEvalCollector retrieval-eval>",
+                                 "    <QuestionTypeCollector multi-session>",
+                                 "      <QuestionCollector q1>",
+                                 "        <PairItem bm25>",
+                                 "        <PairItem oracle>"])
+
+
+def test_node_ids_given_back_on_the_command_line_select_those_items(
+        pytester: pytest.Pytester, data: Path) -> None:
+    listed = ids_of(run(pytester, data, "--retrieval-eval-retriever", "bm25,oracle",
+                        "--co", "-q"))
+    assert listed[0] == "retrieval-eval::multi-session::q1::bm25"
+    assert len(listed) == 10
+    one = run(pytester, data, "--retrieval-eval-retriever", "bm25,oracle", "-v", listed[3])
+    one.assert_outcomes(passed=1)
+    one.stdout.fnmatch_lines([f"{listed[3]} PASSED*"])
+    by_type = run(pytester, data, "--retrieval-eval-retriever", "bm25,oracle",
+                  "retrieval-eval::temporal-reasoning")
+    by_type.assert_outcomes(passed=4)
+    old_style = run(pytester, data, "--retrieval-eval-retriever", "bm25,oracle",
+                    "retrieval-eval::knowledge-update::q5[oracle]")
+    old_style.assert_outcomes(passed=1)
+    missing = run(pytester, data, "--retrieval-eval-retriever", "bm25",
+                  "retrieval-eval::temporal-reasoning::q9")
+    assert missing.ret == pytest.ExitCode.USAGE_ERROR
+    missing.stderr.fnmatch_lines(["*not found: retrieval-eval::temporal-reasoning::q9*"])
+
+
+def test_paths_on_the_command_line_narrow_the_plugin_items(pytester: pytest.Pytester,
+                                                           data: Path) -> None:
+    pytester.mkdir("tests").joinpath("test_own.py").write_text("def test_own(): pass\n")
+    only_tests = run(pytester, data, "--retrieval-eval-retriever", "bm25", "tests")
+    only_tests.assert_outcomes(passed=1)
+    both = run(pytester, data, "--retrieval-eval-retriever", "bm25", "tests", "retrieval-eval")
+    both.assert_outcomes(passed=6)
+    everything = run(pytester, data, "--retrieval-eval-retriever", "bm25")
+    everything.assert_outcomes(passed=6)
+
+
+def test_k_and_m_select_by_type_question_and_retriever(pytester: pytest.Pytester,
+                                                       data: Path) -> None:
+    base = ("--retrieval-eval-retriever", "bm25,oracle")
+    run(pytester, data, *base, "-k", "temporal-reasoning").assert_outcomes(
+        passed=4, deselected=6)
+    run(pytester, data, *base, "-k", "q5").assert_outcomes(passed=2, deselected=8)
+    run(pytester, data, *base, "-k", "oracle").assert_outcomes(passed=5, deselected=5)
+    run(pytester, data, *base, "-m", "not retrieval_eval").assert_outcomes(deselected=10)
+
+
+@pytest.mark.parametrize("flag", ["--lf", "--ff", "--sw"])
+def test_last_failed_failed_first_and_stepwise_find_a_failed_item(
+        pytester: pytest.Pytester, data: Path, tiny_model_dir: Path, flag: str) -> None:
+    pytester.makeconftest(CUSTOM.format(fail="q3"))
+    first = run_custom(pytester, data, tiny_model_dir, "--retrieval-eval-retriever",
+                       "custom,bm25")
+    first.assert_outcomes(passed=9, failed=1)
+    again = run_custom(pytester, data, tiny_model_dir, "--retrieval-eval-retriever",
+                       "custom,bm25", flag, "-v")
+    if flag == "--lf":
+        again.assert_outcomes(failed=1, deselected=9)
+    elif flag == "--sw":
+        again.assert_outcomes(passed=4, failed=1)  # stops at the failed item
+        resumed = run_custom(pytester, data, tiny_model_dir, "--retrieval-eval-retriever",
+                             "custom,bm25", flag)
+        resumed.stdout.fnmatch_lines(["*skipping 4 already passed items*"])
+        assert "previously failed test not found" not in resumed.stdout.str()
+        resumed.assert_outcomes(failed=1, deselected=4)
+    else:
+        again.assert_outcomes(failed=1, passed=9)
+        lines = [line for line in again.stdout.lines if line.startswith("retrieval-eval::")]
+        assert lines[0].startswith("retrieval-eval::temporal-reasoning::q3::custom FAILED")
+
+
+def test_a_skip_is_reported_counted_and_named_in_the_json(pytester: pytest.Pytester,
+                                                          data: Path,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # the header on one line
+    pytester.makeconftest("""
+import pytest
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.nodeid.endswith("::q2::bm25"):
+            item.add_marker(pytest.mark.skip(reason="not today"))
+
+@pytest.fixture(autouse=True)
+def skip_q4(request):
+    if request.node.nodeid.endswith("::q4::bm25"):
+        pytest.skip("q4 is out")
+""")
+    out = pytester.path / "r.json"
+    result = run(pytester, data, "--retrieval-eval-retriever", "bm25",
+                 f"--retrieval-eval-json={out}", "-rs")
+    assert result.ret == 0
+    result.assert_outcomes(passed=3, skipped=2)
+    assert "INTERNALERROR" not in result.stdout.str()
+    report = report_of(out)
+    assert sorted(p["question_id"] for p in report["pairs"]) == ["q1", "q3", "q5"]
+    assert report["skipped_items"] == [
+        {"retriever": "bm25", "question_id": "q2", "reason": "not today"},
+        {"retriever": "bm25", "question_id": "q4", "reason": "q4 is out"}]
+    assert report["skipped"]["items_skipped"] == 2
+    assert not report["errors"]
+    result.stdout.fnmatch_lines(["*3 scored of 5 usable*2 item(s) skipped by pytest*"])
+
+
+def test_root_conftest_fixtures_reach_every_item(pytester: pytest.Pytester, data: Path,
+                                                 tiny_model_dir: Path) -> None:
+    """pytest 9.1 scopes a root conftest's fixtures to the rootdir's Dir node: the items must
+    hang under it (they used to hang off the Session, and 9.1 gave them none)."""
+    pytester.makeconftest(CUSTOM.format(fail="none") + """
+SEEN = []
+
+@pytest.fixture(autouse=True)
+def host_fixture(request):
+    SEEN.append(request.node.nodeid)
+
+def pytest_sessionfinish(session):
+    print(f"\\nautouse ran on {len(SEEN)} items")
+""")
+    result = run_custom(pytester, data, tiny_model_dir, "--retrieval-eval-retriever",
+                        "custom,bm25", "-s")
+    result.assert_outcomes(passed=10)
+    result.stdout.fnmatch_lines(["*autouse ran on 10 items*"])
+
+
+@pytest.mark.parametrize("mode", ["--co", "--setup-plan", "--setup-only"])
+def test_collection_only_modes_write_no_report(pytester: pytest.Pytester, data: Path,
+                                               monkeypatch: pytest.MonkeyPatch,
+                                               mode: str) -> None:
+    out = pytester.path / "r.json"
+    out.write_text('{"kept": true}\n')
+    md = pytester.path / "r.md"
+    summary = pytester.path / "step-summary.md"
+    summary.write_text("before\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    result = run(pytester, data, "--retrieval-eval-retriever", "bm25", mode,
+                 f"--retrieval-eval-json={out}", f"--retrieval-eval-markdown={md}")
+    assert result.ret == 0
+    assert out.read_text() == '{"kept": true}\n'
+    assert not md.exists()
+    assert summary.read_text() == "before\n"
+    assert "No pair was scored" not in result.stdout.str()
+
+
+def test_rerun_item_counts_its_final_outcome(pytester: pytest.Pytester, data: Path,
+                                             tiny_model_dir: Path) -> None:
+    pytester.makeconftest("""
+import pytest
+
+class Flaky:
+    name = "custom"
+    needs_vectors = False
+    calls = 0
+
+    def rank(self, persona, query, limit):
+        if query.question_id == "q2":
+            Flaky.calls += 1
+            if Flaky.calls == 1:
+                raise RuntimeError("flaky once")
+        return list(persona.session_ids)[:limit]
+
+@pytest.fixture(scope="session")
+def retrieval_eval_custom_retriever():
+    return Flaky()
+""")
+    out = pytester.path / "r.json"
+    result = run_custom(pytester, data, tiny_model_dir, "--retrieval-eval-retriever", "custom",
+                        "--reruns", "1", f"--retrieval-eval-json={out}")
+    assert result.ret == 0
+    outcomes = result.parseoutcomes()
+    assert (outcomes.get("passed"), outcomes.get("rerun")) == (5, 1)
+    report = report_of(out)
+    assert report["errors"] == []
+    assert len(report["pairs"]) == 5
+    assert "item(s) failed" not in result.stdout.str()
+
+
+def test_a_host_owning_no_model_still_starts(pytester: pytest.Pytester, data: Path) -> None:
+    pytester.makeconftest("""
+def pytest_addoption(parser):
+    parser.addoption("--no-model", action="store", default="host", help="the host's own")
+""")
+    help_text = pytester.runpytest("--help")
+    assert help_text.ret == 0
+    words = " ".join(" ".join(help_text.stdout.lines).split())
+    assert "--retrieval-eval-no-model model-free lane" in words
+    assert "also spelled --no-model, unless another plugin or a conftest owns that name" in words
+    result = pytester.runpytest("--retrieval-eval", "--retrieval-eval-no-model",
+                                "--retrieval-eval-retriever", "bm25",
+                                f"--retrieval-eval-data={data}", "--no-model", "mine")
+    assert result.ret != pytest.ExitCode.USAGE_ERROR, result.stderr.str()
+    result.assert_outcomes(passed=5)
+
+
+def test_no_model_is_a_twin_when_free(pytester: pytest.Pytester, data: Path) -> None:
+    result = pytester.runpytest("--retrieval-eval", "--no-model",
+                                "--retrieval-eval-retriever", "bm25",
+                                f"--retrieval-eval-data={data}")
+    result.assert_outcomes(passed=5)
+    result.stdout.fnmatch_lines(["*lane: model-free*"])
+
+
+def test_ini_paths_are_read_from_the_ini_files_folder(pytester: pytest.Pytester,
+                                                      data: Path) -> None:
+    pytester.makeini(f"""
+[pytest]
+retrieval_eval = true
+retrieval_eval_no_model = true
+retrieval_eval_retriever = bm25
+retrieval_eval_data = {data.name}
+retrieval_eval_json = out/R.json
+""")
+    sub = pytester.mkdir("sub")
+    sub.joinpath("test_here.py").write_text("def test_here(): pass\n")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(sub)
+        result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=6)
+    assert (pytester.path / "out" / "R.json").is_file()
+    assert not (sub / "out").exists()
+
+
+def test_boolean_ini_options_are_typed_bool_in_help(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--help")
+    for line in ("  retrieval_eval (bool):*", "  retrieval_eval_no_model (bool):*",
+                 "  retrieval_eval_no_step_summary (bool):*", "  retrieval_eval_k (string):*"):
+        result.stdout.fnmatch_lines([line])
+
+
+def test_report_header_and_qq(pytester: pytest.Pytester, data: Path) -> None:
+    result = run(pytester, data, "--retrieval-eval-retriever", "bm25,oracle")
+    result.stdout.fnmatch_lines(["retrieval-eval: lme, 5 usable pairs, lane model-free, "
+                                 "model none, retrievers bm25, oracle, k 1,5,10"])
+    quiet = run(pytester, data, "--retrieval-eval-retriever", "bm25,oracle", "-qq")
+    lines = quiet.stdout.lines
+    assert not [line for line in lines if line.startswith(("multi-session", "lane:",
+                                                           "median latency"))]
+    assert len([line for line in lines if line.startswith("overall")]) == 3  # 3 families
+
+
+def test_junit_xml_validates_as_xunit2(pytester: pytest.Pytester, data: Path) -> None:
+    """No <properties> under xunit2 (its schema has none for a testcase); the classname is
+    the path to the question and the name the retriever."""
+    xml = pytester.path / "j.xml"
+    run(pytester, data, "--retrieval-eval-retriever", "bm25", f"--junitxml={xml}")
+    cases = list(ET.parse(xml).getroot().iter("testcase"))
+    assert next((c.get("classname"), c.get("name")) for c in cases) == (
+        "retrieval-eval.multi-session.q1", "bm25")
+    assert all(not list(c.iter("properties")) for c in cases)
+
+
+def test_no_numbered_sql_placeholders() -> None:
+    """Python 3.12 warns for each ``?NNN`` placeholder bound from a sequence; the store's
+    statements use plain ``?`` (vipune's ``?1..?7`` bind the same values in order)."""
+    import re
+
+    from pytest_retrieval_eval.vipune import schema
+
+    for name in dir(schema):
+        value = getattr(schema, name)
+        if isinstance(value, str) and name.endswith("_SQL"):
+            assert not re.search(r"\?\d", value), name
+
+
+def test_hybrid_first_run_under_w_error(pytester: pytest.Pytester, data: Path) -> None:
+    """An empty cache, stores built during the run, every warning an error: no item fails."""
+    result = pytester.runpytest_subprocess(  # in-process, -W error trips on pytester's imports
+        "-W", "error", "--retrieval-eval", "--no-model", f"--retrieval-eval-data={data}",
+        "--retrieval-eval-retriever", "fts")
+    result.assert_outcomes(passed=5)
