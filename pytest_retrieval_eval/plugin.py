@@ -262,7 +262,8 @@ def retrieval_eval_custom_retriever() -> Retriever:
     )
 
 
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+@pytest.hookimpl(tryfirst=True)  # before xdist shuts its workers down: a Ctrl-C there
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:  # costs no report
     config = session.config
     state = _session(config)
     if state is None or state.plan is None or _collect_only(config):
@@ -277,7 +278,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state.report = report.build_report(info, state.results, state.errors)
     base = config.stash.get(BASE_KEY, None)
     if base is not None and state.settings.compare is not None:
-        publish.attach_comparison(state.report, base, state.settings.compare)
+        try:
+            publish.attach_comparison(state.report, base, state.settings.compare)
+        except Exception as exc:  # a base that loads but cannot be compared: the run's own
+            state.report["comparison"] = {  # report and summary come first, whatever it holds
+                "refused": f"{state.settings.compare}: {type(exc).__name__}: {one_line(exc)}"}
     # The JSON report first: a Markdown target that blocks or fails cannot cost it.
     if state.settings.json_path is not None:
         try:

@@ -212,3 +212,22 @@ def test_readme_block_runs_offline(block: Block, tmp_path: Path, shared_cache: P
 def test_options_table_example_runs_offline(command: str, tmp_path: Path,
                                             shared_cache: Path) -> None:
     _run([command], tmp_path, shared_cache)
+
+
+def test_supported_pytest_and_python_range_is_stated_pinned_and_checked() -> None:
+    """README states the range, pyproject pins it, and .ci/pytest-matrix runs its ends."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    pin = next(d for d in project["dependencies"] if re.match(r"pytest\b[<>=]", d))
+    assert re.fullmatch(r"pytest>=8\.1,<10(\s*#.*)?", pin.strip()), pin
+    assert project["requires-python"] == ">=3.10"
+    text = README.read_text(encoding="utf-8")
+    assert "Python ≥ 3.10, pytest 8.1 to 9.x" in text
+    matrix = (ROOT / ".ci" / "pytest-matrix").read_text(encoding="utf-8")
+    versions = re.search(r"versions=\(([\d. ]+)\)", matrix)
+    assert versions is not None
+    listed = versions.group(1).split()
+    assert listed[0] == "8.1.1" and all(v.startswith(("8.", "9.")) for v in listed)
+    assert any(v.startswith("8.4") for v in listed) and listed[-1].startswith("9.")
+    assert ".ci/pytest-matrix" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")

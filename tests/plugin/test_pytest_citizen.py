@@ -43,8 +43,13 @@ def data(pytester: pytest.Pytester, isolated_cache: Path) -> Path:
         make_instance(qid, question_type=qtype, n_sessions=3) for qid, qtype in QUESTIONS])
 
 
+#: The tests read orders (--co trees, --ff, --sw): pytest-randomly, where installed (the CI
+#: matrix installs it), is off in these runs but in the one test about it.
+IN_ORDER = ("-p", "no:randomly")
+
+
 def run(pytester: pytest.Pytester, data: Path, *args: str) -> pytest.RunResult:
-    return pytester.runpytest("-W", "ignore::pytest.PytestAssertRewriteWarning",
+    return pytester.runpytest(*IN_ORDER, "-W", "ignore::pytest.PytestAssertRewriteWarning",
                               "--retrieval-eval", "--no-model", f"--retrieval-eval-data={data}",
                               *args)
 
@@ -52,7 +57,7 @@ def run(pytester: pytest.Pytester, data: Path, *args: str) -> pytest.RunResult:
 def run_custom(pytester: pytest.Pytester, data: Path, model: Path, *args: str
                ) -> pytest.RunResult:
     """The model lane with the tiny model: a custom retriever may read vectors."""
-    return pytester.runpytest("-W", "ignore::pytest.PytestAssertRewriteWarning",
+    return pytester.runpytest(*IN_ORDER, "-W", "ignore::pytest.PytestAssertRewriteWarning",
                               "--retrieval-eval", f"--retrieval-eval-model={model}",
                               f"--retrieval-eval-data={data}", *args)
 
@@ -113,6 +118,27 @@ def test_paths_on_the_command_line_narrow_the_plugin_items(pytester: pytest.Pyte
     both.assert_outcomes(passed=6)
     everything = run(pytester, data, "--retrieval-eval-retriever", "bm25")
     everything.assert_outcomes(passed=6)
+
+
+def test_pytest_randomly_shuffles_the_plugin_items(pytester: pytest.Pytester,
+                                                   data: Path) -> None:
+    """Real collection: pytest-randomly reorders the items as any test (it never reached
+    items appended after collection). Runs where it is installed: the CI matrix."""
+    pytest.importorskip("pytest_randomly")
+
+    def order(seed: str) -> list[str]:
+        return ids_of(pytester.runpytest("--retrieval-eval", "--no-model",
+                                         f"--retrieval-eval-data={data}",
+                                         "--retrieval-eval-retriever", "bm25,oracle",
+                                         "-p", "randomly", f"--randomly-seed={seed}",
+                                         "--co", "-q"))
+
+    in_order = ids_of(run(pytester, data, "--retrieval-eval-retriever", "bm25,oracle",
+                          "--co", "-q"))
+    one, two = order("1"), order("2")
+    assert sorted(one) == sorted(two) == sorted(in_order) and len(one) == 10
+    assert one != in_order or two != in_order
+    assert one == order("1")  # a seed replays its order
 
 
 def test_k_and_m_select_by_type_question_and_retriever(pytester: pytest.Pytester,
