@@ -920,7 +920,7 @@ def vipune_misbehaves(pytester: pytest.Pytester, lane: tuple[Path, Path],
     lines = [line for line in out.splitlines() if line.startswith("vipune: vipune (")]
     assert len(lines) == 3, out
     for qid in ("ok1", "ok2", "ok3"):
-        assert f"_ {qid}[vipune] _" in out  # each failure is headed by its item
+        assert f"_ {qid}::vipune _" in out  # each failure is headed by its item
     result.stdout.fnmatch_lines(["errors: 3 item(s) failed; see their failures above"])
     report = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))
     assert [e["question_id"] for e in report["errors"]] == ["ok1", "ok2", "ok3"]

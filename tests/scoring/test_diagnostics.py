@@ -150,7 +150,7 @@ def test_variant_selected_by_k_and_spelled_in_the_ini(pytester: pytest.Pytester)
     n = len(USABLE)
     res = run(pytester, "--retrieval-eval", "--no-model", "-k", "fts+mode:or", "-v")
     res.assert_outcomes(passed=n, deselected=3 * n)
-    res.stdout.fnmatch_lines([f"*{USABLE[0]['question_id']}?fts+mode:or? PASSED*"])
+    res.stdout.fnmatch_lines([f"*{USABLE[0]['question_id']}::fts+mode:or PASSED*"])
     for name in ("hybrid+rrf_k:60+fts:or", "hybrid+recency:0.3"):
         one = run(pytester, "--retrieval-eval", "--no-model", "-k", name)
         one.assert_outcomes(passed=n, deselected=3 * n)
