@@ -181,7 +181,8 @@ class VectorCache(ShardWriter):
             return
         manifest = {**self.model_info, "fingerprint": self.fingerprint, "dim": self.dim,
                     "format": FORMAT_VERSION}
-        data = json.dumps(manifest, indent=2, sort_keys=True, default=str) + "\n"
+        data = json.dumps(manifest, indent=2, sort_keys=True, default=str,
+                          allow_nan=False) + "\n"
         _write_atomic(self.directory / "manifest.json", data.encode("utf-8"))
 
     # ----------------------------------------------------------------- index

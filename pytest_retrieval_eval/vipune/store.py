@@ -85,7 +85,8 @@ _tmp_counter = itertools.count()
 
 
 def _sha256_json(payload: object) -> str:
-    data = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"),
+                      allow_nan=False).encode("utf-8")
     return hashlib.sha256(data).hexdigest()
 
 

@@ -442,7 +442,7 @@ def write_dataset(config: GeneratorConfig, path: str | os.PathLike[str],
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
             fh.write("[")
             for i, instance in enumerate(iter_instances(config)):
-                fh.write(("\n" if i == 0 else ",\n") + json.dumps(instance))
+                fh.write(("\n" if i == 0 else ",\n") + json.dumps(instance, allow_nan=False))
                 if progress is not None:
                     progress("instances", i + 1, config.n_instances)
             fh.write("\n]\n")
