@@ -10,6 +10,10 @@
   a temp file in the target's own folder, fsynced, given the umask's mode, then
   ``os.replace``. A failure leaves the old file as it was and no temp behind.
 * :func:`append_text` appends (the job summary is shared with the job's other steps).
+* :func:`read_small` reads a small file the plugin did not write itself (a cache manifest, a
+  Hub download) with the same guards: a regular file (opened ``O_NONBLOCK``, checked with
+  ``fstat``: a FIFO never blocks), at most ``limit`` bytes; :func:`parse_json` parses it
+  with deep nesting refused as ``ValueError`` (never ``RecursionError``).
 * :func:`json_text` is the one JSON encoding of what the plugin writes: ``allow_nan=False``,
   so a NaN or infinity is refused (``ValueError``) instead of written as non-JSON.
 
@@ -32,8 +36,8 @@ from typing import Any, BinaryIO
 from ..errors import write_fault
 from .checksums import file_mode
 
-__all__ = ["TargetRefused", "append_text", "fault", "json_text", "replace_file", "replace_text",
-           "resolve_target"]
+__all__ = ["TargetRefused", "append_text", "fault", "json_text", "parse_json", "read_small",
+           "replace_file", "replace_text", "resolve_target"]
 
 
 class TargetRefused(OSError):
@@ -124,6 +128,39 @@ def append_text(path: Path, text: str) -> Path:
     finally:
         os.close(fd)
     return target
+
+
+def read_small(path: Path, limit: int) -> bytes:
+    """The bytes of the regular file ``path`` (through symlinks), refused when it holds more
+    than ``limit`` bytes (``ValueError`` saying so) or is not a regular file
+    (:class:`TargetRefused`; opened ``O_NONBLOCK``, so a FIFO never blocks). ``OSError``
+    (``FileNotFoundError`` among them) when it cannot be opened."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        _refuse_unless_regular(Path(path), st, Path(path))
+        if st.st_size > limit:
+            raise ValueError(f"it holds {st.st_size:,} bytes, more than the {limit:,} bytes "
+                             f"allowed here")
+        os.set_blocking(fd, True)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit and (chunk := os.read(fd, limit + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:  # it grew since the fstat
+            raise ValueError(f"it holds more than the {limit:,} bytes allowed here")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def parse_json(data: bytes | str) -> Any:
+    """``json.loads`` where nesting too deep for the parser is a ``ValueError`` too."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 def json_text(value: Any, **kwargs: Any) -> str:
