@@ -73,9 +73,11 @@ def resolve_target(path: Path) -> Path:
     named = Path(path)
     resolved = Path(os.path.realpath(named))
     try:
-        st = os.stat(resolved)
+        # The named path, links followed by the kernel: /dev/stdout and /proc/self/fd/1 reach
+        # the pipe or terminal itself, where realpath only gives a name ('pipe:[…]').
+        st = os.stat(named)
     except FileNotFoundError:
-        return resolved
+        return resolved  # absent, or a dangling link: the file to create
     _refuse_unless_regular(resolved, st, named)
     return resolved
 

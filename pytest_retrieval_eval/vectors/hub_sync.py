@@ -289,7 +289,7 @@ def pull(
             for part, _digest in staged:
                 part.unlink(missing_ok=True)
             raise hub.error(f"a shard of model {_describe(info)} is unusable "
-                            f"({one_line(exc, 200)}); nothing was committed; push that model "
+                            f"({one_line(exc, 400)}); nothing was committed; push that model "
                             f"again from a good cache") from None
         for path, (part, _digest) in zip(corpus, staged[n_shards:], strict=True):
             _commit_corpus(hub, root, path, part)

@@ -149,3 +149,27 @@ def test_append_to_a_fifo_with_a_reader_is_still_refused(tmp_path: Path) -> None
         assert os.read(reader, 10) == b""  # nothing was written into the pipe
     finally:
         os.close(reader)
+
+
+def test_dev_stdout_and_proc_fd_of_a_pipe_are_refused(tmp_path: Path) -> None:
+    """Issue 23.3: /proc/self/fd/1 and /dev/stdout were replaced by a plain file (as root in a
+    CI container, the device node itself)."""
+    read_end, write_end = os.pipe()
+    try:
+        for path in (Path(f"/proc/self/fd/{write_end}"), Path("/dev/stdout")):
+            for write in (user_files.replace_text, user_files.append_text):
+                try:
+                    kind = stat.S_IFMT(os.stat(path).st_mode)
+                except OSError:
+                    continue
+                if kind == stat.S_IFREG:
+                    continue  # stdout redirected to a file: written through, as a symlink
+                with pytest.raises(user_files.TargetRefused, match="not a regular file"):
+                    write(path, "text")
+        assert os.path.islink(f"/proc/self/fd/{write_end}")
+        os.set_blocking(read_end, False)
+        with pytest.raises(BlockingIOError):
+            os.read(read_end, 10)  # nothing reached the pipe
+    finally:
+        os.close(read_end)
+        os.close(write_end)
