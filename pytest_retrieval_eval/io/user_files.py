@@ -76,8 +76,8 @@ def resolve_target(path: Path) -> Path:
         # The named path, links followed by the kernel: /dev/stdout and /proc/self/fd/1 reach
         # the pipe or terminal itself, where realpath only gives a name ('pipe:[…]').
         st = os.stat(named)
-    except FileNotFoundError:
-        return resolved  # absent, or a dangling link: the file to create
+    except (FileNotFoundError, NotADirectoryError):
+        return resolved  # absent, or a dangling link: the file to create (mkdir says more)
     _refuse_unless_regular(resolved, st, named)
     return resolved
 

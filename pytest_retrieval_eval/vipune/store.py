@@ -38,11 +38,13 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
 from .. import vipune
 from ..errors import CacheError, DataError, one_line, write_fault
+from ..io import user_files
 from ..io.checksums import (
     SIDECAR_SUFFIX,
     VERIFIED_SUFFIX,
@@ -310,26 +312,23 @@ def export_name(question_id: str) -> str:
 def export_store(source: str | Path, dest: str | Path) -> Path:
     """Copy a store to ``dest`` (e.g. ``--retrieval-eval-store-dir``) atomically; ``dest``.
 
-    Raises :class:`CacheError` (one line) when ``dest`` cannot be written.
+    Written as every user-named file is (:mod:`io.user_files`): through a symlink, at its
+    target; a FIFO, device, socket or folder at ``dest`` is refused. Raises
+    :class:`CacheError` (one line) when ``dest`` cannot be written.
     """
     src, target = Path(source), Path(dest)
-    tmp = target.with_name(f"{target.name}.tmp-{owner_tag()}-{next(_tmp_counter)}")
+
+    def copy(out: BinaryIO) -> None:
+        with open(src, "rb") as fh:
+            shutil.copyfileobj(fh, out, 1 << 20)
+
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, tmp)
-        share_as_umask(tmp)
-        os.replace(tmp, target)
+        user_files.replace_file(target, copy)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         raise CacheError(
-            f"store copy {target} cannot be written ({exc.strerror or exc}); make "
+            f"store copy {target} cannot be written ({user_files.fault(exc, target)}); make "
             f"{target.parent} a writable folder or pass another --retrieval-eval-store-dir"
         ) from None
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
     return target
 
 
