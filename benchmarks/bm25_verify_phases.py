@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import shutil
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks.measuring import BM25_SPEEDUP, Results, Row, fmt_s, verdict
+from benchmarks.measuring import BM25_SPEEDUP, MiB, Results, Row, fmt_mem, fmt_s, verdict
 from pytest_retrieval_eval import retrievers as retrievers_mod
 from pytest_retrieval_eval.data import corpus as corpus_mod
 
@@ -78,6 +80,35 @@ def bm25_phase(cache: Path, results: Results) -> None:
         f"{texts_total / build:.0f} texts/s", "", "",
         f"{texts_total:,} texts split and counted; {table_file.stat().st_size / 1e6:.0f} MB; "
         "every later run (and each xdist worker) reads them instead"))
+    bm25_memory_row(results)
+
+
+#: A child that counts one 100 MB session's terms and prints its peak RSS before and after.
+_HUGE_SESSION = """
+from pytest_retrieval_eval.retrievers import terms
+def hwm():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM"):
+            return int(line.split()[1]) * 1024
+words = " ".join(f"w{i % 997}x{i % 13}" for i in range(20000)) + " "
+text = words * (100_000_000 // len(words))
+before = hwm()
+doc = terms.count_terms(text, {})
+print(len(text), before, hwm(), doc.length)
+"""
+
+
+def bm25_memory_row(results: Results) -> None:
+    """Issue 23.9: what counting the terms of one 100 MB session costs beyond the text."""
+    out = subprocess.run([sys.executable, "-c", _HUGE_SESSION], capture_output=True,
+                         text=True, check=True).stdout.split()
+    size, before, after, tokens = (int(v) for v in out)
+    extra = after - before
+    results.add(Row(
+        "bm25: term counts of one 100 MB session (peak memory)", "", fmt_mem(after),
+        "", "<= 5x the text", verdict(after - before <= 5 * size),
+        f"{size / 1e6:.0f} MB text, {tokens:,} tokens: +{extra / MiB:.0f} MiB over the "
+        f"process with the text in it ({fmt_mem(before)}); split whole it took +1 GiB"))
 
 
 # --------------------------------------------------------------------------- re-verification

@@ -52,7 +52,7 @@ def build_persona(pair: PairRecord, corpus: Corpus, vectors: VectorCache | None,
             return built[0]
         path = stores.get_or_build(key, lambda: store_mod.rows_from_arrays(
             pair.session_ids, load_texts(), matrix, pair.created_at),
-            session_ids=pair.session_ids)
+            session_ids=pair.session_ids, fingerprint=fingerprint)
         if store_dir is not None:
             store_mod.export_store(path, store_dir / store_mod.export_name(pair.question_id))
         built.append(path)

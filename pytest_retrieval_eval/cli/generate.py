@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import RetrievalEvalError, write_fault
+from ..io.user_files import TargetRefused
 from ..options import positive_int
 from .progress_bar import ProgressBar
 
@@ -53,7 +54,9 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         size = write_dataset(config, args.out, bar)
     except OSError as exc:
-        if isinstance(exc, (FileExistsError, NotADirectoryError)):  # a file where a folder is
+        if isinstance(exc, TargetRefused):  # a FIFO, device, socket or folder stands there
+            advice = "give the path of a regular file"
+        elif isinstance(exc, (FileExistsError, NotADirectoryError)):  # a file where a folder is
             advice = f"{exc.filename} is a file, not a folder; give a path in a folder"
         else:
             advice = write_fault(exc, args.out.parent)

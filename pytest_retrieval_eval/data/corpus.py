@@ -130,7 +130,7 @@ class PairRecord(PairFacts):
 
 
 def json_text(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def _record_from_row(row: Sequence[Any]) -> PairRecord:

@@ -6,10 +6,18 @@ a web page, not an array) and the nesting depth is bounded as the bytes go by; e
 file-level fault becomes a one-line :class:`~pytest_retrieval_eval.errors.DataError` naming
 the file, the fault (with its byte offset) and the fix. Items that are not objects are
 yielded unchanged: :func:`.pairs.parse_instance` rejects them one by one.
+
+A ``\\uD800``-``\\uDFFF`` escape that is not half of a valid surrogate pair (a high half
+followed at once by a low half) is refused in one line naming its byte offset in the file,
+before the parser sees it: such text is no Unicode (it cannot be written as UTF-8), and the
+parsers disagree on it (Python's ``json`` keeps it, ijson's C backend turns ``\\ud800``
+into ``?``, pairs ``\\ud800\\ud800`` into U+10000, fails on ``\\udfff``). One rule, and
+never a silent change.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -188,8 +196,101 @@ class _TooDeep(Exception):
         self.offset = offset
 
 
-_QUOTE, _BACKSLASH = ord('"'), ord("\\")
+_QUOTE, _BACKSLASH, _LETTER_U, _LETTER_D = ord('"'), ord("\\"), ord("u"), ord("d")
 _OPEN_ARRAY, _CLOSE_ARRAY, _OPEN_OBJECT, _CLOSE_OBJECT = (ord(c) for c in "[]{}")
+
+
+class _LoneSurrogate(Exception):
+    """Internal: a ``\\uD800``-``\\uDFFF`` escape that is not half of a valid pair."""
+
+    def __init__(self, offset: int, escape: str) -> None:
+        super().__init__(offset, escape)
+        self.offset = offset
+        self.escape = escape
+
+
+#: A run of backslashes, then ``u`` and a surrogate code unit (D800-DFFF).
+_SURROGATE_RE = re.compile(rb"(\\+)u([dD][89a-fA-F][0-9a-fA-F]{2})")
+_LOW_RE = re.compile(rb"\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+_PAIR_RE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+#: Bytes a judgement may need past an escape's backslash: itself and a following low half.
+_PAIR_BYTES = 12
+
+
+class _SurrogateGuard:
+    """Finds the first lone surrogate escape in the bytes handed to the parser, chunk by chunk,
+    before the parser sees them (:class:`_LoneSurrogate`, with its file offset). Each chunk
+    comes with the :data:`_PAIR_BYTES` bytes after it (``ahead``), so an escape or a pair split
+    between chunks is judged whole."""
+
+    def __init__(self, start: int) -> None:
+        self.offset = start  # file offset of the next chunk
+        self.backslashes_before = 0  # backslashes right before the next chunk
+        self.paired_low = -1  # file offset of a low half already paired with its high half
+
+    def feed(self, chunk: bytes, ahead: bytes) -> None:
+        if b"\\" in chunk:
+            buf = chunk + ahead
+            if b"\\u" in buf:
+                if self._all_paired(buf):
+                    self._note_split_pair(buf, len(chunk))
+                else:
+                    self._judge(buf, len(chunk))
+            run = len(chunk) - len(chunk.rstrip(b"\\"))
+            self.backslashes_before = (self.backslashes_before + run if run == len(chunk)
+                                       else run)
+        else:
+            self.backslashes_before = 0
+        self.offset += len(chunk)
+
+    def _all_paired(self, buf: bytes) -> bool:
+        """True when every surrogate escape of ``buf`` is a real escape (one backslash before
+        it) in a valid pair: a few vectorised passes, ~1 ms a MiB. False sends ``buf`` to the
+        exact, escape-by-escape :meth:`_judge`."""
+        data = np.frombuffer(buf, dtype=np.uint8)
+        starts = np.flatnonzero((data[:-1] == _BACKSLASH) & (data[1:] == _LETTER_U))
+        if not len(starts):
+            return True
+        if int(starts[-1]) + 6 > len(buf):
+            return False  # an escape cut by the end of the file: judged exactly
+        kind = data[starts + 2] | 0x20
+        unit = data[starts + 3] | 0x20
+        surrogate = (kind == _LETTER_D) & (((unit >= 0x38) & (unit <= 0x39))
+                                           | ((unit >= 0x61) & (unit <= 0x66)))
+        found = starts[surrogate]
+        if not len(found):
+            return True
+        if (data[found[found > 0] - 1] == _BACKSLASH).any():
+            return False  # a backslash run before one: its parity decides
+        if found[0] == 0 and self.backslashes_before:
+            return False
+        # Escapes are 6 bytes and never overlap, so valid pairs alternate high, low in
+        # ``found``, each low 6 bytes after its high.
+        if len(found) % 2:
+            return False
+        high = (data[found + 3] | 0x20) <= 0x62  # 8, 9, a, b
+        return bool(high[0::2].all() and not high[1::2].any()
+                    and (found[1::2] - found[0::2] == 6).all())
+
+    def _note_split_pair(self, buf: bytes, end: int) -> None:
+        """Remember the low half of a pair whose high half ends this chunk."""
+        for start in range(max(0, end - 6), end):
+            if _PAIR_RE.match(buf, start):
+                self.paired_low = self.offset + start + 6
+
+    def _judge(self, buf: bytes, end: int) -> None:
+        for match in _SURROGATE_RE.finditer(buf):
+            escape = match.end(1) - 1  # the backslash of this \\u
+            if escape >= end:
+                break
+            run = len(match.group(1)) + (self.backslashes_before if match.start() == 0 else 0)
+            if run % 2 == 0 or self.offset + escape == self.paired_low:
+                continue  # a literal backslash before 'u', or a low half already paired
+            unit = int(match.group(2), 16)
+            if unit < 0xDC00 and _LOW_RE.match(buf, escape + 6):
+                self.paired_low = self.offset + escape + 6
+                continue
+            raise _LoneSurrogate(self.offset + escape, buf[escape:escape + 6].decode("ascii"))
 
 
 class _NestingGuard:
@@ -210,15 +311,24 @@ class _NestingGuard:
         self.depth = 0
         self.in_string = False
         self.trailing_backslashes = 0
+        self.surrogates = _SurrogateGuard(start)
+        self.ahead = b""  # bytes read past the last chunk, for the surrogate check
 
     def read(self, size: int = -1) -> bytes:
-        chunk: bytes = self.f.read(size)
+        if size < 0:
+            chunk: bytes = self.ahead + self.f.read()
+            self.ahead = b""
+        else:
+            want = size + _PAIR_BYTES - len(self.ahead)
+            data = self.ahead + (self.f.read(want) if want > 0 else b"")
+            chunk, self.ahead = data[:size], data[size:]
         if chunk:
             self._scan(chunk)
+            self.surrogates.feed(chunk, self.ahead)
         return chunk
 
     def tell(self) -> int:
-        return int(self.f.tell())
+        return int(self.f.tell()) - len(self.ahead)
 
     def _scan(self, chunk: bytes) -> None:
         data = np.frombuffer(chunk, dtype=np.uint8)
@@ -344,9 +454,15 @@ def iter_instances(path: Path) -> Iterator[tuple[int, object]]:
                     f"byte {deep.offset}; LongMemEval needs {SCHEMA_DEPTH}); pass a "
                     f"LongMemEval file"
                 ) from None
+            except _LoneSurrogate as lone:
+                raise DataError(
+                    f"dataset file {path} holds a lone surrogate escape {lone.escape} at byte "
+                    f"{lone.offset} (half of a UTF-16 pair, which is no Unicode text and "
+                    f"JSON readers change differently); fix or remove that escape"
+                ) from None
             except Exception as exc:
                 if type(exc).__module__.startswith("ijson") or isinstance(exc, ValueError):
-                    raise _parse_error(path, exc, f.tell()) from None
+                    raise _parse_error(path, exc, guard.tell()) from None
                 raise
             if object_type.pending[0]:  # some item of this buffer repeats a key
                 repeated = _repeated_keys(item)

@@ -106,7 +106,7 @@ def _is_hex_digest(value: object) -> bool:
 
 
 def _memo_file(memo_dir: Path, version: FileVersion) -> Path:
-    name = hashlib.sha256(json.dumps(list(version)).encode("utf-8")).hexdigest()
+    name = hashlib.sha256(json.dumps(list(version), allow_nan=False).encode("utf-8")).hexdigest()
     return memo_dir / f"{name}.json"
 
 
@@ -127,7 +127,8 @@ def _write_disk_memo(memo_dir: Path, version: FileVersion, digest: str) -> None:
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         memo_dir.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps({"key": list(version), "sha256": digest}), encoding="utf-8")
+        tmp.write_text(json.dumps({"key": list(version), "sha256": digest},
+                                  allow_nan=False), encoding="utf-8")
         os.replace(tmp, target)
     except OSError:
         with contextlib.suppress(OSError):
@@ -253,7 +254,8 @@ def write_stamp(path: Path, st: os.stat_result, digest: str) -> None:
     path = Path(path)
     with contextlib.suppress(OSError):
         path.with_name(path.name + VERIFIED_SUFFIX).write_text(
-            json.dumps({"stat": _stamp_of(st), "sha256": digest}), encoding="ascii")
+            json.dumps({"stat": _stamp_of(st), "sha256": digest}, allow_nan=False),
+            encoding="ascii")
 
 
 def matches_sidecar(path: Path, *, trust_stamp: bool = True) -> bool:

@@ -9,13 +9,12 @@ is one error line.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import RetrievalEvalError, write_fault
-from ..io.checksums import file_mode
+from ..errors import RetrievalEvalError
+from ..io import user_files
 from .markdown import STEP_SUMMARY_ENV, run_markdown
 
 #: The name this run's side has in an in-run comparison.
@@ -48,44 +47,34 @@ def comparison_lines(report: Mapping[str, Any], verbose: bool,
     return lines(cmp, verbose, width)
 
 
-def _write(path: Path, text: str, *, append: bool) -> None:
-    if append:
-        with path.open("a", encoding="utf-8") as fh:
-            fh.write(text if text.endswith("\n") else text + "\n")
-        return
-    tmp: str | None = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, file_mode())  # the umask's mode, not mkstemp's 0600
-        os.replace(tmp, path)
-        tmp = None
-    finally:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-
-
 def publish_markdown(report: Mapping[str, Any], path: Path | None,
                      step_summary: bool) -> list[str]:
     """Write the Markdown to ``path`` and append it to ``$GITHUB_STEP_SUMMARY`` (when set and
-    ``step_summary``); returns the terminal lines saying where it went (or why not)."""
+    ``step_summary``); returns the terminal lines saying where it went (or why not).
+
+    Both go through :mod:`io.user_files`: a symlink is written through, a FIFO, device,
+    socket or directory is refused in one line (nothing blocks on a FIFO)."""
     summary_file = os.environ.get(STEP_SUMMARY_ENV, "").strip() if step_summary else ""
     if path is None and not summary_file:
         return []
     text = run_markdown(report)
+    if not text.endswith("\n"):
+        text += "\n"
     lines = []
-    for target, append, what in ((path, False, "Markdown summary"),
-                                 (Path(summary_file) if summary_file else None, True,
-                                  f"job summary (${STEP_SUMMARY_ENV})")):
+    for target, append, what, fix in (
+            (path, False, "Markdown summary", "pass another --retrieval-eval-markdown"),
+            (Path(summary_file) if summary_file else None, True,
+             f"job summary (${STEP_SUMMARY_ENV})", f"point ${STEP_SUMMARY_ENV} at a file")):
         if target is None:
             continue
         try:
-            _write(target, text, append=append)
+            if append:
+                user_files.append_text(target, text)
+            else:
+                user_files.replace_text(target, text)
         except OSError as exc:
             lines.append(f"retrieval-eval: error: {what} {target} cannot be written "
-                         f"({write_fault(exc, target.parent)})")
+                         f"({user_files.fault(exc, target)}); {fix}")
         else:
             lines.append(f"{what}: {target}")
     return lines

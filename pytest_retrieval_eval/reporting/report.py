@@ -7,11 +7,8 @@ numbers: results are sorted by (retriever order, pair index) before anything is 
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import statistics
-import tempfile
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -20,7 +17,7 @@ from typing import Any
 from ..data.pairs import QUESTION_TYPES
 from ..data.subset import subset_info, subset_lines
 from ..errors import CacheError
-from ..io.checksums import share_as_umask
+from ..io import user_files
 from ..scoring.metrics import mean_metrics, metric_key
 from . import diagnostic_lines
 
@@ -403,27 +400,22 @@ def _run_counts(selection: Mapping[str, Any], results: Sequence[PairResult],
 
 def write_json(report: Mapping[str, Any], path: Path,
                option: str = "--retrieval-eval-json") -> None:
-    """Write the report atomically (temp file + rename): never a half-written file.
+    """Write the report atomically (temp file + rename at the resolved path: a symlink is
+    written through, a FIFO, device, socket or directory is refused): never a half-written
+    file, never bare ``NaN`` (``allow_nan=False``).
 
     Raises :class:`CacheError` (one line, naming ``option`` as the fix) when ``path`` cannot
-    be written.
+    be written or the report holds a number JSON cannot hold.
     """
     public = {k: v for k, v in report.items() if k != "info"}
-    tmp: str | None = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(public, fh, indent=1, sort_keys=False)
-            fh.write("\n")
-        share_as_umask(tmp)  # mkstemp makes it 0600
-        os.replace(tmp, path)
-    except BaseException as exc:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise CacheError(
-                f"JSON report {path} cannot be written ({exc.strerror or exc}); pass another "
-                f"{option}"
-            ) from None
-        raise
+        text = user_files.json_text(public, indent=1, sort_keys=False) + "\n"
+    except ValueError:
+        raise CacheError(
+            f"JSON report {path} not written: it holds a NaN or infinite number, which JSON "
+            "cannot hold; report this as a bug") from None
+    try:
+        user_files.replace_text(path, text)
+    except OSError as exc:
+        raise CacheError(f"JSON report {path} cannot be written ({user_files.fault(exc, path)}); "
+                         f"pass another {option}") from None

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .terms import DocTerms
+from .terms import _SPACE_RE, _WHITE_SPACE_RE, DocTerms, split_pieces
 
 __all__ = ["BM25Index"]
 
@@ -329,16 +329,23 @@ def _tokenize_arrow(
 
 
 def _tokenize_python(
-    texts: Sequence[str], split: Callable[[str], list[str]] = str.split,
+    texts: Sequence[str], single_space: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, Callable[[Sequence[str]], list[int | None]]]:
-    """Plain-Python twin of :func:`_tokenize_arrow` (``split`` per text, dict ids)."""
+    """Plain-Python twin of :func:`_tokenize_arrow` (``split()`` per text, or ``split(" ")``
+    with ``single_space``; dict ids). A text is split a piece at a time
+    (:func:`.terms.split_pieces`), so a huge one never holds all its tokens as strings."""
     vocab: dict[str, int] = {}
     gid_parts: list[np.ndarray] = []
     doc_parts: list[np.ndarray] = []
+    separator = _SPACE_RE if single_space else _WHITE_SPACE_RE
     for d, text in enumerate(texts):
-        ids = [vocab.setdefault(tok, len(vocab)) for tok in split(text)]
-        gid_parts.append(np.asarray(ids, dtype=np.int64))
-        doc_parts.append(np.full(len(ids), d, dtype=np.int64))
+        for part in split_pieces(text, separator):
+            tokens = part.split(" ") if single_space else part.split()
+            ids = np.fromiter((vocab.setdefault(tok, len(vocab)) for tok in tokens),
+                              dtype=np.int64, count=len(tokens))
+            del tokens
+            gid_parts.append(ids)
+            doc_parts.append(np.full(len(ids), d, dtype=np.int64))
     gids = np.concatenate(gid_parts) if gid_parts else np.zeros(0, dtype=np.int64)
     docs = np.concatenate(doc_parts) if doc_parts else np.zeros(0, dtype=np.int64)
 
@@ -348,14 +355,10 @@ def _tokenize_python(
     return gids, docs, lookup
 
 
-def _split_single_space(text: str) -> list[str]:
-    return text.split(" ")
-
-
 def _tokenize_single_space(
     texts: Sequence[str],
 ) -> tuple[np.ndarray, np.ndarray, Callable[[Sequence[str]], list[int | None]]]:
     """Tokens of ``t.split(" ")`` for every text: LongMemEval's tokenisation
     (``src/retrieval/run_retrieval.py`` lines 107 and 110). Unlike ``split()``, runs of spaces
     give empty tokens, an empty text is one empty token, and newlines stay inside tokens."""
-    return _tokenize_python(texts, _split_single_space)
+    return _tokenize_python(texts, single_space=True)

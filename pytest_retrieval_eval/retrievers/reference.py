@@ -126,6 +126,8 @@ class FtsRetriever:
         try:
             results = vipune.fts_search(persona.store_path(), query.question,
                                         self.project_id, lim, mode=self.mode)
+        except vipune.VipuneInputError as exc:  # a NUL in the question, as vipune fails
+            raise _wrap_vipune_error(self.name, query, exc) from None
         except sqlite3.Error as exc:
             raise _store_error(self.name, query, exc) from None
         return [mem_id for mem_id, _ in results]

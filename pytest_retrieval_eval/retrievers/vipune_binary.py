@@ -152,6 +152,11 @@ class VipuneBinaryRetriever:
                 f"{where}: the persona store {db_path.name} is not a vipune store (its vectors "
                 f"are not {vipune.EMBEDDING_DIM}-d); prep with {vipune.MODEL_ID}"
             )
+        if "\x00" in query.question:  # argv strings end at a NUL (see vipune/fts.py)
+            raise RetrieverError(
+                f"{where}: the question holds a NUL character (U+0000), which no command-line "
+                f"argument can carry, so vipune cannot be asked it; remove it from the "
+                f"dataset's question")
         cmd = self.command(db_path, query.question, lim)
         try:
             proc = subprocess.Popen(

@@ -16,6 +16,10 @@ Layout under a cache root::
   same way. The sidecar is the commit mark: readers only see shards that have one, and never
   take the lock. A shard left without a sidecar (a writer killed between the two renames) and
   stale temp files are removed by the next writer.
+* Each shard names its model in its Parquet key-value metadata (``FINGERPRINT_KEY``), checked
+  whenever the shard is indexed: a shard of another model (or one naming none, written by an
+  older release) is refused like a corrupt one, so copying a shard and its sidecar into
+  another model's folder never serves its vectors.
 * A shard is checked against its sidecar (full sha256) before any vector of it is served; a
   truncated or altered shard raises :class:`~pytest_retrieval_eval.errors.CacheError` naming
   the file. :meth:`VectorCache.repair` (used by prep) quarantines such shards instead (renames
@@ -63,6 +67,7 @@ from .shards import (
     _write_atomic,
 )
 from .shards import COMPACT_ROWS as COMPACT_ROWS
+from .shards import FINGERPRINT_KEY as FINGERPRINT_KEY
 from .shards import ROW_GROUP_ROWS as ROW_GROUP_ROWS
 
 __all__ = [
@@ -181,7 +186,8 @@ class VectorCache(ShardWriter):
             return
         manifest = {**self.model_info, "fingerprint": self.fingerprint, "dim": self.dim,
                     "format": FORMAT_VERSION}
-        data = json.dumps(manifest, indent=2, sort_keys=True, default=str) + "\n"
+        data = json.dumps(manifest, indent=2, sort_keys=True, default=str,
+                          allow_nan=False) + "\n"
         _write_atomic(self.directory / "manifest.json", data.encode("utf-8"))
 
     # ----------------------------------------------------------------- index
@@ -205,7 +211,8 @@ class VectorCache(ShardWriter):
     def _index_shard(self, path: Path, read_only: bool) -> None:
         handle, sidecar = _pin(path)
         try:
-            keys, rg_rows = _read_keys(path, self.dim, read_only, handle)
+            keys, rg_rows = _read_keys(path, self.dim, read_only, handle,
+                                        fingerprint=self.fingerprint, name=self.name)
         except BaseException:
             handle.close()
             raise

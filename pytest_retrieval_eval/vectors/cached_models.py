@@ -40,7 +40,7 @@ def _keys_of(directory: Path, read_only: bool = False) -> set[str]:
         keys: set[str] = set()
         try:
             for path in _committed_shards(directory):
-                keys.update(_read_keys(path, None, read_only)[0])
+                keys.update(_read_keys(path, None, read_only, fingerprint=directory.name)[0])
         except FileNotFoundError:
             time.sleep(min(0.001 * attempt, 0.05))
             continue

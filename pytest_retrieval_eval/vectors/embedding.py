@@ -241,7 +241,7 @@ class Embedder:
             "query_prefix": config.query_prefix,
         }
         self.fingerprint = hashlib.sha256(
-            json.dumps(recipe, sort_keys=True, ensure_ascii=True).encode("utf-8")
+            json.dumps(recipe, sort_keys=True, ensure_ascii=True, allow_nan=False).encode("utf-8")
         ).hexdigest()
 
     # -- internals ------------------------------------------------------------------------------

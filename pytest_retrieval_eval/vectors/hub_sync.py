@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import re
 import tempfile
@@ -61,7 +60,9 @@ from ..io.hub_transfer import (
     remote_files,
     valid_repo_id,
 )
+from ..io.user_files import parse_json, read_small
 from .cache import FORMAT_VERSION, VectorCache, list_models
+from .shards import MANIFEST_LIMIT
 
 __all__ = [
     "STAGING_DIR",
@@ -175,17 +176,20 @@ def _pull_turn(staging: Path, hub: HubConnection, progress: Progress | None) -> 
 def _manifest(fetcher: Fetcher, files: Mapping[str, int], fingerprint: str) -> dict[str, Any]:
     """The repo's manifest of ``fingerprint``, checked against its sidecar when it has one."""
     path = f"vectors/{fingerprint}/manifest.json"
+    hub = fetcher.hub
+    if files.get(path, 0) > MANIFEST_LIMIT:  # the listing's size: refused before any byte
+        raise hub.error(f"{path} holds {files[path]:,} bytes, more than a manifest may "
+                        f"({MANIFEST_LIMIT:,}); push that model again from a good cache")
     if path + SIDECAR_SUFFIX in files:
         part = fetcher.fetch_checked(path, fetcher.fetch_digest(path + SIDECAR_SUFFIX), False)
     else:
         part = fetcher.fetch(path, counted=False)
     try:
-        info = json.loads(part.read_text(encoding="utf-8"))
+        info = parse_json(read_small(part, MANIFEST_LIMIT))
     except (OSError, ValueError):
         info = None
     finally:
         part.unlink(missing_ok=True)
-    hub = fetcher.hub
     if not isinstance(info, dict):
         raise hub.error(f"{path} is not a JSON object; push that model again from a good cache")
     if str(info.get("fingerprint", "")) != fingerprint:
@@ -285,7 +289,7 @@ def pull(
             for part, _digest in staged:
                 part.unlink(missing_ok=True)
             raise hub.error(f"a shard of model {_describe(info)} is unusable "
-                            f"({one_line(exc, 200)}); nothing was committed; push that model "
+                            f"({one_line(exc, 400)}); nothing was committed; push that model "
                             f"again from a good cache") from None
         for path, (part, _digest) in zip(corpus, staged[n_shards:], strict=True):
             _commit_corpus(hub, root, path, part)

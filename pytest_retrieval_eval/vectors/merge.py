@@ -7,8 +7,10 @@ same model's vector of the same text.
 
 A merge is a checked copy, in two passes:
 
-1. **Check everything first.** For each source and each model directory in it: the manifest
-   names the directory's fingerprint, every source (and the target) agrees on the model's
+1. **Check everything first.** A source that is the target itself, or a model directory
+   with shards but no manifest, is refused. For each source and each model directory in it:
+   the manifest names the directory's fingerprint, every shard names that model in its
+   Parquet metadata, every source (and the target) agrees on the model's
    dimension, and every committed shard matches its ``.sha256`` sidecar and has the cache's
    schema (:meth:`VectorCache.verify`). A failure is one line naming the file; nothing has been
    written yet.
@@ -23,6 +25,7 @@ dataset on first use in a few seconds.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +34,7 @@ from typing import Any
 from ..errors import CacheError
 from .cache import VectorCache, list_models
 from .prep import COMPACT_AFTER_SHARDS
+from .shards import _committed_shards
 
 __all__ = ["MergeResult", "MergedModel", "merge_caches"]
 
@@ -69,17 +73,39 @@ def _sources(sources: Sequence[Path], target: Path) -> list[Path]:
             raise CacheError(f"cache merge: {path} holds no vectors/ folder, so it is not a "
                              f"prepared cache; give the folder passed to prep --cache")
         resolved = path.resolve()
-        if resolved == target.resolve() or resolved in seen:
-            continue  # the target itself, or a source named twice: nothing to copy
+        if resolved == target.resolve():
+            raise CacheError(f"cache merge: source {path} and the target {target} are the same "
+                             f"folder; a cache is never merged into itself: pass another "
+                             f"--into, or leave {path} out of the sources")
+        if resolved in seen:
+            continue  # a source named twice: nothing more to copy
         seen.add(resolved)
         out.append(path)
     return out
+
+
+def _refuse_unlisted(root: Path) -> None:
+    """A model folder holding committed shards but no manifest.json cannot be checked, and
+    leaving it out would drop its vectors at exit 0: refused in one line."""
+    base = root / "vectors"
+    for name in sorted(os.listdir(base)):
+        directory = base / name
+        if not directory.is_dir() or (directory / "manifest.json").exists():
+            continue
+        held = _committed_shards(directory)
+        if held:
+            raise CacheError(
+                f"cache merge: {directory} holds {len(held)} shard(s) but no manifest.json, so "
+                f"its model cannot be checked and its vectors would be left out; copy "
+                f"manifest.json back from the cache that made it (or delete {directory} and "
+                f"prep that model again), then merge")
 
 
 def _check_source(root: Path, progress: Progress | None = None
                   ) -> list[tuple[dict[str, Any], VectorCache]]:
     """Every model of ``root``, each shard verified now (CacheError names the first bad
     file)."""
+    _refuse_unlisted(root)
     caches = []
     for info in list_models([root]):  # also refuses a manifest naming another fingerprint
         fingerprint = str(info.get("fingerprint", ""))

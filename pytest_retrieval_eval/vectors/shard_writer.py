@@ -33,6 +33,7 @@ from .shards import (
     _Shard,
     _shard_name,
     _unlink,
+    shard_metadata,
 )
 
 #: Seconds a writer waits for the lock before giving up with a CacheError.
@@ -47,6 +48,8 @@ class ShardWriter:
 
     directory: Path
     dim: int
+    fingerprint: str
+    name: str
     added: int
     read_only_dirs: list[Path]
     _verified: set[Path]
@@ -171,7 +174,8 @@ class ShardWriter:
     def _writer(self, path: Path) -> Any:
         pa, pq = _pa(), _pq()
         schema = pa.schema([("key", pa.string()),
-                            ("vector", pa.list_(pa.float32(), self.dim))])
+                            ("vector", pa.list_(pa.float32(), self.dim))],
+                           metadata=shard_metadata(self.fingerprint, self.name))
         return pq.ParquetWriter(
             str(path), schema, compression={"key": "zstd", "vector": "none"},
             use_dictionary=False, write_statistics=False,
@@ -224,7 +228,9 @@ class ShardWriter:
         for path, name, _digest in shards:
             if not _SHARD_RE.match(name):
                 raise ValueError(f"{name!r} is not a shard name")
-            _read_keys(path, self.dim, read_only=False)  # the right columns and dimension
+            # the right columns, dimension and model
+            _read_keys(path, self.dim, read_only=False, fingerprint=self.fingerprint,
+                       name=self.name)
         committed: list[Path] = []
         with self._locked():
             self._ensure_manifest()
@@ -271,7 +277,8 @@ class ShardWriter:
 
     def _full_check(self, path: Path, read_only: bool) -> None:
         self._verify(_Shard(path, read_only, 0, 0, []))
-        _read_keys(path, self.dim, read_only)
+        _read_keys(path, self.dim, read_only, fingerprint=self.fingerprint,
+                   name=self.name)
 
     def compact(self, target_rows: int = COMPACT_ROWS) -> int:
         """Merge the writable root's small shards into shards of about ``target_rows`` rows.
@@ -302,8 +309,8 @@ class ShardWriter:
             for group in groups:
                 if len(group) < 2:
                     continue
-                for path in group:
-                    self._verify(_Shard(path, False, 0, 0, []))
+                for path in group:  # whole, and of this model, before it is merged
+                    self._full_check(path, read_only=False)
                 self._commit(lambda tmp, group=group: self._merge_into(tmp, group, seen))
                 for path in group:
                     _unlink(sidecar_path(path))  # uncommit first: readers stop listing it

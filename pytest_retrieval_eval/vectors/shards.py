@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import re
 import time
@@ -22,6 +21,7 @@ from typing import Any
 
 from ..errors import CacheError
 from ..io.checksums import SIDECAR_SUFFIX, read_sidecar
+from ..io.user_files import TargetRefused, parse_json, read_small
 
 #: Version of the on-disk layout written into every manifest.
 FORMAT_VERSION = 1
@@ -30,6 +30,8 @@ ROW_GROUP_ROWS = 4096
 #: Rows a compacted shard aims at (~50 MB at dim 384): a reader hashes a whole shard before
 #: serving from it, so shards stay small enough that a run touching few personas stays cheap.
 COMPACT_ROWS = 32768
+#: The most bytes a cache manifest may hold (one is about 400 bytes): a bigger one is refused.
+MANIFEST_LIMIT = 256 * 1024
 #: Default bound of decoded row groups kept in memory per cache object.
 DEFAULT_MAX_CACHED_BYTES = 512 * 1024 * 1024
 
@@ -45,6 +47,12 @@ _TMP_PREFIX = ".tmp-"
 _ATTEMPTS = 50
 _FIX_WRITABLE = "delete it; the next prep re-embeds only what it held"
 _FIX_READ_ONLY = "this cache is read-only (bundled); reinstall pytest-retrieval-eval"
+#: Parquet key-value metadata of every shard: the fingerprint (and name) of the model whose
+#: vectors it holds, checked on every read, so a shard copied into another model's folder
+#: is never served (issue 23.4). A shard without it (written by an older release) is refused
+#: like a corrupt one: prep quarantines it and re-embeds what it held.
+FINGERPRINT_KEY = b"pytest_retrieval_eval.fingerprint"
+MODEL_NAME_KEY = b"pytest_retrieval_eval.model"
 
 # --------------------------------------------------------------------------- small helpers
 
@@ -116,18 +124,27 @@ def _committed_shards(directory: Path) -> list[Path]:
 
 
 def _read_manifest(directory: Path) -> ModelInfo | None:
+    """The manifest of a model folder, None when it has none. Read with bounds: a regular
+    file of at most :data:`MANIFEST_LIMIT` bytes (a FIFO never blocks), any nesting refused
+    in one line."""
     path = directory / "manifest.json"
     try:
-        raw = path.read_text(encoding="utf-8")
+        raw = read_small(path, MANIFEST_LIMIT)
     except (FileNotFoundError, NotADirectoryError):
         return None
+    except TargetRefused as exc:
+        raise CacheError(f"cache manifest {path} cannot be read ({exc.reason}); delete "
+                         f"{directory} and run prep again") from None
+    except ValueError as exc:
+        raise CacheError(f"cache manifest {path} is no manifest ({exc}); delete {directory} "
+                         f"and run prep again") from None
     except OSError as exc:
         raise CacheError(
             f"cache manifest {path} cannot be read ({exc.strerror or exc}); check its "
             f"permissions or delete {directory}"
         ) from None
     try:
-        info = json.loads(raw)
+        info = parse_json(raw)
     except ValueError:
         info = None
     if not isinstance(info, dict):
@@ -166,6 +183,32 @@ def _corrupt(path: Path, what: str, read_only: bool) -> CacheError:
     return CacheError(f"vector cache shard {path} is corrupt ({what}); {fix}")
 
 
+def shard_metadata(fingerprint: str, name: str) -> dict[bytes, bytes]:
+    """The key-value metadata a shard of model ``name`` (``fingerprint``) is written with."""
+    return {FINGERPRINT_KEY: fingerprint.encode("utf-8"), MODEL_NAME_KEY: name.encode("utf-8")}
+
+
+def _check_model(path: Path, schema: Any, fingerprint: str, read_only: bool,
+                 name: str | None = None) -> None:
+    """Refuse (as corrupt) a shard that names another model, or none, in its metadata."""
+    meta = schema.metadata or {}
+    found = meta.get(FINGERPRINT_KEY)
+    fix = _FIX_READ_ONLY if read_only else _FIX_WRITABLE
+    if found is None:
+        raise CacheError(
+            f"vector cache shard {path} does not record which model made it (written before "
+            f"shards named their model, or not by pytest-retrieval-eval), so its vectors "
+            f"cannot be trusted for model {fingerprint[:12]}; {fix}")
+    found_fp = found.decode("utf-8", "replace")
+    if found_fp != fingerprint:
+        found_name = meta.get(MODEL_NAME_KEY, b"?").decode("utf-8", "replace")
+        expected = f"{name} " if name else ""
+        raise CacheError(
+            f"vector cache shard {path} holds vectors of model {found_name} (fingerprint "
+            f"{found_fp[:12]}), not of this folder's model {expected}(fingerprint "
+            f"{fingerprint[:12]}); vectors of one model are never served for another: {fix}")
+
+
 def _check_schema(path: Path, schema: Any, dim: int, read_only: bool) -> None:
     pa = _pa()
     names = list(schema.names)
@@ -182,17 +225,20 @@ def _check_schema(path: Path, schema: Any, dim: int, read_only: bool) -> None:
 
 
 def _read_keys(path: Path, dim: int | None, read_only: bool,
-               source: Any = None) -> tuple[list[str], list[int]]:
+               source: Any = None, *, fingerprint: str,
+               name: str | None = None) -> tuple[list[str], list[int]]:
     """A shard's keys (its ``key`` column only) and rows per row group, read from ``source``
     (an open handle of it) when given, else from ``path``.
 
     Raises FileNotFoundError when the shard vanished (compaction), CacheError when it is
-    truncated, not Parquet, or has the wrong schema.
+    truncated, not Parquet, has the wrong schema, or names another model than
+    ``fingerprint`` (model ``name``, for the message) or none in its metadata.
     """
     pq = _pq()
     try:
         pf = (pq.ParquetFile(path, memory_map=True) if source is None
               else pq.ParquetFile(source))
+        _check_model(path, pf.schema_arrow, fingerprint, read_only, name)
         if dim is not None:
             _check_schema(path, pf.schema_arrow, dim, read_only)
         keys = pf.read(columns=["key"], use_threads=False).column(0).to_pylist()

@@ -27,7 +27,7 @@ def format_search_json(results: Sequence[tuple[str, str, float, str]]) -> str:
             for i, c, s, t in results
         ]
     }
-    return json.dumps(payload, indent=2, ensure_ascii=False)
+    return json.dumps(payload, indent=2, ensure_ascii=False, allow_nan=False)
 
 
 _RESULT_KEYS = frozenset({"id", "content", "similarity", "created_at"})

@@ -4,10 +4,22 @@ statement, run on SQLite itself (``src/sqlite/fts.rs``).
 
 from __future__ import annotations
 
-from .limits import WHITE_SPACE, SearchResult, validate_limit
+from .limits import WHITE_SPACE, SearchResult, VipuneInputError, validate_limit
 from .schema import FTS_SQL, Connectable, _Conn
 
-__all__ = ["FTS_MODES", "escape_fts_query", "fts_search"]
+__all__ = ["FTS_MODES", "NUL_QUERY_MESSAGE", "escape_fts_query", "fts_search"]
+
+#: What vipune 0.1.8 answers a keyword search whose query holds a NUL (U+0000).
+#: ``escape_fts_query`` (src/sqlite/fts.rs, line 189) splits on Rust's ``split_whitespace``,
+#: which does not count U+0000, so the NUL stays inside a quoted word; ``search_bm25``
+#: (src/sqlite/fts.rs, line 124) binds the whole string, and FTS5's query parser stops at
+#: the NUL inside the quotes: rusqlite's "unterminated string", which vipune's
+#: ``Error::Sqlite`` displays as below (src/sqlite/mod.rs, line 66). ``search_hybrid``
+#: passes the error on (src/memory/search.rs, line 141, ``?``), so vipune's fts and hybrid
+#: searches fail on such a query and its semantic search does not. Through vipune's
+#: command line the query cannot even be passed (an argument ends at a NUL). The store is
+#: not at fault: rebuilding it changes nothing.
+NUL_QUERY_MESSAGE = "Database error: unterminated string"
 
 def escape_fts_query(query: str, *, mode: str = "and") -> str:
     """``escape_fts_query``: each white-space separated word ``\\`` and ``"`` doubled, quoted.
@@ -38,11 +50,19 @@ def fts_search(conn: Connectable, query: str, project_id: str, limit: int, *,
 
     Returns (id, bm25) with bm25 lower-is-better, as SQLite computes it. An empty escaped
     query returns no rows without running SQL. ``mode``: see :func:`escape_fts_query`.
+    A query holding a NUL fails as vipune's does (:data:`NUL_QUERY_MESSAGE`): a
+    :class:`VipuneInputError` saying so, before any SQL.
     """
     validate_limit(limit)
     escaped = escape_fts_query(query, mode=mode)
     if not escaped:
         return []
+    if "\x00" in escaped:
+        raise VipuneInputError(
+            NUL_QUERY_MESSAGE,
+            "the question holds a NUL character (U+0000), which vipune's keyword search "
+            "cannot take (and its command line cannot carry); remove it from the dataset's "
+            "question (the store is fine)")
     with _Conn(conn) as db:
         rows = db.execute(FTS_SQL, (escaped, project_id, limit)).fetchall()
     return [(str(row[0]), float(row[1])) for row in rows]

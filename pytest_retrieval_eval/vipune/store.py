@@ -15,8 +15,14 @@ the reference FTS5 search runs on the very same index. One store per persona mat
 - Build order: table, index and FTS5 table; the rows; one FTS5 ``'rebuild'``; the three
   triggers. The result is the schema (``sqlite_master`` row for row) and the FTS5 content
   that vipune's own inserts would give; only the b-tree page layout differs.
-- No table is added (vipune must see its own schema only); the harness's mark is
-  ``PRAGMA user_version``, which vipune neither reads nor writes.
+- No table is added (vipune must see its own schema only); the harness's marks are in the
+  SQLite header, which vipune neither reads nor writes: ``PRAGMA user_version`` (a complete
+  store of this format and kind) and ``PRAGMA application_id`` (:func:`model_mark`: 32 bits
+  of the sha256 of the vectors' model fingerprint). :meth:`StoreCache.get_or_build` checks
+  the mark whenever it hands out a store: a store built from another model's vectors (copied
+  over this persona's, sidecar and all) is moved aside to ``*.foreign`` with a
+  :class:`StoreWarning` naming it, and rebuilt. Stores of format 1 (no mark) are never read:
+  the format is part of the store key, so they are simply not addressed any more.
 """
 
 from __future__ import annotations
@@ -32,12 +38,16 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
 from .. import vipune
 from ..errors import CacheError, DataError, one_line, write_fault
+from ..io import user_files
 from ..io.checksums import (
+    SIDECAR_SUFFIX,
+    VERIFIED_SUFFIX,
     left_by_dead_builder,
     matches_sidecar,
     memoised_sha256,
@@ -55,20 +65,23 @@ __all__ = [
     "VIPUNE_USER_VERSION",
     "StoreCache",
     "StoreRow",
+    "StoreWarning",
     "build_store",
     "export_store",
     "is_valid_store",
+    "model_mark",
     "persona_key",
     "rows_from_arrays",
     "store_ids",
     "store_key",
+    "store_model_mark",
     "store_user_version",
 ]
 
 #: The ``project_id`` of every row of a persona store (vipune's ``--project``).
 PROJECT_ID = "longmemeval"
-#: Bumped whenever the harness changes what it writes into a store.
-STORE_FORMAT = 1
+#: Bumped whenever the harness changes what it writes into a store (2: the model mark).
+STORE_FORMAT = 2
 #: ``PRAGMA user_version`` of a complete store vipune can search (384-d vectors).
 VIPUNE_USER_VERSION = 0x52450000 + STORE_FORMAT
 #: ``PRAGMA user_version`` of a complete store whose vectors are not vipune's 384-d: the
@@ -82,10 +95,24 @@ StoreRow = tuple[str, str, np.ndarray, str]
 
 _KEY_RE = re.compile(r"^[0-9a-f]{16,128}$")
 _tmp_counter = itertools.count()
+#: Suffix a store built from another model's vectors is renamed to (with its sidecar).
+FOREIGN_SUFFIX = ".foreign"
+
+
+class StoreWarning(UserWarning):
+    """A persona store was set aside and rebuilt (it held another model's vectors)."""
+
+
+def model_mark(fingerprint: str) -> int:
+    """The ``PRAGMA application_id`` of a store whose vectors come from model ``fingerprint``:
+    the first 32 bits of the fingerprint's sha256, as SQLite's signed 32-bit integer."""
+    value = int.from_bytes(hashlib.sha256(fingerprint.encode("utf-8")).digest()[:4], "big")
+    return value - (1 << 32) if value >= (1 << 31) else value
 
 
 def _sha256_json(payload: object) -> str:
-    data = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"),
+                      allow_nan=False).encode("utf-8")
     return hashlib.sha256(data).hexdigest()
 
 
@@ -171,6 +198,7 @@ def build_store(
     project_id: str = PROJECT_ID,
     *,
     reference_only: bool | None = None,
+    fingerprint: str = "",
 ) -> Path:
     """Write a vipune store at ``path`` atomically and return ``path``.
 
@@ -183,6 +211,7 @@ def build_store(
     True allows any width, zero included (a store only the reference FTS/hybrid searches,
     marked so the vipune binary is never pointed at it); None (default) decides from the first
     row's width (384 -> vipune store, anything else -> reference-only).
+    ``fingerprint``: the vectors' model, recorded as :func:`model_mark` (``application_id``).
 
     (The FTS5 index is filled by one ``'rebuild'`` before the triggers are created, which
     indexes exactly what the insert trigger would; see the module docstring.)
@@ -257,6 +286,7 @@ def build_store(
         reference = kind[0] if kind else False
         user_version = REFERENCE_USER_VERSION if reference else VIPUNE_USER_VERSION
         conn.execute(f"PRAGMA user_version = {int(user_version)}")
+        conn.execute(f"PRAGMA application_id = {model_mark(fingerprint)}")
         conn.execute("COMMIT")
         conn.close()
         _fsync(tmp)
@@ -282,26 +312,23 @@ def export_name(question_id: str) -> str:
 def export_store(source: str | Path, dest: str | Path) -> Path:
     """Copy a store to ``dest`` (e.g. ``--retrieval-eval-store-dir``) atomically; ``dest``.
 
-    Raises :class:`CacheError` (one line) when ``dest`` cannot be written.
+    Written as every user-named file is (:mod:`io.user_files`): through a symlink, at its
+    target; a FIFO, device, socket or folder at ``dest`` is refused. Raises
+    :class:`CacheError` (one line) when ``dest`` cannot be written.
     """
     src, target = Path(source), Path(dest)
-    tmp = target.with_name(f"{target.name}.tmp-{owner_tag()}-{next(_tmp_counter)}")
+
+    def copy(out: BinaryIO) -> None:
+        with open(src, "rb") as fh:
+            shutil.copyfileobj(fh, out, 1 << 20)
+
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, tmp)
-        share_as_umask(tmp)
-        os.replace(tmp, target)
+        user_files.replace_file(target, copy)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         raise CacheError(
-            f"store copy {target} cannot be written ({exc.strerror or exc}); make "
+            f"store copy {target} cannot be written ({user_files.fault(exc, target)}); make "
             f"{target.parent} a writable folder or pass another --retrieval-eval-store-dir"
         ) from None
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
     return target
 
 
@@ -317,6 +344,19 @@ def store_user_version(path: str | Path) -> int | None:
         finally:
             conn.close()
     except sqlite3.DatabaseError:
+        return None
+    return int(row[0]) if row else None
+
+
+def store_model_mark(path: str | Path) -> int | None:
+    """The store's ``PRAGMA application_id`` (:func:`model_mark`), None when unreadable."""
+    try:
+        conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)
+        try:
+            row = conn.execute("PRAGMA application_id").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
         return None
     return int(row[0]) if row else None
 
@@ -410,6 +450,7 @@ class StoreCache:
         project_id: str = PROJECT_ID,
         reference_only: bool | None = None,
         session_ids: Sequence[str] | None = None,
+        fingerprint: str | None = None,
     ) -> Path:
         """Return the store for ``key``, building it from ``rows_fn()`` unless a valid one exists.
 
@@ -422,15 +463,21 @@ class StoreCache:
         value now (once per process and file version: the ``.verified`` stamp is not trusted,
         as it cannot see bit rot beneath the filesystem; ~8 MB a persona for LongMemEval_M)
         and, given ``session_ids``, when it holds exactly those ids in that order (a store
-        copied over another persona's, sidecar and all, is rebuilt).
+        copied over another persona's, sidecar and all, is rebuilt). Given ``fingerprint`` (the
+        vectors' model), a store whose :func:`model_mark` is another model's is moved aside
+        (``*.foreign``) with a :class:`StoreWarning` line, then rebuilt; a new store records
+        ``fingerprint``'s mark.
         """
         target = self.path_for(key)
         if (is_valid_store(target, reference_only=reference_only)
                 and matches_sidecar(target, trust_stamp=False)
                 and (session_ids is None or store_ids(target) == tuple(session_ids))):
-            return target.resolve()
+            if fingerprint is None or store_model_mark(target) == model_mark(fingerprint):
+                return target.resolve()
+            self._set_aside(target, fingerprint)
         try:
-            build_store(target, rows_fn(), project_id, reference_only=reference_only)
+            build_store(target, rows_fn(), project_id, reference_only=reference_only,
+                        fingerprint=fingerprint or "")
             _write_checksum(target)
         except (OSError, sqlite3.Error) as exc:
             raise CacheError(
@@ -439,6 +486,22 @@ class StoreCache:
                 f"--retrieval-eval-cache"
             ) from None
         return target.resolve()
+
+    def _set_aside(self, target: Path, fingerprint: str) -> None:
+        """Quarantine a store built from another model's vectors, and say so in one line."""
+        import warnings
+
+        found = store_model_mark(target)
+        moved = target.with_name(target.name + FOREIGN_SUFFIX)
+        for part in (target, *(target.with_name(target.name + s)
+                               for s in (SIDECAR_SUFFIX, VERIFIED_SUFFIX))):
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(part, part.with_name(part.name + FOREIGN_SUFFIX))
+        warnings.warn(StoreWarning(
+            f"persona store {target} holds vectors of another model (model mark "
+            f"{(found or 0) & 0xFFFFFFFF:08x}), not of model {fingerprint[:12]} (mark "
+            f"{model_mark(fingerprint) & 0xFFFFFFFF:08x}); moved aside to {moved.name} and "
+            f"rebuilt from this model's vectors"), stacklevel=3)
 
     def remove_stale_partials(self, max_age_s: float = 3600.0) -> int:
         """Delete temporary files of killed builds; return how many.

@@ -384,3 +384,21 @@ def test_apportion_gives_each_nonzero_weight_one_when_it_can() -> None:
     assert _apportion([0, 2, 100, 2, 2, 0], 10) == [0, 1, 7, 1, 1, 0]
     assert _apportion([3, 0, 1], 2) == [1, 0, 1]
     assert sum(_apportion([5, 0, 5], 7)) == 7
+
+
+def test_generate_writes_through_a_symlink_and_refuses_a_fifo(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 23.3: the output is written at a symlink's target; a FIFO is refused unopened."""
+    real = tmp_path / "real.json"
+    real.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    assert cli_main(["generate", "--preset", "sample", "--no-progress", str(link)]) == 0
+    assert link.is_symlink() and sha(real) == sha(SHIPPED)
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    capsys.readouterr()
+    assert cli_main(["generate", "--no-progress", str(fifo)]) == 4
+    assert capsys.readouterr().err == (
+        f"retrieval-eval: error: generate: {fifo} cannot be written (it is a FIFO (named pipe), "
+        f"not a regular file); give the path of a regular file\n")

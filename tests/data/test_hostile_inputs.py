@@ -343,3 +343,80 @@ def test_embedding_a_huge_session_reads_a_bounded_prefix(tmp_path: Path) -> None
                           preexec_fn=cap, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "(2, 8) True" in proc.stdout
+
+
+# =========================================================================== lone surrogates
+
+
+def _first_lone_surrogate(raw: bytes) -> int | None:
+    """An independent reference: JSON string escapes walked one by one (everything is
+    inside strings here); the offset of the first \\uD800-\\uDFFF escape not in a pair."""
+    i = 0
+    while i < len(raw):
+        if raw[i] != ord("\\"):
+            i += 1
+            continue
+        if raw[i + 1:i + 2] != b"u":
+            i += 2  # \\ \" \n ...: a two-byte escape
+            continue
+        unit = int(raw[i + 2:i + 6], 16)
+        if 0xD800 <= unit < 0xDC00 and raw[i + 6:i + 8] == b"\\u" \
+                and 0xDC00 <= int(raw[i + 8:i + 12], 16) <= 0xDFFF:
+            i += 12
+            continue
+        if 0xD800 <= unit <= 0xDFFF:
+            return i
+        i += 6
+    return None
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 5, 11, 4096])
+def test_the_surrogate_guard_finds_the_first_lone_escape_across_any_chunking(
+        chunk: int) -> None:
+    pieces = ["\\ud800", "\\uDBFF", "\\udc00", "\\uDFFF", "\\ud83d\\ude00", "\\\\", "\\u2019",
+              "u", "d800", "x", "\\n", "\\\\ud800"]
+    rng = random.Random(chunk)
+    for _ in range(400):
+        body = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 8)))
+        raw = f'["{body}"]'.encode("ascii")
+        want = _first_lone_surrogate(raw)
+        guard = json_stream._NestingGuard(io.BytesIO(raw), 0)
+        try:
+            while guard.read(chunk):
+                pass
+        except json_stream._LoneSurrogate as lone:
+            assert lone.offset == want, raw
+        else:
+            assert want is None, raw
+
+
+@pytest.mark.parametrize(("escape", "offset"), [
+    ("\\udfff", 0), ("\\ud800", 0), ("\\ud800\\ud800", 0), ("\\ud83d\\ud83d\\ude00", 0),
+    ("ok \\ud83d\\ude00 \\udc00", 16), ("\\\\\\ud800", 2), ("\\ud800\\\\udc00", 0)])
+def test_a_lone_surrogate_escape_is_refused_at_its_file_offset(
+        tmp_path: Path, escape: str, offset: int) -> None:
+    """Issue 23: '\\udfff' was 'not valid JSON in bytes 0-97280 ... position 32'; a lone
+    '\\ud800' was read as '?', and '\\ud800\\ud800' became U+10000, silently."""
+    instance = make_instance("q1")
+    instance["question"] = "PLACEHOLDER"
+    text = json.dumps([make_instance("q0"), instance], indent=1)
+    text = text.replace("PLACEHOLDER", escape)
+    path = tmp_path / "data.json"
+    path.write_text(text, encoding="ascii")
+    at = text.index(escape) + offset
+    with pytest.raises(DataError) as info:
+        list(json_stream.iter_instances(path))
+    line = str(info.value)
+    assert "\n" not in line and "holds a lone surrogate escape" in line
+    assert f"at byte {at} " in line and "download" not in line
+    assert path.read_bytes()[at:at + 2] == b"\\u"
+
+
+def test_valid_surrogate_pairs_and_escaped_backslashes_are_read_unchanged(
+        tmp_path: Path) -> None:
+    instance = make_instance("q1")
+    instance["question"] = "emoji \U0001F600 \\ud800 literal"
+    path = write_dataset(tmp_path / "data.json", [instance])  # json.dumps: ensure_ascii
+    assert b"\\ud83d\\ude00" in path.read_bytes() and b"\\\\ud800" in path.read_bytes()
+    [(_, item)] = list(json_stream.iter_instances(path))
+    assert isinstance(item, dict) and item["question"] == instance["question"]

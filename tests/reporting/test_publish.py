@@ -250,3 +250,30 @@ def test_markdown_file_mode_follows_the_umask(tmp_path: Path) -> None:
         os.umask(old)
     assert lines == [f"Markdown summary: {tmp_path / 's.md'}"]
     assert stat.S_IMODE((tmp_path / "s.md").stat().st_mode) == 0o664
+
+
+def test_reports_write_through_symlinks_and_a_fifo_job_summary_never_hangs(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 23.3 and 23.8: a symlinked report is written at its target; a FIFO as
+    $GITHUB_STEP_SUMMARY is one line, the run ends and its JSON report is written."""
+    monkeypatch.setenv("COLUMNS", "400")
+    real_json, real_md = pytester.path / "real.json", pytester.path / "real.md"
+    real_json.write_text("stale")
+    real_md.write_text("stale")
+    (pytester.path / "link.json").symlink_to(real_json)
+    (pytester.path / "link.md").symlink_to(real_md)
+    fifo = pytester.path / "summary-fifo"
+    os.mkfifo(fifo)
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(fifo))
+    result = pytester.runpytest_subprocess(
+        "-W", "ignore::pytest.PytestAssertRewriteWarning", "--retrieval-eval", "--no-model",
+        "--retrieval-eval-retriever", "oracle", "--retrieval-eval-json", "link.json",
+        "--retrieval-eval-markdown", "link.md", timeout=120)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*error: job summary ($GITHUB_STEP_SUMMARY) *summary-fifo "
+                                 "cannot be written (it is a FIFO (named pipe), not a regular "
+                                 "file); point $GITHUB_STEP_SUMMARY at a file"])
+    assert json.loads(real_json.read_text())["retrievers"] == ["oracle"]
+    assert real_md.read_text().startswith("**retrieval-eval**")
+    assert (pytester.path / "link.json").is_symlink() and (pytester.path / "link.md").is_symlink()
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)

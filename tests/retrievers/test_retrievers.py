@@ -634,3 +634,28 @@ def test_the_what_if_grammar_loads_without_numpy() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_nul_in_the_question_fails_fts_and_hybrid_naming_the_question(
+        tmp_path: Path) -> None:
+    """Issue 23: vipune's FTS5 query fails on a NUL (vipune/fts.py cites where); semantic
+    ranks it. The line names the question and never says to delete the store."""
+    persona = make_persona(tmp_path)
+    query = make_query("running\x00 a week", persona.vectors[6])
+    for retriever in (r.HybridRetriever(), r.FtsRetriever()):
+        with pytest.raises(RetrieverError) as info:
+            retriever.rank(persona, query, 5)
+        line = str(info.value)
+        assert line.startswith(f"{retriever.name}: question ")
+        assert "unterminated string" in line and "NUL" in line and "delete" not in line
+    assert r.SemanticRetriever().rank(persona, query, 3)[0] == "sess_06"
+
+
+def test_vipune_binary_cannot_be_asked_a_question_holding_a_nul(
+        tmp_path: Path, fake_vipune: Path) -> None:
+    persona = make_persona(tmp_path)
+    retriever = r.VipuneBinaryRetriever(binary=str(fake_vipune), timeout=30,
+                                        env=vipune_env(tmp_path))
+    with pytest.raises(RetrieverError, match=r"NUL character .* no command-line argument"):
+        retriever.rank(persona, make_query("cat\x00", None), 5)
+    assert not (tmp_path / "calls.jsonl").exists()  # never ran

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from tests.support.lme_factory import make_instance, make_turns, write_dataset
 ODD_TEXTS = [
     "caf\u00e9 \u65e5\u672c the the",  # non-ASCII tokens, a repeat
     "x\u00a0the\u3000cat\u2028dog",  # white space str.split knows beyond ASCII
-    "lone \ud800 surrogate",  # JSON may carry one (the corpus stores "?")
+    "emoji \U0001F600 pair",  # a surrogate pair in the JSON (a lone one is refused)
     "",  # an empty turn still renders "user: " in the session text
     "a" * 300,  # one long token
 ]
@@ -242,3 +243,52 @@ def test_doc_term_cache_serves_the_table_and_counts_the_rest(odd_corpus: Corpus,
         len(table.tokens), len(table.tokens) + 1, len(table.tokens) + 2]
     assert docs[0].length == len(odd_corpus.texts(keys[:1])[0].split())
     assert docs[2].length == 5 and docs[2].terms[1].tolist() == [1, 1, 1, 1, 1]
+
+
+def test_split_pieces_gives_the_texts_tokens_for_both_splits() -> None:
+    import random
+    import re
+
+    from pytest_retrieval_eval.retrievers.terms import split_pieces
+
+    rng = random.Random(7)
+    alphabet = ["a", "b", " ", "  ", "\n", "\u3000", "\x1c", "xyz", "\u00a0", "\u2028"]
+    for _ in range(2000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
+        for piece in (1, 2, 3, 7):
+            parts = list(split_pieces(text, piece=piece))
+            assert [t for p in parts for t in p.split()] == text.split(), (text, piece)
+            spaced = list(split_pieces(text, re.compile(" "), piece))
+            assert [t for p in spaced for t in p.split(" ")] == text.split(" "), (text, piece)
+
+
+_HUGE_SESSION = """
+import sys
+from pytest_retrieval_eval.retrievers import terms
+words = " ".join(f"w{i % 997}x{i % 13}" for i in range(20000)) + " "
+text = words * (100_000_000 // len(words))
+doc = terms.count_terms(text, {})
+assert doc.length == 20000 * (100_000_000 // len(words)), doc.length
+print(doc.terms.shape[1], doc.length)
+"""
+
+
+def test_counting_a_100_mb_session_stays_in_bounded_memory(tmp_path: Path) -> None:
+    """Issue 23.9: ``text.split()`` of a whole 100 MB session held ~16 M token strings at once
+    (+1 GB; bm25 took 1.2 GB where the run's ingest took 0.6 GB). Split a piece at a time,
+    the count costs no more than the text: it runs under an address-space cap of 800 MB."""
+    import resource
+    import subprocess
+    import sys
+
+    cap = 800 << 20
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-c", _HUGE_SESSION], preexec_fn=limit, env=env,
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    distinct, length = map(int, proc.stdout.split())
+    assert distinct == 997 * 13 and length > 10_000_000

@@ -365,7 +365,8 @@ def test_compact_respects_target(tmp_path: Path) -> None:
     for i in range(6):
         fill(cache, [f"r{i}-{j}" for j in range(10)])
     assert cache.compact(target_rows=25) == 6
-    sizes = sorted(len(cache_mod._read_keys(p, DIM, False)[0]) for p in shards(tmp_path))
+    sizes = sorted(len(cache_mod._read_keys(p, DIM, False, fingerprint=FP_A)[0])
+                   for p in shards(tmp_path))
     assert sizes == [20, 20, 20]
     assert cache.missing([key(f"r{i}-{j}") for i in range(6) for j in range(10)]) == []
 
@@ -416,3 +417,60 @@ def test_concurrent_writers(tmp_path: Path) -> None:
     leftovers = [p.name for p in (tmp_path / "vectors" / FP_A).iterdir()
                  if p.name.startswith(".tmp-")]
     assert leftovers == []
+
+
+# --------------------------------------------------------------------------- model in the shard
+
+
+def _smuggle(root: Path) -> tuple[Path, list[str]]:
+    """Model B's shard and sidecar copied into model A's folder (issue 23.4)."""
+    other = VectorCache(root / "other", FP_B, DIM, info(FP_B, name="model-b"))
+    keys = fill(other, ["s1", "s2"])
+    [src] = shards(root / "other", FP_B)
+    dest = root / "vectors" / FP_A / src.name
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    for part in (src, src.with_name(src.name + ".sha256")):
+        dest.with_name(part.name).write_bytes(part.read_bytes())
+    return dest, keys
+
+
+def test_a_shard_names_its_model_and_another_models_shard_is_refused(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    cache = open_cache(tmp_path)
+    good = fill(cache, ["g1"])
+    [own] = shards(tmp_path)
+    assert pq.read_schema(own).metadata[cache_mod.FINGERPRINT_KEY] == FP_A.encode()
+    dest, smuggled = _smuggle(tmp_path)
+    for read in (lambda c: c.get(smuggled), lambda c: c.verify(), lambda c: len(c),
+                 lambda c: list_models([tmp_path])):
+        with pytest.raises(CacheError) as err:
+            read(open_cache(tmp_path))
+        assert_one_line(err.value, str(dest), "holds vectors of model model-b (fingerprint "
+                        "bbbbbbbbbbbb), not of this folder's model",
+                        "delete it")
+    # prep's repair quarantines it like a corrupt shard; what A holds stays served.
+    cache = open_cache(tmp_path)
+    assert cache.repair() == [dest]
+    assert dest.with_name(dest.name + ".corrupt").exists()
+    assert cache.missing(good + smuggled) == smuggled
+    np.testing.assert_array_equal(cache.get(good), vecs(["g1"]))
+
+
+def test_a_shard_without_its_model_is_refused_and_repaired(tmp_path: Path) -> None:
+    """Legacy shards (written before shards named their model) are not trusted."""
+    import pyarrow.parquet as pq
+
+    cache = open_cache(tmp_path)
+    keys = fill(cache, ["l1", "l2"])
+    [shard] = shards(tmp_path)
+    table = pq.read_table(shard)
+    pq.write_table(table.replace_schema_metadata(None), shard)
+    digest = hashlib.sha256(shard.read_bytes()).hexdigest()
+    shard.with_name(shard.name + ".sha256").write_text(f"{digest}  {shard.name}\n")
+    with pytest.raises(CacheError) as err:
+        open_cache(tmp_path).get(keys)
+    assert_one_line(err.value, str(shard), "does not record which model made it", "delete it")
+    cache = open_cache(tmp_path)
+    assert cache.repair() == [shard]
+    assert cache.missing(keys) == keys

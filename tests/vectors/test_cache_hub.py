@@ -371,3 +371,38 @@ class socket_port:
     def __exit__(self, *exc: object) -> None:
         return None
 
+
+
+def test_an_oversized_manifest_is_refused_before_download(hub: HubStandIn,
+                                                          tmp_path: Path) -> None:
+    """Issue 23.6 (cache side): a Hub manifest is read bounded, refused by its listed size."""
+    make_cache(tmp_path / "a", shards=1)
+    cache_hub.push(REPO, tmp_path / "a")
+    files = dict(hub.files(REPO))
+    manifest = f"vectors/{FP_A}/manifest.json"
+    files[manifest] = b'{"pad": "' + b"x" * 300_000 + b'"}'
+    files.pop(manifest + ".sha256")
+    hub.commit(REPO, files)
+    with pytest.raises(CacheHubError) as exc:
+        cache_hub.pull(REPO, tmp_path / "b")
+    line = one_line(exc)
+    assert manifest in line and "more than a manifest may" in line
+    assert not (tmp_path / "b" / "vectors").exists()
+
+
+def test_a_pulled_shard_of_another_model_is_refused(hub: HubStandIn, tmp_path: Path) -> None:
+    """Issue 23.4: each shard names its model inside the file, so one moved into another
+    model's folder on the Hub (sidecar and all) is refused when adopted."""
+    make_cache(tmp_path / "a", shards=1)
+    make_cache(tmp_path / "o", fingerprint=FP_B, shards=1, name="other-model")
+    cache_hub.push(REPO, tmp_path / "a")
+    files = dict(hub.files(REPO))
+    [foreign] = (tmp_path / "o" / "vectors" / FP_B).glob("shard-*.parquet")
+    files[f"vectors/{FP_A}/{foreign.name}"] = foreign.read_bytes()
+    files[f"vectors/{FP_A}/{foreign.name}.sha256"] = Path(f"{foreign}.sha256").read_bytes()
+    hub.commit(REPO, files)
+    with pytest.raises(RetrievalEvalError) as exc:
+        cache_hub.pull(REPO, tmp_path / "b")
+    line = one_line(exc)
+    assert foreign.name in line and "holds vectors of model other-model" in line
+    assert not list((tmp_path / "b" / "vectors").rglob("shard-*.parquet"))

@@ -149,3 +149,69 @@ def test_bad_shard_spellings_are_usage_errors(value: str, dataset: Path, tiny_mo
     err = capsys.readouterr().err
     assert "argument --shard" in err
     assert "I/N" in err or "1..N" in err
+
+
+def _fake_cache(root: Path, fp: str, name: str, texts: list[str]) -> Path:
+    cache = VectorCache(root, fp, 4, {"name": name})
+    cache.add([text_key(t) for t in texts], np.ones((len(texts), 4), dtype=np.float32))
+    [shard] = cache.own_shards()
+    return shard
+
+
+def test_merge_refuses_another_models_shard_copied_in(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 23.4: merge checked only sidecars, so it passed such a shard on."""
+    fp_a, fp_b = "a" * 64, "b" * 64
+    _fake_cache(tmp_path / "src", fp_a, "model-a", ["a1"])
+    foreign = _fake_cache(tmp_path / "other", fp_b, "model-b", ["b1"])
+    copied = tmp_path / "src" / "vectors" / fp_a / foreign.name
+    shutil.copy(foreign, copied)
+    shutil.copy(f"{foreign}.sha256", f"{copied}.sha256")
+    code = cli.main([*MERGE, str(tmp_path / "src"), "--into", str(tmp_path / "into")])
+    err = capsys.readouterr().err
+    assert code == 4 and err.count("\n") == 1
+    assert f"vector cache shard {copied} holds vectors of model model-b" in err
+    assert not (tmp_path / "into").exists()
+
+
+def test_merge_into_itself_and_a_model_folder_without_manifest_are_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 23: 'the sources hold no model vectors' at exit 0, vectors silently left out."""
+    shard = _fake_cache(tmp_path / "x", "a" * 64, "model-a", ["a1", "a2"])
+    code = cli.main([*MERGE, str(tmp_path / "x"), "--into", str(tmp_path / "x")])
+    err = capsys.readouterr().err
+    assert code == 4 and err.count("\n") == 1
+    assert "and the target" in err and "are the same folder" in err
+    (shard.parent / "manifest.json").unlink()
+    code = cli.main([*MERGE, str(tmp_path / "x"), "--into", str(tmp_path / "into")])
+    out, err = capsys.readouterr()
+    assert code == 4 and err.count("\n") == 1 and "no model vectors" not in out
+    assert f"{shard.parent} holds 1 shard(s) but no manifest.json" in err
+    assert not (tmp_path / "into").exists()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "huge", "deep"])
+def test_a_hostile_manifest_is_one_line_and_never_hangs(tmp_path: Path, kind: str) -> None:
+    """Issue 23.6 (cache side): manifests are read as bounded regular files."""
+    import os
+    import signal
+
+    shard = _fake_cache(tmp_path / "x", "a" * 64, "model-a", ["a1"])
+    manifest = shard.parent / "manifest.json"
+    manifest.unlink()
+    if kind == "fifo":
+        os.mkfifo(manifest)
+    elif kind == "huge":
+        manifest.write_text('{"pad": "' + "x" * 300_000 + '"}')
+    else:
+        manifest.write_text("[" * 100_000 + "]" * 100_000)
+    signal.alarm(20)  # a blocking open fails the test instead of hanging the suite
+    try:
+        with pytest.raises(CacheError) as info:
+            merge_caches([tmp_path / "x"], tmp_path / "into")
+    finally:
+        signal.alarm(0)
+    line = str(info.value)
+    assert "\n" not in line and str(manifest) in line
+    assert {"fifo": "it is a FIFO", "huge": "more than the 262,144 bytes",
+            "deep": "not a JSON object"}[kind] in line

@@ -533,9 +533,24 @@ def test_export_store_failure_is_one_line(tmp_path: Path) -> None:
     blocker.write_text("x")
     dest = blocker / "q1.sqlite"
     text = message(CacheError, store.export_store, src, dest)
-    # mkdir(exist_ok=True) on a path that is a file: FileExistsError, its strerror shown
-    assert text == (f"store copy {dest} cannot be written (File exists); make {blocker} "
-                    "a writable folder or pass another --retrieval-eval-store-dir")
+    # mkdir(exist_ok=True) on a path that is a file: FileExistsError, said in words
+    assert text == (f"store copy {dest} cannot be written (a file stands where one of its "
+                    f"folders should be); make {blocker} a writable folder or pass another "
+                    "--retrieval-eval-store-dir")
+
+
+def test_export_store_writes_through_a_symlink_and_refuses_a_fifo(tmp_path: Path) -> None:
+    src = store.build_store(tmp_path / "s.sqlite", [("a", "b", np.ones(DIM), "")])
+    real = tmp_path / "real.sqlite"
+    real.write_bytes(b"old")
+    link = tmp_path / "q1.sqlite"
+    link.symlink_to(real)
+    store.export_store(src, link)
+    assert link.is_symlink() and real.read_bytes() == src.read_bytes()
+    fifo = tmp_path / "q2.sqlite"
+    os.mkfifo(fifo)
+    text = message(CacheError, store.export_store, src, fifo)
+    assert "(it is a FIFO (named pipe), not a regular file)" in text
 
 
 # --------------------------------------------------------------------------- named mutants
@@ -656,7 +671,7 @@ def test_export_store_interrupted_before_the_copy_leaves_nothing(
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(store.shutil, "copyfile", interrupted)
+    monkeypatch.setattr(store.shutil, "copyfileobj", interrupted)
     with pytest.raises(KeyboardInterrupt):
         store.export_store(src, tmp_path / "out" / "q.sqlite")
     assert list((tmp_path / "out").iterdir()) == []

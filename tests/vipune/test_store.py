@@ -410,3 +410,38 @@ def test_a_store_that_cannot_be_built_is_one_line(tmp_path: Path) -> None:
         store.StoreCache(blocker).get_or_build("ab" * 32, lambda: rows)
     assert "\n" not in str(info.value)
     assert "persona store" in str(info.value) and "cannot be built" in str(info.value)
+
+
+def test_a_store_records_its_model_and_another_models_store_is_set_aside(
+        tmp_path: Path) -> None:
+    """Issue 23.4: a store copied (with its sidecar) from the same persona under another
+    model was served, so exports and searches carried the wrong embeddings."""
+    cache = store.StoreCache(tmp_path)
+    fp_a, fp_b = "a" * 64, "b" * 64
+    key_a, key_b = "ab" * 32, "cd" * 32
+    path_a = cache.get_or_build(key_a, lambda: sample_rows(seed=1), fingerprint=fp_a)
+    path_b = cache.get_or_build(key_b, lambda: sample_rows(seed=2), fingerprint=fp_b)
+    assert store.store_model_mark(path_a) == store.model_mark(fp_a) != store.model_mark(fp_b)
+    assert store.is_valid_store(path_a)  # the mark lies in the header: vipune's schema intact
+    for suffix in ("", ".sha256"):  # B's store and sidecar over A's
+        Path(f"{path_a}{suffix}").write_bytes(Path(f"{path_b}{suffix}").read_bytes())
+    Path(f"{path_a}.verified").unlink(missing_ok=True)
+    calls: list[int] = []
+    with pytest.warns(store.StoreWarning) as record:
+        rebuilt = cache.get_or_build(key_a, lambda: calls.append(1) or sample_rows(seed=1),
+                                     fingerprint=fp_a)
+    [warning] = record
+    line = str(warning.message)
+    assert "\n" not in line and str(path_a) in line and f"not of model {fp_a[:12]}" in line
+    assert f"{store.model_mark(fp_b) & 0xFFFFFFFF:08x}" in line
+    assert calls == [1] and store.store_model_mark(rebuilt) == store.model_mark(fp_a)
+    assert Path(f"{path_a}.foreign").exists()
+    again: list[int] = []
+    cache.get_or_build(key_a, lambda: again.append(1) or sample_rows(seed=1), fingerprint=fp_a)
+    assert again == []  # the rebuilt store is reused
+
+
+def test_model_mark_is_a_signed_32_bit_sqlite_application_id() -> None:
+    marks = {store.model_mark(f"{i:064x}") for i in range(200)}
+    assert len(marks) == 200 and all(-(1 << 31) <= m < (1 << 31) for m in marks)
+    assert any(m < 0 for m in marks)

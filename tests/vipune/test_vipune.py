@@ -664,3 +664,23 @@ def test_hybrid_reusing_one_full_semantic_ranking_equals_fresh_scans(tmp_path: P
         reused = vipune.search_hybrid(path, vectors, ids, "alpha memory", query_vec, limit,
                                       project_id=store.PROJECT_ID, semantic_ranking=full)
         assert reused == fresh
+
+
+def test_a_nul_in_the_query_fails_as_vipunes_fts_search_does(docs_store: Path) -> None:
+    """Issue 23: a NUL in a question said 'delete the store cache directory'. vipune's
+    escape keeps the NUL inside a quoted word and SQLite's FTS5 parser stops there; the
+    reference says so before running SQL, and names the question, not the store."""
+    escaped = vipune.escape_fts_query("cat\x00dog mat")
+    assert escaped == '"cat\x00dog" "mat"'  # U+0000 is not Rust white space: kept in the word
+    conn = sqlite3.connect(docs_store)
+    try:  # what vipune's search_bm25 runs: SQLite itself refuses the query
+        with pytest.raises(sqlite3.OperationalError, match="unterminated string"):
+            conn.execute(vipune.FTS_SQL, (escaped, store.PROJECT_ID, 10)).fetchall()
+    finally:
+        conn.close()
+    for mode in vipune.FTS_MODES:
+        with pytest.raises(vipune.VipuneInputError) as info:
+            vipune.fts_search(docs_store, "cat\x00dog mat", store.PROJECT_ID, 10, mode=mode)
+        line = str(info.value)
+        assert line.startswith("vipune rejects the input: Database error: unterminated string")
+        assert "NUL" in line and "delete" not in line and "\n" not in line

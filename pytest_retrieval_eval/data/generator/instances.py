@@ -28,17 +28,18 @@ tables in :mod:`.questions`; this module plans and assembles instances.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
 import random
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+from ...io import user_files
 from .questions import _AGGS, _EVENTS, _FACTS, _PREFS, _TOLD, _UPDATABLE, _Fact
 from .text import _MISSES, _NEAR, _TOPIC_NAMES, _cap, _Exchange, _Slots, _Text
 
@@ -434,21 +435,21 @@ def iter_instances(config: GeneratorConfig) -> Iterator[dict[str, Any]]:
 def write_dataset(config: GeneratorConfig, path: str | os.PathLike[str],
                   progress: Progress | None = None) -> int:
     """Write ``config``'s instances to ``path`` as one JSON array, streaming one instance at
-    a time into a temporary file that replaces ``path`` at the end. Returns the byte size."""
+    a time into a temporary file that replaces ``path`` at the end (through a symlink, at its
+    target; a FIFO, device or folder there is refused: :mod:`io.user_files`). Returns the
+    byte size."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write("[")
-            for i, instance in enumerate(iter_instances(config)):
-                fh.write(("\n" if i == 0 else ",\n") + json.dumps(instance))
-                if progress is not None:
-                    progress("instances", i + 1, config.n_instances)
-            fh.write("\n]\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
+    def write(raw: BinaryIO) -> None:
+        fh = io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
+        fh.write("[")
+        for i, instance in enumerate(iter_instances(config)):
+            fh.write(("\n" if i == 0 else ",\n") + json.dumps(instance, allow_nan=False))
+            if progress is not None:
+                progress("instances", i + 1, config.n_instances)
+        fh.write("\n]\n")
+        fh.flush()
+        fh.detach()  # the caller syncs and closes the file
+
+    target = user_files.replace_file(target, write)
     return target.stat().st_size
