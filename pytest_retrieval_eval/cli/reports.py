@@ -18,13 +18,18 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     compare = sub.add_parser(
         "compare", help="compare two JSON reports (or two retrievers of one) pair by pair",
         description="Compare BASE.json with NEW.json pair by pair (matched on question_id and "
-        "retriever), or two retrievers of one report (--retrievers BASE,NEW): delta, 95% "
-        "paired bootstrap CI, paired randomization p-value, Holm-Bonferroni. Reports only: "
-        "the exit status is 0 whatever the numbers.")
+        "retriever; --retrievers names or maps the retrievers to compare), or retrievers of "
+        "one report (--retrievers BASE,NEW): delta, 95% paired bootstrap CI, paired "
+        "randomization p-value, Holm-Bonferroni across the compared rows. Reports only: the "
+        "exit status is 0 whatever the numbers.")
     compare.add_argument("reports", nargs="+", metavar="REPORT.json",
                          help="BASE.json NEW.json, or one report with --retrievers")
-    compare.add_argument("--retrievers", type=_retriever_pair, default=None, metavar="BASE,NEW",
-                         help="compare two retrievers of one report, base first")
+    compare.add_argument("--retrievers", default=None, metavar="NAMES",
+                         help="two reports: the retrievers to compare, NAME or "
+                         "BASE_NAME=NEW_NAME, comma-separated (hybrid=hybrid+fts:or,custom); "
+                         "only those are printed and counted in the Holm family (default: "
+                         "every retriever, by name). One report: BASE,NEW (two names, base "
+                         "first) or BASE=NEW[,...]")
     compare.add_argument("--metric", action="append", default=None, metavar="NAME",
                          help="metric to compare: recall, recall_any, recall_all or ndcg_any, "
                          "optionally @k; repeatable (default: recall at every shared k)")
@@ -48,13 +53,6 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
                       help="with BASE.json: compare over the pairs both reports hold")
 
 
-def _retriever_pair(value: str) -> tuple[str, str]:
-    names = [p.strip() for p in value.split(",") if p.strip()]
-    if len(names) != 2:
-        raise argparse.ArgumentTypeError(f"{value!r}: give two retriever names, BASE,NEW")
-    return names[0], names[1]
-
-
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Run ``compare`` or ``plot``; returns the exit status."""
     if args.command == "compare":
@@ -67,17 +65,21 @@ def _cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from ..reporting.report import write_json
 
     paths = [Path(p) for p in args.reports]
-    if len(paths) > 2 or (len(paths) == 2) == (args.retrievers is not None):
+    if len(paths) > 2 or (len(paths) == 1 and args.retrievers is None):
         raise cmp_mod.CompareError(
             "compare takes BASE.json NEW.json, or one REPORT.json with --retrievers BASE,NEW")
     reports = [cmp_mod.load_report(p) for p in paths]
-    if args.retrievers is not None:
-        result = cmp_mod.compare_retrievers(reports[0], *args.retrievers, name=str(paths[0]),
-                                            metrics=args.metric)
+    if len(paths) == 1:
+        mapping = cmp_mod.parse_retrievers(args.retrievers, one_report=True)
+        result = cmp_mod.compare_retrievers(reports[0], *mapping[0], name=str(paths[0]),
+                                            metrics=args.metric, more=mapping[1:])
     else:
+        chosen = (None if args.retrievers is None
+                  else cmp_mod.parse_retrievers(args.retrievers, one_report=False))
         result = cmp_mod.compare_reports(reports[0], reports[1], base_name=str(paths[0]),
                                          new_name=str(paths[1]), metrics=args.metric,
-                                         allow_different_data=args.allow_different_data)
+                                         allow_different_data=args.allow_different_data,
+                                         retrievers=chosen)
     width = shutil.get_terminal_size().columns
     for line in cmp_mod.comparison_lines(result, verbose=args.verbose, width=width):
         out.write(line + "\n")

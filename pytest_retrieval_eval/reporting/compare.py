@@ -515,6 +515,10 @@ def header_lines(cmp: Mapping[str, Any]) -> list[str]:
     else:
         lines.append(f"dataset: {base['dataset']} (sha256 {base['sha256'][:16]}…)")
     key = "question_id" if cmp["kind"] == "retrievers" else "question_id, retriever"
+    if cmp.get("mapped"):
+        key = "question_id; retrievers " + ", ".join(
+            m["base"] if m["base"] == m["new"] else f"{m['base']}={m['new']}"
+            for m in cmp["mapped"])
     lines.append(f"paired on ({key}): {cmp['matched']} matched, "
                  f"{len(cmp['only_in_base'])} only in base, "
                  f"{len(cmp['only_in_new'])} only in new")
