@@ -123,7 +123,10 @@ def synthetic_report(seed: int, shift: float) -> dict[str, Any]:
     base_rng = np.random.default_rng(0)  # the same "true" difficulty per question
     pairs = []
     retrievers = ["hybrid", "semantic", "fts", "bm25", "vipune"]
-    qids = [(f"q{t[:3]}{i:03d}", t) for t, n in M_TYPES.items() for i in range(n)]
+    # One id per question: "q" + the type's initials + a number (the first three letters
+    # made the three single-session types share ids, which compare now refuses).
+    qids = [(f"q{''.join(w[0] for w in t.split('-'))}{i:03d}", t)
+            for t, n in M_TYPES.items() for i in range(n)]
     ease = base_rng.random(len(qids))
     for name in retrievers:
         for index, (qid, qtype) in enumerate(qids):

@@ -156,8 +156,8 @@ def test_retrievers_that_cannot_be_read_are_one_line(
 
 def test_one_report_maps_several_pairs_into_one_family(
         sample: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run_cli(capsys, "compare", str(sample["all"]), "--retrievers",
-                             f"semantic=hybrid,semantic={WHATIF}", "--metric", "recall@5",
+    code, _, err = run_cli(capsys, "compare", str(sample["all"]), "--retrievers",
+                           f"semantic=hybrid,semantic={WHATIF}", "--metric", "recall@5",
                              "--json", str(tmp_path / "c.json"))
     assert code == 0, err
     rows = saved(tmp_path / "c.json")["rows"]["recall@5"]
