@@ -26,7 +26,8 @@ WHATIF = "hybrid+fts:or"
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Reports of the bundled sample (``--no-model``), written by real runs: ``base`` (hybrid,
-    semantic), ``new`` (the what-if hybrid+fts:or, semantic) and ``all`` (all three)."""
+    semantic), ``new`` (the what-if hybrid+fts:or, semantic) and ``all`` (all three), each
+    with the Markdown the run wrote (``base.md``, ...)."""
     root = tmp_path_factory.mktemp("sample-reports")
     env = subprocess_env(RETRIEVAL_EVAL_CACHE_DIR=str(root / "cache"),
                          HF_HOME=str(root / "hf-empty"))
@@ -35,12 +36,13 @@ def sample(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for name, retrievers in (("base", "hybrid,semantic"), ("new", f"{WHATIF},semantic"),
                              ("all", f"hybrid,{WHATIF},semantic")):
         out[name] = root / f"{name}.json"
+        out[f"{name}.md"] = root / f"{name}.md"
         done = subprocess.run(
             [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
              "-p", "no:randomly", "--retrieval-eval", "--no-model",
              "--retrieval-eval-retriever", retrievers, "--retrieval-eval-json",
-             str(out[name])], cwd=root, env=env, capture_output=True, text=True,
-            timeout=300, check=False)
+             str(out[name]), "--retrieval-eval-markdown", str(out[f"{name}.md"])],
+            cwd=root, env=env, capture_output=True, text=True, timeout=300, check=False)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return out
 
@@ -164,3 +166,47 @@ def test_one_report_maps_several_pairs_into_one_family(
     assert {r["retriever"] for r in rows} == {"hybrid vs semantic", f"{WHATIF} vs semantic"}
     assert [r["p_holm"] for r in rows] == sig.holm([r["p"] for r in rows]).tolist()
     assert os.path.exists(tmp_path / "c.json")
+
+
+# --------------------------------------------------------------------------- markdown
+
+
+def test_markdown_of_a_saved_report_is_what_the_run_wrote(
+        sample: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "markdown", str(sample["all"]))
+    assert (code, err) == (0, "")
+    assert out == sample["all.md"].read_text(encoding="utf-8")
+    # Diagnostics fold into <details>, worded as the terminal's lines in their longest form.
+    assert "<details>\n<summary>Diagnostics</summary>\n\n- hybrid: top 1/5/10 equals " in out
+    assert "- semantic: first gold at mean rank " in out
+
+
+def test_markdown_of_two_reports_holds_the_comparison_and_its_lists(
+        sample: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "markdown", str(sample["base"]), str(sample["new"]),
+                             "--retrievers", f"hybrid={WHATIF}")
+    assert (code, err) == (0, "")
+    run_cli(capsys, "compare", str(sample["base"]), str(sample["new"]), "--retrievers",
+            f"hybrid={WHATIF}", "--json", str(tmp_path / "c.json"))
+    changes = saved(tmp_path / "c.json")["changes"][f"{WHATIF} vs hybrid"]
+    assert out.startswith(sample["new.md"].read_text(encoding="utf-8").split("<details>")[0])
+    assert f"**retrieval-eval compare** · base `{sample['base']}` → new `{sample['new']}`" in out
+    assert "#### Δ recall@5" in out and "| semantic" not in out.split("compare**")[1]
+    listed = 0
+    for k, v in changes.items():
+        for what in ("gained", "lost"):
+            if v[what]:
+                listed += 1
+                assert (f"- `{WHATIF} vs hybrid` recall@{k} {what} ({len(v[what])}): "
+                        f"{', '.join(v[what])}") in out
+    assert listed and out.count("<details>") == 2  # the new run's diagnostics, the changes
+
+
+def test_markdown_refusals_are_one_line(sample: dict[str, Path], tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "markdown", str(tmp_path / "none.json"))
+    assert (code, out) == (REFUSED, "") and err.count("\n") == 1
+    assert "cannot be read" in err
+    code, out, err = run_cli(capsys, "markdown", *[str(sample["all"])] * 3)
+    assert (code, out, err) == (REFUSED, "", "retrieval-eval: error: markdown takes "
+                                "REPORT.json, or BASE.json NEW.json\n")
