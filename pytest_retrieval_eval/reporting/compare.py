@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -110,14 +111,16 @@ def check_report(data: object, name: str, *, version: bool = True) -> None:
                                f"once per retriever, and compare never drops one silently; "
                                f"{_FIX}")
         for field, value in pair["metrics"].items():
-            if (isinstance(value, bool) or not isinstance(value, (int, float))
-                    or not math.isfinite(value) or not 0.0 <= value <= 1.0):
+            if (isinstance(value, bool) or not isinstance(value, numbers.Real)
+                    or not (math.isfinite(float(value)) and 0.0 <= float(value) <= 1.0)):
                 raise CompareError(f"{where}: metrics.{field} is {_show(value)}, not a number "
                                    f"in [0, 1]; {_FIX}")
 
 
 def _show(value: object) -> str:
     """A value in a message: JSON's spelling (``NaN``, ``"5"``, ``[1, 2]``), cut short."""
+    if isinstance(value, numbers.Real) and not isinstance(value, (bool, int)):
+        value = float(value)  # numpy's floats as JSON spells them
     try:
         text = json.dumps(value)
     except (TypeError, ValueError):  # pragma: no cover - parsed JSON always dumps

@@ -171,3 +171,42 @@ def test_compare_of_a_fifo_never_hangs(tmp_path: Path) -> None:
     assert done.stderr.strip() == (f"retrieval-eval: error: report {fifo} is a FIFO (named "
                                    "pipe), not a regular file; save the data to a file and "
                                    "pass that file")
+
+
+# --------------------------------------------------------------------------- in-run base
+
+
+@pytest.mark.parametrize("case", ["fifo", "deep", "nan", "abc", "repeated"])
+def test_an_in_run_base_that_cannot_be_compared_is_one_line(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        case: str) -> None:
+    """``--retrieval-eval-compare BASE`` reads BASE through load_report: a FIFO does not hang,
+    a 2,000-deep file is no INTERNALERROR, a bad field no traceback at session finish. (Where
+    the line shows, before the run or as "comparison refused", is the plugin's choice.)"""
+    monkeypatch.setenv("RETRIEVAL_EVAL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    base = tmp_path / "base.json"
+    good = make_report({"hybrid": [("q1", "multi-session", 1.0)]})
+    if case == "fifo":
+        os.mkfifo(base)
+        says = "is a FIFO (named pipe), not a regular file"
+    elif case == "deep":
+        base.write_text('{"x": ' + "[" * 2000 + "]" * 2000 + "}")
+        says = "nests JSON more than 64 levels deep"
+    elif case == "repeated":
+        good["pairs"].append(dict(good["pairs"][0]))
+        write_report(base, good)
+        says = "pair 1 (q1, hybrid) repeats pair 0"
+    else:
+        good["pairs"][0]["metrics"]["recall@1"] = float("nan") if case == "nan" else "abc"
+        write_report(base, good)
+        says = "metrics.recall@1 is " + ("NaN" if case == "nan" else '"abc"')
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "--retrieval-eval", "--no-model", "--retrieval-eval-compare",
+        str(base), timeout=240)
+    text = result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in text and "INTERNALERROR" not in text, text[-3000:]
+    assert result.ret in (0, 4), text[-3000:]
+    lines = [line for line in text.splitlines() if says in line]
+    assert len(lines) == 1, text[-3000:]
