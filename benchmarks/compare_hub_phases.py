@@ -187,7 +187,8 @@ COMPARE_MEMORY_TARGET = 300 << 20
 
 
 def scaled_report(pairs: int, seed: int, shift: float) -> dict[str, Any]:
-    """One retriever, ``pairs`` questions in LongMemEval_M's type mix, recall at k 1, 5, 10."""
+    """One retriever, ``pairs`` questions in LongMemEval_M's type mix, recall at k 1, 5, 10,
+    each pair with the fields a real report's pairs carry (ranked ids, gold, fusion...)."""
     from pytest_retrieval_eval.reporting.report import SCHEMA_VERSION
 
     rng = np.random.default_rng(seed)
@@ -199,9 +200,17 @@ def scaled_report(pairs: int, seed: int, shift: float) -> dict[str, Any]:
             value = float(rng.random() < 0.3 + 0.05 * k + shift)
             for family in ("recall", "recall_any", "recall_all", "ndcg_any"):
                 metrics[f"{family}@{k}"] = value
-        out.append({"retriever": "hybrid", "index": index, "question_id": f"q{index:06d}",
-                    "question_type": types[index % len(types)], "metrics": metrics,
-                    "ranked": [], "gold": []})
+        # The fields a real pair carries beside its metrics (about 1.2 KB of JSON).
+        qid = f"q{index:06d}"
+        out.append({"retriever": "hybrid", "index": index, "question_id": qid,
+                    "question_type": types[index % len(types)],
+                    "gold": [f"answer_{qid}_1", f"answer_{qid}_2"],
+                    "gold_source": "answer_session_ids",
+                    "ranked": [f"{qid}_s{r}" for r in range(10)], "metrics": metrics,
+                    "notes": {}, "latency_ms": {"query_embedding": None, "retrieval": 1.5},
+                    "returned": {"1": 1, "5": 5, "10": 10},
+                    "fusion": {k: {"semantic": True, "fts": False} for k in ("1", "5", "10")},
+                    "component_sizes": {"semantic": 40, "fts": 2}})
     return {"schema_version": SCHEMA_VERSION,
             "dataset": {"name": "synthetic", "sha256": "0" * 64}, "lane": "model-free",
             "model": {"name": "synthetic"}, "ks": [1, 5, 10], "retrievers": ["hybrid"],
@@ -226,7 +235,8 @@ def compare_memory_phase(results: Results) -> None:
             f"compare: memory at {pairs:,} pairs (one retriever, 10,000 resamples)",
             fmt_s(m.wall), fmt_mem(m.tree_peak), "",
             f"< {COMPARE_MEMORY_TARGET >> 20} MiB", verdict(m.tree_peak < COMPARE_MEMORY_TARGET),
-            f"two reports of {size / 1e6:.1f} MB each (minimal pairs: metrics only), 3 metrics "
-            f"x 7 rows; peak RSS of the process (imports and both reports included; before "
-            f"chunking, 10,000 resamples x n were held at once: about 200 KB a pair); CPU "
+            f"two reports of {size / 1e6:.1f} MB each (pairs shaped as a run writes them), "
+            f"3 metrics x 7 rows; peak RSS of the process (imports and both reports included; "
+            f"before chunking, 10,000 resamples x n were held at once: about 200 KB a pair); "
+            f"CPU "
             f"{m.cpu:.1f} s; load average {os.getloadavg()[0]:.1f}"))

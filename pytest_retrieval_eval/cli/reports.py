@@ -106,7 +106,7 @@ def _cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if len(paths) > 2 or (len(paths) == 1 and args.retrievers is None):
         raise cmp_mod.CompareError(
             "compare takes BASE.json NEW.json, or one REPORT.json with --retrievers BASE,NEW")
-    reports = [cmp_mod.load_report(p) for p in paths]
+    reports = [cmp_mod.load_report(p, slim=True) for p in paths]
     if len(paths) == 1:
         mapping = cmp_mod.parse_retrievers(args.retrievers, one_report=True)
         result = cmp_mod.compare_retrievers(reports[0], *mapping[0], name=str(paths[0]),
@@ -174,7 +174,7 @@ def _cmd_plot(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise cmp_mod.CompareError("plot takes REPORT.json, or BASE.json NEW.json")
     plot_mod.check_output(args.output)
     plot_mod.require_matplotlib()
-    reports = [cmp_mod.load_report(p) for p in paths]
+    reports = [cmp_mod.load_report(p, slim=True) for p in paths]
     dpi = plot_mod.DEFAULT_DPI if args.dpi is None else args.dpi
     if len(reports) == 1:
         plot_mod.plot_report(reports[0], args.output, dpi=dpi)
@@ -193,7 +193,7 @@ def _cmd_markdown(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     paths = [Path(p) for p in args.reports]
     if len(paths) > 2:
         raise cmp_mod.CompareError("markdown takes REPORT.json, or BASE.json NEW.json")
-    reports = [cmp_mod.load_report(p) for p in paths]
+    reports = [cmp_mod.load_report(p, slim=True) for p in paths]
     report = reports[-1]
     if len(reports) == 2:
         report = {**report, "comparison": _compare_two(args, paths, reports)}

@@ -25,7 +25,9 @@ import io
 import json
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ..errors import DataError
 from .dataset import check_regular_file
@@ -41,12 +43,15 @@ def _mib(n: int) -> str:
 
 
 def read_json_file(path: Path, *, what: str, fix: str, max_bytes: int,
-                   max_depth: int = MAX_DEPTH) -> object:
+                   max_depth: int = MAX_DEPTH,
+                   object_hook: Callable[[dict[str, Any]], Any] | None = None) -> object:
     """The JSON value in ``path``, read within the bounds above; one line if it cannot be.
 
     ``what`` names the file in the message (``"report"``, ``"manifest"``); ``fix`` ends it
     (``"write it again with --retrieval-eval-json"``). Messages read
     ``"{what} {path}: <fault>; {fix}"`` (a FIFO or a directory: the dataset guard's wording).
+    ``object_hook`` is ``json.loads``'s: each object as it is parsed (a caller keeps only the
+    fields it needs, so what it does not need is freed as the parse goes).
     """
     path = Path(path)
     check_regular_file(path, what)
@@ -76,7 +81,9 @@ def read_json_file(path: Path, *, what: str, fix: str, max_bytes: int,
         raise DataError(f"{what} {path}: larger than the {_mib(max_bytes)} a {what} may be; "
                         f"{fix}")
     try:
-        _NestingGuard(io.BytesIO(data), 0, limit=max_depth).read()
+        guard = _NestingGuard(io.BytesIO(data), 0, limit=max_depth)
+        while guard.read(_CHUNK):  # chunk by chunk: the scan's temporaries stay small
+            pass
     except _TooDeep as deep:
         raise DataError(f"{what} {path}: nests JSON more than {max_depth} levels deep (at "
                         f"byte {deep.offset}); {fix}") from None
@@ -88,7 +95,7 @@ def read_json_file(path: Path, *, what: str, fix: str, max_bytes: int,
     if text.startswith("\ufeff"):
         text = text[1:]
     try:
-        return json.loads(text)
+        return json.loads(text, object_hook=object_hook)
     except json.JSONDecodeError as exc:
         raise DataError(f"{what} {path}: not valid JSON ({exc.msg}, line {exc.lineno} column "
                         f"{exc.colno}: truncated or damaged); {fix}") from None

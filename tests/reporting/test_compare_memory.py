@@ -11,6 +11,7 @@ from __future__ import annotations
 import resource
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -81,3 +82,30 @@ def test_chunking_changes_no_number(monkeypatch: pytest.MonkeyPatch, n: int) -> 
     for a, b in zip(whole, chunked, strict=True):
         assert np.array_equal(a, b)
 
+
+
+def test_a_slim_load_keeps_what_compare_reads_and_changes_no_number(tmp_path: Path) -> None:
+    """load_report(slim=True), as the commands read reports: each pair keeps its retriever,
+    question id, type and metrics (equal values sharing one float), and the comparison is
+    the same as of the whole reports."""
+    from pytest_retrieval_eval.reporting import compare
+    from tests.support.compare_factory import make_report, write_report
+
+    rows = [(f"q{i}", "multi-session" if i % 2 else "temporal-reasoning", (i % 3) / 2)
+            for i in range(40)]
+    base = make_report({"hybrid": rows}, ks=(1, 5))
+    new = make_report({"hybrid": [(q, t, 1.0 - v) for q, t, v in rows]}, ks=(1, 5))
+    for report in (base, new):
+        for pair in report["pairs"]:
+            pair.update(ranked=["a", "b"], gold=["a"], fusion={"1": {"semantic": True}})
+    a = write_report(tmp_path / "a.json", base)
+    b = write_report(tmp_path / "b.json", new)
+    whole = [compare.load_report(p) for p in (a, b)]
+    slim = [compare.load_report(p, slim=True) for p in (a, b)]
+    assert set(whole[0]["pairs"][0]) > set(compare.PAIR_FIELDS)
+    assert all(set(p) == set(compare.PAIR_FIELDS) for r in slim for p in r["pairs"])
+    ones = [p["metrics"][m] for p in slim[0]["pairs"] for m in ("recall@1", "recall@5")
+            if p["metrics"][m] == 1.0]
+    assert len(ones) > 2 and all(x is ones[0] for x in ones)
+    assert slim[0]["summary"] == whole[0]["summary"]  # what is not a pair is kept whole
+    assert compare.compare_reports(*slim) == compare.compare_reports(*whole)
