@@ -102,7 +102,8 @@ class _Slimmer:
 
 def check_report(data: object, name: str, *, version: bool = True) -> None:
     """Refuse (one line naming ``name``) what is not a valid report: the shape, the
-    schema_version, ``ks`` (whole numbers >= 1), ``retrievers`` (names), each pair's
+    schema_version, ``ks`` (whole numbers >= 1, at least one), ``retrievers`` (names), the
+    ``summary`` where there is one (plot and markdown read it), each pair's
     ``question_id``, ``retriever``, ``question_type`` and ``metrics`` (each a finite number in
     [0, 1], named by its pair and field), and a ``(question_id, retriever)`` given twice.
     ``version=False`` leaves the schema_version to :func:`check_comparable`."""
@@ -124,6 +125,11 @@ def check_report(data: object, name: str, *, version: bool = True) -> None:
         if not isinstance(retriever, str) or not retriever:
             raise CompareError(f"report {name}: retrievers holds {_show(retriever)}, not a "
                                f"retriever name; {_FIX}")
+    if not data["ks"]:
+        raise CompareError(f"report {name}: ks is empty; {_FIX}")
+    problem = _summary_problem(data.get("summary", {}))
+    if problem:
+        raise CompareError(f"report {name}: summary{problem}; {_FIX}")
     seen: dict[tuple[str, str], int] = {}
     for i, pair in enumerate(data["pairs"]):
         qid, retriever = pair["question_id"], pair["retriever"]
@@ -137,10 +143,41 @@ def check_report(data: object, name: str, *, version: bool = True) -> None:
                                f"once per retriever, and compare never drops one silently; "
                                f"{_FIX}")
         for field, value in pair["metrics"].items():
-            if (isinstance(value, bool) or not isinstance(value, numbers.Real)
-                    or not (math.isfinite(float(value)) and 0.0 <= float(value) <= 1.0)):
+            if not _is_score(value):
                 raise CompareError(f"{where}: metrics.{field} is {_show(value)}, not a number "
                                    f"in [0, 1]; {_FIX}")
+
+
+def _is_score(value: object) -> bool:
+    """A finite number in [0, 1] (not a bool)."""
+    return (not isinstance(value, bool) and isinstance(value, numbers.Real)
+            and math.isfinite(float(value)) and 0.0 <= float(value) <= 1.0)
+
+
+def _summary_problem(summary: object) -> str:
+    """What is wrong with a report's ``summary`` (as a path and a fault: ``.hybrid.overall
+    is null, not an object``), or ``""``: what plot and markdown read of it."""
+    if not isinstance(summary, dict):
+        return f" is {_show(summary)}, not an object"
+    for retriever, entry in summary.items():
+        if not isinstance(entry, dict):
+            return f".{retriever} is {_show(entry)}, not an object"
+        by_type = entry.get("by_type", {})
+        if not isinstance(by_type, dict):
+            return f".{retriever}.by_type is {_show(by_type)}, not an object"
+        cells = [("overall", entry.get("overall")),
+                 *((f"by_type.{t}", cell) for t, cell in by_type.items())]
+        for where, cell in cells:
+            if not isinstance(cell, dict):
+                return f".{retriever}.{where} is {_show(cell)}, not an object"
+            n = cell.get("n")
+            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                return f".{retriever}.{where}.n is {_show(n)}, not a count"
+            for field, value in cell.items():
+                if field != "n" and not _is_score(value):
+                    return (f".{retriever}.{where}.{field} is {_show(value)}, not a number "
+                            "in [0, 1]")
+    return ""
 
 
 def _show(value: object) -> str:

@@ -19,6 +19,8 @@ from .report import families_for, type_order
 
 #: The step-summary file GitHub Actions reads after each step.
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+#: What reading a malformed section of a saved report raises.
+_UNREADABLE = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 #: Diagnostics are worded for a line this wide: every phrase in its longest form.
 DIAGNOSTICS_WIDTH = 10_000
 
@@ -111,7 +113,12 @@ def _diagnostics(report: Mapping[str, Any], retrievers: Sequence[str]) -> list[s
         return []
     from .diagnostic_lines import lines
 
-    said = lines(diagnostics, retrievers, list(report["ks"]), width=DIAGNOSTICS_WIDTH)
+    try:
+        said = lines(diagnostics, retrievers, list(report["ks"]), width=DIAGNOSTICS_WIDTH)
+    except _UNREADABLE:
+        # A hand-edited or foreign section: the tables stand, the diagnostics say why not.
+        return _details("Diagnostics", ["- not shown: the report's `diagnostics` section "
+                                        "cannot be read"])
     if not said:
         return []
     return _details("Diagnostics", [f"- {_cell(line)}" for line in said])
@@ -199,7 +206,12 @@ def run_markdown(report: Mapping[str, Any]) -> str:
     parts = [summary_markdown(report)]
     comparison = report.get("comparison")
     if isinstance(comparison, Mapping) and "rows" in comparison:
-        parts.append(comparison_markdown(comparison))
+        try:
+            parts.append(comparison_markdown(comparison))
+        except _UNREADABLE:  # a saved report's section, edited or foreign: said, not raised
+            parts.append("Comparison not shown: the report's `comparison` section cannot be "
+                         "read; make it again with `retrieval-eval markdown BASE.json "
+                         "NEW.json`\n")
     elif isinstance(comparison, Mapping) and comparison.get("refused"):
         parts.append(f"Comparison refused: {comparison['refused']}\n")
     return "\n".join(parts)

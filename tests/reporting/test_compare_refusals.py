@@ -75,6 +75,13 @@ def test_bounds_and_whole_numbers_are_accepted(tmp_path: Path) -> None:
                                              "name"),
     ("retrievers", "hybrid", "no 'retrievers' list"),
     ("schema_version", True, "no 'schema_version' int"),
+    ("ks", [], "ks is empty"),
+    ("summary", None, "summary is null, not an object"),
+    ("summary", {"hybrid": None}, "summary.hybrid is null, not an object"),
+    ("summary", {"hybrid": {"overall": {"n": 2, "recall@1": "0.5"}}},
+     'summary.hybrid.overall.recall@1 is "0.5", not a number in [0, 1]'),
+    ("summary", {"hybrid": {"overall": {"n": -1}}}, "summary.hybrid.overall.n is -1, not a "
+                                                    "count"),
 ])
 def test_ks_and_retrievers_of_the_wrong_kind_are_one_line(
         capsys: pytest.CaptureFixture[str], tmp_path: Path, field: str, value: object,
@@ -210,3 +217,64 @@ def test_an_in_run_base_that_cannot_be_compared_is_one_line(
     assert result.ret in (0, 4), text[-3000:]
     lines = [line for line in text.splitlines() if says in line]
     assert len(lines) == 1, text[-3000:]
+
+
+# --------------------------------------------------------------------------- any field, any kind
+
+#: Values of the wrong kind put in each field in turn.
+WRONG = [None, [], {}, "x", [1], {"a": 1}, -1, True, 1.5, float("nan")]
+
+
+def mutations() -> list[tuple[str, Any]]:
+    """``(where, value)``: a top-level key, a pair field, a metric, a summary cell, the
+    diagnostics, or a stored comparison's part set to a value of the wrong kind."""
+    base = report()
+    where = [f"top.{key}" for key in base if key != "pairs"]
+    where += [f"pair.{key}" for key in base["pairs"][0]]
+    where += ["pairs", "pair", "metric", "dataset.sha256", "summary.hybrid",
+              "summary.hybrid.overall", "diagnostics", "diagnostics.hybrid",
+              "comparison", "comparison.rows", "comparison.changes", "comparison.base",
+              "comparison.method"]
+    return [(w, v) for w in where for v in WRONG]
+
+
+def mutated(where: str, value: object) -> dict[str, Any]:
+    bad = report()
+    bad["comparison"] = cmp.compare_reports(report(), report())
+    bad["diagnostics"] = {"hybrid": {"pairs": 2, "no_results": 0, "fewer_than_k": {},
+                                     "first_gold": {"top": 5, "pairs_with_gold": 0}}}
+    head, _, rest = where.partition(".")
+    if head == "top":
+        bad[rest] = value
+    elif head == "pairs":
+        bad["pairs"] = value
+    elif head == "pair" and rest:
+        bad["pairs"][0][rest] = value
+    elif head == "pair":
+        bad["pairs"][0] = value
+    elif head == "metric":
+        bad["pairs"][0]["metrics"]["recall@1"] = value
+    else:
+        node = bad
+        keys = where.split(".")
+        for key in keys[:-1]:
+            node = node[key]
+        node[keys[-1]] = value
+    return bad
+
+
+@pytest.mark.parametrize(("where", "value"), mutations())
+def test_compare_and_markdown_never_raise_on_a_field_of_the_wrong_kind(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str, value: object) -> None:
+    """compare (either side, and one report's retrievers) and markdown (alone and as NEW) end
+    in their output or one error line: never an exception."""
+    good = write_report(tmp_path / "good.json", report())
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(mutated(where, value)), encoding="utf-8")
+    for args in (["compare", str(good), str(bad)], ["compare", str(bad), str(good)],
+                 ["compare", str(bad), "--retrievers", "semantic,hybrid"],
+                 ["markdown", str(bad)], ["markdown", str(good), str(bad)]):
+        code, out, err = run_cli(capsys, *args)
+        assert code in (0, REFUSED), (args, err)
+        if code == REFUSED:
+            assert err.count("\n") == 1 and out == "", err
