@@ -417,10 +417,11 @@ def compare_retrievers(report: Mapping[str, Any], base_retriever: str, new_retri
         raise CompareError(f"retrievers {base_retriever} and {new_retriever} of report "
                            f"{name} scored no question in common")
     side = _side(report, name)
+    bases = ", ".join(dict.fromkeys(b for b, _ in mapping))
+    news = ", ".join(dict.fromkeys(n for _, n in mapping))
     result = {"kind": "retrievers",
-              "base": {**side, "label": f"{name} [{base_retriever}]",
-                       "retriever": base_retriever},
-              "new": {**side, "label": f"{name} [{new_retriever}]", "retriever": new_retriever},
+              "base": {**side, "label": f"{name} [{bases}]", "retriever": base_retriever},
+              "new": {**side, "label": f"{name} [{news}]", "retriever": new_retriever},
               "different_data": False, **out}
     if more:
         result["mapped"] = [{"base": b, "new": n, "label": label} for b, n, label in lanes]

@@ -162,8 +162,11 @@ def test_one_report_maps_several_pairs_into_one_family(
                            f"semantic=hybrid,semantic={WHATIF}", "--metric", "recall@5",
                              "--json", str(tmp_path / "c.json"))
     assert code == 0, err
-    rows = saved(tmp_path / "c.json")["rows"]["recall@5"]
+    result = saved(tmp_path / "c.json")
+    rows = result["rows"]["recall@5"]
     assert {r["retriever"] for r in rows} == {"hybrid vs semantic", f"{WHATIF} vs semantic"}
+    assert result["new"]["label"] == f"{sample['all']} [hybrid, {WHATIF}]"
+    assert result["base"]["label"] == f"{sample['all']} [semantic]"
     assert [r["p_holm"] for r in rows] == sig.holm([r["p"] for r in rows]).tolist()
     assert os.path.exists(tmp_path / "c.json")
 
