@@ -149,7 +149,9 @@ def test_a_2000_deep_report_is_one_line(capsys: pytest.CaptureFixture[str],
 def test_a_report_past_the_size_limit_is_one_line(capsys: pytest.CaptureFixture[str],
                                                   tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cmp, "MAX_REPORT_BYTES", 2000)
+    from pytest_retrieval_eval.reporting import report_file
+
+    monkeypatch.setattr(report_file, "MAX_REPORT_BYTES", 2000)
     err = refused(capsys, tmp_path, {**report(), "padding": "x" * 3000})
     assert "larger than the 2,000 bytes a report may be" in err
 
