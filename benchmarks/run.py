@@ -23,7 +23,8 @@ repository (``--data-dir``, default ``~/.cache/pytest-retrieval-eval-bench``), t
    throughput and the model lane's per-query latency;
 7. compare: ``retrieval-eval compare`` of two synthetic full-M-sized reports (470 pairs, five
    retrievers, 10,000 permutations and resamples), as a subprocess (``--only compare`` needs
-   no dataset);
+   no dataset), and its peak memory at 5,000 and 50,000 pairs of one retriever (target
+   under 300 MiB);
 8. hub (only when asked: ``--only hub``, no dataset needed): ``retrieval-eval cache push``
    and ``cache pull`` of a vector cache of the synthetic M's size (41,140 vectors of dim 384
    in prep's shard layout) through the local stand-in of the Hub (tests/support/hub_standin.py).
@@ -49,7 +50,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import measuring
 from benchmarks.bm25_verify_phases import bm25_phase, verify_phase
-from benchmarks.compare_hub_phases import M_VECTORS, compare_phase, hub_phase
+from benchmarks.compare_hub_phases import (
+    M_VECTORS,
+    compare_memory_phase,
+    compare_phase,
+    hub_phase,
+)
 from benchmarks.data_setup import (
     DEFAULT_DATA_DIR,
     SCALES,
@@ -111,6 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = Results()
     if "compare" in phases:
         compare_phase(results)
+        compare_memory_phase(results)
     if phases == {"compare"}:  # nothing else asked: no dataset needed
         print("\n".join(table(results.rows)))
         if args.out is not None:

@@ -11,7 +11,7 @@ report comparison and data generation. This module assembles the parser and runs
 * :mod:`.cache`: ``retrieval-eval cache merge DIR... [--into DIR]`` combines caches;
   ``cache push --repo ORG/NAME`` / ``cache pull --repo ORG/NAME`` share one model's vectors
   through a Hugging Face Hub dataset repo (:mod:`pytest_retrieval_eval.vectors.hub_sync`).
-* :mod:`.reports`: ``retrieval-eval compare`` and ``retrieval-eval plot``.
+* :mod:`.reports`: ``retrieval-eval compare``, ``plot`` and ``markdown``.
 * :mod:`.generate`: ``retrieval-eval generate --preset sample OUT.json`` writes
   deterministic LongMemEval-shaped data (the bundled sample, a synthetic LongMemEval_M).
 * :mod:`.args` holds what they share (program name, exit statuses, the one-line parser,
@@ -116,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "cache":
             return cli_cache.run(args, out, err)
-        if args.command in ("compare", "plot"):
+        if args.command in ("compare", "plot", "markdown"):
             return cli_reports.run(args, out, err)
         if args.command == "generate":
             return cli_generate.run(args, out, err)

@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import argparse
 import shutil
+from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
+
+from ..reporting.plot import DEFAULT_DPI, DPI_RANGE  # matplotlib only when a figure is drawn
 
 __all__ = ["add_commands", "run"]
 
@@ -18,13 +22,18 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     compare = sub.add_parser(
         "compare", help="compare two JSON reports (or two retrievers of one) pair by pair",
         description="Compare BASE.json with NEW.json pair by pair (matched on question_id and "
-        "retriever), or two retrievers of one report (--retrievers BASE,NEW): delta, 95% "
-        "paired bootstrap CI, paired randomization p-value, Holm-Bonferroni. Reports only: "
-        "the exit status is 0 whatever the numbers.")
+        "retriever; --retrievers names or maps the retrievers to compare), or retrievers of "
+        "one report (--retrievers BASE,NEW): delta, 95% paired bootstrap CI, paired "
+        "randomization p-value, Holm-Bonferroni across the compared rows. Reports only: the "
+        "exit status is 0 whatever the numbers.")
     compare.add_argument("reports", nargs="+", metavar="REPORT.json",
                          help="BASE.json NEW.json, or one report with --retrievers")
-    compare.add_argument("--retrievers", type=_retriever_pair, default=None, metavar="BASE,NEW",
-                         help="compare two retrievers of one report, base first")
+    compare.add_argument("--retrievers", default=None, metavar="NAMES",
+                         help="two reports: the retrievers to compare, NAME or "
+                         "BASE_NAME=NEW_NAME, comma-separated (hybrid=hybrid+fts:or,custom); "
+                         "only those are printed and counted in the Holm family (default: "
+                         "every retriever, by name). One report: BASE,NEW (two names, base "
+                         "first) or BASE=NEW[,...]")
     compare.add_argument("--metric", action="append", default=None, metavar="NAME",
                          help="metric to compare: recall, recall_any, recall_all or ndcg_any, "
                          "optionally @k; repeatable (default: recall at every shared k)")
@@ -36,29 +45,56 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
                          help="name every gained, lost and unmatched question")
     plot = sub.add_parser(
         "plot", help="draw a report (or its comparison with a base report) as a figure",
-        description="R.json alone: recall@k by question type, retrievers side by side, one "
-        "panel per k. R.json BASE.json: delta of R against BASE with its 95% CI per question "
-        "type. Needs the [plot] extra (matplotlib).")
-    plot.add_argument("reports", nargs="+", metavar="REPORT.json", help="R.json [BASE.json]")
+        description="REPORT.json alone: recall@k by question type with 95% CIs and n per "
+        "type, retrievers side by side, one panel per k. BASE.json NEW.json (compare's "
+        "order): delta of NEW against BASE with its 95% CI per question type. Needs the "
+        "[plot] extra (matplotlib).")
+    plot.add_argument("reports", nargs="+", metavar="REPORT.json",
+                      help="REPORT.json, or BASE.json NEW.json as in compare")
     plot.add_argument("-o", "--output", type=Path, required=True, metavar="FILE",
                       help="the figure: FILE.png, FILE.svg or FILE.pdf")
+    plot.add_argument("--dpi", type=_dpi, default=None, metavar="N",
+                      help=f"dots per inch, {DPI_RANGE[0]}..{DPI_RANGE[1]}; figures are 7.5 in "
+                      f"wide (default: {DEFAULT_DPI})")
     plot.add_argument("--metric", action="append", default=None, metavar="NAME",
-                      help="with BASE.json: metrics to draw (default: recall at every k)")
+                      help="with BASE.json NEW.json: metrics to draw (default: recall at every "
+                      "k)")
+    plot.add_argument("--retrievers", default=None, metavar="NAMES",
+                      help="with BASE.json NEW.json: as in compare (NAME or BASE_NAME=NEW_NAME)")
     plot.add_argument("--allow-different-data", action="store_true",
-                      help="with BASE.json: compare over the pairs both reports hold")
+                      help="with BASE.json NEW.json: compare over the pairs both reports hold")
+    plot.add_argument("--base-is-newer", action="store_true",
+                      help="BASE.json was written after NEW.json on purpose: draw it anyway "
+                      "(without it, that order is refused as the old NEW BASE order)")
+    markdown = sub.add_parser(
+        "markdown", help="render saved JSON reports as GitHub-flavoured Markdown",
+        description="REPORT.json alone: its summary tables (and the comparison it holds, if "
+        "the run made one), as --retrieval-eval-markdown writes them. BASE.json NEW.json "
+        "(compare's order): NEW's summary and its comparison with BASE. Diagnostics and "
+        "gained/lost lists fold into <details>. Written to stdout.")
+    markdown.add_argument("reports", nargs="+", metavar="REPORT.json",
+                          help="REPORT.json, or BASE.json NEW.json as in compare")
+    markdown.add_argument("--metric", action="append", default=None, metavar="NAME",
+                          help="with BASE.json NEW.json: metrics to compare (as in compare)")
+    markdown.add_argument("--retrievers", default=None, metavar="NAMES",
+                          help="with BASE.json NEW.json: as in compare")
+    markdown.add_argument("--allow-different-data", action="store_true",
+                          help="with BASE.json NEW.json: compare over the pairs both hold")
 
 
-def _retriever_pair(value: str) -> tuple[str, str]:
-    names = [p.strip() for p in value.split(",") if p.strip()]
-    if len(names) != 2:
-        raise argparse.ArgumentTypeError(f"{value!r}: give two retriever names, BASE,NEW")
-    return names[0], names[1]
+def _dpi(value: str) -> int:
+    low, high = DPI_RANGE
+    if not value.strip().isdigit() or not low <= int(value) <= high:
+        raise argparse.ArgumentTypeError(f"{value!r}: give a whole number in {low}..{high}")
+    return int(value)
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """Run ``compare`` or ``plot``; returns the exit status."""
+    """Run ``compare``, ``plot`` or ``markdown``; returns the exit status."""
     if args.command == "compare":
         return _cmd_compare(args, out, err)
+    if args.command == "markdown":
+        return _cmd_markdown(args, out, err)
     return _cmd_plot(args, out, err)
 
 
@@ -67,17 +103,21 @@ def _cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from ..reporting.report import write_json
 
     paths = [Path(p) for p in args.reports]
-    if len(paths) > 2 or (len(paths) == 2) == (args.retrievers is not None):
+    if len(paths) > 2 or (len(paths) == 1 and args.retrievers is None):
         raise cmp_mod.CompareError(
             "compare takes BASE.json NEW.json, or one REPORT.json with --retrievers BASE,NEW")
-    reports = [cmp_mod.load_report(p) for p in paths]
-    if args.retrievers is not None:
-        result = cmp_mod.compare_retrievers(reports[0], *args.retrievers, name=str(paths[0]),
-                                            metrics=args.metric)
+    reports = [cmp_mod.load_report(p, slim=True) for p in paths]
+    if len(paths) == 1:
+        mapping = cmp_mod.parse_retrievers(args.retrievers, one_report=True)
+        result = cmp_mod.compare_retrievers(reports[0], *mapping[0], name=str(paths[0]),
+                                            metrics=args.metric, more=mapping[1:])
     else:
+        chosen = (None if args.retrievers is None
+                  else cmp_mod.parse_retrievers(args.retrievers, one_report=False))
         result = cmp_mod.compare_reports(reports[0], reports[1], base_name=str(paths[0]),
                                          new_name=str(paths[1]), metrics=args.metric,
-                                         allow_different_data=args.allow_different_data)
+                                         allow_different_data=args.allow_different_data,
+                                         retrievers=chosen)
     width = shutil.get_terminal_size().columns
     for line in cmp_mod.comparison_lines(result, verbose=args.verbose, width=width):
         out.write(line + "\n")
@@ -87,22 +127,75 @@ def _cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
+def _compare_two(args: argparse.Namespace, paths: list[Path],
+                 reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """BASE.json NEW.json compared as ``compare`` does, with the command's options."""
+    from ..reporting import compare as cmp_mod
+
+    chosen = (None if args.retrievers is None
+              else cmp_mod.parse_retrievers(args.retrievers, one_report=False))
+    return cmp_mod.compare_reports(reports[0], reports[1], base_name=str(paths[0]),
+                                   new_name=str(paths[1]), metrics=args.metric,
+                                   allow_different_data=args.allow_different_data,
+                                   retrievers=chosen)
+
+
+def written_at(report: Mapping[str, Any], path: Path) -> float:
+    """When a report was written: its ``run.created`` (ISO 8601, where the report has one),
+    else the file's modification time."""
+    run = report.get("run")
+    created = run.get("created") if isinstance(run, Mapping) else None
+    if isinstance(created, str):
+        try:
+            return datetime.fromisoformat(created).timestamp()
+        except ValueError:
+            pass
+    return path.stat().st_mtime
+
+
+def check_order(paths: list[Path], reports: list[dict[str, Any]]) -> None:
+    """Refuse BASE.json NEW.json where BASE was written after NEW: the old ``plot NEW BASE``
+    order, which would draw every delta with its sign flipped."""
+    from ..reporting.compare import CompareError
+
+    if written_at(reports[0], paths[0]) > written_at(reports[1], paths[1]):
+        raise CompareError(
+            f"plot takes BASE.json NEW.json, in compare's order (it once took NEW BASE): "
+            f"{paths[0]} was written after {paths[1]}, so they look swapped; swap them, or "
+            "pass --base-is-newer if the base really is the later run")
+
+
 def _cmd_plot(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from ..reporting import compare as cmp_mod
     from ..reporting import plot as plot_mod
 
     paths = [Path(p) for p in args.reports]
     if len(paths) > 2:
-        raise cmp_mod.CompareError("plot takes R.json, or R.json BASE.json")
+        raise cmp_mod.CompareError("plot takes REPORT.json, or BASE.json NEW.json")
     plot_mod.check_output(args.output)
     plot_mod.require_matplotlib()
-    reports = [cmp_mod.load_report(p) for p in paths]
+    reports = [cmp_mod.load_report(p, slim=True) for p in paths]
+    dpi = plot_mod.DEFAULT_DPI if args.dpi is None else args.dpi
     if len(reports) == 1:
-        plot_mod.plot_report(reports[0], args.output)
+        plot_mod.plot_report(reports[0], args.output, dpi=dpi)
     else:
-        result = cmp_mod.compare_reports(reports[1], reports[0], base_name=str(paths[1]),
-                                         new_name=str(paths[0]), metrics=args.metric,
-                                         allow_different_data=args.allow_different_data)
-        plot_mod.plot_comparison(result, args.output)
+        if not args.base_is_newer:
+            check_order(paths, reports)
+        plot_mod.plot_comparison(_compare_two(args, paths, reports), args.output, dpi=dpi)
     out.write(f"figure: {args.output}\n")
+    return 0
+
+
+def _cmd_markdown(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from ..reporting import compare as cmp_mod
+    from ..reporting.markdown import run_markdown
+
+    paths = [Path(p) for p in args.reports]
+    if len(paths) > 2:
+        raise cmp_mod.CompareError("markdown takes REPORT.json, or BASE.json NEW.json")
+    reports = [cmp_mod.load_report(p, slim=True) for p in paths]
+    report = reports[-1]
+    if len(reports) == 2:
+        report = {**report, "comparison": _compare_two(args, paths, reports)}
+    out.write(run_markdown(report))
     return 0

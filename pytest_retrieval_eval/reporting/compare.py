@@ -12,23 +12,29 @@ A comparison is plain data (it goes into the JSON report as ``"comparison"``):
   Holm-Bonferroni adjustment across the rows of that metric (:mod:`.significance`);
 * the pairs whose primary metric at k went up (gained) or down (lost), by question id.
 
-:func:`load_report` and :func:`check_comparable` refuse what cannot be compared with one line
-(:class:`CompareError`): an unreadable or truncated file, another schema_version, another
-dataset (unless ``allow_different_data``), another protocol or granularity, no common k.
+:func:`load_report` and :func:`check_report` (:mod:`.report_file`, named here too) and
+:func:`check_comparable` refuse what cannot be compared with one line (:class:`CompareError`):
+an unreadable, irregular, oversized, too deep or truncated file, a value of the wrong kind
+(named by pair and field), another schema_version, another dataset (unless
+``allow_different_data``), another protocol or granularity, no common k. ``--retrievers``
+(:func:`parse_retrievers`) names or maps the retrievers compared.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import RetrievalEvalError, one_line
 from ..scoring import significance as sig
-from .report import SCHEMA_VERSION, families_for, fit_lines, type_order
+from .report import families_for, fit_lines, type_order
+from .report_file import MAX_REPORT_BYTES as MAX_REPORT_BYTES
+from .report_file import PAIR_FIELDS as PAIR_FIELDS
+from .report_file import CompareError as CompareError
+from .report_file import check_report as check_report
+from .report_file import load_report as load_report
 
 OVERALL = "overall"
 #: Metric families a pair's ``metrics`` may hold at each k (metrics.score_ranking, and the
@@ -41,59 +47,6 @@ METRIC_FAMILIES = ("recall", "recall_any", "recall_all", "ndcg_any", "session_re
 SAME_KEYS = {"protocol": "vipune", "granularity": "session"}
 #: Pairs named on one line of the terminal output before "... and N more" (without -v).
 SHOWN_NAMES = 8
-
-
-class CompareError(RetrievalEvalError):
-    """Two reports (or two retrievers) cannot be compared; the message says why."""
-
-
-# --------------------------------------------------------------------------- loading
-
-
-def load_report(path: Path) -> dict[str, Any]:
-    """Read a JSON report written by ``--retrieval-eval-json``; one line if it cannot be."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or one_line(exc, 80)
-        raise CompareError(f"report {path}: cannot be read ({reason}); give the path of a "
-                           "JSON report written by --retrieval-eval-json") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CompareError(
-            f"report {path}: not valid JSON ({exc.msg}, line {exc.lineno} column "
-            f"{exc.colno}: truncated or damaged); write it again with --retrieval-eval-json"
-        ) from None
-    problem = _shape_problem(data)
-    if problem:
-        raise CompareError(f"report {path}: not a retrieval-eval JSON report ({problem}); give "
-                           "a file written by --retrieval-eval-json")
-    version = data["schema_version"]
-    if version != SCHEMA_VERSION:
-        raise CompareError(
-            f"report {path}: schema_version {version}, this pytest-retrieval-eval reads "
-            f"{SCHEMA_VERSION}; write both reports with the same pytest-retrieval-eval version")
-    return dict(data)
-
-
-def _shape_problem(data: object) -> str:
-    if not isinstance(data, dict):
-        return "not a JSON object"
-    for key, kind in (("schema_version", int), ("dataset", dict), ("ks", list),
-                      ("retrievers", list), ("pairs", list)):
-        if not isinstance(data.get(key), kind):
-            return f"no {key!r} {kind.__name__}"
-    if not isinstance(data["dataset"].get("sha256"), str):
-        return "no dataset sha256"
-    for pair in data["pairs"]:
-        if not (isinstance(pair, dict) and isinstance(pair.get("question_id"), str)
-                and isinstance(pair.get("retriever"), str)
-                and isinstance(pair.get("metrics"), dict)):
-            return "a pair without question_id, retriever or metrics"
-    return ""
-
-
 def _same_key(report: Mapping[str, Any], key: str) -> Any:
     return report.get(key) or SAME_KEYS[key]
 
@@ -178,112 +131,211 @@ def _side(report: Mapping[str, Any], label: str) -> dict[str, Any]:
             "interrupted": bool(report.get("interrupted") or run.get("interrupted"))}
 
 
+def parse_retrievers(spec: str | Sequence[str], *, one_report: bool) -> list[tuple[str, str]]:
+    """``--retrievers`` as ``(base name, new name)`` pairs, one line if it cannot be read.
+
+    Comma-separated items; each is ``NAME`` (the same name on both sides) or
+    ``BASE_NAME=NEW_NAME``. With two reports, ``hybrid=hybrid+fts:or,custom`` compares base's
+    ``hybrid`` with new's ``hybrid+fts:or`` and ``custom`` with ``custom``. With one report,
+    ``a,b`` (two names, base first) compares ``a`` with ``b``; ``a=b,c=b`` maps explicitly.
+    Repeated items count once.
+    """
+    items = [p.strip() for raw in ([spec] if isinstance(spec, str) else spec)
+             for p in raw.split(",") if p.strip()]
+    if not items:
+        raise CompareError("--retrievers names no retriever; give NAME[,NAME...] or "
+                           "BASE_NAME=NEW_NAME[,...]")
+    parsed: list[tuple[str, str | None]] = []
+    for item in items:
+        base, sep, new = (x.strip() for x in item.partition("="))
+        if sep and (not base or not new or "=" in new):
+            raise CompareError(f"--retrievers item {item!r} cannot be read; map a name as "
+                               "BASE_NAME=NEW_NAME")
+        parsed.append((base, new if sep else None))
+    if one_report:
+        plain = [b for b, n in parsed if n is None]
+        if len(plain) == 2 and len(parsed) == 2:
+            parsed = [(plain[0], plain[1])]
+        elif plain:
+            raise CompareError("--retrievers with one report: name two retrievers, base "
+                               "first (semantic,hybrid), or map them (semantic=hybrid,"
+                               "fts=hybrid)")
+    out = list(dict.fromkeys((b, b if n is None else n) for b, n in parsed))
+    if one_report:
+        for base, new in out:
+            if base == new:
+                raise CompareError(f"--retrievers names {base!r} twice; name two "
+                                   "different retrievers, base first")
+    return out
+
+
+def _lanes(base: Mapping[str, Any], new: Mapping[str, Any], base_name: str, new_name: str,
+           retrievers: Sequence[tuple[str, str]] | None
+           ) -> list[tuple[str, str, str]]:
+    """``(base retriever, new retriever, row label)`` of each compared retriever."""
+    if retrievers is None:
+        order = list(dict.fromkeys([*base["retrievers"], *new["retrievers"],
+                                    *(p["retriever"] for p in base["pairs"]),
+                                    *(p["retriever"] for p in new["pairs"])]))
+        return [(r, r, r) for r in order]
+    for names, report, side in ((tuple(b for b, _ in retrievers), base, base_name),
+                                (tuple(n for _, n in retrievers), new, new_name)):
+        held = report["retrievers"]
+        missing = next((n for n in names if n not in held), None)
+        if missing is not None:
+            raise CompareError(f"--retrievers: {missing!r} is not a retriever of {side} (it "
+                               f"holds {', '.join(held) or 'none'}); name one of those")
+    return [(b, n, b if b == n else f"{n} vs {b}") for b, n in retrievers]
+
+
 def compare_reports(base: Mapping[str, Any], new: Mapping[str, Any], *,
                     base_name: str = "base", new_name: str = "new",
                     metrics: Sequence[str] | None = None,
                     allow_different_data: bool = False,
+                    retrievers: Sequence[tuple[str, str]] | None = None,
                     permutations: int = sig.DEFAULT_PERMUTATIONS,
                     resamples: int = sig.DEFAULT_RESAMPLES,
                     seed: int = sig.DEFAULT_SEED) -> dict[str, Any]:
-    """Compare two reports pair by pair, matched on ``(question_id, retriever)``."""
+    """Compare two reports pair by pair.
+
+    ``retrievers`` (:func:`parse_retrievers`): the ``(base name, new name)`` pairs to compare,
+    each matched on ``question_id``; only those are compared, printed and counted in the Holm
+    family. ``None``: every retriever, matched on ``(question_id, retriever)``.
+    """
+    check_report(base, base_name, version=False)
+    check_report(new, new_name, version=False)
     different = check_comparable(base, new, base_name=base_name, new_name=new_name,
                                  allow_different_data=allow_different_data)
     ks = sorted(set(base["ks"]) & set(new["ks"]))
     primary = primary_family(base)
     chosen = resolve_metrics(metrics, ks, primary)
-    order = list(dict.fromkeys([*base["retrievers"], *new["retrievers"]]))
-    out = _compare_pairs(
-        base["pairs"], new["pairs"], order, ks, chosen, primary,
-        key=lambda p: (p["question_id"], p["retriever"]), label=lambda p: p["retriever"],
-        permutations=permutations, resamples=resamples, seed=seed)
+    lanes = _lanes(base, new, base_name, new_name, retrievers)
+    out = _compare_pairs(base["pairs"], new["pairs"], lanes, ks, chosen, primary,
+                         permutations=permutations, resamples=resamples, seed=seed)
     if not out["matched"]:
+        held = (f"base holds {', '.join(base['retrievers']) or 'none'}; new holds "
+                f"{', '.join(new['retrievers']) or 'none'}")
         raise CompareError(f"reports {base_name} and {new_name} have no pair in common "
-                           "(matched on question_id and retriever); compare runs of the "
-                           "same retrievers on the same questions")
-    return {"kind": "reports", "base": _side(base, base_name), "new": _side(new, new_name),
-            "different_data": different, **out}
+                           f"(matched on question_id and retriever; {held}); compare runs of "
+                           "the same questions, and map renamed retrievers with --retrievers "
+                           "BASE_NAME=NEW_NAME")
+    result = {"kind": "reports", "base": _side(base, base_name), "new": _side(new, new_name),
+              "different_data": different, **out}
+    if retrievers is not None:
+        result["mapped"] = [{"base": b, "new": n, "label": label} for b, n, label in lanes]
+    return _finite(result)
 
 
 def compare_retrievers(report: Mapping[str, Any], base_retriever: str, new_retriever: str, *,
                        name: str = "report", metrics: Sequence[str] | None = None,
                        permutations: int = sig.DEFAULT_PERMUTATIONS,
                        resamples: int = sig.DEFAULT_RESAMPLES,
-                       seed: int = sig.DEFAULT_SEED) -> dict[str, Any]:
-    """Compare two retrievers of one report, paired on the same questions."""
-    for retriever in (base_retriever, new_retriever):
-        if retriever not in report["retrievers"]:
-            raise CompareError(f"retriever {retriever!r} is not in report {name} (it holds "
-                               f"{', '.join(report['retrievers'])}); name two of those")
-    if base_retriever == new_retriever:
-        raise CompareError(f"--retrievers names {base_retriever!r} twice; name two "
-                           "different retrievers, base first")
+                       seed: int = sig.DEFAULT_SEED,
+                       more: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
+    """Compare two retrievers of one report, paired on the same questions (``more``: further
+    ``(base, new)`` pairs of the same report, in the same comparison and Holm family)."""
+    check_report(report, name, version=False)
+    mapping = list(dict.fromkeys([(base_retriever, new_retriever), *more]))
+    for base_r, new_r in mapping:
+        for retriever in (base_r, new_r):
+            if retriever not in report["retrievers"]:
+                raise CompareError(f"retriever {retriever!r} is not in report {name} (it "
+                                   f"holds {', '.join(report['retrievers'])}); name two of "
+                                   "those")
+        if base_r == new_r:
+            raise CompareError(f"--retrievers names {base_r!r} twice; name two "
+                               "different retrievers, base first")
     ks = sorted(report["ks"])
     primary = primary_family(report)
     chosen = resolve_metrics(metrics, ks, primary)
-    row_label = f"{new_retriever} vs {base_retriever}"
-    base_pairs = [p for p in report["pairs"] if p["retriever"] == base_retriever]
-    new_pairs = [p for p in report["pairs"] if p["retriever"] == new_retriever]
-    out = _compare_pairs(base_pairs, new_pairs, [row_label], ks, chosen, primary,
-                         key=lambda p: (p["question_id"], p["retriever"]),
-                         label=lambda p: row_label, match=lambda p: p["question_id"],
+    lanes = [(b, n, f"{n} vs {b}") for b, n in mapping]
+    out = _compare_pairs(report["pairs"], report["pairs"], lanes, ks, chosen, primary,
                          permutations=permutations, resamples=resamples, seed=seed)
     if not out["matched"]:
         raise CompareError(f"retrievers {base_retriever} and {new_retriever} of report "
                            f"{name} scored no question in common")
     side = _side(report, name)
-    return {"kind": "retrievers", "base": {**side, "label": f"{name} [{base_retriever}]",
-                                            "retriever": base_retriever},
-            "new": {**side, "label": f"{name} [{new_retriever}]", "retriever": new_retriever},
-            "different_data": False, **out}
+    bases = ", ".join(dict.fromkeys(b for b, _ in mapping))
+    news = ", ".join(dict.fromkeys(n for _, n in mapping))
+    result = {"kind": "retrievers",
+              "base": {**side, "label": f"{name} [{bases}]", "retriever": base_retriever},
+              "new": {**side, "label": f"{name} [{news}]", "retriever": new_retriever},
+              "different_data": False, **out}
+    if more:
+        result["mapped"] = [{"base": b, "new": n, "label": label} for b, n, label in lanes]
+    return _finite(result)
+
+
+def _finite(result: dict[str, Any]) -> dict[str, Any]:
+    """The comparison, checked to be JSON without NaN or infinities (what every writer of it
+    writes with ``allow_nan=False``); a fault here is ours, said in one line."""
+    try:
+        json.dumps(result, allow_nan=False)
+    except ValueError as exc:  # pragma: no cover - checked inputs give finite numbers
+        raise CompareError(f"the comparison holds a number JSON cannot write ({exc}); "
+                           "please report this") from None
+    return result
 
 
 def _compare_pairs(base_pairs: Sequence[Mapping[str, Any]],
-                   new_pairs: Sequence[Mapping[str, Any]], order: Sequence[str],
-                   ks: Sequence[int], metrics: Sequence[str], primary: str, *, key: Any,
-                   label: Any,
-                   permutations: int, resamples: int, seed: int,
-                   match: Any = None) -> dict[str, Any]:
-    match = match or key
-    base_by = {match(p): p for p in base_pairs}
-    new_by = {match(p): p for p in new_pairs}
-    common = [m for m in base_by if m in new_by]
-    only_base = [_name(key(base_by[m])) for m in base_by if m not in new_by]
-    only_new = [_name(key(new_by[m])) for m in new_by if m not in base_by]
+                   new_pairs: Sequence[Mapping[str, Any]],
+                   lanes: Sequence[tuple[str, str, str]], ks: Sequence[int],
+                   metrics: Sequence[str], primary: str, *,
+                   permutations: int, resamples: int, seed: int) -> dict[str, Any]:
+    """Pairs matched on ``question_id`` within each lane ``(base retriever, new retriever,
+    label)``; rows per label and question type."""
+    wanted_base = {b for b, _, _ in lanes}
+    wanted_new = {n for _, n, _ in lanes}
+    base_of: dict[str, dict[str, Mapping[str, Any]]] = {r: {} for r in wanted_base}
+    new_of: dict[str, dict[str, Mapping[str, Any]]] = {r: {} for r in wanted_new}
+    for pairs, into in ((base_pairs, base_of), (new_pairs, new_of)):
+        for pair in pairs:
+            bucket = into.get(pair["retriever"])
+            if bucket is not None:
+                bucket[pair["question_id"]] = pair
+    # One entry per matched pair: (label, base pair, new pair).
+    common: list[tuple[str, Mapping[str, Any], Mapping[str, Any]]] = []
+    only_base: list[str] = []
+    only_new: list[str] = []
+    for b_name, n_name, label in lanes:
+        b_by, n_by = base_of[b_name], new_of[n_name]
+        common.extend((label, b_by[q], n_by[q]) for q in b_by if q in n_by)
+        only_base.extend(f"{q}[{b_name}]" for q in b_by if q not in n_by)
+        only_new.extend(f"{q}[{n_name}]" for q in n_by if q not in b_by)
+
     def scored(metric: str) -> bool:
-        return all(metric in base_by[m]["metrics"] and metric in new_by[m]["metrics"]
-                   for m in common)
+        return all(bp["metrics"].get(metric) is not None
+                   and np_["metrics"].get(metric) is not None for _, bp, np_ in common)
 
     if not all(scored(f"{primary}@{k}") for k in ks):  # gained/lost: of a chosen family
         primary = metrics[0].partition("@")[0]
     change_ks = [k for k in ks if scored(f"{primary}@{k}")]
     needed = list(dict.fromkeys([*metrics, *(f"{primary}@{k}" for k in change_ks)]))
     for metric in needed:
-        lacking = next((m for m in common if metric not in base_by[m]["metrics"]
-                        or metric not in new_by[m]["metrics"]), None)
+        lacking = next((bp for _, bp, np_ in common if bp["metrics"].get(metric) is None
+                        or np_["metrics"].get(metric) is None), None)
         if lacking is not None:
-            held = sorted({name.partition("@")[0] for name in base_by[lacking]["metrics"]})
+            held = sorted({name.partition("@")[0] for name in lacking["metrics"]})
             raise CompareError(f"metric {metric} is not scored in these reports (pair "
-                               f"{_name(key(base_by[lacking]))} holds {', '.join(held)}); "
-                               "pick one of those with --metric")
-    # Rows: (retriever label, question type) -> indices into `common`.
+                               f"{lacking['question_id']}[{lacking['retriever']}] holds "
+                               f"{', '.join(held)}); pick one of those with --metric")
+    # Rows: (label, question type) -> indices into `common`.
     groups: dict[tuple[str, str], list[int]] = {}
-    for i, m in enumerate(common):
-        pair = base_by[m]
-        name = label(pair)
-        groups.setdefault((name, str(pair.get("question_type", "?"))), []).append(i)
-        groups.setdefault((name, OVERALL), []).append(i)
-    b = np.array([[_score(base_by[m], x) for x in needed] for m in common], dtype=np.float64)
-    n_ = np.array([[_score(new_by[m], x) for x in needed] for m in common], dtype=np.float64)
-    b = b.reshape(len(common), len(needed))
-    n_ = n_.reshape(len(common), len(needed))
+    for i, (label, bp, _) in enumerate(common):
+        groups.setdefault((label, str(bp.get("question_type", "?"))), []).append(i)
+        groups.setdefault((label, OVERALL), []).append(i)
+    b = np.array([[float(bp["metrics"][x]) for x in needed] for _, bp, _ in common],
+                 dtype=np.float64).reshape(len(common), len(needed))
+    n_ = np.array([[float(np_["metrics"][x]) for x in needed] for _, _, np_ in common],
+                  dtype=np.float64).reshape(len(common), len(needed))
     col = {x: j for j, x in enumerate(needed)}
-    names = [r for r in order if any(g[0] == r for g in groups)]
+    names = [label for _, _, label in lanes if (label, OVERALL) in groups]
     row_keys = [(r, t) for r in names for t in [*sorted(
         {t for g, t in groups if g == r and t != OVERALL}, key=type_order), OVERALL]]
     # Rows on the same questions (each retriever's rows of one type, in a comparison of
     # reports) share resamples and permutations: one call per question set, the rows' metrics
     # side by side as columns, pairs aligned by question id.
-    qids = [str(base_by[m]["question_id"]) for m in common]
+    qids = [str(bp["question_id"]) for _, bp, _ in common]
     for rk in row_keys:
         groups[rk].sort(key=lambda i: qids[i])
     stats: dict[tuple[str, str], tuple[Any, Any, Any]] = {}
@@ -326,7 +378,7 @@ def _compare_pairs(base_pairs: Sequence[Mapping[str, Any]],
         for k in change_ks:
             c = col[f"{primary}@{k}"]
             changes[name][str(k)] = {"gained": [qids[i] for i in mine if n_[i, c] > b[i, c]],
-                                  "lost": [qids[i] for i in mine if n_[i, c] < b[i, c]]}
+                                     "lost": [qids[i] for i in mine if n_[i, c] < b[i, c]]}
     return {"ks": list(ks), "metrics": list(metrics), "primary": primary,
             "matched": len(common),
             "only_in_base": only_base, "only_in_new": only_new, "rows": rows,
@@ -336,15 +388,6 @@ def _compare_pairs(base_pairs: Sequence[Mapping[str, Any]],
                        "permutations": permutations,
                        "exact_when_differing_at_most": sig.EXACT_MAX_DIFFERING,
                        "correction": "holm", "alpha": sig.DEFAULT_ALPHA, "seed": seed}}
-
-
-def _name(key: tuple[str, str]) -> str:
-    return f"{key[0]}[{key[1]}]"
-
-
-def _score(pair: Mapping[str, Any], metric: str) -> float:
-    value = pair["metrics"].get(metric)
-    return float("nan") if value is None else float(value)
 
 
 # --------------------------------------------------------------------------- terminal text
@@ -377,6 +420,10 @@ def header_lines(cmp: Mapping[str, Any]) -> list[str]:
     else:
         lines.append(f"dataset: {base['dataset']} (sha256 {base['sha256'][:16]}…)")
     key = "question_id" if cmp["kind"] == "retrievers" else "question_id, retriever"
+    if cmp.get("mapped"):
+        key = "question_id; retrievers " + ", ".join(
+            m["base"] if m["base"] == m["new"] else f"{m['base']}={m['new']}"
+            for m in cmp["mapped"])
     lines.append(f"paired on ({key}): {cmp['matched']} matched, "
                  f"{len(cmp['only_in_base'])} only in base, "
                  f"{len(cmp['only_in_new'])} only in new")

@@ -2,9 +2,11 @@
 
 Layout: a one-line header (dataset, lane, model, protocol where the report has one), then one
 table per metric. Summary tables have a row per question type plus ``overall`` and the
-retrievers as column groups (one column per k); the best value of each k in a row is bold.
-Comparison tables have the same rows, and per retriever the columns base -> new, delta with
-its 95% CI, and the Holm-adjusted p-value (bold and marked when significant).
+retrievers as column groups (one column per k); the best value of each k in a row is bold
+only when it is strictly the best (no bold on a tie, none on a row of zeros). The diagnostics
+follow in a collapsed ``<details>``. Comparison tables have the same rows, and per retriever
+the columns base -> new, delta with its 95% CI, and the Holm-adjusted p-value (bold and
+marked when significant); the gained and lost questions follow in a ``<details>``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,10 @@ from .report import families_for, type_order
 
 #: The step-summary file GitHub Actions reads after each step.
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+#: What reading a malformed section of a saved report raises.
+_UNREADABLE = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+#: Diagnostics are worded for a line this wide: every phrase in its longest form.
+DIAGNOSTICS_WIDTH = 10_000
 
 
 def _cell(text: object) -> str:
@@ -66,20 +72,56 @@ def summary_markdown(report: Mapping[str, Any]) -> str:
             entries = [summary[r]["overall"] if qtype == "overall"
                        else summary[r]["by_type"].get(qtype) for r in retrievers]
             n = max(int(e["n"]) for e in entries if e is not None)
-            best = {k: max((e.get(f"{family}@{k}", -1.0) for e in entries if e), default=None)
-                    for k in ks}
+            best = {k: strict_best([None if e is None else e.get(f"{family}@{k}")
+                                    for e in entries]) for k in ks}
             cells: list[str] = []
-            for e in entries:
+            for i, e in enumerate(entries):
                 for k in ks:
                     value = None if e is None else e.get(f"{family}@{k}")
                     text = "-" if value is None else f"{value:.3f}"
-                    if value is not None and len(retrievers) > 1 and value == best[k]:
+                    if best[k] == i:
                         text = f"**{text}**"
                     cells.append(text)
             label = f"**{qtype}**" if qtype == "overall" else qtype
             rows.append([label, str(n), *cells])
         lines.extend([f"#### {family}@k", "", *_table(head, rows, right_from=1), ""])
+    lines.extend(_diagnostics(report, retrievers))
     return "\n".join(lines)
+
+
+def strict_best(values: Sequence[float | None]) -> int | None:
+    """The index of the one highest value when it is strictly higher than every other (as
+    printed, to three decimals) and above 0; None on a tie, an all-zero row, or one value."""
+    shown = [(round(v, 3), i) for i, v in enumerate(values) if v is not None]
+    if len(shown) < 2:
+        return None
+    top = max(v for v, _ in shown)
+    at_top = [i for v, i in shown if v == top]
+    return at_top[0] if len(at_top) == 1 and top > 0 else None
+
+
+def _details(summary: str, body: Sequence[str]) -> list[str]:
+    """A collapsed ``<details>`` block (GitHub renders Markdown inside after a blank line)."""
+    return ["<details>", f"<summary>{summary}</summary>", "", *body, "", "</details>", ""]
+
+
+def _diagnostics(report: Mapping[str, Any], retrievers: Sequence[str]) -> list[str]:
+    """The diagnostics under the terminal's tables, folded (words from
+    :func:`.diagnostic_lines.lines`, in their longest forms)."""
+    diagnostics = report.get("diagnostics")
+    if not isinstance(diagnostics, Mapping) or not diagnostics:
+        return []
+    from .diagnostic_lines import lines
+
+    try:
+        said = lines(diagnostics, retrievers, list(report["ks"]), width=DIAGNOSTICS_WIDTH)
+    except _UNREADABLE:
+        # A hand-edited or foreign section: the tables stand, the diagnostics say why not.
+        return _details("Diagnostics", ["- not shown: the report's `diagnostics` section "
+                                        "cannot be read"])
+    if not said:
+        return []
+    return _details("Diagnostics", [f"- {_cell(line)}" for line in said])
 
 
 def comparison_markdown(cmp: Mapping[str, Any]) -> str:
@@ -126,6 +168,7 @@ def comparison_markdown(cmp: Mapping[str, Any]) -> str:
                 cells += [f"{x['base']:.3f} → {x['new']:.3f}", delta, p]
             table.append(cells)
         lines.extend([f"#### Δ {metric}", "", *_table(head, table, right_from=1), ""])
+    lines.extend(_change_details(cmp))
     lines.append(f"Δ = new - base; {method['ci']} CI ({method['resamples']} resamples); p: "
                  f"{method['test']} test ({method['permutations']} permutations, exact when <= "
                  f"{method['exact_when_differing_at_most']} pairs differ), Holm-adjusted across "
@@ -134,12 +177,41 @@ def comparison_markdown(cmp: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _change_details(cmp: Mapping[str, Any]) -> list[str]:
+    """Gained and lost questions per retriever and k, and the pairs on one side only, folded
+    (the terminal's ``-v`` lists)."""
+    primary = cmp.get("primary", "recall")
+    body: list[str] = []
+    for retriever, by_k in cmp["changes"].items():
+        for k, v in by_k.items():
+            for what in ("gained", "lost"):
+                if v[what]:
+                    body.append(f"- `{_cell(retriever)}` {primary}@{k} {what} "
+                                f"({len(v[what])}): {', '.join(_cell(q) for q in v[what])}")
+    for side in ("base", "new"):
+        names = cmp[f"only_in_{side}"]
+        if names:
+            body.append(f"- only in {side} ({len(names)}, not compared): "
+                        f"{', '.join(_cell(q) for q in names)}")
+    if not body:
+        return []
+    counts = ", ".join(f"`{_cell(r)}` " + " ".join(
+        f"@{k} +{len(v['gained'])}/-{len(v['lost'])}" for k, v in by_k.items())
+        for r, by_k in cmp["changes"].items())
+    return _details(f"Questions whose {primary}@k rose (+) or fell (-): {counts}", body)
+
+
 def run_markdown(report: Mapping[str, Any]) -> str:
     """What a run publishes: its summary, then its comparison if it has one."""
     parts = [summary_markdown(report)]
     comparison = report.get("comparison")
     if isinstance(comparison, Mapping) and "rows" in comparison:
-        parts.append(comparison_markdown(comparison))
+        try:
+            parts.append(comparison_markdown(comparison))
+        except _UNREADABLE:  # a saved report's section, edited or foreign: said, not raised
+            parts.append("Comparison not shown: the report's `comparison` section cannot be "
+                         "read; make it again with `retrieval-eval markdown BASE.json "
+                         "NEW.json`\n")
     elif isinstance(comparison, Mapping) and comparison.get("refused"):
         parts.append(f"Comparison refused: {comparison['refused']}\n")
     return "\n".join(parts)

@@ -5,9 +5,10 @@ backend, so nothing else of the package needs it; without it the one line of
 :class:`PlotError` names the extra to install.
 
 * :func:`plot_report`: recall@k (the table's first metric: recall_any@k under the longmemeval
-  protocol) by question type, the retrievers side by side, one panel per k.
+  protocol) by question type, the retrievers side by side, one panel per k; each bar with
+  the 95% bootstrap CI of its mean, n per type under the axis, ``0`` over a bar of 0.0.
 * :func:`plot_comparison`: delta of each compared metric with its 95% CI, per question type
-  (and overall), one panel per metric, the retrievers side by side.
+  (and overall), one panel per metric on one shared y scale, the retrievers side by side.
 
 Figures are written atomically (temp file + rename); the format follows the suffix.
 """
@@ -24,6 +25,9 @@ from ..errors import RetrievalEvalError, write_fault
 from ..io.checksums import file_mode
 
 FORMATS = ("png", "svg", "pdf")
+#: Dots per inch of a figure (``--dpi``): 7.5 in wide, so 750 px at the default.
+DEFAULT_DPI = 100
+DPI_RANGE = (30, 1200)
 EXTRA = "pip install 'pytest-retrieval-eval[plot]'"
 
 
@@ -74,8 +78,28 @@ def _title(report: Mapping[str, Any]) -> str:
             f"{name or 'none'}")
 
 
-def plot_report(report: Mapping[str, Any], path: Path) -> None:
-    """recall@k by question type (plus overall), retrievers side by side, a panel per k."""
+def _values(report: Mapping[str, Any], retriever: str, qtype: str, metric: str) -> list[float]:
+    """The per-pair values of ``metric`` behind one bar (``overall``: every type)."""
+    return [float(p["metrics"][metric]) for p in report.get("pairs", ())
+            if p.get("retriever") == retriever and metric in p.get("metrics", {})
+            and (qtype == "overall" or p.get("question_type") == qtype)]
+
+
+def _ci(values: list[float]) -> tuple[float, float] | None:
+    """95% bootstrap interval of the mean of ``values`` (the comparison's method), or None
+    without pairs."""
+    if not values:
+        return None
+    from ..scoring.significance import bootstrap_ci
+
+    low, high = bootstrap_ci(values)
+    return float(low), float(high)
+
+
+def plot_report(report: Mapping[str, Any], path: Path, *, dpi: int = DEFAULT_DPI) -> None:
+    """recall@k by question type (plus overall), retrievers side by side, a panel per k; each
+    bar with the 95% bootstrap CI of its mean (from the report's pairs), n per type under
+    the axis, and a bar of 0.0 marked ``0`` (so it does not look missing)."""
     fmt = check_output(path)
     plt = require_matplotlib()
     retrievers = [r for r in report["retrievers"] if r in report.get("summary", {})]
@@ -89,39 +113,59 @@ def plot_report(report: Mapping[str, Any], path: Path) -> None:
     family = primary_family(report)
     types = [*_type_order(summary, retrievers), "overall"]
     width = 0.8 / len(retrievers)
-    fig, axes = plt.subplots(len(ks), 1, figsize=(7.5, 2.2 * len(ks) + 0.6), sharex=True,
+    fig, axes = plt.subplots(len(ks), 1, figsize=(7.5, 2.2 * len(ks) + 0.8), sharex=True,
                              squeeze=False)
     for panel, k in zip(axes[:, 0], ks, strict=True):
+        metric = f"{family}@{k}"
         for i, name in enumerate(retrievers):
-            values = []
-            for t in types:
+            values, lows, highs, xs = [], [], [], []
+            for j, t in enumerate(types):
                 cell = summary[name]["overall"] if t == "overall" else (
                     summary[name]["by_type"].get(t))
-                values.append(float(cell.get(f"{family}@{k}", 0.0)) if cell else 0.0)
-            xs = [j + (i - (len(retrievers) - 1) / 2) * width for j in range(len(types))]
-            panel.bar(xs, values, width=width, label=name)
+                value = float(cell.get(metric, 0.0)) if cell else 0.0
+                x = j + (i - (len(retrievers) - 1) / 2) * width
+                values.append(value)
+                xs.append(x)
+                ci = _ci(_values(report, name, t, metric)) if cell else None
+                low, high = ci if ci is not None else (value, value)
+                lows.append(max(0.0, value - low))
+                highs.append(max(0.0, high - value))
+                if cell and value == 0.0:
+                    panel.text(x, 0.02, "0", ha="center", va="bottom", fontsize=6)
+            panel.bar(xs, values, width=width, label=name, yerr=[lows, highs],
+                      error_kw={"elinewidth": 0.7, "capsize": 1.5, "ecolor": "0.25"})
         panel.set_ylim(0, 1.05)
-        panel.set_ylabel(f"{family}@{k}")
+        panel.set_ylabel(metric)
         panel.grid(axis="y", alpha=0.3)
         panel.set_axisbelow(True)
     axes[0, 0].legend(ncol=min(len(retrievers), 5), fontsize=7, loc="lower center",
                       bbox_to_anchor=(0.5, 1.0), frameon=False)
     last = axes[-1, 0]
     last.set_xticks(range(len(types)))
-    last.set_xticklabels([_short(t) for t in types], fontsize=7)
-    fig.suptitle(_title(report), fontsize=8, y=0.995)
+    last.set_xticklabels([f"{_short(t)}\nn={_n(summary, retrievers, t)}" for t in types],
+                         fontsize=7)
+    fig.suptitle(_title(report) + " · bars: mean with 95% bootstrap CI", fontsize=8, y=0.995)
     fig.tight_layout()
-    _save(fig, plt, path, fmt)
+    _save(fig, plt, path, fmt, dpi)
 
 
-def plot_comparison(cmp: Mapping[str, Any], path: Path) -> None:
-    """Delta (new - base) with its 95% CI per question type, a panel per compared metric."""
+def _n(summary: Mapping[str, Any], retrievers: list[str], qtype: str) -> str:
+    """Pairs per type (a range when the retrievers scored different numbers)."""
+    ns = sorted({int((summary[r]["overall"] if qtype == "overall"
+                      else summary[r]["by_type"].get(qtype) or {"n": 0})["n"])
+                 for r in retrievers})
+    return str(ns[0]) if len(ns) == 1 else f"{ns[0]}-{ns[-1]}"
+
+
+def plot_comparison(cmp: Mapping[str, Any], path: Path, *, dpi: int = DEFAULT_DPI) -> None:
+    """Delta (new - base) with its 95% CI per question type, a panel per compared metric, all
+    panels on one y scale."""
     fmt = check_output(path)
     plt = require_matplotlib()
     metrics = list(cmp["metrics"])
     retrievers = list(cmp["changes"])
     fig, axes = plt.subplots(len(metrics), 1, figsize=(7.5, 2.2 * len(metrics) + 0.6),
-                             sharex=True, squeeze=False)
+                             sharex=True, sharey=True, squeeze=False)
     types: list[str] = []
     for rows in cmp["rows"].values():
         for r in rows:
@@ -154,10 +198,10 @@ def plot_comparison(cmp: Mapping[str, Any], path: Path) -> None:
     fig.suptitle(f"{cmp['new']['label']} vs base {cmp['base']['label']} "
                  "(Δ with 95% bootstrap CI)", fontsize=8, y=0.995)
     fig.tight_layout()
-    _save(fig, plt, path, fmt)
+    _save(fig, plt, path, fmt, dpi)
 
 
-def _save(fig: Any, plt: Any, path: Path, fmt: str) -> None:
+def _save(fig: Any, plt: Any, path: Path, fmt: str, dpi: int) -> None:
     tmp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -165,7 +209,7 @@ def _save(fig: Any, plt: Any, path: Path, fmt: str) -> None:
         with os.fdopen(fd, "wb") as fh:
             # A fixed date keeps pdf/svg output reproducible for the same report.
             meta = {"Date": None} if fmt in ("svg", "pdf") else {"Software": None}
-            fig.savefig(fh, format=fmt, dpi=80, metadata=meta)
+            fig.savefig(fh, format=fmt, dpi=dpi, metadata=meta)
         os.chmod(tmp, file_mode())  # the umask's mode, not mkstemp's 0600
         os.replace(tmp, path)
         tmp = None

@@ -15,6 +15,10 @@ on one set of resamples, which is how :mod:`.compare` keeps a full-size comparis
   (a Monte-Carlo p-value that is never 0). This is Fisher's randomization test as used in IR
   evaluation (Smucker et al., CIKM '07; ranx's ``fisher_randomization_test``).
 - :func:`holm`: Holm-Bonferroni adjusted p-values across a family of tests.
+
+Resamples and permutations are drawn in chunks of :data:`CHUNK_CELLS` cells, so memory is
+bounded whatever the number of pairs, with the same random stream (and numbers) as drawing
+them all at once.
 """
 
 from __future__ import annotations
@@ -32,6 +36,9 @@ DEFAULT_RESAMPLES = 10_000
 DEFAULT_SEED = 0
 DEFAULT_LEVEL = 0.95
 DEFAULT_ALPHA = 0.05
+#: Resample (or permutation) x pair cells drawn at once: memory is bounded by this chunk
+#: (about 16 bytes a cell: 16 MiB), whatever the number of pairs.
+CHUNK_CELLS = 1 << 20
 # Sums of the same float scores in another order differ in the last bits: a permuted
 # statistic within this much of the observed one counts as "at least as extreme".
 _TIE = 1e-9
@@ -70,14 +77,23 @@ def bootstrap_ci(diffs: ArrayLike, *, resamples: int = DEFAULT_RESAMPLES,
         nan = np.full(m, np.nan)
         return (nan[0:1].reshape(()), nan[0:1].reshape(())) if flat else (nan, nan)
     rng = np.random.default_rng(seed)
-    # How often each pair is drawn in each resample (a bincount over all resamples at once):
-    # the resampled means of every column are then one matrix product.
-    index = np.int32 if resamples * n < 2**31 else np.int64
-    draws = rng.integers(0, n, size=(resamples, n), dtype=index)
-    draws += (n * np.arange(resamples, dtype=index))[:, None]
-    counts = np.bincount(draws.ravel(), minlength=resamples * n).reshape(resamples, n)
-    # float32 is ample for quantiles of means of scores in [-1, 1] (and twice as fast).
-    means = (counts.astype(np.float32) @ d.astype(np.float32)).astype(np.float64) / n
+    # Resamples go in chunks of about CHUNK_CELLS (resample, pair) cells, so memory does not
+    # grow with n. The draws are int32 from one generator: the same stream as one call
+    # drawing all resamples at once (PCG64 keeps its spare 32-bit half between calls).
+    rows = max(1, CHUNK_CELLS // n)
+    d32 = d.astype(np.float32)
+    means = np.empty((resamples, m), dtype=np.float64)
+    for start in range(0, resamples, rows):
+        r = min(rows, resamples - start)
+        # How often each pair is drawn in each resample (one bincount over the chunk): the
+        # resampled means of every column are then one matrix product.
+        draws = rng.integers(0, n, size=(r, n), dtype=np.int32)
+        draws += (n * np.arange(r, dtype=np.int32))[:, None]
+        counts = np.bincount(draws.ravel(), minlength=r * n).reshape(r, n)
+        del draws
+        # float32 is ample for quantiles of means of scores in [-1, 1] (and twice as fast).
+        means[start:start + r] = (counts.astype(np.float32) @ d32).astype(np.float64) / n
+        del counts
     alpha = (1.0 - level) / 2.0
     low, high = np.quantile(means, [alpha, 1.0 - alpha], axis=0)
     # All differences equal (often all zero): the interval is that value exactly.
@@ -130,12 +146,21 @@ def randomization_test(diffs: ArrayLike, *, permutations: int = DEFAULT_PERMUTAT
         # One sign per pair (zeros add nothing), drawn from the seed alone: a column gets the
         # same p-value whatever other columns are tested beside it.
         sub = d[:, sampled]
+        n = sub.shape[0]
         rng = np.random.default_rng(seed)
-        signs = rng.integers(0, 2, size=(permutations, sub.shape[0]), dtype=np.int8)
-        signed = (1 - 2 * signs).astype(np.float64)
-        stats = np.abs(signed @ sub)  # (permutations, len(sampled))
         observed = np.abs(sub.sum(axis=0))
-        hits = np.count_nonzero(stats >= observed - _TIE, axis=0)
+        hits = np.zeros(len(sampled), dtype=np.int64)
+        # Permutations in chunks of about CHUNK_CELLS (permutation, pair) cells, a multiple
+        # of 4 rows: int8 signs come 4 to a 32-bit draw, so the chunks read the same stream
+        # as one call drawing every permutation at once.
+        rows = max(4, (CHUNK_CELLS // max(n, 1)) // 4 * 4)
+        for start in range(0, permutations, rows):
+            r = min(rows, permutations - start)
+            signs = rng.integers(0, 2, size=(r, n), dtype=np.int8)
+            signed = (1 - 2 * signs).astype(np.float64)
+            del signs
+            stats = np.abs(signed @ sub)  # (r, len(sampled))
+            hits += np.count_nonzero(stats >= observed - _TIE, axis=0)
         out[sampled] = (hits + 1.0) / (permutations + 1.0)
     return out.reshape(()) if flat else out
 

@@ -46,7 +46,7 @@ def test_report_figure_in_each_format(tmp_path: Path, fmt: str) -> None:
         assert "recall@10" in text and "multi-session" in text  # a panel per k, types on x
     if fmt == "png":
         width, height = png_size(out)
-        assert width == 600 and height > 400  # 7.5 in at 80 dpi, three panels
+        assert width == 750 and height > 500  # 7.5 in at 100 dpi, three panels
     assert [p.name for p in tmp_path.iterdir()] == [out.name]  # no temp file left
 
 
@@ -97,8 +97,9 @@ def test_cli_plot_single_and_comparison(tmp_path: Path,
     base, new = reports()
     b = write_report(tmp_path / "base.json", base)
     n = write_report(tmp_path / "new.json", new)
+    os.utime(b, (1_000_000_000, 1_000_000_000))  # the base was written first
     assert cli.main(["plot", str(n), "-o", str(tmp_path / "one.png")]) == 0
-    assert cli.main(["plot", str(n), str(b), "-o", str(tmp_path / "cmp.svg")]) == 0
+    assert cli.main(["plot", str(b), str(n), "-o", str(tmp_path / "cmp.svg")]) == 0
     out, _ = capsys.readouterr()
     assert out.splitlines() == [f"figure: {tmp_path / 'one.png'}",
                                 f"figure: {tmp_path / 'cmp.svg'}"]
@@ -124,3 +125,110 @@ def test_figure_mode_follows_the_umask(tmp_path: Path, mask: int) -> None:
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "r.png").stat().st_mode) == 0o666 & ~mask
+
+
+# --------------------------------------------------------------------------- issue 22, item 7
+
+
+def drawn(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The figures plot draws, kept open instead of saved (inspected as matplotlib objects)."""
+    figures: list[object] = []
+    monkeypatch.setattr(plot, "_save", lambda fig, plt, path, fmt, dpi: figures.append(fig))
+    return figures
+
+
+def test_the_old_plot_order_is_refused_in_one_line(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """plot takes BASE NEW as compare does; NEW BASE (the old order) is told apart by when
+    each report was written (run.created where the report has it, else the file's mtime)."""
+    base, new = reports()
+    b = write_report(tmp_path / "base.json", base)
+    n = write_report(tmp_path / "new.json", new)
+    os.utime(b, (1_000_000_000, 1_000_000_000))
+    code = cli.main(["plot", str(n), str(b), "-o", str(tmp_path / "x.png")])
+    _, err = capsys.readouterr()
+    assert code == 4 and err.count("\n") == 1
+    assert err == (f"retrieval-eval: error: plot takes BASE.json NEW.json, in compare's order "
+                   f"(it once took NEW BASE): {n} was written after {b}, so they look swapped; "
+                   "swap them, or pass --base-is-newer if the base really is the later run\n")
+    assert not (tmp_path / "x.png").exists()
+    assert cli.main(["plot", str(n), str(b), "-o", str(tmp_path / "x.svg"),
+                     "--base-is-newer"]) == 0
+    # A creation time recorded in the reports wins over the files' times.
+    write_report(b, {**base, "run": {"created": "2026-12-02T10:00:00+00:00"}})
+    write_report(n, {**new, "run": {"created": "2026-12-02T09:00:00+00:00"}})
+    assert cli.main(["plot", str(b), str(n), "-o", str(tmp_path / "y.svg")]) == 4
+    assert cli.main(["plot", str(n), str(b), "-o", str(tmp_path / "y.svg")]) == 0
+
+
+def test_the_comparison_draws_base_to_new_with_the_right_sign(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    base, new = reports()  # new is better: every delta >= 0
+    b = write_report(tmp_path / "base.json", base)
+    n = write_report(tmp_path / "new.json", new)
+    os.utime(b, (1_000_000_000, 1_000_000_000))
+    figures = drawn(monkeypatch)
+    assert cli.main(["plot", str(b), str(n), "-o", str(tmp_path / "c.png")]) == 0
+    (fig,) = figures
+    ys = [y for ax in fig.axes for line in ax.lines for y in line.get_ydata()]  # type: ignore[attr-defined]
+    assert max(ys) > 0.4 and min(ys) >= 0.0
+
+
+@pytest.mark.parametrize("dpi", [50, 200])
+def test_dpi_sets_the_pixel_size(tmp_path: Path, dpi: int) -> None:
+    report = write_report(tmp_path / "r.json", reports()[0])
+    assert cli.main(["plot", str(report), "-o", str(tmp_path / "r.png"), "--dpi", str(dpi)]) == 0
+    assert png_size(tmp_path / "r.png")[0] == int(7.5 * dpi)
+
+
+def test_a_bad_dpi_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    report = write_report(tmp_path / "r.json", reports()[0])
+    with pytest.raises(SystemExit) as usage:
+        cli.main(["plot", str(report), "-o", str(tmp_path / "r.png"), "--dpi", "0"])
+    assert usage.value.code == 2
+    assert "--dpi: '0': give a whole number in 30..1200" in capsys.readouterr().err
+
+
+def test_single_report_bars_have_cis_n_per_type_and_marked_zeros(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Hand-made: multi-session holds 0.0 and 1.0 (mean 0.5, a CI spanning most of [0, 1]);
+    semantic scores 0.0 on temporal-reasoning: that bar is marked "0"."""
+    base = make_report({"hybrid": [("q1", "multi-session", 0.0), ("q2", "multi-session", 1.0),
+                                   ("q3", "temporal-reasoning", 0.5)],
+                        "semantic": [("q1", "multi-session", 1.0),
+                                     ("q2", "multi-session", 1.0),
+                                     ("q3", "temporal-reasoning", 0.0)]}, ks=(5,))
+    figures = drawn(monkeypatch)
+    plot.plot_report(base, tmp_path / "r.png")
+    (fig,) = figures
+    (ax,) = fig.axes  # type: ignore[attr-defined]
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels == ["temporal-\nreasoning\nn=1", "multi-session\nn=2", "overall\nn=3"]
+    from matplotlib.container import BarContainer
+
+    hybrid, semantic = [c for c in ax.containers if isinstance(c, BarContainer)]
+    heights = [round(b.get_height(), 3) for b in hybrid.patches]
+    assert heights == [0.5, 0.5, 0.5]
+    low, high = plot._ci([0.0, 1.0])
+    assert (low, high) == (0.0, 1.0)  # both resampled means 0 and 1 occur within 10,000
+    low_o, high_o = (round(x, 3) for x in plot._ci([0.0, 1.0, 0.5]))
+    assert 0.0 <= low_o < 0.5 < high_o <= 1.0
+    (whisker,) = hybrid.errorbar.lines[2]
+    segments = whisker.get_segments()
+    # multi-session's whisker (the second bar) runs over that interval; temporal-reasoning's
+    # single pair has none (0 long).
+    assert [(round(float(a[1]), 3), round(float(b[1]), 3)) for a, b in segments] == [
+        (0.5, 0.5), (0.0, 1.0), (low_o, high_o)]
+    zeros = [t for t in ax.texts if t.get_text() == "0"]
+    assert len(zeros) == 1
+    assert zeros[0].get_position()[0] == pytest.approx(semantic.patches[0].get_x()
+                                                       + semantic.patches[0].get_width() / 2)
+
+
+def test_delta_panels_share_one_y_scale(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    base, new = reports()
+    figures = drawn(monkeypatch)
+    plot.plot_comparison(cmp.compare_reports(base, new), tmp_path / "c.png")
+    (fig,) = figures
+    limits = {ax.get_ylim() for ax in fig.axes}  # type: ignore[attr-defined]
+    assert len(fig.axes) == 3 and len(limits) == 1  # type: ignore[attr-defined]

@@ -215,7 +215,7 @@ def test_markdown_bolds_the_best_value_per_row() -> None:
                          ks=(1,), protocol="sessions")
     text = markdown.summary_markdown(report)
     assert text.splitlines()[0].endswith("· protocol sessions")
-    assert "| temporal-reasoning | 1 | **1.000** | **1.000** |" in text  # a tie: both bold
+    assert "| temporal-reasoning | 1 | 1.000 | 1.000 |" in text  # a tie: no bold (issue 22)
     assert "| multi-session | 1 | 0.500 | **1.000** |" in text
     assert text.count("#### ") == 3  # one table per metric family
     single: dict[str, Any] = make_report({"a": [("q1", "multi-session", 0.5)]}, ks=(1,))

@@ -1,0 +1,103 @@
+"""A whole JSON file read with bounds: what the plugin reads that is not a dataset (JSON
+reports; later the caches' manifests) gets the dataset path's guards.
+
+:func:`read_json_file` refuses, each in one :class:`~pytest_retrieval_eval.errors.DataError`
+line that names the file, the fault and the caller's fix:
+
+* anything but a regular file (a FIFO, ``/dev/zero``, a socket, a directory): checked with
+  ``os.stat`` before the open (:func:`.dataset.check_regular_file`), and the file is opened
+  with ``O_NONBLOCK`` and checked again with ``fstat``, so a FIFO swapped in between never
+  blocks the open or the read;
+* a file larger than ``max_bytes`` (read at most ``max_bytes + 1`` bytes, never more);
+* nesting deeper than ``max_depth`` (:data:`.json_stream.MAX_DEPTH` by default), found by the
+  streamed reader's bracket scan before the parser sees a byte, so a 2,000-deep file is one
+  line, not a ``RecursionError``;
+* bytes that are not UTF-8 (with the file offset of the first bad byte), and JSON that does
+  not parse (with its line and column).
+
+The value is parsed by Python's ``json`` (``NaN`` and ``Infinity`` come back as floats: the
+caller checks the values it uses and names the field).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..errors import DataError
+from .dataset import check_regular_file
+from .json_stream import MAX_DEPTH, _NestingGuard, _TooDeep
+
+__all__ = ["MAX_DEPTH", "read_json_file"]
+
+_CHUNK = 1 << 20
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.0f} MiB" if n >= (1 << 20) else f"{n:,} bytes"
+
+
+def read_json_file(path: Path, *, what: str, fix: str, max_bytes: int,
+                   max_depth: int = MAX_DEPTH,
+                   object_hook: Callable[[dict[str, Any]], Any] | None = None) -> object:
+    """The JSON value in ``path``, read within the bounds above; one line if it cannot be.
+
+    ``what`` names the file in the message (``"report"``, ``"manifest"``); ``fix`` ends it
+    (``"write it again with --retrieval-eval-json"``). Messages read
+    ``"{what} {path}: <fault>; {fix}"`` (a FIFO or a directory: the dataset guard's wording).
+    ``object_hook`` is ``json.loads``'s: each object as it is parsed (a caller keeps only the
+    fields it needs, so what it does not need is freed as the parse goes).
+    """
+    path = Path(path)
+    check_regular_file(path, what)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise DataError(f"{what} {path}: cannot be read ({exc.strerror or exc}); {fix}"
+                        ) from None
+    with os.fdopen(fd, "rb") as fh:
+        try:
+            info = os.fstat(fh.fileno())
+            if not stat.S_ISREG(info.st_mode):  # replaced between the stat and the open
+                raise DataError(f"{what} {path}: not a regular file; {fix}")
+            if info.st_size > max_bytes:
+                raise DataError(f"{what} {path}: {_mib(info.st_size)}, larger than the "
+                                f"{_mib(max_bytes)} a {what} may be; {fix}")
+            data = bytearray()
+            while len(data) <= max_bytes:
+                chunk = fh.read(min(_CHUNK, max_bytes + 1 - len(data)))
+                if not chunk:
+                    break
+                data += chunk
+        except OSError as exc:
+            raise DataError(f"{what} {path}: cannot be read ({exc.strerror or exc}); {fix}"
+                            ) from None
+    if len(data) > max_bytes:  # grew while being read
+        raise DataError(f"{what} {path}: larger than the {_mib(max_bytes)} a {what} may be; "
+                        f"{fix}")
+    try:
+        guard = _NestingGuard(io.BytesIO(data), 0, limit=max_depth)
+        while guard.read(_CHUNK):  # chunk by chunk: the scan's temporaries stay small
+            pass
+    except _TooDeep as deep:
+        raise DataError(f"{what} {path}: nests JSON more than {max_depth} levels deep (at "
+                        f"byte {deep.offset}); {fix}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{what} {path}: not UTF-8 text (byte {exc.start}); {fix}") from None
+    del data
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    try:
+        return json.loads(text, object_hook=object_hook)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{what} {path}: not valid JSON ({exc.msg}, line {exc.lineno} column "
+                        f"{exc.colno}: truncated or damaged); {fix}") from None
+    except RecursionError:  # pragma: no cover - the depth bound comes first
+        raise DataError(f"{what} {path}: nests JSON too deeply; {fix}") from None

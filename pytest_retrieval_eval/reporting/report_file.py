@@ -1,0 +1,188 @@
+"""A saved JSON report read and checked: what ``compare``, ``plot``, ``markdown`` and
+``--retrieval-eval-compare`` read.
+
+* :func:`load_report` reads the file with the dataset path's guards
+  (:func:`..data.json_file.read_json_file`: a regular file, opened without blocking, of at
+  most :data:`MAX_REPORT_BYTES`, nested at most 64 levels), optionally slim (each pair keeps
+  :data:`PAIR_FIELDS`, dropped as the JSON is parsed);
+* :func:`check_report` refuses, in one line naming the pair and the field, a metric that is
+  not a finite number in [0, 1], ``ks`` / ``retrievers`` / ``summary`` of the wrong kind, and
+  a repeated ``(question_id, retriever)``.
+
+Every refusal is a :class:`CompareError` (:mod:`.compare` names it too).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+from pathlib import Path
+from typing import Any
+
+from ..data.json_file import read_json_file
+from ..errors import DataError, RetrievalEvalError
+from .report import SCHEMA_VERSION
+
+__all__ = ["MAX_REPORT_BYTES", "PAIR_FIELDS", "CompareError", "check_report", "load_report"]
+
+#: The largest report compare, plot, markdown and ``--retrieval-eval-compare`` read (a full
+#: LongMemEval_M run of five retrievers is about 3 MiB; a pair takes about 1.2 KiB).
+MAX_REPORT_BYTES = 256 << 20
+_FIX = "write it again with --retrieval-eval-json"
+
+
+class CompareError(RetrievalEvalError):
+    """Two reports (or two retrievers) cannot be compared; the message says why."""
+
+
+def load_report(path: Path, *, slim: bool = False) -> dict[str, Any]:
+    """Read a JSON report written by ``--retrieval-eval-json``; one line if it cannot be.
+
+    The file is read with the dataset path's guards (:func:`..data.json_file.read_json_file`:
+    a regular file of at most :data:`MAX_REPORT_BYTES`, nested at most
+    :data:`..data.json_file.MAX_DEPTH` deep), then checked by :func:`check_report`: every
+    refusal is a :class:`CompareError` (a :class:`RetrievalEvalError`) of one line.
+    ``slim``: each pair keeps only what compare, plot and markdown read (:data:`PAIR_FIELDS`),
+    dropped as the file is parsed, with equal metric values sharing one float: a 50,000-pair
+    report then takes about a fifth of the memory.
+    """
+    try:
+        data = read_json_file(Path(path), what="report", fix=_FIX, max_bytes=MAX_REPORT_BYTES,
+                              object_hook=_Slimmer() if slim else None)
+    except DataError as exc:
+        raise CompareError(str(exc)) from None
+    check_report(data, str(path))
+    assert isinstance(data, dict)
+    return dict(data)
+
+
+#: The fields of a pair that compare, plot and markdown read (``load_report(slim=True)``).
+PAIR_FIELDS = ("retriever", "question_id", "question_type", "metrics")
+
+
+class _Slimmer:
+    """``json.loads``'s object hook for :func:`load_report`'s ``slim``: a pair (an object with
+    question_id, retriever and metrics) keeps :data:`PAIR_FIELDS`; its metrics' equal values
+    share one float object."""
+
+    def __init__(self) -> None:
+        self.floats: dict[float, float] = {}
+
+    def __call__(self, obj: dict[str, Any]) -> dict[str, Any]:
+        if "question_id" in obj and "retriever" in obj and isinstance(obj.get("metrics"), dict):
+            metrics = obj["metrics"]
+            for key, value in metrics.items():
+                if type(value) is float and value == value:  # NaN is checked and named later
+                    metrics[key] = self.floats.setdefault(value, value)
+            return {key: obj[key] for key in PAIR_FIELDS if key in obj}
+        return obj
+
+
+def check_report(data: object, name: str, *, version: bool = True) -> None:
+    """Refuse (one line naming ``name``) what is not a valid report: the shape, the
+    schema_version, ``ks`` (whole numbers >= 1, at least one), ``retrievers`` (names), the
+    ``summary`` where there is one (plot and markdown read it), each pair's
+    ``question_id``, ``retriever``, ``question_type`` and ``metrics`` (each a finite number in
+    [0, 1], named by its pair and field), and a ``(question_id, retriever)`` given twice.
+    ``version=False`` leaves the schema_version to :func:`check_comparable`."""
+    problem = _shape_problem(data)
+    if problem:
+        raise CompareError(f"report {name}: not a retrieval-eval JSON report ({problem}); "
+                           "give a file written by --retrieval-eval-json")
+    assert isinstance(data, dict)
+    if version and data["schema_version"] != SCHEMA_VERSION:
+        raise CompareError(
+            f"report {name}: schema_version {data['schema_version']}, this "
+            f"pytest-retrieval-eval reads {SCHEMA_VERSION}; write both reports with the same "
+            "pytest-retrieval-eval version")
+    for k in data["ks"]:
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise CompareError(f"report {name}: ks holds {_show(k)}, not a whole number >= 1 "
+                               f"(ks {_show(data['ks'])}); {_FIX}")
+    for retriever in data["retrievers"]:
+        if not isinstance(retriever, str) or not retriever:
+            raise CompareError(f"report {name}: retrievers holds {_show(retriever)}, not a "
+                               f"retriever name; {_FIX}")
+    if not data["ks"]:
+        raise CompareError(f"report {name}: ks is empty; {_FIX}")
+    problem = _summary_problem(data.get("summary", {}))
+    if problem:
+        raise CompareError(f"report {name}: summary{problem}; {_FIX}")
+    seen: dict[tuple[str, str], int] = {}
+    for i, pair in enumerate(data["pairs"]):
+        qid, retriever = pair["question_id"], pair["retriever"]
+        where = f"report {name}: pair {i} ({qid}, {retriever})"
+        if not isinstance(pair.get("question_type", ""), str):
+            raise CompareError(f"{where}: question_type is {_show(pair['question_type'])}, "
+                               f"not a name; {_FIX}")
+        first = seen.setdefault((qid, retriever), i)
+        if first != i:
+            raise CompareError(f"{where} repeats pair {first}: a report holds each question "
+                               f"once per retriever, and compare never drops one silently; "
+                               f"{_FIX}")
+        for field, value in pair["metrics"].items():
+            if not _is_score(value):
+                raise CompareError(f"{where}: metrics.{field} is {_show(value)}, not a number "
+                                   f"in [0, 1]; {_FIX}")
+
+
+def _is_score(value: object) -> bool:
+    """A finite number in [0, 1] (not a bool)."""
+    return (not isinstance(value, bool) and isinstance(value, numbers.Real)
+            and math.isfinite(float(value)) and 0.0 <= float(value) <= 1.0)
+
+
+def _summary_problem(summary: object) -> str:
+    """What is wrong with a report's ``summary`` (as a path and a fault: ``.hybrid.overall
+    is null, not an object``), or ``""``: what plot and markdown read of it."""
+    if not isinstance(summary, dict):
+        return f" is {_show(summary)}, not an object"
+    for retriever, entry in summary.items():
+        if not isinstance(entry, dict):
+            return f".{retriever} is {_show(entry)}, not an object"
+        by_type = entry.get("by_type", {})
+        if not isinstance(by_type, dict):
+            return f".{retriever}.by_type is {_show(by_type)}, not an object"
+        cells = [("overall", entry.get("overall")),
+                 *((f"by_type.{t}", cell) for t, cell in by_type.items())]
+        for where, cell in cells:
+            if not isinstance(cell, dict):
+                return f".{retriever}.{where} is {_show(cell)}, not an object"
+            n = cell.get("n")
+            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                return f".{retriever}.{where}.n is {_show(n)}, not a count"
+            for field, value in cell.items():
+                if field != "n" and not _is_score(value):
+                    return (f".{retriever}.{where}.{field} is {_show(value)}, not a number "
+                            "in [0, 1]")
+    return ""
+
+
+def _show(value: object) -> str:
+    """A value in a message: JSON's spelling (``NaN``, ``"5"``, ``[1, 2]``), cut short."""
+    if isinstance(value, numbers.Real) and not isinstance(value, (bool, int)):
+        value = float(value)  # numpy's floats as JSON spells them
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):  # pragma: no cover - parsed JSON always dumps
+        text = repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _shape_problem(data: object) -> str:
+    if not isinstance(data, dict):
+        return "not a JSON object"
+    for key, kind in (("schema_version", int), ("dataset", dict), ("ks", list),
+                      ("retrievers", list), ("pairs", list)):
+        value = data.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            return f"no {key!r} {kind.__name__}"
+    if not isinstance(data["dataset"].get("sha256"), str):
+        return "no dataset sha256"
+    for pair in data["pairs"]:
+        if not (isinstance(pair, dict) and isinstance(pair.get("question_id"), str)
+                and isinstance(pair.get("retriever"), str)
+                and isinstance(pair.get("metrics"), dict)):
+            return "a pair without question_id, retriever or metrics"
+    return ""

@@ -1,0 +1,52 @@
+"""The Markdown renderer (issue 22, item 8): bold only a strict best; diagnostics and the
+gained/lost lists folded into <details>."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_retrieval_eval.reporting import compare as cmp
+from pytest_retrieval_eval.reporting import markdown
+from tests.support.compare_factory import make_report
+
+
+@pytest.mark.parametrize(("values", "best"), [
+    ([0.5, 1.0], 1), ([1.0, 0.5, 0.25], 0), ([1.0, 1.0], None), ([0.0, 0.0, 0.0], None),
+    ([0.0, None], None), ([0.3334, 0.3333], None),  # equal as printed: a tie
+    ([None, 0.2, 0.1], 1), ([0.7], None), ([0.0, 0.001], 1)])
+def test_strict_best(values: list[float | None], best: int | None) -> None:
+    assert markdown.strict_best(values) == best
+
+
+def test_a_row_of_zeros_and_a_tie_are_not_bold() -> None:
+    report = make_report({"a": [("q1", "multi-session", 0.0), ("q2", "temporal-reasoning", 1),
+                                ("q3", "knowledge-update", 0.5)],
+                          "b": [("q1", "multi-session", 0.0), ("q2", "temporal-reasoning", 1),
+                                ("q3", "knowledge-update", 0.0)]}, ks=(1,))
+    text = markdown.summary_markdown(report)
+    assert "| multi-session | 1 | 0.000 | 0.000 |" in text
+    assert "| temporal-reasoning | 1 | 1.000 | 1.000 |" in text
+    assert "| knowledge-update | 1 | **0.500** | 0.000 |" in text
+    assert "| **overall** | 3 | **0.500** | 0.333 |" in text
+
+
+def test_no_diagnostics_no_details() -> None:
+    report = make_report({"a": [("q1", "multi-session", 0.0)]}, ks=(1,))
+    assert "<details>" not in markdown.summary_markdown(report)
+
+
+def test_the_changes_fold_into_details_with_every_question() -> None:
+    rows = [(f"q{i}", "multi-session", 0.0) for i in range(12)]
+    better = [(q, t, 1.0 if i < 10 else 0.0) for i, (q, t, _) in enumerate(rows)]
+    result = cmp.compare_reports(make_report({"h": rows}, ks=(5,)),
+                                 make_report({"h": [*better, ("q99", "multi-session", 1.0)]},
+                                             ks=(5,)))
+    text = markdown.comparison_markdown(result)
+    details = text.split("<details>")[1].split("</details>")[0]
+    assert "<summary>Questions whose recall@k rose (+) or fell (-): `h` @5 +10/-0</summary>" in (
+        details)
+    assert f"- `h` recall@5 gained (10): {', '.join(f'q{i}' for i in range(10))}" in details
+    assert "- only in new (1, not compared): q99[h]" in details
+    unchanged = cmp.compare_reports(make_report({"h": rows}, ks=(5,)),
+                                    make_report({"h": rows}, ks=(5,)))
+    assert "<details>" not in markdown.comparison_markdown(unchanged)
