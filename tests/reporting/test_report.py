@@ -64,11 +64,14 @@ def test_order_of_results_does_not_change_anything() -> None:
 
 def test_single_retriever_table() -> None:
     rep = report.build_report(info(["a"]), RESULTS[:3], [])
-    lines = report.terminal_lines(rep)
+    lines = report.terminal_lines(rep, width=120)
     head = next(line for line in lines if line.startswith("question type"))
-    assert head.split()[2:] == ["n", "R@1", "R@2", "any@1", "any@2", "all@1", "all@2"]
+    assert head.split()[2:] == ["n", "R@1", "R@2", "any@1", "any@2", "all@1", "all@2",
+                                "ndcg@1", "ndcg@2"]
     overall = next(line for line in lines if line.startswith("overall"))
     assert overall.split()[1:4] == ["3", "0.333", "0.667"]
+    # ndcg_any@2: 1 (gold first), 1/log2(2) = 1 (gold second, ideal 1), 0: mean 2/3.
+    assert overall.split()[-1] == "0.667"
     assert any("pairs: 3 scored of 3 usable; skipped 2 abstention, 1 rejected" in line
                for line in lines)
 
@@ -76,7 +79,7 @@ def test_single_retriever_table() -> None:
 def test_several_retrievers_side_by_side() -> None:
     lines = report.terminal_lines(report.build_report(info(["a", "b"]), RESULTS, []))
     titles = [line.split()[0] for line in lines if line.endswith("b") and "@k" in line]
-    assert titles == ["recall@k", "recall_any@k", "recall_all@k"]
+    assert titles == ["recall@k", "recall_any@k", "recall_all@k", "ndcg_any@k"]
     title = next(i for i, line in enumerate(lines) if line.startswith("recall@k"))
     assert lines[title].split()[1:] == ["a", "b"]
     assert lines[title + 1].split()[2:] == ["n", "@1", "@2", "@1", "@2"]
