@@ -63,7 +63,8 @@ from tests.support.reliability_support import (
 ROOT = Path(__file__).resolve().parent.parent
 PREP_SUMMARY = re.compile(
     r"^prep: (\d+) slots, (\d+) unique texts, (\d+) embedded now, (\d+) from cache, "
-    r"\d+\.\ds \(model tiny-model, fingerprint [0-9a-f]{12}(?:; not loaded: every vector needed was "
+    r"\d+\.\ds \(model tiny-model, fingerprint [0-9a-f]{12}"
+    r"(?:; not loaded: every vector needed was "
     r"cached)?\)$"
 )
 INTERRUPTED = re.compile(

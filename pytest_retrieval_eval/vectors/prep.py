@@ -34,16 +34,15 @@ from .cached_models import models_holding
 
 __all__ = [
     "CachedOnly",
-    "ModelNeeded",
     "PrepInterrupted",
     "PrepStats",
+    "cached_model",
+    "cached_stats",
     "needed_keys",
     "query_key",
     "query_prefix",
     "query_text",
     "run_prep",
-    "cached_model",
-    "cached_stats",
     "shard_of",
 ]
 
@@ -302,10 +301,6 @@ def _embed_chunk(
 # --------------------------------------------------------------------------- no model needed
 
 
-class ModelNeeded(Exception):
-    """:class:`CachedOnly` was asked to embed: some vector is missing after all."""
-
-
 def cached_stats(corpus: CorpusLike, cache: VectorCache, prefix: str,
                  shard: tuple[int, int] | None = None) -> PrepStats | None:
     """What a prep would report when ``cache`` holds every vector it needs, without writing
@@ -332,10 +327,9 @@ def cached_stats(corpus: CorpusLike, cache: VectorCache, prefix: str,
 
 
 class CachedOnly:
-    """An :class:`EmbedderLike` standing for a model whose vectors the cache already holds:
-    ``prep`` runs with it and loads nothing; should a vector turn out missing (a corrupt shard
-    quarantined by the prep), :meth:`embed` raises :class:`ModelNeeded` and the caller loads
-    the model then."""
+    """An :class:`EmbedderLike` standing for a model whose vectors the cache already holds
+    (:func:`cached_model`, :func:`cached_stats`): its name, fingerprint, dim and manifest,
+    nothing loaded; it never embeds."""
 
     def __init__(self, info: Mapping[str, object]) -> None:
         self._info = {k: v for k, v in info.items() if k not in ("roots", "vectors")}
@@ -348,7 +342,8 @@ class CachedOnly:
 
     def embed(self, texts: Sequence[str], progress: Callable[[int], None] | None = None,
               ) -> npt.NDArray[np.float32]:
-        raise ModelNeeded(f"{len(texts)} text(s) missing from the cache")
+        raise RuntimeError(f"{self.name}: not loaded, so {len(texts)} text(s) cannot be "
+                           "embedded; load the model (load_embedder)")
 
 
 def cached_model(roots: Sequence[Any], spec: str, config: Any, corpus: CorpusLike, *,
