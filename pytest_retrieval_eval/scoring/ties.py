@@ -150,7 +150,8 @@ def expected_metrics(ranked: Sequence[str], scores: Sequence[float], gold: Colle
                                reverse=True), k)
         out["ndcg_any"] = lme.dcg(gains, k) / ideal if ideal != 0 else 0.0
     else:
-        present = [g for g in gold_ids if g in set(rankable)]
+        rankable_set = set(rankable)
+        present = [g for g in gold_ids if g in rankable_set]
         ideal = _dcg([1.0] * len(present), k)
         out["ndcg_any"] = _dcg(gains, k) / ideal if ideal > 0 else 0.0
     return out
@@ -187,7 +188,8 @@ def _metrics(ranked: Sequence[str], gold: Collection[str], k: int, protocol: str
     if protocol == "longmemeval":
         any_, all_, ndcg = lme.evaluate(ranked, gold, corpus_ids, k)
         return {"recall_any": any_, "recall_all": all_, "ndcg_any": ndcg}
-    present = [g for g in gold if g in set(rankable)]
+    rankable_set = set(rankable)
+    present = [g for g in gold if g in rankable_set]
     return {"recall": recall(ranked, gold, k), "recall_any": recall_any(ranked, gold, k),
             "recall_all": recall_all(ranked, gold, k),
             "ndcg_any": ndcg_any(ranked, present, k)}

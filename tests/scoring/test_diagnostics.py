@@ -179,6 +179,16 @@ def test_sample_diagnostics_agree_with_the_separately_scored_lists(
     empty = sum(not r for r in ranked["fts"].values())
     assert 0 < empty < len(USABLE)
     assert diag["fts"]["no_results"] == empty
+    # Per question type, the same counts over that type's pairs (the case: every
+    # temporal-reasoning question of the sample gets no FTS row).
+    types = {p["question_id"]: p["question_type"] for p in report["pairs"]}
+    for qtype, figures in diag["fts"]["by_type"].items():
+        mine = [q for q, t in types.items() if t == qtype]
+        assert figures["pairs"] == len(mine)
+        assert figures["no_results"] == sum(not ranked["fts"][q] for q in mine), qtype
+    temporal = diag["fts"]["by_type"]["temporal-reasoning"]
+    assert temporal["no_results"] == temporal["pairs"] == 3
+    assert diag["hybrid"]["by_type"]["temporal-reasoning"]["fts_list_empty"] == 3
     assert diag["fts+mode:or"]["no_results"] < empty  # OR finds rows AND cannot
     assert report["variants"] == {
         "fts+mode:or": {"retriever": "fts", "params": {"mode": "or"}},
