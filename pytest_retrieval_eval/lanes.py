@@ -66,7 +66,7 @@ def choose_cached_model(settings: Settings, cache_root: Path,
                     and int(m.get("max_length", 512)) == s.max_length]
         holding = explicit or holding
     prep_cmd = (f"retrieval-eval prep --data {s.data} --model {s.model or DEFAULT_MODEL} "
-                f"--cache {cache_root}{subset_args(s)}")
+                f"--cache {cache_root}{subset_args(s)}{view_args(s)}")
     if not holding:
         raise CacheError(no_cached_model(s, cache_root, corpus, roots))
     if len(holding) > 1:
@@ -89,35 +89,42 @@ def choose_cached_model(settings: Settings, cache_root: Path,
     return model
 
 
+def view_args(s: Settings) -> str:
+    """prep's flags for the run's protocol and granularity (none at the defaults)."""
+    return ((f" --protocol {s.protocol}" if s.protocol != "vipune" else "")
+            + (f" --granularity {s.granularity}" if s.granularity != "session" else ""))
+
+
 def no_cached_model(settings: Settings, cache_root: Path, corpus: AnyCorpus,
                     roots: Sequence[Path]) -> str:
     """The one line when no cached model covers the dataset: it names the shard that
     lost its sidecar, or the models the cache does hold, and a prep of that model."""
     s = settings
-    present = [m for m in cache_mod.list_models([cache_root])  # not the bundled
+    present = [m for m in cache_mod.list_models(roots)  # the bundled one too: its model
                if s.model is None or m.get("name") == s.model]
     orphans = cache_mod.uncommitted_shards(roots)
     lost = {str(info.get("name")) for _, info in orphans if info}
     cached = lost or {str(m.get("name")) for m in present}
     model = s.model or (cached.pop() if len(cached) == 1 else DEFAULT_MODEL)
     prep_cmd = (f"retrieval-eval prep --data {s.data} --model {model} "
-                f"--cache {cache_root}{subset_args(s)}")
+                f"--cache {cache_root}{subset_args(s)}{view_args(s)}")
     where = f"dataset {corpus.dataset_name}"
+    item = "turn" if s.granularity == "turn" else "session"
     if orphans:
         shard, info = orphans[0]
         of = f" of model {info.get('name')}" if info else ""
         more = f" (and {len(orphans) - 1} more)" if len(orphans) > 1 else ""
         return (f"--no-model: vector cache shard {shard}{more} has no .sha256 sidecar "
                 f"(deleted?), so its vectors{of} are not used and no model covers every "
-                f"session of {where}; run `{prep_cmd}` to re-embed what it held")
+                f"{item} of {where}; run `{prep_cmd}` to re-embed what it held")
     if present:
         names = ", ".join(f"{m.get('name')} ({m.get('vectors', 0)} vectors)"
                           for m in present)
         return (f"--no-model: the cache at {cache_root} holds vectors of {names}, "
-                f"but not for every session of {where}; run `{prep_cmd}` first")
+                f"but not for every {item} of {where}; run `{prep_cmd}` first")
     named = f"model {s.model!r}" if s.model else "any model"
     return (f"--no-model: the cache at {cache_root} holds no vectors of {named} for "
-            f"every session of {where}; run `{prep_cmd}` first")
+            f"every {item} of {where}; run `{prep_cmd}` first")
 
 
 def no_model_hint(settings: Settings, cache_root: Path,

@@ -314,7 +314,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
     terminalreporter.write_sep("=", "retrieval-eval")
     width = config.get_terminal_writer().fullwidth
     verbosity = config.get_verbosity()
-    for line in terminal_lines(state.report, width, overall_only=verbosity < -1):
+    for line in terminal_lines(state.report, width, verbose=verbosity > 0,
+                               overall_only=verbosity < -1):
         terminalreporter.write_line(line)
     for line in comparison_lines(state.report, verbosity > 0, width):
         terminalreporter.write_line(line)

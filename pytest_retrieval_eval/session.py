@@ -31,10 +31,11 @@ from .io.checksums import MEMO_DIR
 from .options import CUSTOM_RETRIEVER, DEFAULT_MODEL, Settings
 from .reporting.report import NOTE_TEXT, PairResult
 from .retrievers import terms as terms_mod
-from .retrievers.ranking import check_haystack, rank_all, rank_per_k
+from .retrievers.ranking import Scored, check_haystack, explain_facts, rank_all, rank_per_k
 from .scoring import diagnostics
 from .scoring import longmemeval_metrics as lme_metrics
 from .scoring.metrics import score_rankings, session_recall
+from .scoring.ties import pair_ties
 from .vectors import cache as cache_mod
 from .vectors import prep as prep_mod
 from .vectors.embedding import EmbedConfig, Embedder, load_embedder
@@ -343,11 +344,13 @@ class EvalSession:
         embed_ms = self._embed_ms.pop(pair.index, None)  # the pair's first scored item's
         start = time.perf_counter()
         components: dict[int, Mapping[str, Sequence[str]]] = {}
+        scored: Scored = {}  # the ids and scores ties are judged on, per k
         if self.settings.protocol == LONGMEMEVAL:
             rankings = rank_all(retriever, persona, query, self.settings.ks,
-                                len(pair.session_ids))
+                                len(pair.session_ids), scored)
         else:
-            rankings, components = rank_per_k(retriever, persona, query, self.settings.ks)
+            rankings, components = rank_per_k(retriever, persona, query, self.settings.ks,
+                                              scored)
         retrieval_ms = (time.perf_counter() - start) * 1000.0
         check_haystack(pair.question_id, rankings, pair.session_ids)
         rankable = set(pair.session_ids)
@@ -357,6 +360,8 @@ class EvalSession:
             "index": pair.index,
             "question_id": pair.question_id,
             "question_type": pair.question_type,
+            "question": pair.question,
+            "question_date": pair.question_date,
             "gold": list(pair.gold),
             "gold_source": pair.gold_source,
             "ranked": rankings[self.settings.max_k][: self.settings.max_k],
@@ -364,6 +369,11 @@ class EvalSession:
             "notes": {k: v for k, v in pair.notes.items() if v},
             "latency_ms": {"query_embedding": embed_ms, "retrieval": retrieval_ms},
             **diagnostics.pair_facts(components, rankings, self.settings.ks),
+            "ties": pair_ties(scored or None, pair.gold, self.settings.ks,
+                              protocol=self.settings.protocol, rankable=rankable,
+                              corpus_ids=pair.session_ids),
+            "explain": explain_facts(retriever, query, pair.gold, rankings, components,
+                                     self.settings.ks),
         }
         self.add_result(result)
         return result

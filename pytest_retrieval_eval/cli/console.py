@@ -12,6 +12,8 @@ report comparison and data generation. This module assembles the parser and runs
   ``cache push --repo ORG/NAME`` / ``cache pull --repo ORG/NAME`` share one model's vectors
   through a Hugging Face Hub dataset repo (:mod:`pytest_retrieval_eval.vectors.hub_sync`).
 * :mod:`.reports`: ``retrieval-eval compare``, ``plot`` and ``markdown``.
+* :mod:`.explain`: ``retrieval-eval explain REPORT QUESTION_ID [--retriever R]``: one
+  question of a saved report, its ranks, gold, RRF arithmetic and FTS query.
 * :mod:`.generate`: ``retrieval-eval generate --preset sample OUT.json`` writes
   deterministic LongMemEval-shaped data (the bundled sample, a synthetic LongMemEval_M).
 * :mod:`.args` holds what they share (program name, exit statuses, the one-line parser,
@@ -33,6 +35,7 @@ from typing import TextIO
 
 from ..errors import RetrievalEvalError, one_line
 from . import cache as cli_cache
+from . import explain as cli_explain
 from . import generate as cli_generate
 from . import prep as cli_prep
 from . import reports as cli_reports
@@ -66,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_prep.add_commands(sub, default_cache)
     cli_cache.add_commands(sub, default_cache)
     cli_reports.add_commands(sub)
+    cli_explain.add_commands(sub)
     cli_generate.add_commands(sub)
     return parser
 
@@ -118,6 +122,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cli_cache.run(args, out, err)
         if args.command in ("compare", "plot", "markdown"):
             return cli_reports.run(args, out, err)
+        if args.command == "explain":
+            return cli_explain.run(args, out, err)
         if args.command == "generate":
             return cli_generate.run(args, out, err)
         return cli_prep.run(args, out, err)

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..errors import one_line
+from ..errors import CacheError, one_line
 
 # The pytest options' defaults and validators, so both spellings behave alike.
 from ..options import DEFAULT_DATA, DEFAULT_DATA_REPO, DEFAULT_MODEL
@@ -151,15 +151,39 @@ def _cmd_prep(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             pooling=args.pooling, max_length=args.max_length, query_prefix=args.query_prefix,
             device=args.device, threads=args.threads, batch_size=args.batch_size,
         )
-        embedder = embedding_mod.load_embedder(args.model, config, offline=args.offline,
-                                               memo_dir=root / MEMO_DIR)
-        vectors = cache_mod.VectorCache(
-            root, embedder.fingerprint, embedder.dim, embedder.info(),
-            read_only_roots=[cache_mod.bundled_cache_dir()],
-        )
-        stats = prep_mod.run_prep(_subset_corpus(args, corpus), embedder, vectors, bar,
-                                  chunk_size=args.chunk_size, shard=args.shard,
-                                  embed=_ray_embed(args, config, embedder, vectors, bar))
+        scoped = _subset_corpus(args, corpus)
+        roots = [root, cache_mod.bundled_cache_dir()]
+        # The model is loaded only when some vector this prep needs is missing: with every
+        # vector cached (the bundled sample's), prep, --shard and cache merge run offline.
+        cached = prep_mod.cached_model(roots, args.model, config, scoped, shard=args.shard,
+                                       memo_dir=root / MEMO_DIR)
+        stats = None
+        embedder: Any = None
+        if cached is not None:
+            embedder = prep_mod.CachedOnly(cached)
+            try:
+                vectors = cache_mod.VectorCache(root, embedder.fingerprint, embedder.dim,
+                                                embedder.info(), read_only_roots=roots[1:])
+                stats = prep_mod.cached_stats(scoped, vectors, config.query_prefix, args.shard)
+                if stats is not None:
+                    # The manifest alone (nothing to commit): --cache is then a prepared
+                    # cache of this model, as `cache merge` and `models` expect, even when
+                    # every vector came from the bundled ones.
+                    vectors.adopt([])
+            except CacheError:
+                stats = None
+            if stats is None:
+                embedder = None  # something is missing or damaged: load the model after all
+        if stats is None:
+            embedder = embedding_mod.load_embedder(args.model, config, offline=args.offline,
+                                                   memo_dir=root / MEMO_DIR)
+            vectors = cache_mod.VectorCache(
+                root, embedder.fingerprint, embedder.dim, embedder.info(),
+                read_only_roots=roots[1:],
+            )
+            stats = prep_mod.run_prep(scoped, embedder, vectors, bar,
+                                      chunk_size=args.chunk_size, shard=args.shard,
+                                      embed=_ray_embed(args, config, embedder, vectors, bar))
     except KeyboardInterrupt as exc:
         saved = exc.saved if isinstance(exc, prep_mod.PrepInterrupted) else 0
         if bar is not None:
@@ -174,7 +198,9 @@ def _cmd_prep(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     out.write(
         f"prep: {stats.slots} slots, {stats.unique_texts} unique texts, {stats.embedded_now} "
         f"embedded now, {stats.from_cache} from cache, {seconds:.1f}s (model "
-        f"{embedder.name}, fingerprint {embedder.fingerprint[:12]})\n"
+        f"{embedder.name}, fingerprint {embedder.fingerprint[:12]}"
+        + ("; not loaded: every vector needed was cached"
+           if isinstance(embedder, prep_mod.CachedOnly) else "") + ")\n"
     )
     for line in _scale_lines(args, stats):
         out.write(line + "\n")

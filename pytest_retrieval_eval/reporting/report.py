@@ -18,6 +18,7 @@ from ..data.pairs import QUESTION_TYPES
 from ..data.subset import subset_info, subset_lines
 from ..errors import CacheError
 from ..io import user_files
+from ..scoring import ties
 from ..scoring.metrics import mean_metrics, metric_key
 from . import diagnostic_lines
 
@@ -26,6 +27,7 @@ FAMILIES: tuple[tuple[str, str], ...] = (
     ("recall", "R"),
     ("recall_any", "any"),
     ("recall_all", "all"),
+    ("ndcg_any", "ndcg"),
 )
 
 #: The columns under ``--retrieval-eval-protocol longmemeval``: upstream's three metrics.
@@ -44,17 +46,29 @@ SESSION_FAMILIES: dict[str, tuple[tuple[str, str], ...]] = {
 MAX_ROW_COLUMNS = 12
 
 
-def families_for(protocol: str = "vipune",
-                 granularity: str = "session") -> tuple[tuple[str, str], ...]:
-    """The metric families the table shows for a protocol and granularity."""
+def families_for(protocol: str = "vipune", granularity: str = "session",
+                 summary: Mapping[str, Any] | None = None) -> tuple[tuple[str, str], ...]:
+    """The metric families the table shows for a protocol and granularity: every family the
+    run computes. With a ``summary``, a family found in it but not named here (a newer
+    metric, an older report) gets a table too, under its own name."""
     base = LME_FAMILIES if protocol == "longmemeval" else FAMILIES
     extra = SESSION_FAMILIES.get(protocol, ()) if granularity == "turn" else ()
-    return (*base, *extra)
+    known = (*base, *extra)
+    names = {family for family, _ in known}
+    found: dict[str, None] = {}
+    for entry in (summary or {}).values():
+        for key in entry.get("overall", {}):
+            family, at, k = str(key).rpartition("@")
+            if at and k.isdigit() and family not in names:
+                found[family] = None
+    return (*known, *((family, family) for family in found))
 
 
 PairResult = dict[str, Any]
-"""One scored (pair, retriever): retriever, index, question_id, question_type, gold,
-gold_source, ranked, metrics, notes, latency_ms."""
+"""One scored (pair, retriever): retriever, index, question_id, question_type, question,
+question_date, gold, gold_source, ranked, metrics, notes, latency_ms, the diagnostics' facts
+(returned, fusion, component_sizes), ties (:func:`.ties.pair_ties`) and explain
+(:func:`pytest_retrieval_eval.retrievers.ranking.explain_facts`)."""
 
 
 def sort_results(results: Iterable[PairResult], retrievers: Sequence[str]) -> list[PairResult]:
@@ -257,12 +271,13 @@ def header_lines(info: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def terminal_lines(report: Mapping[str, Any], width: int = 80,
-                   overall_only: bool = False) -> list[str]:
+def terminal_lines(report: Mapping[str, Any], width: int = 80, *,
+                   verbose: bool = False, overall_only: bool = False) -> list[str]:
     """Everything the terminal summary prints, from a finished report (``width``: the
     terminal's, which the table rows and the diagnostics lines fit; the other lines are
-    cut at spaces to fit it, see :func:`fit_lines`). ``overall_only`` (``-qq``): the tables'
-    overall rows and the errors, nothing else."""
+    cut at spaces to fit it, see :func:`fit_lines`). ``verbose`` (``-v``): the diagnostics
+    per question type too; ``overall_only`` (``-qq``): the tables' overall rows and the
+    errors, nothing else."""
     info = report["info"]
     lines = fit_lines(header_lines(info), width)
     if not report["summary"] or not any(
@@ -270,14 +285,16 @@ def terminal_lines(report: Mapping[str, Any], width: int = 80,
         return [*lines, *fit_lines(["no pair was scored", *_error_lines(report)], width)]
     tables = table_lines(report["summary"], report["retrievers"], report["ks"],
                          families_for(info.get("protocol", "vipune"),
-                                      info.get("granularity", "session")), width,
-                         overall_only=overall_only)
+                                      info.get("granularity", "session"), report["summary"]),
+                         width, overall_only=overall_only)
     if overall_only:
         return [*tables, *fit_lines(_error_lines(report), width)]
     lines.append("")
     lines.extend(tables)
+    ties_line = diagnostic_lines.tie_line(report.get("ties") or {}, report["retrievers"])
+    lines.extend(["", *fit_lines([ties_line], width)] if ties_line else [])
     notes = diagnostic_lines.lines(report.get("diagnostics") or {}, report["retrievers"],
-                              report["ks"], width)
+                                   report["ks"], width, verbose=verbose)
     lines.extend(["", *notes] if notes else [])
     tail: list[str] = []
     for d in report.get("drift") or []:
@@ -372,7 +389,8 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
         "notes": info.get("notes", {}),
         "subset": full_info.get("subset"),
         "drift": drifts,
-        **diagnostic_lines.report_sections(ordered, retrievers, ks),
+        **diagnostic_lines.report_sections(ordered, retrievers, ks, type_order),
+        "ties": ties.summarize(ordered, retrievers),
         "latency_ms": latency_summary(ordered),
         "errors": sorted(errors, key=lambda e: (str(e.get("retriever")),
                                                 str(e.get("question_id")))),

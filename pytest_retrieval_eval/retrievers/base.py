@@ -90,6 +90,12 @@ class Retriever(Protocol):
     results depend on ``limit`` beyond a cut (each cut-off k is then ranked on its own);
     ``needs_vectors = False`` when ``rank`` never reads ``persona.vectors`` or
     ``query.vector`` (when no retriever of a run needs them, no model is loaded).
+
+    Scores (optional, for the tie-aware metrics of :mod:`pytest_retrieval_eval.scoring.ties`):
+    ``rank`` may return ``(id, score)`` pairs instead of plain ids (higher is better; plain
+    ids still work, and are then taken as a strict order), or set ``last_scores`` to the
+    ``(id, score)`` list it ranked, best first, of which the returned ids are the first (the
+    built-in retrievers do, so that a tie running past the cut is seen).
     """
 
     name: str

@@ -116,6 +116,8 @@ class BM25Retriever:
 
     name = "bm25"
     needs_vectors = False  # ranks without embeddings: no model, no prep
+    #: Every row and its BM25 score after the last ``rank`` (the tie-aware metrics).
+    last_scores: list[tuple[str, float]] | None = None
 
     def __init__(self, cache_size: int = 4, terms: DocTermCache | None = None) -> None:
         self.cache_size = cache_size
@@ -155,8 +157,10 @@ class BM25Retriever:
         if not persona.session_ids:
             return []
         scores = self.index(persona).scores(query.question.split())
-        order = np.argsort(-scores, kind="stable")[:lim]
-        return [persona.session_ids[i] for i in order.tolist()]
+        order = np.argsort(-scores, kind="stable")
+        # Every row and its score, best first: the tie-aware metrics read the equal scores.
+        self.last_scores = [(persona.session_ids[i], float(scores[i])) for i in order.tolist()]
+        return [persona.session_ids[i] for i in order[:lim].tolist()]
 
 
 class LongMemEvalBM25Retriever:
@@ -170,6 +174,7 @@ class LongMemEvalBM25Retriever:
 
     name = "bm25"
     needs_vectors = False
+    last_scores: list[tuple[str, float]] | None = None
 
     def __init__(self, cache_size: int = 4) -> None:
         self.cache_size = cache_size
@@ -190,5 +195,8 @@ class LongMemEvalBM25Retriever:
         lim = _check_limit(limit)
         if not persona.session_ids:
             return []
-        order = np.argsort(self.scores(persona, query))[::-1][:lim]
-        return [persona.session_ids[i] for i in order.tolist()]
+        scores = self.scores(persona, query)
+        order = np.argsort(scores)[::-1]
+        # Every item and its score, best first: the tie-aware metrics read the equal scores.
+        self.last_scores = [(persona.session_ids[i], float(scores[i])) for i in order.tolist()]
+        return [persona.session_ids[i] for i in order[:lim].tolist()]

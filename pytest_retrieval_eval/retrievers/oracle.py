@@ -12,6 +12,7 @@ class OracleRetriever:
 
     name = "oracle"
     needs_vectors = False  # ranks without embeddings: no model, no prep
+    last_scores: list[tuple[str, float]] | None = None
 
     def rank(self, persona: Persona, query: Query, limit: int) -> list[str]:
         lim = _check_limit(limit)
@@ -19,4 +20,7 @@ class OracleRetriever:
         first = list(dict.fromkeys(g for g in query.gold if g in present))
         chosen = set(first)
         rest = [s for s in persona.session_ids if s not in chosen]
-        return list(dict.fromkeys(first + rest))[:lim]
+        ranked = list(dict.fromkeys(first + rest))[:lim]
+        #: A strict order by construction: no two scores equal, nothing tie-sensitive.
+        self.last_scores = [(mem_id, float(-rank)) for rank, mem_id in enumerate(ranked)]
+        return ranked

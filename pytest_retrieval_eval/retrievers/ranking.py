@@ -7,24 +7,111 @@ whose candidate pool grows with the limit) is asked once per distinct pool size,
 largest k of that pool, exactly as a caller asking vipune for k results would see them.
 Under LongMemEval's protocol, :func:`rank_all` ranks every item once. :func:`check_haystack`
 refuses a ranking holding an id outside the pair's haystack.
+
+Scores, for the tie-aware metrics (:mod:`pytest_retrieval_eval.scoring.ties`): a retriever
+may return ``(id, score)`` pairs instead of ids (higher is better), or expose
+``last_scores``, the ``(id, score)`` list of its last ``rank`` best first, of which the
+returned ids are the first ones (the built-ins do: it lets a tie running past the cut be
+seen). Given a ``scored`` dict, both functions fill ``scored[k]`` with the ids and scores a
+tie at k is judged on: the ranking, plus the ids past it whose score equals its last one.
+:func:`explain_facts` records what ``retrieval-eval explain`` shows without rerunning.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import numbers
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from .. import vipune
 from ..errors import RetrieverError
 from ..scoring.diagnostics import fused_lists
 from ..scoring.metrics import dedupe
 from .base import Persona, Query, Retriever
+from .reference import FtsRetriever, HybridRetriever
 
-__all__ = ["check_haystack", "rank_all", "rank_per_k"]
+__all__ = ["check_haystack", "explain_facts", "rank_all", "rank_per_k", "split_scored"]
+
+#: ``scored[k]``: the ids a tie at k is judged on and their scores.
+Scored = dict[int, tuple[list[str], list[float]]]
+
+
+def _is_pair(item: object) -> bool:
+    return (isinstance(item, tuple) and len(item) == 2
+            and isinstance(item[1], numbers.Real) and not isinstance(item[1], bool))
+
+
+def split_scored(items: Iterable[object], name: str,
+                 question_id: str) -> tuple[list[str], list[float] | None]:
+    """A ``rank`` result as ids and, when it gave ``(id, score)`` pairs, their scores."""
+    got = list(items)
+    pairs = [_is_pair(x) for x in got]
+    if not any(pairs):
+        return [str(x) for x in got], None
+    if not all(pairs):
+        raise RetrieverError(
+            f"{name}: question {question_id}: rank returned ids and (id, score) pairs "
+            "mixed; return all ids, or all (id, score) pairs with a number as score")
+    return [str(x[0]) for x in got], [float(x[1]) for x in got]  # type: ignore[index]
+
+
+def _last_scores(retriever: object) -> list[tuple[str, float]] | None:
+    """``retriever.last_scores`` as (id, score) pairs, else None."""
+    value = getattr(retriever, "last_scores", None)
+    if not isinstance(value, Sequence) or not all(_is_pair(x) for x in value):
+        return None
+    return [(str(i), float(s)) for i, s in value]
+
+
+def _tie_list(ranked: Sequence[str], own: Sequence[float] | None,
+              full: Sequence[tuple[str, float]] | None,
+              dedup: bool) -> tuple[list[str], list[float]] | None:
+    """``ranked`` with its scores, then the ids of ``full`` past it tied with its last
+    score; None when the retriever gave no scores for it (or ones that do not match it)."""
+    if full is not None:
+        ids_full = [i for i, _ in full]
+        scores_full = [s for _, s in full]
+        if dedup:
+            first: dict[str, int] = {}
+            for pos, mem_id in enumerate(ids_full):
+                first.setdefault(mem_id, pos)
+            keep = sorted(first.values())
+            ids_full = [ids_full[p] for p in keep]
+            scores_full = [scores_full[p] for p in keep]
+        n = len(ranked)
+        if ids_full[:n] == list(ranked):
+            ids, scores = list(ranked), scores_full[:n]
+            for mem_id, score in zip(ids_full[n:], scores_full[n:], strict=True):
+                if not scores or score != scores[-1]:
+                    break
+                ids.append(mem_id)
+                scores.append(score)
+            return ids, scores
+    if own is not None and len(own) == len(ranked):
+        return list(ranked), list(own)
+    return None
+
+
+def _dedupe_scored(ids: Sequence[str], scores: Sequence[float] | None,
+                   ) -> tuple[list[str], list[float] | None]:
+    if scores is None:
+        return dedupe(ids), None
+    seen: set[str] = set()
+    out_ids: list[str] = []
+    out_scores: list[float] = []
+    for mem_id, score in zip(ids, scores, strict=True):
+        if mem_id not in seen:
+            seen.add(mem_id)
+            out_ids.append(mem_id)
+            out_scores.append(score)
+    return out_ids, out_scores
 
 
 def rank_per_k(retriever: Retriever, persona: Persona, query: Query, ks: Sequence[int],
+               scored: Scored | None = None,
                ) -> tuple[dict[int, list[str]], dict[int, Mapping[str, Sequence[str]]]]:
-    """The ranking of each cut-off (deduplicated, at most k ids), and the fused lists."""
+    """The ranking of each cut-off (deduplicated, at most k ids), and the fused lists;
+    ``scored[k]`` filled when the retriever gave scores (see the module's docstring)."""
     if getattr(retriever, "limit_sensitive", False):
         groups: dict[int, list[int]] = {}
         for k in ks:
@@ -33,22 +120,82 @@ def rank_per_k(retriever: Retriever, persona: Persona, query: Query, ks: Sequenc
         groups = {0: list(ks)}
     out: dict[int, list[str]] = {}
     fused: dict[int, Mapping[str, Sequence[str]]] = {}
+    name = str(getattr(retriever, "name", "retriever"))
     for group in groups.values():
         limit = max(group)
-        ranked = dedupe(str(x) for x in retriever.rank(persona, query, limit))[:limit]
+        ids, own = split_scored(retriever.rank(persona, query, limit), name, query.question_id)
+        ranked, own = _dedupe_scored(ids, own)
+        ranked = ranked[:limit]
         out.update(dict.fromkeys(group, ranked))
         lists = fused_lists(retriever)
         if lists is not None:
             fused.update(dict.fromkeys(group, lists))
+        if scored is not None:
+            tie = _tie_list(ranked, None if own is None else own[:limit],
+                            _last_scores(retriever), dedup=True)
+            if tie is not None:
+                scored.update(dict.fromkeys(group, tie))
     return out, fused
 
 
 def rank_all(retriever: Retriever, persona: Persona, query: Query, ks: Sequence[int],
-             n: int) -> dict[int, list[str]]:
+             n: int, scored: Scored | None = None) -> dict[int, list[str]]:
     """LongMemEval's protocol: every one of the ``n`` corpus items ranked, repeats kept, the
     same ranking for every k (its turn metrics grow k past the cut-off)."""
-    whole = [str(x) for x in retriever.rank(persona, query, n)]
+    name = str(getattr(retriever, "name", "retriever"))
+    whole, own = split_scored(retriever.rank(persona, query, n), name, query.question_id)
+    if scored is not None:
+        tie = _tie_list(whole, own, _last_scores(retriever), dedup=False)
+        if tie is not None:
+            scored.update(dict.fromkeys(ks, tie))
     return dict.fromkeys(ks, whole)
+
+
+def _rank_of(ranked: Sequence[str], wanted: str) -> int | None:
+    return next((i for i, x in enumerate(ranked, start=1) if x == wanted), None)
+
+
+def explain_facts(retriever: object, query: Query, gold: Sequence[str],
+                  rankings: Mapping[int, Sequence[str]],
+                  components: Mapping[int, Mapping[str, Sequence[str]]],
+                  ks: Sequence[int]) -> dict[str, Any]:
+    """What ``retrieval-eval explain`` shows of one (pair, retriever), JSON-able.
+
+    ``gold_ranks``: where each gold session landed in the largest k's call (the whole list
+    the retriever scored when it exposed one, ``searched`` long; None: not returned). For a
+    fused retriever, ``fusion``: the RRF constant, the FTS5 MATCH string vipune sends, the
+    rows each list returned, and each gold session's semantic and FTS rank. For ``fts``:
+    its MATCH string and rows."""
+    top = max(ks)
+    full = _last_scores(retriever)
+    searched = [i for i, _ in full] if full is not None else list(rankings[top])
+    if full is not None and list(dedupe(searched))[:len(rankings[top])] != list(rankings[top]):
+        searched = list(rankings[top])  # the last call was not the largest k's
+    facts: dict[str, Any] = {
+        "gold_ranks": {g: _rank_of(dedupe(searched), g) for g in gold},
+        "searched": len(dedupe(searched)),
+    }
+    if isinstance(retriever, HybridRetriever) and top in components:
+        lists = components[top]
+        facts["fusion"] = {
+            "rrf_k": int(retriever.rrf_k),
+            "recency": float(retriever.recency),
+            "fts_mode": retriever.fts_mode,
+            "fts_match": vipune.escape_fts_query(vipune.rust_trim(query.question),
+                                                 mode=retriever.fts_mode),
+            "semantic_rows": len(lists["semantic"]),
+            "fts_rows": len(lists["fts"]),
+            "gold": {g: {"semantic": _rank_of(lists["semantic"], g),
+                         "fts": _rank_of(lists["fts"], g)} for g in gold},
+        }
+    elif isinstance(retriever, FtsRetriever):
+        facts["fts"] = {
+            "fts_mode": retriever.mode,
+            "fts_match": vipune.escape_fts_query(vipune.rust_trim(query.question),
+                                                 mode=retriever.mode),
+            "fts_rows": len(rankings[top]),
+        }
+    return facts
 
 
 def check_haystack(question_id: str, rankings: Mapping[int, Sequence[str]],

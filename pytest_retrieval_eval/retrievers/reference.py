@@ -46,6 +46,9 @@ class HybridRetriever:
         #: The semantic and FTS lists the last ``rank`` fused (ids, best first), for the
         #: diagnostics ("fused top k equals semantic top k").
         self.last_components: dict[str, list[str]] | None = None
+        #: Every fused candidate and its RRF score, best first (the returned ids are its first
+        #: ``limit``): equal scores past the cut, for the tie-aware metrics.
+        self.last_scores: list[tuple[str, float]] | None = None
         # The last query's full cosine ranking: asked again at another limit (another pool
         # size), the same query reuses it instead of scanning every row again.
         self._semantic: tuple[tuple[str, str, bytes], list[vipune.SearchResult]] | None = None
@@ -65,6 +68,7 @@ class HybridRetriever:
         lim = _vipune_limit(limit)
         qvec = _query_vector(self.name, persona, query)
         self.last_components = None
+        self.last_scores = None
         try:
             parts = vipune.search_hybrid_parts(
                 persona.store_path(),
@@ -87,6 +91,7 @@ class HybridRetriever:
             raise _store_error(self.name, query, exc) from None
         self.last_components = {"semantic": [i for i, _ in parts.semantic],
                                 "fts": [i for i, _ in parts.fts]}
+        self.last_scores = list(parts.candidates or parts.fused)
         return [mem_id for mem_id, _ in parts.fused]
 
     def _recency_inputs(self, persona: Persona, query: Query) -> dict[str, Any]:
@@ -98,15 +103,25 @@ class SemanticRetriever:
     """vipune ``Database::search`` reference: float64 cosine, stable ties, top ``limit``."""
 
     name = "semantic"
+    last_scores: list[tuple[str, float]] | None = None
+
+    def __init__(self) -> None:
+        #: Every row and its cosine, best first (the returned ids are its first ``limit``):
+        #: the stable sort makes the top ``limit`` this list's prefix, so the equal scores
+        #: past the cut come for free.
+        self.last_scores: list[tuple[str, float]] | None = None
 
     def rank(self, persona: Persona, query: Query, limit: int) -> list[str]:
         lim = _vipune_limit(limit)
         qvec = _query_vector(self.name, persona, query)
+        self.last_scores = None
+        whole = max(lim, min(len(persona.session_ids), vipune.MAX_SEARCH_LIMIT))
         try:
-            results = vipune.semantic_search(persona.vectors, persona.session_ids, qvec, lim)
+            results = vipune.semantic_search(persona.vectors, persona.session_ids, qvec, whole)
         except ValueError as exc:
             raise _wrap_vipune_error(self.name, query, exc) from None
-        return [mem_id for mem_id, _ in results]
+        self.last_scores = results
+        return [mem_id for mem_id, _ in results[:lim]]
 
 
 class FtsRetriever:
@@ -120,9 +135,13 @@ class FtsRetriever:
 
     def __init__(self, project_id: str = store_mod.PROJECT_ID) -> None:
         self.project_id = project_id
+        #: The returned rows and their scores (minus FTS5's ``bm25()``, so higher is better).
+        #: Only what the statement's LIMIT returned: a tie running past the cut is not seen.
+        self.last_scores: list[tuple[str, float]] | None = None
 
     def rank(self, persona: Persona, query: Query, limit: int) -> list[str]:
         lim = _vipune_limit(limit)
+        self.last_scores = None
         try:
             results = vipune.fts_search(persona.store_path(), query.question,
                                         self.project_id, lim, mode=self.mode)
@@ -130,4 +149,5 @@ class FtsRetriever:
             raise _wrap_vipune_error(self.name, query, exc) from None
         except sqlite3.Error as exc:
             raise _store_error(self.name, query, exc) from None
+        self.last_scores = [(mem_id, -score) for mem_id, score in results]
         return [mem_id for mem_id, _ in results]

@@ -5,7 +5,8 @@ with it): how many ids the retriever returned at each k and, for a fused retriev
 and its what-ifs, which expose the two lists they fused as ``last_components``), whether the
 fused top k equals the semantic top k and the FTS top k.
 
-Per retriever (:func:`summarize`, the JSON report's ``diagnostics``): pairs that returned fewer
+Per retriever (:func:`summarize`, the JSON report's ``diagnostics``, overall and per question
+type under ``by_type``): pairs that returned fewer
 than k ids, and none; the mean rank of the first gold session within the top max(k), and the
 share of pairs whose gold is not there at all; for a fused retriever, per k, the pairs where
 fusion changed nothing (fused top k = semantic top k) and where it equals the FTS top k.
@@ -14,7 +15,7 @@ fusion changed nothing (fused top k = semantic top k) and where it equals the FT
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = ["fused_lists", "pair_facts", "summarize"]
@@ -55,41 +56,51 @@ def _first_gold_rank(ranked: Sequence[str], gold: Iterable[str]) -> int | None:
                 None)
 
 
-def summarize(results: Sequence[Mapping[str, Any]], retrievers: Sequence[str],
-              ks: Sequence[int]) -> dict[str, Any]:
-    """Per retriever: the figures :func:`lines` words (plain data, JSON-able)."""
+def _figures(mine: Sequence[Mapping[str, Any]], ks: Sequence[int]) -> dict[str, Any]:
+    """The figures of one retriever's results (all of them, or one question type's)."""
     top = max(ks)
+    returned = [r.get("returned") or {} for r in mine]
+    ranks = [_first_gold_rank(list(r["ranked"])[:top], r["gold"])
+             for r in mine if r.get("gold")]
+    found = [x for x in ranks if x is not None]
+    entry: dict[str, Any] = {
+        "pairs": len(mine),
+        "no_results": sum(1 for r in mine if not r["ranked"]),
+        "fewer_than_k": {str(k): sum(1 for got, r in zip(returned, mine, strict=True)
+                                     if int(got.get(str(k), len(r["ranked"]))) < k)
+                         for k in ks},
+        "first_gold": {
+            "top": top,
+            "pairs_with_gold": len(ranks),
+            "mean_rank": sum(found) / len(found) if found else None,
+            "not_found": len(ranks) - len(found),
+            "share_not_found": (len(ranks) - len(found)) / len(ranks) if ranks else None,
+        },
+    }
+    fused = [r for r in mine if r.get("fusion")]
+    if fused:
+        entry["fusion"] = {str(k): {
+            "pairs": len(fused),
+            "equals_semantic": sum(1 for r in fused if r["fusion"][str(k)]["semantic"]),
+            "equals_fts": sum(1 for r in fused if r["fusion"][str(k)]["fts"]),
+        } for k in ks}
+        entry["fts_list_empty"] = sum(
+            1 for r in fused if not (r.get("component_sizes") or {}).get("fts"))
+    return entry
+
+
+def summarize(results: Sequence[Mapping[str, Any]], retrievers: Sequence[str],
+              ks: Sequence[int], type_order: Callable[[str], Any] | None = None,
+              ) -> dict[str, Any]:
+    """Per retriever: the figures :func:`lines` words (plain data, JSON-able), over all its
+    pairs and, under ``by_type``, over each question type's (``type_order`` sorts them)."""
     out: dict[str, Any] = {}
     for name in retrievers:
         mine = [r for r in results if r["retriever"] == name]
         if not mine:
             continue
-        returned = [r.get("returned") or {} for r in mine]
-        ranks = [_first_gold_rank(list(r["ranked"])[:top], r["gold"])
-                 for r in mine if r.get("gold")]
-        found = [x for x in ranks if x is not None]
-        entry: dict[str, Any] = {
-            "pairs": len(mine),
-            "no_results": sum(1 for r in mine if not r["ranked"]),
-            "fewer_than_k": {str(k): sum(1 for got, r in zip(returned, mine, strict=True)
-                                         if int(got.get(str(k), len(r["ranked"]))) < k)
-                             for k in ks},
-            "first_gold": {
-                "top": top,
-                "pairs_with_gold": len(ranks),
-                "mean_rank": sum(found) / len(found) if found else None,
-                "not_found": len(ranks) - len(found),
-                "share_not_found": (len(ranks) - len(found)) / len(ranks) if ranks else None,
-            },
-        }
-        fused = [r for r in mine if r.get("fusion")]
-        if fused:
-            entry["fusion"] = {str(k): {
-                "pairs": len(fused),
-                "equals_semantic": sum(1 for r in fused if r["fusion"][str(k)]["semantic"]),
-                "equals_fts": sum(1 for r in fused if r["fusion"][str(k)]["fts"]),
-            } for k in ks}
-            entry["fts_list_empty"] = sum(
-                1 for r in fused if not (r.get("component_sizes") or {}).get("fts"))
-        out[name] = entry
+        types = sorted({str(r.get("question_type", "")) for r in mine}, key=type_order)
+        out[name] = {**_figures(mine, ks), "by_type": {
+            qtype: _figures([r for r in mine if str(r.get("question_type", "")) == qtype], ks)
+            for qtype in types}}
     return out

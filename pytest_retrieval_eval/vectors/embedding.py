@@ -44,6 +44,7 @@ __all__ = [
     "Embedder",
     "ModelFiles",
     "load_embedder",
+    "recipe_fingerprint",
     "resolve_model",
 ]
 
@@ -232,17 +233,7 @@ class Embedder:
             )
         self.dim = int(probe.shape[2])
 
-        recipe = {
-            "recipe": RECIPE_VERSION,
-            "model_sha256": files.model_sha256,
-            "tokenizer_sha256": files.tokenizer_sha256,
-            "pooling": config.pooling,
-            "max_length": config.max_length,
-            "query_prefix": config.query_prefix,
-        }
-        self.fingerprint = hashlib.sha256(
-            json.dumps(recipe, sort_keys=True, ensure_ascii=True, allow_nan=False).encode("utf-8")
-        ).hexdigest()
+        self.fingerprint = recipe_fingerprint(files.model_sha256, files.tokenizer_sha256, config)
 
     # -- internals ------------------------------------------------------------------------------
 
@@ -391,6 +382,24 @@ class Embedder:
 
     def __repr__(self) -> str:
         return f"Embedder(name={self.name!r}, dim={self.dim}, fingerprint={self.fingerprint[:12]})"
+
+
+def recipe_fingerprint(model_sha256: str, tokenizer_sha256: str, config: EmbedConfig) -> str:
+    """The fingerprint of vectors made by a model's files under ``config``: sha256 over the
+    recipe version, the files' hashes and the options that change a vector. Computed from the
+    hashes alone, so ``prep`` can tell whether the cache already holds a model's vectors
+    without building an onnxruntime session."""
+    recipe = {
+        "recipe": RECIPE_VERSION,
+        "model_sha256": model_sha256,
+        "tokenizer_sha256": tokenizer_sha256,
+        "pooling": config.pooling,
+        "max_length": config.max_length,
+        "query_prefix": config.query_prefix,
+    }
+    return hashlib.sha256(
+        json.dumps(recipe, sort_keys=True, ensure_ascii=True).encode("utf-8")
+    ).hexdigest()
 
 
 def load_embedder(

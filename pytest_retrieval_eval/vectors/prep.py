@@ -28,11 +28,16 @@ import numpy as np
 import numpy.typing as npt
 
 from ..data.pairs import text_key
+from ..errors import CacheError, ModelError
 from .cache import CacheWarning, VectorCache
+from .cached_models import models_holding
 
 __all__ = [
+    "CachedOnly",
     "PrepInterrupted",
     "PrepStats",
+    "cached_model",
+    "cached_stats",
     "needed_keys",
     "query_key",
     "query_prefix",
@@ -291,3 +296,88 @@ def _embed_chunk(
             f"embedder {embedder.name} returned shape {vectors.shape} for {len(chunk)} texts"
         )
     return vectors
+
+
+# --------------------------------------------------------------------------- no model needed
+
+
+def cached_stats(corpus: CorpusLike, cache: VectorCache, prefix: str,
+                 shard: tuple[int, int] | None = None) -> PrepStats | None:
+    """What a prep would report when ``cache`` holds every vector it needs, without writing
+    or repairing anything (no model in hand); None when some vector is missing, or when the
+    cache does not read back whole (every shard checked against its sidecar, one vector read
+    at the manifest's width): then the caller loads the model and runs :func:`run_prep`,
+    which repairs what can be repaired and names what cannot."""
+    start = time.perf_counter()
+    needed, slots = _plan(corpus, prefix)
+    keys = list(needed)
+    try:
+        cache.verify()
+        missing = cache.missing(keys)
+        if _slice(missing, shard) or not keys:
+            return None
+        held = [k for k in keys if k not in set(missing)]
+        if cache.get(held[:1]).shape != (1, cache.dim):
+            return None
+    except (CacheError, ValueError):
+        return None
+    return PrepStats(slots=int(corpus.stats.get("slots", slots)), unique_texts=len(keys),
+                     embedded_now=0, from_cache=len(keys) - len(missing),
+                     seconds=time.perf_counter() - start, other_shards=len(missing))
+
+
+class CachedOnly:
+    """An :class:`EmbedderLike` standing for a model whose vectors the cache already holds
+    (:func:`cached_model`, :func:`cached_stats`): its name, fingerprint, dim and manifest,
+    nothing loaded; it never embeds."""
+
+    def __init__(self, info: Mapping[str, object]) -> None:
+        self._info = {k: v for k, v in info.items() if k not in ("roots", "vectors")}
+        self.name = str(info.get("name", "?"))
+        self.fingerprint = str(info["fingerprint"])
+        self.dim = int(info["dim"])  # type: ignore[call-overload]
+
+    def info(self) -> dict[str, object]:
+        return dict(self._info)
+
+    def embed(self, texts: Sequence[str], progress: Callable[[int], None] | None = None,
+              ) -> npt.NDArray[np.float32]:
+        raise RuntimeError(f"{self.name}: not loaded, so {len(texts)} text(s) cannot be "
+                           "embedded; load the model (load_embedder)")
+
+
+def cached_model(roots: Sequence[Any], spec: str, config: Any, corpus: CorpusLike, *,
+                 shard: tuple[int, int] | None = None,
+                 memo_dir: Any = None) -> dict[str, object] | None:
+    """The model ``spec`` under ``config`` when ``roots`` already hold every vector this prep
+    needs (of its ``shard``, if any), else None: then the model must be loaded.
+
+    When the model's files are on this machine (a folder, or the local Hugging Face cache:
+    looked up offline, no socket), their hashes give the exact fingerprint
+    (:func:`.embedding.recipe_fingerprint`) without loading the model. When they are not, a
+    cached model of that name with the same pooling, max length and query prefix stands for
+    it (its vectors are what this spec made when they were embedded)."""
+    from .embedding import recipe_fingerprint, resolve_model
+
+    needed = list(_plan(corpus, str(getattr(config, "query_prefix", "")))[0])
+    scope = needed if shard is None else _slice(needed, shard)
+    fingerprint: str | None = None
+    try:
+        files = resolve_model(spec, offline=True, memo_dir=memo_dir)
+        fingerprint = recipe_fingerprint(files.model_sha256, files.tokenizer_sha256, config)
+    except ModelError:
+        fingerprint = None
+    try:
+        holding = models_holding(roots, scope)
+    except CacheError:
+        return None  # a damaged cache: the model lane's prep repairs it or names it
+    for info in holding:
+        if fingerprint is not None:
+            if info.get("fingerprint") == fingerprint:
+                return dict(info)
+        elif (info.get("name") == spec.strip()
+              and info.get("pooling") == config.pooling
+              and info.get("max_length") == config.max_length
+              and info.get("query_prefix", "") == config.query_prefix):
+            return dict(info)
+    return None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
@@ -104,6 +104,9 @@ class HybridParts:
     fused: list[SearchResult]  # truncated to the limit
     semantic: list[SearchResult]  # the semantic candidate list, ``pool`` long at most
     fts: list[SearchResult]  # the FTS5 candidate list, ``pool`` long at most
+    #: Every fused candidate, best first, before the truncation to the limit (``fused`` is its
+    #: first ``limit``): the ranks and the equal scores past the cut, for the report only.
+    candidates: list[SearchResult] = field(default_factory=list)
 
 
 def search_hybrid(
@@ -184,4 +187,4 @@ def search_hybrid_parts(
             for mem_id, score in fused
         ]
         fused = sorted(rescored, key=lambda item: -item[1])
-    return HybridParts(fused[:limit], semantic, bm25)
+    return HybridParts(fused[:limit], semantic, bm25, fused)

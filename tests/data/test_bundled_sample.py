@@ -12,6 +12,7 @@ import pytest
 
 from pytest_retrieval_eval.data import corpus, dataset, ingest
 from pytest_retrieval_eval.data.pairs import text_key
+from pytest_retrieval_eval.data.protocol import View
 from pytest_retrieval_eval.vectors import cache, prep
 from tests.support import sample_figures
 
@@ -24,14 +25,27 @@ def sample_corpus(tmp_path_factory: pytest.TempPathFactory) -> corpus.Corpus:
                               tmp_path_factory.mktemp("corpus"))
 
 
-def test_shipped_vectors_cover_exactly_the_shipped_texts(sample_corpus: corpus.Corpus) -> None:
+@pytest.fixture(scope="module")
+def turn_corpus(tmp_path_factory: pytest.TempPathFactory) -> corpus.Corpus:
+    return ingest.load_corpus(dataset.resolve_dataset("sample"),
+                              tmp_path_factory.mktemp("turns"), view=View("vipune", "turn"))
+
+
+def test_shipped_vectors_cover_exactly_the_shipped_texts(
+        sample_corpus: corpus.Corpus, turn_corpus: corpus.Corpus) -> None:
+    """Sessions and turns (the vipune protocol's two granularities: what --no-model reads
+    with the default retrievers), and the questions; LongMemEval's protocol ranks with bm25
+    by default, which reads no vector."""
     models = cache.list_models([cache.bundled_cache_dir()])
     assert [m["name"] for m in models] == [MINILM]
     model = models[0]
     assert model["dim"] == 384 and model["pooling"] == "mean" and model["query_prefix"] == ""
     vectors = cache.VectorCache(cache.bundled_cache_dir(), model["fingerprint"], 384, model)
-    wanted = {k for p in sample_corpus.pairs for k in p.text_keys}
-    wanted |= {prep.query_key(p.question, model) for p in sample_corpus.pairs}
+    wanted = set()
+    for view in (sample_corpus, turn_corpus):
+        wanted |= {k for p in view.pairs for k in p.text_keys}
+        wanted |= {prep.query_key(p.question, model) for p in view.pairs}
+    assert len(wanted) == 467 + 1967  # the sessions' 467 texts, then the turns' new ones
     assert set(vectors.keys()) == wanted  # nothing missing, nothing stale
     matrix = vectors.get(sorted(wanted))
     norms = np.linalg.norm(matrix.astype(np.float64), axis=1)

@@ -338,7 +338,9 @@ def test_ini_settings_are_read(pytester: pytest.Pytester) -> None:
     """)
     result = run(pytester)
     result.assert_outcomes(passed=len(SAMPLE_USABLE))
-    result.stdout.fnmatch_lines(["question type * n * R@2 * R@4 *"])
+    # k 2,4 and bm25: four families (ndcg_any too) of two columns each, a block per family.
+    result.stdout.fnmatch_lines(["recall@k * bm25", "question type * n * @2 * @4",
+                                 "ndcg_any@k * bm25"])
 
 
 @pytest.mark.parametrize(

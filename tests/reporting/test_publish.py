@@ -204,7 +204,7 @@ def test_table_lines_split_into_blocks() -> None:
     one = table_lines(report["summary"], ["hybrid"], report["ks"], width=80)
     assert max(len(line) for line in one) <= 80
     assert [line.split()[0] for line in one if line.endswith("hybrid")] == [
-        "recall@k", "recall_any@k", "recall_all@k"]  # a block per family
+        "recall@k", "recall_any@k", "recall_all@k", "ndcg_any@k"]  # a block per family
     assert table_lines(report["summary"], ["hybrid"], report["ks"], width=200)[0].startswith(
         "question type")
 
@@ -217,7 +217,7 @@ def test_markdown_bolds_the_best_value_per_row() -> None:
     assert text.splitlines()[0].endswith("· protocol sessions")
     assert "| temporal-reasoning | 1 | 1.000 | 1.000 |" in text  # a tie: no bold (issue 22)
     assert "| multi-session | 1 | 0.500 | **1.000** |" in text
-    assert text.count("#### ") == 3  # one table per metric family
+    assert text.count("#### ") == 4  # one table per metric family, ndcg_any included
     single: dict[str, Any] = make_report({"a": [("q1", "multi-session", 0.5)]}, ks=(1,))
     assert "**0.500**" not in markdown.summary_markdown(single)  # nothing to beat
 

@@ -64,11 +64,14 @@ def test_order_of_results_does_not_change_anything() -> None:
 
 def test_single_retriever_table() -> None:
     rep = report.build_report(info(["a"]), RESULTS[:3], [])
-    lines = report.terminal_lines(rep)
+    lines = report.terminal_lines(rep, width=120)
     head = next(line for line in lines if line.startswith("question type"))
-    assert head.split()[2:] == ["n", "R@1", "R@2", "any@1", "any@2", "all@1", "all@2"]
+    assert head.split()[2:] == ["n", "R@1", "R@2", "any@1", "any@2", "all@1", "all@2",
+                                "ndcg@1", "ndcg@2"]
     overall = next(line for line in lines if line.startswith("overall"))
     assert overall.split()[1:4] == ["3", "0.333", "0.667"]
+    # ndcg_any@2: 1 (gold first), 1/log2(2) = 1 (gold second, ideal 1), 0: mean 2/3.
+    assert overall.split()[-1] == "0.667"
     assert any("pairs: 3 scored of 3 usable; skipped 2 abstention, 1 rejected" in line
                for line in lines)
 
@@ -76,7 +79,7 @@ def test_single_retriever_table() -> None:
 def test_several_retrievers_side_by_side() -> None:
     lines = report.terminal_lines(report.build_report(info(["a", "b"]), RESULTS, []))
     titles = [line.split()[0] for line in lines if line.endswith("b") and "@k" in line]
-    assert titles == ["recall@k", "recall_any@k", "recall_all@k"]
+    assert titles == ["recall@k", "recall_any@k", "recall_all@k", "ndcg_any@k"]
     title = next(i for i, line in enumerate(lines) if line.startswith("recall@k"))
     assert lines[title].split()[1:] == ["a", "b"]
     assert lines[title + 1].split()[2:] == ["n", "@1", "@2", "@1", "@2"]
@@ -131,3 +134,23 @@ def test_write_json_to_an_unwritable_place_is_one_line(tmp_path: Path) -> None:
         report.write_json({"schema_version": 1}, blocker / "r.json")
     assert "\n" not in str(info.value) and "JSON report" in str(info.value)
     assert blocker.read_text(encoding="utf-8") == "x"
+
+
+def test_terminal_lines_verbose_adds_diagnostics_per_type_and_ties_line() -> None:
+    results = [dict(r) for r in RESULTS]
+    results[0]["ties"] = {"sensitive": {"recall@1": {"expected": 0.5, "worst": 0.0,
+                                                     "best": 1.0}}}
+    for r in results[1:]:
+        r["ties"] = {"sensitive": {}}
+    rep = report.build_report(info(["a", "b"]), results, [])
+    assert rep["diagnostics"]["a"]["by_type"]["temporal-reasoning"]["pairs"] == 2
+    assert rep["ties"]["a"]["sensitive_pairs"] == 1
+    plain = report.terminal_lines(rep, width=200)
+    verbose = report.terminal_lines(rep, width=200, verbose=True)
+    per_type = [line for line in verbose if line.startswith("  temporal-reasoning: ")]
+    assert len(per_type) == 2 and not any(line.startswith("  temporal") for line in plain)
+    # a: recall@1 as run 1/3 over 3 pairs; the tied pair 0.5 expected, 0 worst, 1 best.
+    tie, = [line for line in plain if line.startswith("ties: ")]
+    assert tie == ("ties: a: 1 of 3 pairs depend on the order of equal scores, recall@1 "
+                   "most: 0.333 as run, 0.167 expected over every order (worst 0.000, best "
+                   "0.333); every metric in the JSON report's \"ties\"")

@@ -43,7 +43,8 @@ def test_pair_facts_compare_each_k_with_its_own_call() -> None:
 
 def result(name: str, ranked: list[str], gold: list[str], **extra: Any) -> dict[str, Any]:
     returned = {str(k): len(ranked) for k in KS}
-    return {"retriever": name, "ranked": ranked, "gold": gold, "returned": returned, **extra}
+    return {"retriever": name, "ranked": ranked, "gold": gold, "returned": returned,
+            "question_type": "single-session-user", **extra}
 
 
 def test_summarize_counts_and_ranks() -> None:
@@ -77,13 +78,61 @@ def test_fusion_figures_and_lines_fit_the_width() -> None:
     d = diagnostics.summarize(results, ["hybrid"], KS)
     assert d["hybrid"]["fusion"]["5"] == {"pairs": 3, "equals_semantic": 3, "equals_fts": 0}
     assert d["hybrid"]["fts_list_empty"] == 3
-    for width in (40, 60, 80, 120, 300):
-        line, = diagnostic_lines.lines(d, ["hybrid"], KS, width)
-        assert len(line) <= width and line.startswith("hybrid: top 1/5/10")
     wide, = diagnostic_lines.lines(d, ["hybrid"], KS, 300)
-    assert "equals semantic's in 3/3/0 of 3 pairs (fusion changed nothing), FTS's in 3/0/0" in (
-        wide)
-    assert "its FTS list was empty in 3 of 3" in wide
+    assert wide == ("hybrid: top 1/5/10 equals semantic's in 3/3/0 of 3 pairs (fusion changed "
+                    "nothing), FTS's in 3/0/0; its FTS list was empty in 3 of 3; fewer than "
+                    "1/5/10 rows in 0/3/3 of 3; first gold at mean rank 1.0, not in the top 10 "
+                    "for 0 of 3 (0%)")
+    for width in (40, 60, 80, 120):
+        got = diagnostic_lines.lines(d, ["hybrid"], KS, width)
+        assert len(got) > 1 and all(len(line) <= width for line in got)
+        assert got[0].startswith("hybrid: top 1/5/10")
+        assert all(line.startswith("    ") and line[4] != " " for line in got[1:])
+        assert " ".join(line.strip() for line in got) == wide  # wrapped, never reworded
+
+
+def _joined(lines: list[str]) -> str:
+    """Wrapped lines back as one text: each continuation (indented four spaces deeper than the
+    line it continues) joined with one space; any other line starts anew."""
+    out: list[str] = []
+    depth: list[int] = []
+    for line in lines:
+        indent = len(line) - len(line.lstrip(" "))
+        if out and indent >= depth[-1] + 4:
+            out[-1] += " " + line.strip()
+        else:
+            out.append(line)
+            depth.append(indent)
+    return "\n".join(out)
+
+
+def test_per_type_words_are_the_same_at_every_width() -> None:
+    """Words never change with the width (60, 80, 200 columns): only the line breaks move;
+    per question type too (``verbose``)."""
+    sample = USABLE[:6]
+    results = []
+    for i, inst in enumerate(sample):
+        fusion = {str(k): {"semantic": i % 2 == 0, "fts": False} for k in KS}
+        results.append(result("hybrid", ["x"] if i % 3 else [], ["x"], fusion=fusion,
+                              component_sizes={"semantic": 5, "fts": i % 2},
+                              question_type=inst["question_type"]))
+        results.append(result("fts", [] if i % 2 else ["y", "x"], ["x"],
+                              question_type=inst["question_type"]))
+    d = diagnostics.summarize(results, ["hybrid", "fts"], KS)
+    types = {inst["question_type"] for inst in sample}
+    assert set(d["hybrid"]["by_type"]) == types
+    texts = {}
+    for width in (60, 80, 200):
+        got = diagnostic_lines.lines(d, ["hybrid", "fts"], KS, width, verbose=True)
+        assert all(len(line) <= width for line in got)
+        texts[width] = _joined(got)
+    assert texts[60] == texts[80] == texts[200]
+    assert "= semantic's" not in texts[60]
+    assert "its FTS list was empty in" in texts[60]
+    assert sum(1 for line in texts[200].splitlines() if line.startswith("  ")) == 2 * len(types)
+    # The overall line alone without verbose; the per-type figures add up to the overall.
+    assert len(diagnostic_lines.lines(d, ["hybrid", "fts"], KS, 300)) == 2
+    assert sum(t["no_results"] for t in d["fts"]["by_type"].values()) == d["fts"]["no_results"]
 
 
 def test_the_fts_hint_only_where_words_are_anded() -> None:
@@ -130,6 +179,16 @@ def test_sample_diagnostics_agree_with_the_separately_scored_lists(
     empty = sum(not r for r in ranked["fts"].values())
     assert 0 < empty < len(USABLE)
     assert diag["fts"]["no_results"] == empty
+    # Per question type, the same counts over that type's pairs (the issue's case: every
+    # temporal-reasoning question of the sample gets no FTS row).
+    types = {p["question_id"]: p["question_type"] for p in report["pairs"]}
+    for qtype, figures in diag["fts"]["by_type"].items():
+        mine = [q for q, t in types.items() if t == qtype]
+        assert figures["pairs"] == len(mine)
+        assert figures["no_results"] == sum(not ranked["fts"][q] for q in mine), qtype
+    temporal = diag["fts"]["by_type"]["temporal-reasoning"]
+    assert temporal["no_results"] == temporal["pairs"] == 3
+    assert diag["hybrid"]["by_type"]["temporal-reasoning"]["fts_list_empty"] == 3
     assert diag["fts+mode:or"]["no_results"] < empty  # OR finds rows AND cannot
     assert report["variants"] == {
         "fts+mode:or": {"retriever": "fts", "params": {"mode": "or"}},
@@ -137,11 +196,14 @@ def test_sample_diagnostics_agree_with_the_separately_scored_lists(
     }
     assert report["summary"]["fts+mode:or"] != report["summary"]["fts"]
     res.stdout.fnmatch_lines([
-        "hybrid: top 1/5/10 *semantic's in */*/* of 15*",
-        f"fts: {empty} of {len(USABLE)} pairs returned no rows (vipune ANDs the quoted words)*",
+        "hybrid: top 1/5/10 equals semantic's in */*/* of 15 pairs (fusion changed",
+        f"fts: {empty} of {len(USABLE)} pairs returned no rows (every query word must match: "
+        "vipune ANDs",
+        "    the quoted words); *",
     ])
-    assert all(len(line) <= 80 for line in res.stdout.lines
-               if line.startswith(("hybrid:", "fts:", "semantic:", "fts+", "hybrid+")))
+    assert all(len(line) <= 80 for line in res.stdout.lines if line.startswith(
+        ("hybrid:", "fts:", "semantic:", "fts+", "hybrid+", "    ", "ties:")))
+    assert "its FTS list was empty in" in res.stdout.str()
 
 
 def test_variant_selected_by_k_and_spelled_in_the_ini(pytester: pytest.Pytester) -> None:

@@ -1,0 +1,97 @@
+"""retrievers/ranking.py: (id, score) pairs, last_scores, the tie list past the cut, and the
+explain facts of fused retrievers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_retrieval_eval import retrievers as r
+from pytest_retrieval_eval import vipune
+from pytest_retrieval_eval.errors import RetrieverError
+from pytest_retrieval_eval.retrievers.ranking import (
+    explain_facts,
+    rank_all,
+    rank_per_k,
+    split_scored,
+)
+from tests.retrievers.test_retrievers import make_persona, make_query
+
+
+class Scored:
+    name = "scored"
+
+    def __init__(self, items: list[object]) -> None:
+        self.items = items
+
+    def rank(self, persona: object, query: object, limit: int) -> list[object]:
+        return self.items[:limit]
+
+
+def test_split_scored_plain_pairs_and_mixed() -> None:
+    assert split_scored(["a", "b"], "x", "q") == (["a", "b"], None)
+    assert split_scored([("a", 2), ("b", 1.5)], "x", "q") == (["a", "b"], [2.0, 1.5])
+    with pytest.raises(RetrieverError, match=r"^x: question q: rank returned ids and \(id, "
+                                             r"score\) pairs mixed"):
+        split_scored(["a", ("b", 1.0)], "x", "q")
+
+
+def test_pairs_are_deduplicated_with_their_first_score(tmp_path: Path) -> None:
+    persona = make_persona(tmp_path)
+    query = make_query("cat", None)
+    items: list[object] = [("a", 3.0), ("b", 2.0), ("a", 9.0), ("c", 2.0), ("d", 1.0)]
+    scored: dict[int, tuple[list[str], list[float]]] = {}
+    rankings, _ = rank_per_k(Scored(items), persona, query, [1, 2], scored)
+    assert rankings == {1: ["a", "b"], 2: ["a", "b"]}
+    # The scores of what it returned (limit 2 of the pairs: a, b): no tie seen past the cut.
+    assert scored[2] == (["a", "b"], [3.0, 2.0])
+
+
+def test_last_scores_show_the_tie_past_the_cut(tmp_path: Path) -> None:
+    """Three rows with the same vector: their cosines are equal; asked for 2, the semantic
+    retriever returns 2 of them, and the tie list holds the third."""
+    persona = make_persona(tmp_path)
+    vectors = persona.vectors.copy()
+    vectors[1] = vectors[2] = vectors[0]
+    persona.vectors = vectors
+    query = make_query("cat", vectors[0] * 2)
+    scored: dict[int, tuple[list[str], list[float]]] = {}
+    rankings, _ = rank_per_k(r.SemanticRetriever(), persona, query, [2], scored)
+    assert rankings[2] == ["sess_00", "sess_01"]
+    ids, scores = scored[2]
+    assert ids == ["sess_00", "sess_01", "sess_02"] and len(set(scores)) == 1
+
+
+def test_rank_all_keeps_repeats_and_scores(tmp_path: Path) -> None:
+    persona = make_persona(tmp_path)
+    items: list[object] = [("a", 1.0), ("a", 1.0), ("b", 0.0)]
+    scored: dict[int, tuple[list[str], list[float]]] = {}
+    rankings = rank_all(Scored(items), persona, make_query("x", None), [1, 3], 3, scored)
+    assert rankings[1] == ["a", "a", "b"] and scored[3] == (["a", "a", "b"], [1.0, 1.0, 0.0])
+
+
+def test_explain_facts_of_hybrid_match_its_lists(tmp_path: Path) -> None:
+    persona = make_persona(tmp_path)
+    rng = np.random.default_rng(1)
+    query = make_query("  I adopted a cat  ", rng.standard_normal(vipune.EMBEDDING_DIM)
+                       .astype(np.float32))
+    hybrid = r.HybridRetriever()
+    rankings, components = rank_per_k(hybrid, persona, query, [1, 5])
+    gold = ("sess_00", "sess_07")
+    facts = explain_facts(hybrid, query, gold, rankings, components, [1, 5])
+    fusion = facts["fusion"]
+    assert fusion["fts_match"] == '"I" "adopted" "a" "cat"'
+    assert fusion["rrf_k"] == vipune.RRF_K and fusion["fts_mode"] == "and"
+    sem = components[5]["semantic"]
+    fts = components[5]["fts"]
+    assert fusion["fts_rows"] == len(fts) == 1 and fusion["semantic_rows"] == len(sem)
+    for g in gold:
+        assert fusion["gold"][g]["semantic"] == sem.index(g) + 1
+        assert fusion["gold"][g]["fts"] == (fts.index(g) + 1 if g in fts else None)
+    # The rank in the whole fused list: RRF of the two ranks, ids breaking ties.
+    fused = vipune.rrf_fuse(sem, fts)
+    assert facts["gold_ranks"] == {g: [i for i, _ in fused].index(g) + 1 for g in gold}
+    assert facts["searched"] == len(fused)
+    assert rankings[5] == [i for i, _ in fused][:5]
