@@ -201,9 +201,12 @@ def record_ranking(state: EvalSession, pair: PairRecord, name: str,
 def retrieval_eval_record(request: pytest.FixtureRequest, retrieval_eval_pair: PairRecord,
                           ) -> Callable[[Sequence[str]], dict[str, Any]]:
     """``record(ranked)``: score this test's ranking (session ids, best first) and show it in
-    the summary as a retriever named after the test function; returns the scored result."""
+    the summary as a retriever named after the test function (its own parameters in brackets;
+    its node id where two tests would share a name, :mod:`.record_columns`); returns the scored
+    result."""
     state = _need_state(request)
-    name = getattr(request.node, "originalname", None) or request.node.name
+    name = state.record_columns.get(request.node.nodeid) or (
+        getattr(request.node, "originalname", None) or request.node.name)
 
     def record(ranked: Sequence[str]) -> dict[str, Any]:
         return record_ranking(state, retrieval_eval_pair, name, ranked)

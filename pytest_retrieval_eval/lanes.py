@@ -100,11 +100,13 @@ def no_cached_model(settings: Settings, cache_root: Path, corpus: AnyCorpus,
     """The one line when no cached model covers the dataset: it names the shard that
     lost its sidecar, or the models the cache does hold, and a prep of that model."""
     s = settings
-    present = [m for m in cache_mod.list_models(roots)  # the bundled one too: its model
+    present = [m for m in cache_mod.list_models([cache_root])  # the user's cache
                if s.model is None or m.get("name") == s.model]
+    anywhere = [m for m in cache_mod.list_models(roots)  # the bundled one too: its model
+                if s.model is None or m.get("name") == s.model]
     orphans = cache_mod.uncommitted_shards(roots)
     lost = {str(info.get("name")) for _, info in orphans if info}
-    cached = lost or {str(m.get("name")) for m in present}
+    cached = lost or {str(m.get("name")) for m in present or anywhere}
     model = s.model or (cached.pop() if len(cached) == 1 else DEFAULT_MODEL)
     prep_cmd = (f"retrieval-eval prep --data {s.data} --model {model} "
                 f"--cache {cache_root}{subset_args(s)}{view_args(s)}")

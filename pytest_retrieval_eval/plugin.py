@@ -8,6 +8,7 @@ sqlite3, pyarrow, onnxruntime) imported.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,7 +17,7 @@ import pytest
 
 from .collection import MARKER, PairItem, Selection
 from .errors import RetrievalEvalError, one_line
-from .options import add_no_model_alias, add_options, read_settings
+from .options import CUSTOM_RETRIEVER, add_no_model_alias, add_options, read_settings
 
 if TYPE_CHECKING:  # the heavy modules (onnxruntime, pyarrow) load only when enabled
     from .retrievers import Retriever
@@ -24,6 +25,7 @@ if TYPE_CHECKING:  # the heavy modules (onnxruntime, pyarrow) load only when ena
 
 BASE_KEY = pytest.StashKey[dict[str, Any]]()  # the --retrieval-eval-compare report, loaded
 PUBLISHED_KEY = pytest.StashKey[list[str]]()  # where the Markdown went (terminal lines)
+_THIS_MODULE = sys.modules[__name__]
 WORKER_PLAN = "retrieval_eval_plan"
 WORKER_SELECTION = "retrieval_eval_selection"
 WORKER_OUTPUT = "retrieval_eval"
@@ -100,6 +102,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             from .collection import claim_arguments
 
             state.selection = claim_arguments(config)
+            if CUSTOM_RETRIEVER in state.settings.retrievers and \
+                    not _custom_fixture_given(config):  # before any work, not once an item
+                raise pytest.UsageError(
+                    "retriever 'custom' needs a session fixture named "
+                    "retrieval_eval_custom_retriever in your root conftest.py returning an "
+                    "object with rank(persona, query, limit) (README, \"Retrievers and your "
+                    "own store\")")
             if state.settings.compare is not None:  # an unreadable base fails before work
                 from .reporting.compare import load_report
 
@@ -209,7 +218,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
                                      "error": message})
     elif report.when == "call" and report.passed and state.results:
         last = state.results[-1]
-        if (last["retriever"], last["index"]) == (item.retriever,
+        if (last.get("selector", last["retriever"]), last["index"]) == (item.retriever,
                                                   state.corpus.pairs[item.position].index):
             setattr(report, RESULT_ATTR, last)
     return report
@@ -243,6 +252,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if state is not None and state.corpus is not None:
         state.select([(i.position, i.retriever) for i in session.items
                       if isinstance(i, PairItem)])
+        from .fixtures import pair_id
+        from .record_columns import column_names
+
+        corpus = state.corpus
+        state.record_columns = column_names(
+            session.items, lambda position: pair_id(corpus.pairs[position]),
+            state.settings.retrievers)
+
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -251,6 +268,15 @@ def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
     state = _session(node.config)
     if state is not None and state.corpus is not None and state.selected is None:
         state.select_node_ids(ids)
+
+
+def _custom_fixture_given(config: pytest.Config) -> bool:
+    """Whether a conftest (or another plugin) defines ``retrieval_eval_custom_retriever``,
+    overriding this plugin's, which only says it is missing."""
+    here = config.pluginmanager.get_plugin("retrieval_eval")
+    return any(getattr(plugin, "retrieval_eval_custom_retriever", None) is not None
+               for plugin in config.pluginmanager.get_plugins()
+               if plugin is not here and plugin is not _THIS_MODULE)
 
 
 @pytest.fixture(scope="session")
@@ -275,7 +301,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:  # c
 
     info = state.run_info(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED,
                           stopped=bool(session.shouldstop or session.shouldfail))
-    state.report = report.build_report(info, state.results, state.errors)
+    errors = [{**e, "retriever": state.display_name(str(e.get("retriever")))}
+              for e in state.errors]
+    state.report = report.build_report(info, state.results, errors)
     base = config.stash.get(BASE_KEY, None)
     if base is not None and state.settings.compare is not None:
         try:
@@ -319,6 +347,17 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
         terminalreporter.write_line(line)
     for line in comparison_lines(state.report, verbosity > 0, width):
         terminalreporter.write_line(line)
+    if verbosity > 0:  # why: each failed item's question, and the items a run picked out
+        from .reporting.explain import run_explanations
+
+        corpus = state.corpus
+        assert corpus is not None
+        chosen = [(corpus.pairs[i].question_id, state.display_name(name))
+                  for i, name in state.selected or []]
+        failed = [(str(e.get("question_id")), str(e.get("retriever")))
+                  for e in state.report.get("errors") or []]
+        for line in run_explanations(state.report, chosen, failed, width):
+            terminalreporter.write_line(line)
     for line in config.stash.get(PUBLISHED_KEY, []):
         terminalreporter.write_line(line)
     if state.json_error is not None:

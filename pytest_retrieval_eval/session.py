@@ -28,10 +28,11 @@ from .data import subset as subset_mod
 from .data.protocol import LONGMEMEVAL, NO_USER_EVIDENCE, REPEATED_SLOTS_KEPT, View
 from .errors import CacheError, DataError, ModelError
 from .io.checksums import MEMO_DIR
-from .options import CUSTOM_RETRIEVER, DEFAULT_MODEL, Settings
+from .options import BUILTIN_RETRIEVERS, CUSTOM_RETRIEVER, DEFAULT_MODEL, Settings
 from .reporting.report import NOTE_TEXT, PairResult
 from .retrievers import terms as terms_mod
 from .retrievers.ranking import Scored, check_haystack, explain_facts, rank_all, rank_per_k
+from .retrievers.variants import is_variant
 from .scoring import diagnostics
 from .scoring import longmemeval_metrics as lme_metrics
 from .scoring.metrics import score_rankings, session_recall
@@ -105,6 +106,10 @@ class EvalSession:
     collector: Any = None
     #: Whether pair items carry JUnit properties (--junitxml under junit_family=xunit1).
     junit_properties: bool = False
+    #: Recording tests' columns: node id -> retriever name (record_columns.column_names).
+    record_columns: dict[str, str] = field(default_factory=dict)
+    #: The custom retriever's own name, once an item has used it (its column and JSON name).
+    custom_name: str | None = None
     #: Pair items skipped (a skip mark, pytest.skip in a fixture, a plugin's skip).
     skips: list[dict[str, Any]] = field(default_factory=list)
 
@@ -355,8 +360,10 @@ class EvalSession:
         check_haystack(pair.question_id, rankings, pair.session_ids)
         rankable = set(pair.session_ids)
         metrics = self.score(pair, rankings, rankable)
+        column = self._custom_column(custom) if custom is not None else retriever_name
         result: PairResult = {
-            "retriever": retriever_name,
+            "retriever": column,
+            **({"selector": retriever_name} if column != retriever_name else {}),
             "index": pair.index,
             "question_id": pair.question_id,
             "question_type": pair.question_type,
@@ -394,9 +401,25 @@ class EvalSession:
         """xdist worker side: what goes into ``config.workeroutput``."""
         return {"results": self.results, "errors": self.errors}
 
+    def _custom_column(self, custom: retrievers_mod.Retriever) -> str:
+        """The custom retriever's column: its own ``name`` when that is free (no other
+        retriever or recording test of the run has it), else ``custom``."""
+        own = getattr(custom, "name", None)
+        taken = {*self.settings.retrievers, *self.record_columns.values(), *BUILTIN_RETRIEVERS}
+        if isinstance(own, str) and own.strip() and own == own.strip() and own not in taken \
+                and "," not in own and not is_variant(own):
+            return own
+        return CUSTOM_RETRIEVER
+
+    def display_name(self, retriever: str) -> str:
+        """A retriever's column: the custom retriever's own name once known."""
+        return (self.custom_name or retriever) if retriever == CUSTOM_RETRIEVER else retriever
+
     def add_result(self, result: PairResult) -> None:
         """Keep a scored (pair, retriever) once, however it arrived (its own item here, an
         xdist item report, a worker's final output)."""
+        if result.get("selector") == CUSTOM_RETRIEVER:
+            self.custom_name = str(result["retriever"])
         key = (result["retriever"], result["index"])
         if key not in self._seen_results:
             self._seen_results.add(key)
@@ -449,8 +472,10 @@ class EvalSession:
                                          self.skips, key=lambda s: (s["retriever"],
                                                                     s["question_id"]))}
         if self.selected is not None:
-            selection["selected"] = [[corpus.pairs[i].question_id, name]
+            selection["selected"] = [[corpus.pairs[i].question_id, self.display_name(name)]
                                      for i, name in self.selected]
+        selection["skipped_items"] = [{**s, "retriever": self.display_name(s["retriever"])}
+                                      for s in selection["skipped_items"]]
         abstention = sum(1 for p in corpus.pairs if p.abstention)
         no_evidence = sum(1 for p in corpus.pairs if p.notes.get(NO_USER_EVIDENCE))
         stats = dict(corpus.stats)
@@ -466,7 +491,7 @@ class EvalSession:
             "lane": self.plan.lane,
             "model": self.plan.model,
             "ks": list(self.settings.ks),
-            "retrievers": list(self.settings.retrievers),
+            "retrievers": [self.display_name(r) for r in self.settings.retrievers],
             "protocol": self.settings.protocol,
             "granularity": self.settings.granularity,
             "usable": len(self.scored_positions()),

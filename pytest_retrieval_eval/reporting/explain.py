@@ -148,3 +148,27 @@ def explain_lines(report: Mapping[str, Any], question_id: str, retriever: str | 
         lines.append("")
         lines.extend(pair_lines(pair, top))
     return fit_lines(lines, width)
+
+
+#: A run that selected at most this many pair items explains each of them under ``-v``.
+CHOSEN_ITEMS = 5
+
+
+def run_explanations(report: Mapping[str, Any], chosen: Sequence[tuple[str, str]],
+                     failed: Sequence[tuple[str, str]], width: int | None = 80) -> list[str]:
+    """``pytest -v``: the explanation of each failed item's question (what the other
+    retrievers of the run did with it) and, in a run that selected at most
+    :data:`CHOSEN_ITEMS` items, of each chosen (question, retriever)."""
+    lines: list[str] = []
+    wanted: list[tuple[str, str | None, str]] = [(qid, None, f"{qid}: {name} failed")
+                                                 for qid, name in failed]
+    if len(chosen) <= CHOSEN_ITEMS:
+        wanted += [(qid, name, f"{qid} [{name}]") for qid, name in chosen
+                   if (qid, name) not in set(failed)]
+    for qid, name, title in dict.fromkeys(wanted):
+        try:
+            body = explain_lines(report, qid, name, width, source="this run")
+        except ExplainError:
+            continue  # nothing of it was scored
+        lines.extend(["", f"explain {title}", *body])
+    return lines

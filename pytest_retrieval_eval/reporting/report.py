@@ -158,12 +158,21 @@ def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
         for qtype in [*qtypes, "overall"]:
             entries = {name: summary[name]["overall"] if qtype == "overall"
                        else summary[name]["by_type"].get(qtype) for name in retrievers}
-            n = max(int(e["n"]) for e in entries.values() if e is not None)
+            shown = dict.fromkeys(name for name, _, _ in columns)
+            ns = {int(entries[name]["n"]) if entries[name] is not None else 0
+                  for name in shown}
+            uneven.append(len(ns) > 1)
+            n_text = str(max(ns)) + ("*" if len(ns) > 1 else "")
             cells = [_fmt(None if entries[name] is None
                           else entries[name].get(metric_key(family, k))).rjust(cell_w)
                      for name, family, k in columns]
-            lines.append(row(qtype, str(n), cells))
+            lines.append(row(qtype, n_text, cells))
         return lines
+
+    uneven: list[bool] = []
+    footnote = fit_lines(["*: the retrievers of this row scored different numbers of pairs "
+                          "(items deselected, skipped or failed); n is the largest, each "
+                          "one's is in the JSON summary"], width)
 
     fixed = label_w + 2 + 4  # label, gap, n
     if len(retrievers) == 1 and len(families) * len(ks) <= MAX_ROW_COLUMNS and (
@@ -171,7 +180,7 @@ def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
         name = retrievers[0]
         columns = [(name, fam, k) for fam, _ in families for k in ks]
         heads = [f"{short}@{k}".rjust(cell_w) for _, short in families for k in ks]
-        return [row("question type", "n", heads), *body(columns)]
+        return [row("question type", "n", heads), *body(columns)]  # one retriever: even
     group_w = len(ks) * (cell_w + 2) - 2
     per_block = len(retrievers) if width is None else max(1, (width - fixed) // (group_w + 2))
     blocks = [list(retrievers[i:i + per_block]) for i in range(0, len(retrievers), per_block)]
@@ -185,7 +194,7 @@ def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
             heads = [f"@{k}".rjust(cell_w) for _ in block for k in ks]
             lines.append(row("question type", "n", heads))
             lines.extend(body([(name, family, k) for name in block for k in ks]))
-    return lines
+    return [*lines, "", *footnote] if any(uneven) else lines
 
 
 #: How the header words each data note (counts over the whole dataset).
@@ -251,8 +260,12 @@ def header_lines(info: Mapping[str, Any]) -> list[str]:
          + ("  (LongMemEval's own retrieval experiment)" if protocol == "longmemeval" else "")),
         f"lane: {info['lane']}  model: {model_text}",
         f"retrievers: {', '.join(info['retrievers'])}  k: {', '.join(map(str, info['ks']))}",
-        (f"pairs: {info['scored']} scored of {info['usable']} usable; skipped "
-         f"{skipped['abstention']} abstention, "
+        (f"pairs: {info['scored']} scored"
+         + (f" ({info['scored_by_all']} by every retriever)"
+            if info.get("scored_by_all", info["scored"]) != info["scored"] else "")
+         + (f" of {info['subset']['of_usable']} usable, {info['subset']['chosen']} in the "
+            "subset; skipped " if info.get("subset") else f" of {info['usable']} usable; skipped ")
+         + f"{skipped['abstention']} abstention, "
          + (f"{skipped['no_user_evidence']} without a user has_answer turn, "
             if skipped.get("no_user_evidence") else "")
          + f"{skipped['rejected']} rejected, "
@@ -358,7 +371,11 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
     skipped_items = list((info.get("selection") or {}).get("skipped_items") or [])
     scored_qids = {r["question_id"] for r in ordered}
     attempted = scored_qids | {str(e.get("question_id")) for e in errors}  # ran, even if failed
-    full_info = {**info, "scored": len(scored_qids), "retrievers": retrievers}
+    by_retriever = [{r["question_id"] for r in ordered if r["retriever"] == name}
+                    for name in retrievers]
+    scored_by_all = set.intersection(*by_retriever) if by_retriever else set()
+    full_info = {**info, "scored": len(scored_qids), "retrievers": retrievers,
+                 "scored_by_all": len(scored_by_all)}
     run = _run_counts(info.get("selection") or {}, ordered, [*errors, *skipped_items])
     chosen = run.pop("selected_pairs", None)
     skipped = {**info["skipped"], "not_selected": max(0, info["usable"] - (

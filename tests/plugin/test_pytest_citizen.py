@@ -341,7 +341,7 @@ def test_report_header_and_qq(pytester: pytest.Pytester, data: Path) -> None:
     lines = quiet.stdout.lines
     assert not [line for line in lines if line.startswith(("multi-session", "lane:",
                                                            "median latency"))]
-    assert len([line for line in lines if line.startswith("overall")]) == 3  # 3 families
+    assert len([line for line in lines if line.startswith("overall")]) == 4  # 4 families
 
 
 def test_junit_xml_validates_as_xunit2(pytester: pytest.Pytester, data: Path) -> None:
