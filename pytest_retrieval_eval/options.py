@@ -464,6 +464,7 @@ def check_combinations(settings: Settings) -> None:
             raise pytest.UsageError(
                 f"--retrieval-eval-json {settings.json_path}: is a directory; give a file path"
             )
+        _check_regular_target("--retrieval-eval-json", settings.json_path)
         _check_writable_folder("--retrieval-eval-json", settings.json_path,
                                settings.json_path.parent)
     if settings.store_dir is not None:
@@ -474,8 +475,22 @@ def check_combinations(settings: Settings) -> None:
             raise pytest.UsageError(
                 f"--retrieval-eval-markdown {settings.markdown}: is a directory; give a file "
                 "path")
+        _check_regular_target("--retrieval-eval-markdown", settings.markdown)
         _check_writable_folder("--retrieval-eval-markdown", settings.markdown,
                                settings.markdown.parent)
+
+
+def _check_regular_target(option: str, value: Path) -> None:
+    """A FIFO, device or socket at the report's path is refused before any work (the writer
+    would refuse it only at the end of the run; it never replaces one)."""
+    from .io.user_files import TargetRefused, resolve_target
+
+    try:
+        resolve_target(value)
+    except TargetRefused as exc:
+        raise pytest.UsageError(f"{option} {value}: {exc.reason}; give a file path") from None
+    except OSError:
+        pass  # unreadable: _check_writable_folder, or the writer, says more
 
 
 def _check_writable_folder(option: str, value: Path, folder: Path) -> None:

@@ -15,14 +15,12 @@ Figures are written atomically (temp file + rename); the format follows the suff
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import RetrievalEvalError, write_fault
-from ..io.checksums import file_mode
+from ..errors import RetrievalEvalError
+from ..io import user_files
 
 FORMATS = ("png", "svg", "pdf")
 #: Dots per inch of a figure (``--dpi``): 7.5 in wide, so 750 px at the default.
@@ -202,21 +200,15 @@ def plot_comparison(cmp: Mapping[str, Any], path: Path, *, dpi: int = DEFAULT_DP
 
 
 def _save(fig: Any, plt: Any, path: Path, fmt: str, dpi: int) -> None:
-    tmp: str | None = None
+    """Write the figure through the one writer of user-named files (``io.user_files``): at a
+    symlink's target, atomically; a FIFO, device or folder refused in one line."""
+    # A fixed date keeps pdf/svg output reproducible for the same report.
+    meta = {"Date": None} if fmt in ("svg", "pdf") else {"Software": None}
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "wb") as fh:
-            # A fixed date keeps pdf/svg output reproducible for the same report.
-            meta = {"Date": None} if fmt in ("svg", "pdf") else {"Software": None}
-            fig.savefig(fh, format=fmt, dpi=dpi, metadata=meta)
-        os.chmod(tmp, file_mode())  # the umask's mode, not mkstemp's 0600
-        os.replace(tmp, path)
-        tmp = None
+        user_files.replace_file(path, lambda fh: fig.savefig(fh, format=fmt, dpi=dpi,
+                                                             metadata=meta))
     except OSError as exc:
-        raise PlotError(f"figure {path} cannot be written ({write_fault(exc, path.parent)})"
+        raise PlotError(f"figure {path} cannot be written ({user_files.fault(exc, path)})"
                         ) from None
     finally:
         plt.close(fig)
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)

@@ -153,7 +153,7 @@ def test_plugin_scores_the_subset_and_states_it(pytester: pytest.Pytester,
     recalls = [p["metrics"]["recall@5"] for p in data["pairs"]]
     assert ci["width"] == pytest.approx(subset_mod.ci95_width(recalls), abs=1e-4)
     result.stdout.fnmatch_lines([
-        "pairs: 8 scored of 8 usable; *",
+        "pairs: 8 scored of 15 usable, 8 in the subset; *",
         f"subset: 8 of {len(SAMPLE_USABLE)} usable pairs (asked 8, seed 3), stratified by "
         "question type (n per type: the table)",
         "subset: 95% CI of overall recall@5 at n=8: *at worst (normal approximation)",

@@ -277,3 +277,17 @@ def test_reports_write_through_symlinks_and_a_fifo_job_summary_never_hangs(
     assert real_md.read_text().startswith("**retrieval-eval**")
     assert (pytester.path / "link.json").is_symlink() and (pytester.path / "link.md").is_symlink()
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+@pytest.mark.parametrize("option", ["--retrieval-eval-json", "--retrieval-eval-markdown"])
+def test_a_fifo_as_the_report_path_is_refused_before_any_work(
+        pytester: pytest.Pytester, option: str) -> None:
+    """The writer would refuse it at the end of the run; the option check does at its start."""
+    fifo = pytester.path / "pipe"
+    os.mkfifo(fifo)
+    result = run(pytester, option, str(fifo))
+    assert result.ret == USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {option} {fifo}: *a FIFO (named pipe), not a "
+                                 "regular file; give a file path"])
+    assert "passed" not in result.stdout.str()
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
