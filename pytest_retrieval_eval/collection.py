@@ -126,10 +126,18 @@ def ignores(config: pytest.Config, selection: Selection | None, path: Path) -> b
     return bool(selection is not None and selection.only and path.parent == config.rootpath)
 
 
-class RetrievalEvalCollector(pytest.Collector):
-    """The plugin's node under the rootdir's ``Dir``: node id ``retrieval-eval``."""
+class _EvalCollector(pytest.Collector):
+    """A collector of the plugin's tree: it holds the run's state; its report location is
+    its name (line 0: pytest's reports need an int)."""
 
     state: EvalSession
+
+    def reportinfo(self) -> tuple[Any, int, str]:
+        return self.path, 0, self.name
+
+
+class RetrievalEvalCollector(_EvalCollector):
+    """The plugin's node under the rootdir's ``Dir``: node id ``retrieval-eval``."""
 
     def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
         corpus, selection = self.state.corpus, self.state.selection
@@ -143,14 +151,10 @@ class RetrievalEvalCollector(pytest.Collector):
                 node.state, node.positions = self.state, positions
                 yield node
 
-    def reportinfo(self) -> tuple[Any, int, str]:
-        return self.path, 0, self.name
 
-
-class QuestionTypeCollector(pytest.Collector):
+class QuestionTypeCollector(_EvalCollector):
     """One per question type: ``-k temporal-reasoning`` selects the category."""
 
-    state: EvalSession
     positions: list[int]
 
     def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
@@ -163,14 +167,10 @@ class QuestionTypeCollector(pytest.Collector):
                 node.state, node.position = self.state, position
                 yield node
 
-    def reportinfo(self) -> tuple[Any, int, str]:
-        return self.path, 0, self.name
 
-
-class QuestionCollector(pytest.Collector):
+class QuestionCollector(_EvalCollector):
     """One per question: ``-k <question_id>`` selects every retriever's item for it."""
 
-    state: EvalSession
     position: int
 
     def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
@@ -182,9 +182,6 @@ class QuestionCollector(pytest.Collector):
                 item.position, item.retriever = self.position, name
                 item.add_marker(MARKER)
                 yield item
-
-    def reportinfo(self) -> tuple[Any, int, str]:
-        return self.path, 0, self.name
 
 
 class PairItem(pytest.Function):

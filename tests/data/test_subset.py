@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from fractions import Fraction
@@ -24,6 +23,7 @@ from pytest_retrieval_eval.vectors.embedding import EmbedConfig, load_embedder
 from pytest_retrieval_eval.vectors.prep import query_key
 from tests.support.lme_factory import make_instance, write_dataset
 from tests.support.model_factory import make_model_dir
+from tests.support.plugin_runs import run_with_report
 
 SAMPLE_INSTANCES = list(iter_instances(SAMPLE))
 SAMPLE_USABLE = [i for i in SAMPLE_INSTANCES if not i["question_id"].endswith("_abs")]
@@ -124,14 +124,7 @@ def test_ci_width_against_the_normal_formula() -> None:
 pytest_plugins = ["pytester"]
 
 
-def report_of(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict[str, Any]]:
-    out = pytester.path / "report.json"
-    result = pytester.runpytest("-W", "ignore::pytest.PytestAssertRewriteWarning",
-                                "--retrieval-eval", "--no-model", "--retrieval-eval-json",
-                                str(out), *args)
-    assert result.ret == 0, result.stdout.str()
-    data: dict[str, Any] = json.loads(out.read_text())
-    return result, data
+report_of = run_with_report
 
 
 @pytest.mark.usefixtures("isolated_cache")

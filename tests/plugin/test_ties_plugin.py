@@ -4,7 +4,6 @@ against the independent re-implementation's scores (tests/support/lme_reference.
 
 from __future__ import annotations
 
-import json
 import textwrap
 from typing import Any
 
@@ -15,6 +14,7 @@ from rank_bm25 import BM25Okapi
 import pytest_retrieval_eval.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
 from pytest_retrieval_eval.data.generator.instances import SAMPLE, iter_instances
 from tests.support import lme_reference
+from tests.support.plugin_runs import run_with_report
 
 SAMPLE_INSTANCES = list(iter_instances(SAMPLE))
 USABLE = [i for i in SAMPLE_INSTANCES if not i["question_id"].endswith("_abs")]
@@ -44,12 +44,7 @@ TIED_TOP = textwrap.dedent('''
 
 
 def report_of(pytester: pytest.Pytester, *args: str) -> tuple[dict[str, Any], str]:
-    out = pytester.path / "report.json"
-    result = pytester.runpytest("-W", "ignore::pytest.PytestAssertRewriteWarning",
-                                "--retrieval-eval", "--no-model", "--retrieval-eval-json",
-                                str(out), *args)
-    assert result.ret == 0, result.stdout.str()
-    data: dict[str, Any] = json.loads(out.read_text())
+    result, data = run_with_report(pytester, *args)
     return data, result.stdout.str()
 
 
