@@ -141,7 +141,7 @@ class EvalSession:
             offline_reason="--no-model never downloads")
         corpus = ingest.load_corpus(source, self.cache_root, progress, view=self.view)
         if not any(not p.abstention for p in corpus.pairs):
-            raise DataError(_no_usable_pair(source, corpus))
+            raise DataError(ingest.no_usable_pair(source, corpus))
         self.corpus = corpus
         self._choose_subset()
         if "bm25" in s.retrievers and self.view.is_default:
@@ -244,7 +244,7 @@ class EvalSession:
         self.dataset_info = {
             "name": corpus.dataset_name,
             "sha256": corpus.dataset_sha256,
-            "gold_source": _gold_source(corpus),
+            "gold_source": corpus_mod.gold_source(corpus),
         }
         self._make_retrievers()  # workers make theirs here
         bm25 = self._retrievers.get("bm25")
@@ -501,25 +501,3 @@ class EvalSession:
             "notes": notes,
             "selection": selection,
         }
-
-
-def _no_usable_pair(source: dataset_mod.DatasetSource, corpus: corpus_mod.Corpus) -> str:
-    """The one line for a dataset whose every instance is rejected or an abstention."""
-    abstention = sum(1 for p in corpus.pairs if p.abstention)
-    total = len(corpus.pairs) + len(corpus.rejections)
-    first = ""
-    if corpus.rejections:
-        r = corpus.rejections[0]
-        first = f"; first rejection: instance {r.index} ({r.question_id or 'no id'}): {r.reason}"
-    return (
-        f"dataset {source.name} ({source.path}): no usable pair: of {total} instance(s), "
-        f"{len(corpus.rejections)} rejected and {abstention} abstention{first}; fix the file "
-        "or pick another --retrieval-eval-data"
-    )
-
-
-def _gold_source(corpus: corpus_mod.Corpus) -> str:
-    sources = {p.gold_source for p in corpus.pairs if not p.abstention}
-    return sources.pop() if len(sources) == 1 else "mixed"
-
-

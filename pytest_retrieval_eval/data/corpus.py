@@ -54,6 +54,7 @@ __all__ = [
     "PairRecord",
     "Progress",
     "corpus_path",
+    "gold_source",
     "json_text",
     "open_corpus",
     "open_if_complete",
@@ -355,3 +356,9 @@ def corpus_path(cache_dir: Path, sha256: str, view: View | None = None) -> Path:
     return Path(cache_dir) / "corpus" / f"{sha256}{suffix}.sqlite"
 
 
+
+
+def gold_source(corpus: Corpus) -> str:
+    """The run's gold source: one for every usable pair, or ``mixed``."""
+    sources = {p.gold_source for p in corpus.pairs if not p.abstention}
+    return sources.pop() if len(sources) == 1 else "mixed"

@@ -45,7 +45,7 @@ from .json_stream import iter_instances
 from .pairs import GOLD_FROM_HAS_ANSWER, Instance, Rejection, text_key
 from .protocol import View, parse_for_view
 
-__all__ = ["load_corpus"]
+__all__ = ["load_corpus", "no_usable_pair"]
 
 _TEXT_BATCH_ROWS = 2000
 _TEXT_BATCH_BYTES = 32 << 20
@@ -257,3 +257,18 @@ def load_corpus(source: DatasetSource, cache_dir: Path, progress: Progress | Non
             f"check the disk and run again"
         )
     return corpus
+
+
+def no_usable_pair(source: DatasetSource, corpus: Corpus) -> str:
+    """The one line for a dataset whose every instance is rejected or an abstention."""
+    abstention = sum(1 for p in corpus.pairs if p.abstention)
+    total = len(corpus.pairs) + len(corpus.rejections)
+    first = ""
+    if corpus.rejections:
+        r = corpus.rejections[0]
+        first = f"; first rejection: instance {r.index} ({r.question_id or 'no id'}): {r.reason}"
+    return (
+        f"dataset {source.name} ({source.path}): no usable pair: of {total} instance(s), "
+        f"{len(corpus.rejections)} rejected and {abstention} abstention{first}; fix the file "
+        "or pick another --retrieval-eval-data"
+    )

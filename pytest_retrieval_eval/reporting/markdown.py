@@ -114,14 +114,16 @@ def _diagnostics(report: Mapping[str, Any], retrievers: Sequence[str]) -> list[s
     from .diagnostic_lines import lines
 
     try:
-        said = lines(diagnostics, retrievers, list(report["ks"]), width=DIAGNOSTICS_WIDTH)
+        said = lines(diagnostics, retrievers, list(report["ks"]), width=DIAGNOSTICS_WIDTH,
+                     verbose=True)  # per question type too, as the terminal's -v
     except _UNREADABLE:
         # A hand-edited or foreign section: the tables stand, the diagnostics say why not.
         return _details("Diagnostics", ["- not shown: the report's `diagnostics` section "
                                         "cannot be read"])
     if not said:
         return []
-    return _details("Diagnostics", [f"- {_cell(line)}" for line in said])
+    return _details("Diagnostics", [f"  - {_cell(line.strip())}" if line.startswith("  ")
+                                    else f"- {_cell(line)}" for line in said])
 
 
 def comparison_markdown(cmp: Mapping[str, Any]) -> str:

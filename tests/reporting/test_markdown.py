@@ -50,3 +50,25 @@ def test_the_changes_fold_into_details_with_every_question() -> None:
     unchanged = cmp.compare_reports(make_report({"h": rows}, ks=(5,)),
                                     make_report({"h": rows}, ks=(5,)))
     assert "<details>" not in markdown.comparison_markdown(unchanged)
+
+
+def test_diagnostics_fold_in_overall_and_per_question_type() -> None:
+    """Issue 22.3: the Markdown carries the per-type lines too, as nested items."""
+    diagnostics = {"fts": {"overall": {}, "by_type": {}}}
+    report = make_report({"fts": [("q1", "multi-session", 0.0)]}, ks=(1,))
+    report["diagnostics"] = diagnostics
+    seen: dict[str, object] = {}
+
+    def fake(diag: object, retrievers: object, ks: object, width: object = None, *,
+             verbose: bool = False) -> list[str]:
+        seen["verbose"] = verbose
+        return ["fts: 1 of 1 pairs returned no rows", "  multi-session: 1 of 1 returned no rows"]
+
+    import pytest_retrieval_eval.reporting.diagnostic_lines as words
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(words, "lines", fake)
+        text = markdown.summary_markdown(report)
+    assert seen["verbose"] is True
+    assert "- fts: 1 of 1 pairs returned no rows\n  - multi-session: 1 of 1 returned no rows" \
+        in text
