@@ -14,6 +14,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -500,4 +501,6 @@ class EvalSession:
             "rejections": [asdict(r) for r in corpus.rejections],
             "notes": notes,
             "selection": selection,
+            # When the report was made (UTC): `retrieval-eval plot` tells BASE from NEW by it.
+            "created": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
         }

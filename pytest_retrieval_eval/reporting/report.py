@@ -377,6 +377,8 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
     full_info = {**info, "scored": len(scored_qids), "retrievers": retrievers,
                  "scored_by_all": len(scored_by_all)}
     run = _run_counts(info.get("selection") or {}, ordered, [*errors, *skipped_items])
+    if info.get("created"):
+        run["created"] = info["created"]
     chosen = run.pop("selected_pairs", None)
     skipped = {**info["skipped"], "not_selected": max(0, info["usable"] - (
         len(attempted) if chosen is None else len(chosen | attempted)))}

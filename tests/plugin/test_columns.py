@@ -177,3 +177,28 @@ def test_verbose_explains_a_chosen_item_and_a_failed_one(pytester: pytest.Pytest
     quiet = run(pytester, data, "--retrieval-eval-retriever", "bm25",
                 "retrieval-eval::temporal-reasoning::q3::bm25")
     assert "explain q3" not in quiet.stdout.str()
+
+
+def test_plot_tells_base_from_new_by_the_reports_own_stamp(pytester: pytest.Pytester,
+                                                           data: Path) -> None:
+    """A report records when it was made (run.created), so copying an old base (which makes
+    its file the newer one) does not trip plot's check of the argument order."""
+    import os
+    import shutil
+    import sys
+    import time
+
+    def plot(*reports: Path) -> int:  # a child process: matplotlib stays out of this one
+        return pytester.run(sys.executable, "-m", "pytest_retrieval_eval.cli", "plot",
+                            *map(str, reports), "-o", str(pytester.path / "d.png")).ret
+
+    base, new = pytester.path / "base.json", pytester.path / "new.json"
+    run(pytester, data, "--retrieval-eval-retriever", "bm25", f"--retrieval-eval-json={base}")
+    time.sleep(0.01)
+    run(pytester, data, "--retrieval-eval-retriever", "bm25", f"--retrieval-eval-json={new}")
+    assert report_of(base)["run"]["created"] < report_of(new)["run"]["created"]
+    copied = pytester.path / "copied-base.json"
+    shutil.copy(base, copied)
+    os.utime(new, (1, 1))  # the new report's file is now the oldest
+    assert plot(copied, new) == 0
+    assert plot(new, copied) == 4
