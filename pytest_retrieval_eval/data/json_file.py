@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..errors import DataError
+from ..io.user_files import TargetRefused, TooLarge, read_small
 from .dataset import check_regular_file
 from .json_stream import MAX_DEPTH, _NestingGuard, _TooDeep
 
@@ -54,32 +53,18 @@ def read_json_file(path: Path, *, what: str, fix: str, max_bytes: int,
     fields it needs, so what it does not need is freed as the parse goes).
     """
     path = Path(path)
-    check_regular_file(path, what)
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    check_regular_file(path, what)  # the dataset guard's wording for a FIFO, a device
+    try:  # the bounded, never-blocking read every small file the plugin reads goes through
+        data = read_small(path, max_bytes)
+    except TooLarge as big:
+        size = f"{_mib(big.size)}, larger" if big.size is not None else "larger"
+        raise DataError(f"{what} {path}: {size} than the {_mib(max_bytes)} a {what} may be; "
+                        f"{fix}") from None
+    except TargetRefused:  # replaced between the stat and the open
+        raise DataError(f"{what} {path}: not a regular file; {fix}") from None
     except OSError as exc:
         raise DataError(f"{what} {path}: cannot be read ({exc.strerror or exc}); {fix}"
                         ) from None
-    with os.fdopen(fd, "rb") as fh:
-        try:
-            info = os.fstat(fh.fileno())
-            if not stat.S_ISREG(info.st_mode):  # replaced between the stat and the open
-                raise DataError(f"{what} {path}: not a regular file; {fix}")
-            if info.st_size > max_bytes:
-                raise DataError(f"{what} {path}: {_mib(info.st_size)}, larger than the "
-                                f"{_mib(max_bytes)} a {what} may be; {fix}")
-            data = bytearray()
-            while len(data) <= max_bytes:
-                chunk = fh.read(min(_CHUNK, max_bytes + 1 - len(data)))
-                if not chunk:
-                    break
-                data += chunk
-        except OSError as exc:
-            raise DataError(f"{what} {path}: cannot be read ({exc.strerror or exc}); {fix}"
-                            ) from None
-    if len(data) > max_bytes:  # grew while being read
-        raise DataError(f"{what} {path}: larger than the {_mib(max_bytes)} a {what} may be; "
-                        f"{fix}")
     try:
         guard = _NestingGuard(io.BytesIO(data), 0, limit=max_depth)
         while guard.read(_CHUNK):  # chunk by chunk: the scan's temporaries stay small

@@ -36,8 +36,8 @@ from typing import Any, BinaryIO
 from ..errors import write_fault
 from .checksums import file_mode
 
-__all__ = ["TargetRefused", "append_text", "fault", "json_text", "parse_json", "read_small",
-           "replace_file", "replace_text", "resolve_target"]
+__all__ = ["TargetRefused", "TooLarge", "append_text", "fault", "json_text", "parse_json",
+           "read_small", "replace_file", "replace_text", "resolve_target"]
 
 
 class TargetRefused(OSError):
@@ -132,9 +132,19 @@ def append_text(path: Path, text: str) -> Path:
     return target
 
 
+class TooLarge(ValueError):
+    """A file holds more than a reader allows; ``size`` is its size (None: it grew while
+    being read)."""
+
+    def __init__(self, message: str, size: int | None) -> None:
+        super().__init__(message)
+        self.size = size
+
+
 def read_small(path: Path, limit: int) -> bytes:
     """The bytes of the regular file ``path`` (through symlinks), refused when it holds more
-    than ``limit`` bytes (``ValueError`` saying so) or is not a regular file
+    than ``limit`` bytes (:class:`TooLarge`, a ``ValueError`` saying so) or is not a regular
+    file
     (:class:`TargetRefused`; opened ``O_NONBLOCK``, so a FIFO never blocks). ``OSError``
     (``FileNotFoundError`` among them) when it cannot be opened."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -142,8 +152,8 @@ def read_small(path: Path, limit: int) -> bytes:
         st = os.fstat(fd)
         _refuse_unless_regular(Path(path), st, Path(path))
         if st.st_size > limit:
-            raise ValueError(f"it holds {st.st_size:,} bytes, more than the {limit:,} bytes "
-                             f"allowed here")
+            raise TooLarge(f"it holds {st.st_size:,} bytes, more than the {limit:,} bytes "
+                           f"allowed here", st.st_size)
         os.set_blocking(fd, True)
         chunks: list[bytes] = []
         size = 0
@@ -151,7 +161,7 @@ def read_small(path: Path, limit: int) -> bytes:
             chunks.append(chunk)
             size += len(chunk)
         if size > limit:  # it grew since the fstat
-            raise ValueError(f"it holds more than the {limit:,} bytes allowed here")
+            raise TooLarge(f"it holds more than the {limit:,} bytes allowed here", None)
         return b"".join(chunks)
     finally:
         os.close(fd)
