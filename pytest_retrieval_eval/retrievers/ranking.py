@@ -70,14 +70,10 @@ def _tie_list(ranked: Sequence[str], own: Sequence[float] | None,
     score; None when the retriever gave no scores for it (or ones that do not match it)."""
     if full is not None:
         ids_full = [i for i, _ in full]
-        scores_full = [s for _, s in full]
-        if dedup:
-            first: dict[str, int] = {}
-            for pos, mem_id in enumerate(ids_full):
-                first.setdefault(mem_id, pos)
-            keep = sorted(first.values())
-            ids_full = [ids_full[p] for p in keep]
-            scores_full = [scores_full[p] for p in keep]
+        scores_full: list[float] = [s for _, s in full]
+        if dedup:  # each id where it first appears, as the ranking itself
+            ids_full, kept = _dedupe_scored(ids_full, scores_full)
+            scores_full = kept if kept is not None else []
         n = len(ranked)
         if ids_full[:n] == list(ranked):
             ids, scores = list(ranked), scores_full[:n]
@@ -168,12 +164,12 @@ def explain_facts(retriever: object, query: Query, gold: Sequence[str],
     its MATCH string and rows."""
     top = max(ks)
     full = _last_scores(retriever)
-    searched = [i for i, _ in full] if full is not None else list(rankings[top])
-    if full is not None and list(dedupe(searched))[:len(rankings[top])] != list(rankings[top]):
+    searched = dedupe(i for i, _ in full) if full is not None else list(rankings[top])
+    if searched[:len(rankings[top])] != list(rankings[top]):
         searched = list(rankings[top])  # the last call was not the largest k's
     facts: dict[str, Any] = {
-        "gold_ranks": {g: _rank_of(dedupe(searched), g) for g in gold},
-        "searched": len(dedupe(searched)),
+        "gold_ranks": {g: _rank_of(searched, g) for g in gold},
+        "searched": len(searched),
     }
     if isinstance(retriever, HybridRetriever) and top in components:
         lists = components[top]
