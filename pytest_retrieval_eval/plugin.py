@@ -273,10 +273,8 @@ def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
 def _custom_fixture_given(config: pytest.Config) -> bool:
     """Whether a conftest (or another plugin) defines ``retrieval_eval_custom_retriever``,
     overriding this plugin's, which only says it is missing."""
-    here = config.pluginmanager.get_plugin("retrieval_eval")
     return any(getattr(plugin, "retrieval_eval_custom_retriever", None) is not None
-               for plugin in config.pluginmanager.get_plugins()
-               if plugin is not here and plugin is not _THIS_MODULE)
+               for plugin in config.pluginmanager.get_plugins() if plugin is not _THIS_MODULE)
 
 
 @pytest.fixture(scope="session")

@@ -468,15 +468,13 @@ class EvalSession:
         ``--maxfail``): either way the report says how many selected items ran."""
         assert self.plan is not None and self.corpus is not None
         corpus = self.corpus
-        selection: dict[str, Any] = {"stopped": stopped, "interrupted": interrupted,
-                                     "skipped_items": sorted(
-                                         self.skips, key=lambda s: (s["retriever"],
-                                                                    s["question_id"]))}
+        selection: dict[str, Any] = {"stopped": stopped, "interrupted": interrupted}
         if self.selected is not None:
             selection["selected"] = [[corpus.pairs[i].question_id, self.display_name(name)]
                                      for i, name in self.selected]
-        selection["skipped_items"] = [{**s, "retriever": self.display_name(s["retriever"])}
-                                      for s in selection["skipped_items"]]
+        selection["skipped_items"] = sorted(
+            ({**s, "retriever": self.display_name(s["retriever"])} for s in self.skips),
+            key=lambda s: (s["retriever"], s["question_id"]))
         abstention = sum(1 for p in corpus.pairs if p.abstention)
         no_evidence = sum(1 for p in corpus.pairs if p.notes.get(NO_USER_EVIDENCE))
         stats = dict(corpus.stats)

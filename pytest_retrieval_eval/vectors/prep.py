@@ -316,8 +316,9 @@ def cached_stats(corpus: CorpusLike, cache: VectorCache, prefix: str,
         missing = cache.missing(keys)
         if _slice(missing, shard) or not keys:
             return None
-        held = [k for k in keys if k not in set(missing)]
-        if cache.get(held[:1]).shape != (1, cache.dim):
+        absent = set(missing)
+        held = next((k for k in keys if k not in absent), None)  # one vector reads back
+        if held is None or cache.get([held]).shape != (1, cache.dim):
             return None
     except (CacheError, ValueError):
         return None
