@@ -304,11 +304,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:  # c
     state.report = report.build_report(info, state.results, errors)
     base = config.stash.get(BASE_KEY, None)
     if base is not None and state.settings.compare is not None:
-        try:
-            publish.attach_comparison(state.report, base, state.settings.compare)
-        except Exception as exc:  # a base that loads but cannot be compared: the run's own
-            state.report["comparison"] = {  # report and summary come first, whatever it holds
-                "refused": f"{state.settings.compare}: {type(exc).__name__}: {one_line(exc)}"}
+        publish.attach_comparison(state.report, base, state.settings.compare)  # never raises
     # The JSON report first: a Markdown target that blocks or fails cannot cost it.
     if state.settings.json_path is not None:
         try:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import RetrievalEvalError
+from ..errors import RetrievalEvalError, one_line
 from ..io import user_files
 from .markdown import STEP_SUMMARY_ENV, run_markdown
 
@@ -22,7 +22,10 @@ THIS_RUN = "this run"
 
 
 def attach_comparison(report: dict[str, Any], base: Mapping[str, Any], base_path: Path) -> None:
-    """Compare ``report`` (the run) against ``base`` and keep it as ``report["comparison"]``."""
+    """Compare ``report`` (the run) against ``base`` and keep it as ``report["comparison"]``.
+
+    Never raises: the run's own report and summary come first, so a comparison that cannot
+    be made, for whatever reason, is kept as ``{"refused": <one line>}``."""
     from . import compare
 
     try:
@@ -30,6 +33,9 @@ def attach_comparison(report: dict[str, Any], base: Mapping[str, Any], base_path
                                                        new_name=THIS_RUN)
     except RetrievalEvalError as exc:
         report["comparison"] = {"refused": str(exc)}
+    except Exception as exc:  # a base that loads but trips the comparison itself
+        report["comparison"] = {
+            "refused": f"{base_path}: {type(exc).__name__}: {one_line(exc)}"}
 
 
 def comparison_lines(report: Mapping[str, Any], verbose: bool,

@@ -291,3 +291,17 @@ def test_a_fifo_as_the_report_path_is_refused_before_any_work(
                                  "regular file; give a file path"])
     assert "passed" not in result.stdout.str()
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_attach_comparison_never_raises(monkeypatch: pytest.MonkeyPatch,
+                                        tmp_path: Path) -> None:
+    """Issue 23.5: whatever the comparison raises, the run keeps its report and one line."""
+    from pytest_retrieval_eval.reporting import compare, publish
+
+    def broken(*args: object, **kwargs: object) -> dict[str, object]:
+        raise KeyError("ks")
+
+    monkeypatch.setattr(compare, "compare_reports", broken)
+    report: dict[str, object] = {}
+    publish.attach_comparison(report, {}, tmp_path / "base.json")
+    assert report["comparison"] == {"refused": f"{tmp_path / 'base.json'}: KeyError: 'ks'"}
