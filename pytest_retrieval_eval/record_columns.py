@@ -22,11 +22,10 @@ def _own_params(item: Any, pair_id: str) -> str:
     full = str(getattr(callspec, "id", "") or "")
     if full == pair_id or not full:
         return ""
-    for cut in (f"{pair_id}-", f"-{pair_id}"):
-        if full.startswith(cut) and cut.endswith("-"):
-            return full[len(cut):]
-        if full.endswith(cut) and cut.startswith("-"):
-            return full[: -len(cut)]
+    if full.startswith(f"{pair_id}-"):
+        return full[len(pair_id) + 1:]
+    if full.endswith(f"-{pair_id}"):
+        return full[: -len(pair_id) - 1]
     return full.replace(f"-{pair_id}-", "-")
 
 

@@ -202,3 +202,15 @@ def test_plot_tells_base_from_new_by_the_reports_own_stamp(pytester: pytest.Pyte
     os.utime(new, (1, 1))  # the new report's file is now the oldest
     assert plot(copied, new) == 0
     assert plot(new, copied) == 4
+
+
+@pytest.mark.parametrize(("full", "own"), [
+    ("multi-session::q1", ""), ("multi-session::q1-good", "good"),
+    ("good-multi-session::q1", "good"), ("a-multi-session::q1-b", "a-b"), ("", "")])
+def test_a_tests_own_parameters_are_its_id_without_the_pairs(full: str, own: str) -> None:
+    from types import SimpleNamespace
+
+    from pytest_retrieval_eval.record_columns import _own_params
+
+    item = SimpleNamespace(callspec=SimpleNamespace(id=full))
+    assert _own_params(item, "multi-session::q1") == own
