@@ -27,13 +27,16 @@ from .. import vipune
 from ..errors import RetrieverError
 from ..scoring.diagnostics import fused_lists
 from ..scoring.metrics import dedupe
+from ..scoring.ties import TieOrders
 from .base import Persona, Query, Retriever
+from .fused_ties import FusionInputs, tie_orders
 from .reference import FtsRetriever, HybridRetriever
 
 __all__ = ["check_haystack", "explain_facts", "rank_all", "rank_per_k", "split_scored"]
 
-#: ``scored[k]``: the ids a tie at k is judged on and their scores.
-Scored = dict[int, tuple[list[str], list[float]]]
+#: ``scored[k]``: the ids a tie at k is judged on and their scores, or (a fused retriever
+#: whose input lists hold ties) the fused rankings it is judged over.
+Scored = dict[int, tuple[list[str], list[float]] | TieOrders]
 
 
 def _is_pair(item: object) -> bool:
@@ -130,8 +133,23 @@ def rank_per_k(retriever: Retriever, persona: Persona, query: Query, ks: Sequenc
             tie = _tie_list(ranked, None if own is None else own[:limit],
                             _last_scores(retriever), dedup=True)
             if tie is not None:
-                scored.update(dict.fromkeys(group, tie))
+                scored.update(dict.fromkeys(group, _fused_ties(retriever, query, limit, tie)))
     return out, fused
+
+
+def _fused_ties(retriever: object, query: Query, limit: int,
+                tie: tuple[list[str], list[float]],
+                ) -> tuple[list[str], list[float]] | TieOrders:
+    """A fused retriever's call (``last_fusion``): the fused rankings every order of its
+    input lists' ties gives (:mod:`.fused_ties`), the run's own among the extremes; else
+    the run's own tie list."""
+    fusion = getattr(retriever, "last_fusion", None)
+    if not isinstance(fusion, FusionInputs):
+        return tie
+    orders = tie_orders(fusion, query.gold, limit, query.question_id)
+    if orders is None:
+        return tie
+    return TieOrders(orders.orders, [tie, *orders.extremes])
 
 
 def rank_all(retriever: Retriever, persona: Persona, query: Query, ks: Sequence[int],
