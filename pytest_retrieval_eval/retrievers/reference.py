@@ -174,8 +174,9 @@ class FtsRetriever:
 
     def __init__(self, project_id: str = store_mod.PROJECT_ID) -> None:
         self.project_id = project_id
-        #: The returned rows and their scores (minus FTS5's ``bm25()``, so higher is better).
-        #: Only what the statement's LIMIT returned: a tie running past the cut is not seen.
+        #: The returned rows and their scores (minus FTS5's ``bm25()``, so higher is better),
+        #: then the rows the LIMIT left out that tie with the last one (one more query, only
+        #: when the LIMIT was reached): a tie running past the cut is seen.
         self.last_scores: list[tuple[str, float]] | None = None
 
     def rank(self, persona: Persona, query: Query, limit: int) -> list[str]:
@@ -184,9 +185,11 @@ class FtsRetriever:
         try:
             results = vipune.fts_search(persona.store_path(), query.question,
                                         self.project_id, lim, mode=self.mode)
+            past = vipune.fts_tied_past(persona.store_path(), query.question,
+                                        self.project_id, results, lim, mode=self.mode)
         except vipune.VipuneInputError as exc:  # a NUL in the question, as vipune fails
             raise _wrap_vipune_error(self.name, query, exc) from None
         except sqlite3.Error as exc:
             raise _store_error(self.name, query, exc) from None
-        self.last_scores = [(mem_id, -score) for mem_id, score in results]
+        self.last_scores = [(mem_id, -score) for mem_id, score in [*results, *past]]
         return [mem_id for mem_id, _ in results]

@@ -186,3 +186,19 @@ def test_semantic_counts_a_tie_past_vipunes_10000_rows() -> None:
         {"expected": 10_000 / 12_000, "worst": 0.0, "best": 1.0})
     assert got["sensitive"]["recall@10"]["expected"] == pytest.approx(10 / 12_000)
     assert elapsed < 5.0, elapsed
+
+
+def test_fts_counts_a_tie_past_its_limit(tmp_path: Path) -> None:
+    """Five sessions of one text: asked for 2, FTS5's LIMIT returns 2 of them; the tie list
+    holds all five (before 27.3 only the two), the gold the fourth: recall@2 2/5 expected."""
+    persona = _twins(tmp_path)
+    query = make_query("cat Luna", None, ("sess_03",))
+    scored: dict[int, object] = {}
+    rankings, _ = rank_per_k(r.FtsRetriever(), persona, query, [2], scored)  # type: ignore[arg-type]
+    assert len(rankings[2]) == 2
+    got = ties.pair_ties(scored, ("sess_03",), [2],  # type: ignore[arg-type]
+                         rankable=persona.session_ids)
+    assert got is not None
+    assert sorted(scored[2][0]) == [f"sess_0{i}" for i in range(5)]  # type: ignore[index]
+    assert got["sensitive"]["recall@2"] == pytest.approx(
+        {"expected": 0.4, "worst": 0.0, "best": 1.0})
