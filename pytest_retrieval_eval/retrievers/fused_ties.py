@@ -132,18 +132,35 @@ def _lgamma_weight(n_rest: int, rest: Sequence[int]) -> float:
     return math.lgamma(n_rest + 1) - sum(math.lgamma(r + 1) for r in rest)
 
 
-def _choices(block: _Block, first: bool, places: Sequence[Mapping[str, object]],
-             gold: Collection[str], fixed: Mapping[str, object] | None,
-             ) -> list[tuple[float, tuple[str, ...]]]:
-    """Every distinct prefix the block can give (log-weight, members let in)."""
-    if not first:
-        return [(0.0, p) for p in itertools.permutations(block.members, block.let_in)]
+def _classes(block: _Block, places: Sequence[Mapping[str, object]],
+             gold: Collection[str], fixed: Mapping[str, object] | None) -> list[list[str]]:
+    """The block's members grouped by what tells them apart (block order kept): a gold
+    session is its own; so is one that sits in a tie block of an earlier list (its orders
+    are reduced there); the others by their places in every other list and ``fixed``."""
+    j = block.list_index
     classes: dict[object, list[str]] = {}
     for x in block.members:
-        sig: object = ("gold", x) if x in gold else (
-            "other", tuple(p.get(x) for p in places), None if fixed is None else fixed.get(x))
+        if x in gold:
+            sig: object = ("gold", x)
+        elif any(_in_block(places[i].get(x)) for i in range(j)):
+            sig = ("own", x)
+        else:
+            sig = ("other", tuple(places[i].get(x) for i in range(len(places)) if i != j),
+                   None if fixed is None else fixed.get(x))
         classes.setdefault(sig, []).append(x)
-    groups = list(classes.values())
+    return list(classes.values())
+
+
+def _in_block(place: object) -> bool:
+    return isinstance(place, tuple) and place[0] == "block"
+
+
+def _choices(block: _Block, places: Sequence[Mapping[str, object]],
+             gold: Collection[str], fixed: Mapping[str, object] | None,
+             ) -> list[tuple[float, tuple[str, ...]]]:
+    """Every distinct prefix the block can give, up to members nothing tells apart
+    (log-weight: how many orders of the whole block it stands for, members let in)."""
+    groups = _classes(block, places, gold, fixed)
     counts = [len(g) for g in groups]
     n, m = len(block.members), block.let_in
     out: list[tuple[float, tuple[str, ...]]] = []
@@ -159,27 +176,20 @@ def _choices(block: _Block, first: bool, places: Sequence[Mapping[str, object]],
     return out
 
 
-def _count(block: _Block, first: bool, places: Sequence[Mapping[str, object]],
+def _count(block: _Block, places: Sequence[Mapping[str, object]],
            gold: Collection[str], fixed: Mapping[str, object] | None) -> int:
-    if not first:
-        return math.perm(len(block.members), block.let_in)
     if block.let_in > _DEEPEST:
         return EXACT_ORDERS + 1
-    classes: dict[object, int] = {}
-    for x in block.members:
-        sig: object = ("gold", x) if x in gold else (
-            "other", tuple(p.get(x) for p in places), None if fixed is None else fixed.get(x))
-        classes[sig] = classes.get(sig, 0) + 1
-    return _count_sequences(list(classes.values()), block.let_in, EXACT_ORDERS)
+    counts = [len(g) for g in _classes(block, places, gold, fixed)]
+    return _count_sequences(counts, block.let_in, EXACT_ORDERS)
 
 
 def _places(inputs: FusionInputs, blocks: Sequence[_Block]) -> list[dict[str, object]]:
-    """Per list past the first: where each id sits in its read part (its block, or its
-    fixed position)."""
+    """Per list: where each id sits in its read part (its tie block, or its fixed
+    position); an id the list does not read has no entry."""
     out: list[dict[str, object]] = []
-    for j in range(1, len(inputs.lists)):
-        ids, _ = inputs.lists[j]
-        where: dict[str, object] = {x: ("at", i) for i, x in enumerate(ids[:inputs.caps[j]])}
+    for j, ((ids, _), cap) in enumerate(zip(inputs.lists, inputs.caps, strict=True)):
+        where: dict[str, object] = {x: ("at", i) for i, x in enumerate(ids[:cap])}
         for b, block in enumerate(blocks):
             if block.list_index == j:
                 for x in block.members:
@@ -216,13 +226,12 @@ def tie_orders(inputs: FusionInputs, gold: Collection[str], limit: int,
     budget = max(16, WORK // candidates)
     total = 1
     for block in blocks:
-        total *= _count(block, block.list_index == 0, places, gold_set, inputs.fixed)
+        total *= _count(block, places, gold_set, inputs.fixed)
         if total > min(EXACT_ORDERS, budget):
             break
     orders: list[tuple[float, list[str], list[float]]] = []
     if total <= min(EXACT_ORDERS, budget):
-        options = [_choices(b, b.list_index == 0, places, gold_set, inputs.fixed)
-                   for b in blocks]
+        options = [_choices(b, places, gold_set, inputs.fixed) for b in blocks]
         combos = [(sum(w for w, _ in combo), [p for _, p in combo])
                   for combo in itertools.product(*options)]
         top = max(w for w, _ in combos)

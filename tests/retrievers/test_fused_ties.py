@@ -202,3 +202,60 @@ def test_fts_counts_a_tie_past_its_limit(tmp_path: Path) -> None:
     assert sorted(scored[2][0]) == [f"sess_0{i}" for i in range(5)]  # type: ignore[index]
     assert got["sensitive"]["recall@2"] == pytest.approx(
         {"expected": 0.4, "worst": 0.0, "best": 1.0})
+
+
+def _brute_inputs(inputs: fused_ties.FusionInputs, gold: Sequence[str], limit: int,
+                  ks: Sequence[int], rankable: Sequence[str],
+                  ) -> dict[str, tuple[float, float, float]]:
+    """Every order of every tie block of each whole input list, each list then cut at its
+    cap, fused, and judged by tie_ranges (the fused ties): mean, min and max."""
+    per_list = [_orders(ids, scores) for ids, scores in inputs.lists]
+    values: dict[str, list[tuple[float, float, float]]] = {}
+    for combo in itertools.product(*per_list):
+        fused = inputs.fuse([order[:cap] for order, cap in zip(combo, inputs.caps,
+                                                               strict=True)])
+        ids, scores = fused_ties._cut(fused, limit)
+        for k in ks:
+            for name, rng in ties.tie_ranges(ids, scores, gold, k, rankable=rankable).items():
+                values.setdefault(f"{name}@{k}", []).append(tuple(rng))
+    return {key: (sum(v[0] for v in vals) / len(vals), min(v[1] for v in vals),
+                  max(v[2] for v in vals)) for key, vals in values.items()}
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_fusions_equal_brute_force(seed: int) -> None:
+    """Random small semantic and FTS lists with ties (shared members, blocks cut by the
+    cap, several gold, a recency weight on some): the exact enumeration, with its
+    reduction to members nothing tells apart, equals every order averaged."""
+    rng = np.random.default_rng(seed)
+    pool = [f"m{i}" for i in range(9)]
+    n_sem = int(rng.integers(3, 8))
+    sem_ids = list(rng.permutation(pool)[:n_sem])
+    sem_scores = sorted((float(x) for x in rng.integers(0, 3, n_sem)), reverse=True)
+    n_fts = int(rng.integers(0, 6))
+    fts_ids = list(rng.permutation(pool)[:n_fts])
+    fts_scores = sorted((float(x) for x in rng.integers(0, 2, n_fts)), reverse=True)
+    caps = (int(rng.integers(2, n_sem + 1)), int(rng.integers(1, 6)))
+    gold = list(rng.permutation(pool)[:int(rng.integers(1, 3))])
+    weight = 0.5 if seed % 4 == 0 else 0.0
+    dates = {x: f"2023-05-{1 + i % 2:02d}T10:00:00+00:00" for i, x in enumerate(pool)}
+    now = vipune.parse_rfc3339("2023-06-01T00:00:00+00:00")
+
+    def fuse(lists: Sequence[Sequence[str]]) -> list[tuple[str, float]]:
+        return vipune.fuse_lists(lists[0], lists[1], 25, weight, created_at=dates, now=now)
+
+    inputs = fused_ties.FusionInputs(((sem_ids, sem_scores), (fts_ids, fts_scores)), caps,
+                                     fuse, dates if weight else None)
+    limit = int(rng.integers(1, 5))
+    ks = sorted({1, limit})
+    orders = fused_ties.tie_orders(inputs, gold, limit, "q")
+    want = _brute_inputs(inputs, gold, limit, ks, pool)
+    if orders is None:  # no input tie the fusion reads: the run's own fused ranking
+        ids, scores = fused_ties._cut(fuse([sem_ids[:caps[0]], fts_ids[:caps[1]]]), limit)
+        orders = ties.TieOrders([(1.0, ids, scores)], [])
+    assert len(orders.orders) <= fused_ties.EXACT_ORDERS
+    for k in ks:
+        got = ties.orders_ranges(orders, gold, k, rankable=pool)
+        for name, r_ in got.items():
+            mean, low, high = want[f"{name}@{k}"]
+            assert r_ == pytest.approx((mean, low, high), abs=1e-9), (seed, name, k)
