@@ -138,14 +138,16 @@ def _classes(block: _Block, places: Sequence[Mapping[str, object]],
     session is its own; so is one that sits in a tie block of an earlier list (its orders
     are reduced there); the others by their places in every other list and ``fixed``."""
     j = block.list_index
+    earlier = places[:j]
+    others = [p for i, p in enumerate(places) if i != j]
     classes: dict[object, list[str]] = {}
     for x in block.members:
         if x in gold:
             sig: object = ("gold", x)
-        elif any(_in_block(places[i].get(x)) for i in range(j)):
+        elif any(_in_block(p.get(x)) for p in earlier):
             sig = ("own", x)
         else:
-            sig = ("other", tuple(places[i].get(x) for i in range(len(places)) if i != j),
+            sig = ("other", tuple([p.get(x) for p in others]),
                    None if fixed is None else fixed.get(x))
         classes.setdefault(sig, []).append(x)
     return list(classes.values())

@@ -20,7 +20,8 @@ tie at k is judged on: the ranking, plus the ids past it whose score equals its 
 from __future__ import annotations
 
 import numbers
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from .. import vipune
@@ -35,8 +36,10 @@ from .reference import FtsRetriever, HybridRetriever
 __all__ = ["check_haystack", "explain_facts", "rank_all", "rank_per_k", "split_scored"]
 
 #: ``scored[k]``: the ids a tie at k is judged on and their scores, or (a fused retriever
-#: whose input lists hold ties) the fused rankings it is judged over.
-Scored = dict[int, tuple[list[str], list[float]] | TieOrders]
+#: whose input lists hold ties) the fused rankings it is judged over, or a zero-argument
+#: callable giving either (None: no scores), called by the tie report after the timing.
+Judged = tuple[list[str], list[float]] | TieOrders
+Scored = dict[int, Judged | Callable[[], Judged | None]]
 
 
 def _is_pair(item: object) -> bool:
@@ -130,23 +133,37 @@ def rank_per_k(retriever: Retriever, persona: Persona, query: Query, ks: Sequenc
         if lists is not None:
             fused.update(dict.fromkeys(group, lists))
         if scored is not None:
-            tie = _tie_list(ranked, None if own is None else own[:limit],
-                            _last_scores(retriever), dedup=True)
+            own_cut = None if own is None else own[:limit]
+            full = _last_scores(retriever)
+            past = getattr(retriever, "last_tied_past", None)
+            fusion = getattr(retriever, "last_fusion", None)
+            if callable(past) or callable(fusion):  # judged after the timing (pair_ties)
+                scored.update(dict.fromkeys(group, partial(
+                    _judged, ranked, own_cut, full, past, fusion, query, limit)))
+                continue
+            tie = _tie_list(ranked, own_cut, full, dedup=True)
             if tie is not None:
-                scored.update(dict.fromkeys(group, _fused_ties(retriever, query, limit, tie)))
+                scored.update(dict.fromkeys(group, tie))
     return out, fused
 
 
-def _fused_ties(retriever: object, query: Query, limit: int,
-                tie: tuple[list[str], list[float]],
-                ) -> tuple[list[str], list[float]] | TieOrders:
-    """A fused retriever's call (``last_fusion``): the fused rankings every order of its
-    input lists' ties gives (:mod:`.fused_ties`), the run's own among the extremes; else
-    the run's own tie list."""
-    fusion = getattr(retriever, "last_fusion", None)
-    if not isinstance(fusion, FusionInputs):
+def _judged(ranked: list[str], own: list[float] | None,
+            full: list[tuple[str, float]] | None, past: object, fusion: object,
+            query: Query, limit: int) -> tuple[list[str], list[float]] | TieOrders | None:
+    """What one call is judged on, computed only when the tie report asks: the tie list,
+    with the rows a capped search left out that tie with its last (``last_tied_past``, a
+    zero-argument callable), and for a fused retriever (``last_fusion``, a callable giving
+    :class:`.FusionInputs`) the fused rankings every order of its input lists' ties gives,
+    the run's own among the extremes."""
+    if full is not None and callable(past):
+        full = [*full, *((str(i), float(s)) for i, s in past())]
+    tie = _tie_list(ranked, own, full, dedup=True)
+    if tie is None or not callable(fusion):
         return tie
-    orders = tie_orders(fusion, query.gold, limit, query.question_id)
+    inputs = fusion()
+    if not isinstance(inputs, FusionInputs):
+        return tie
+    orders = tie_orders(inputs, query.gold, limit, query.question_id)
     if orders is None:
         return tie
     return TieOrders(orders.orders, [tie, *orders.extremes])

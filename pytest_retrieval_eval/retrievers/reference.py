@@ -7,8 +7,9 @@ classes adapt it to the :class:`~.base.Retriever` protocol.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -52,8 +53,9 @@ class HybridRetriever:
         #: Every fused candidate and its RRF score, best first (the returned ids are its first
         #: ``limit``): equal scores past the cut, for the tie-aware metrics.
         self.last_scores: list[tuple[str, float]] | None = None
-        #: The lists the last ``rank`` fused and the fusion: the ties it inherits from them.
-        self.last_fusion: FusionInputs | None = None
+        #: Gives the lists the last ``rank`` fused and the fusion (the ties it inherits from
+        #: them), when the tie report asks.
+        self.last_fusion: Callable[[], FusionInputs] | None = None
         # The last query's full cosine ranking: asked again at another limit (another pool
         # size), the same query reuses it instead of scanning every row again.
         self._semantic: tuple[tuple[str, str, bytes], list[vipune.SearchResult]] | None = None
@@ -96,11 +98,6 @@ class HybridRetriever:
                 fts_mode=self.fts_mode,
                 **recency,
             )
-            size = vipune.candidate_pool(lim) if self.pool is None else self.pool
-            fts_past = vipune.fts_tied_past(persona.store_path(),
-                                            vipune.rust_trim(query.question),
-                                            self.project_id, parts.fts, size,
-                                            mode=self.fts_mode)
         except (vipune.VipuneInputError, ValueError) as exc:
             raise _wrap_vipune_error(self.name, query, exc) from None
         except sqlite3.Error as exc:
@@ -108,15 +105,25 @@ class HybridRetriever:
         self.last_components = {"semantic": [i for i, _ in parts.semantic],
                                 "fts": [i for i, _ in parts.fts]}
         self.last_scores = list(parts.candidates or parts.fused)
-        self.last_fusion = self._fusion_inputs(semantic or parts.semantic,
-                                               [*parts.fts, *fts_past], size, recency)
+        self.last_fusion = partial(self._fusion_inputs, persona, query,
+                                   semantic or parts.semantic, parts.fts, lim, recency)
         return [mem_id for mem_id, _ in parts.fused]
 
-    def _fusion_inputs(self, semantic: Sequence[vipune.SearchResult],
-                       fts: Sequence[vipune.SearchResult], size: int,
+    def _fusion_inputs(self, persona: Persona, query: Query,
+                       semantic: Sequence[vipune.SearchResult],
+                       returned: list[vipune.SearchResult], lim: int,
                        recency: dict[str, Any]) -> FusionInputs:
-        """The lists this search fused, each running to the end of the tie its cap cuts,
-        and the fusion itself: for the ties the fused ranking inherits (:mod:`.fused_ties`)."""
+        """The lists a search fused, each running to the end of the tie its cap cuts (for
+        FTS one more query, when its LIMIT was reached), and the fusion itself: for the
+        ties the fused ranking inherits (:mod:`.fused_ties`). Called by the tie report,
+        after the search's timing."""
+        size = vipune.candidate_pool(lim) if self.pool is None else self.pool
+        try:
+            past = vipune.fts_tied_past(persona.store_path(), query.question,
+                                        self.project_id, returned, size, mode=self.fts_mode)
+        except sqlite3.Error as exc:
+            raise _store_error(self.name, query, exc) from None
+        fts = [*returned, *past]
         end = min(size, len(semantic))
         while 0 < end < len(semantic) and semantic[end][1] == semantic[end - 1][1]:
             end += 1
@@ -174,22 +181,33 @@ class FtsRetriever:
 
     def __init__(self, project_id: str = store_mod.PROJECT_ID) -> None:
         self.project_id = project_id
-        #: The returned rows and their scores (minus FTS5's ``bm25()``, so higher is better),
-        #: then the rows the LIMIT left out that tie with the last one (one more query, only
-        #: when the LIMIT was reached): a tie running past the cut is seen.
+        #: The returned rows and their scores (minus FTS5's ``bm25()``, so higher is better).
         self.last_scores: list[tuple[str, float]] | None = None
+        #: Gives the rows the LIMIT left out that tie with the last one, scored the same way
+        #: (one more query, when the LIMIT was reached), when the tie report asks: a tie
+        #: running past the cut is seen.
+        self.last_tied_past: Callable[[], list[tuple[str, float]]] | None = None
 
     def rank(self, persona: Persona, query: Query, limit: int) -> list[str]:
         lim = _vipune_limit(limit)
         self.last_scores = None
+        self.last_tied_past = None
         try:
             results = vipune.fts_search(persona.store_path(), query.question,
                                         self.project_id, lim, mode=self.mode)
-            past = vipune.fts_tied_past(persona.store_path(), query.question,
-                                        self.project_id, results, lim, mode=self.mode)
         except vipune.VipuneInputError as exc:  # a NUL in the question, as vipune fails
             raise _wrap_vipune_error(self.name, query, exc) from None
         except sqlite3.Error as exc:
             raise _store_error(self.name, query, exc) from None
-        self.last_scores = [(mem_id, -score) for mem_id, score in [*results, *past]]
+        self.last_scores = [(mem_id, -score) for mem_id, score in results]
+        self.last_tied_past = partial(self._tied_past, persona, query, results, lim)
         return [mem_id for mem_id, _ in results]
+
+    def _tied_past(self, persona: Persona, query: Query, results: list[vipune.SearchResult],
+                   lim: int) -> list[tuple[str, float]]:
+        try:
+            past = vipune.fts_tied_past(persona.store_path(), query.question,
+                                        self.project_id, results, lim, mode=self.mode)
+        except sqlite3.Error as exc:
+            raise _store_error(self.name, query, exc) from None
+        return [(mem_id, -score) for mem_id, score in past]

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from itertools import combinations
 from typing import Any, NamedTuple
 
@@ -163,7 +163,7 @@ def expected_metrics(ranked: Sequence[str], scores: Sequence[float], gold: Colle
                                reverse=True), k)
         out["ndcg_any"] = lme.dcg(gains, k) / ideal if ideal != 0 else 0.0
     else:
-        rankable_set = set(rankable)
+        rankable_set = _as_set(rankable)
         present = [g for g in gold_ids if g in rankable_set]
         ideal = _dcg([1.0] * len(present), k)
         out["ndcg_any"] = _dcg(gains, k) / ideal if ideal > 0 else 0.0
@@ -195,13 +195,19 @@ def extreme_orders(ranked: Sequence[str], scores: Sequence[float],
     return worst, best
 
 
+def _as_set(ids: Collection[str]) -> Collection[str]:
+    """``ids`` as a set, without copying one (:func:`orders_ranges` judges many rankings
+    against one haystack)."""
+    return ids if isinstance(ids, (set, frozenset)) else set(ids)
+
+
 def _metrics(ranked: Sequence[str], gold: Collection[str], k: int, protocol: str,
              rankable: Collection[str], corpus_ids: Sequence[str]) -> dict[str, float]:
     """The plain metrics of one order (the run's own functions)."""
     if protocol == "longmemeval":
         any_, all_, ndcg = lme.evaluate(ranked, gold, corpus_ids, k)
         return {"recall_any": any_, "recall_all": all_, "ndcg_any": ndcg}
-    rankable_set = set(rankable)
+    rankable_set = _as_set(rankable)
     present = [g for g in gold if g in rankable_set]
     return {"recall": recall(ranked, gold, k), "recall_any": recall_any(ranked, gold, k),
             "recall_all": recall_all(ranked, gold, k),
@@ -227,6 +233,7 @@ def orders_ranges(orders: TieOrders, gold: Collection[str], k: int, *,
     """:func:`tie_ranges` over several rankings: the weighted mean of their expectations,
     the least of their worst cases and the greatest of their best (``extremes`` too)."""
     total = sum(w for w, _, _ in orders.orders)
+    rankable = _as_set(rankable)
     means = dict.fromkeys(FAMILIES[protocol], 0.0)
     worst = dict.fromkeys(FAMILIES[protocol], math.inf)
     best = dict.fromkeys(FAMILIES[protocol], -math.inf)
@@ -246,7 +253,10 @@ def orders_ranges(orders: TieOrders, gold: Collection[str], k: int, *,
     return out
 
 
-def pair_ties(scored: Mapping[int, tuple[Sequence[str], Sequence[float]] | TieOrders] | None,
+Judged = tuple[Sequence[str], Sequence[float]] | TieOrders
+
+
+def pair_ties(scored: Mapping[int, Judged | Callable[[], Judged | None]] | None,
               gold: Collection[str], ks: Sequence[int], *, protocol: str = "vipune",
               rankable: Collection[str] = (),
               corpus_ids: Sequence[str] = ()) -> dict[str, Any] | None:
@@ -254,12 +264,26 @@ def pair_ties(scored: Mapping[int, tuple[Sequence[str], Sequence[float]] | TieOr
     "best"}, ...}}`` holding only the metrics the order of equal scores changes, or None when
     the retriever gave no scores. ``scored[k]``: the ids cut-off k was scored on and their
     scores (running past k to the end of a tie cut by k), or the :class:`TieOrders` it is
-    judged over."""
+    judged over, or a zero-argument callable giving either (None: no scores; called once
+    however many k share it)."""
     if not scored or any(k not in scored for k in ks):
         return None
+    done: dict[int, Judged | None] = {}
+    cases: dict[int, Judged] = {}
+    for k in ks:
+        value = scored[k]
+        if callable(value):
+            if id(value) not in done:
+                done[id(value)] = value()
+            got = done[id(value)]
+            if got is None:
+                return None
+            cases[k] = got
+        else:
+            cases[k] = value
     sensitive: dict[str, dict[str, float]] = {}
     for k in ks:
-        case = scored[k]
+        case = cases[k]
         if isinstance(case, TieOrders):
             ranges = orders_ranges(case, gold, k, protocol=protocol, rankable=rankable,
                                    corpus_ids=corpus_ids)
