@@ -14,6 +14,10 @@ may return ``(id, score)`` pairs instead of ids (higher is better), or expose
 returned ids are the first ones (the built-ins do: it lets a tie running past the cut be
 seen). Given a ``scored`` dict, both functions fill ``scored[k]`` with the ids and scores a
 tie at k is judged on: the ranking, plus the ids past it whose score equals its last one.
+Two more attributes are read after the call is timed (``scored[k]`` is then a callable the
+tie report calls): ``last_tied_past`` (``fts``: the rows its LIMIT left out that tie with
+the last one) and ``last_fusion`` (``hybrid``: the lists it fused, whose ties the fused
+ranking inherits, :mod:`.fused_ties`).
 :func:`explain_facts` records what ``retrieval-eval explain`` shows without rerunning.
 """
 
