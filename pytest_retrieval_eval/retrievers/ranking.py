@@ -14,26 +14,36 @@ may return ``(id, score)`` pairs instead of ids (higher is better), or expose
 returned ids are the first ones (the built-ins do: it lets a tie running past the cut be
 seen). Given a ``scored`` dict, both functions fill ``scored[k]`` with the ids and scores a
 tie at k is judged on: the ranking, plus the ids past it whose score equals its last one.
+Two more attributes are read after the call is timed (``scored[k]`` is then a callable the
+tie report calls): ``last_tied_past`` (``fts``: the rows its LIMIT left out that tie with
+the last one) and ``last_fusion`` (``hybrid``: the lists it fused, whose ties the fused
+ranking inherits, :mod:`.fused_ties`).
 :func:`explain_facts` records what ``retrieval-eval explain`` shows without rerunning.
 """
 
 from __future__ import annotations
 
 import numbers
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from .. import vipune
 from ..errors import RetrieverError
 from ..scoring.diagnostics import fused_lists
 from ..scoring.metrics import dedupe
+from ..scoring.ties import TieOrders
 from .base import Persona, Query, Retriever
+from .fused_ties import FusionInputs, tie_orders
 from .reference import FtsRetriever, HybridRetriever
 
 __all__ = ["check_haystack", "explain_facts", "rank_all", "rank_per_k", "split_scored"]
 
-#: ``scored[k]``: the ids a tie at k is judged on and their scores.
-Scored = dict[int, tuple[list[str], list[float]]]
+#: ``scored[k]``: the ids a tie at k is judged on and their scores, or (a fused retriever
+#: whose input lists hold ties) the fused rankings it is judged over, or a zero-argument
+#: callable giving either (None: no scores), called by the tie report after the timing.
+Judged = tuple[list[str], list[float]] | TieOrders
+Scored = dict[int, Judged | Callable[[], Judged | None]]
 
 
 def _is_pair(item: object) -> bool:
@@ -127,11 +137,40 @@ def rank_per_k(retriever: Retriever, persona: Persona, query: Query, ks: Sequenc
         if lists is not None:
             fused.update(dict.fromkeys(group, lists))
         if scored is not None:
-            tie = _tie_list(ranked, None if own is None else own[:limit],
-                            _last_scores(retriever), dedup=True)
+            own_cut = None if own is None else own[:limit]
+            full = _last_scores(retriever)
+            past = getattr(retriever, "last_tied_past", None)
+            fusion = getattr(retriever, "last_fusion", None)
+            if callable(past) or callable(fusion):  # judged after the timing (pair_ties)
+                scored.update(dict.fromkeys(group, partial(
+                    _judged, ranked, own_cut, full, past, fusion, query, limit)))
+                continue
+            tie = _tie_list(ranked, own_cut, full, dedup=True)
             if tie is not None:
                 scored.update(dict.fromkeys(group, tie))
     return out, fused
+
+
+def _judged(ranked: list[str], own: list[float] | None,
+            full: list[tuple[str, float]] | None, past: object, fusion: object,
+            query: Query, limit: int) -> tuple[list[str], list[float]] | TieOrders | None:
+    """What one call is judged on, computed only when the tie report asks: the tie list,
+    with the rows a capped search left out that tie with its last (``last_tied_past``, a
+    zero-argument callable), and for a fused retriever (``last_fusion``, a callable giving
+    :class:`.FusionInputs`) the fused rankings every order of its input lists' ties gives,
+    the run's own among the extremes."""
+    if full is not None and callable(past):
+        full = [*full, *((str(i), float(s)) for i, s in past())]
+    tie = _tie_list(ranked, own, full, dedup=True)
+    if tie is None or not callable(fusion):
+        return tie
+    inputs = fusion()
+    if not isinstance(inputs, FusionInputs):
+        return tie
+    orders = tie_orders(inputs, query.gold, limit, query.question_id)
+    if orders is None:
+        return tie
+    return TieOrders(orders.orders, [tie, *orders.extremes])
 
 
 def rank_all(retriever: Retriever, persona: Persona, query: Query, ks: Sequence[int],

@@ -7,6 +7,9 @@ classes adapt it to the :class:`~.base.Retriever` protocol.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -21,6 +24,7 @@ from .base import (
     _vipune_limit,
     _wrap_vipune_error,
 )
+from .fused_ties import FusionInputs
 
 __all__ = ["FtsRetriever", "HybridRetriever", "SemanticRetriever"]
 
@@ -49,18 +53,22 @@ class HybridRetriever:
         #: Every fused candidate and its RRF score, best first (the returned ids are its first
         #: ``limit``): equal scores past the cut, for the tie-aware metrics.
         self.last_scores: list[tuple[str, float]] | None = None
+        #: Gives the lists the last ``rank`` fused and the fusion (the ties it inherits from
+        #: them), when the tie report asks.
+        self.last_fusion: Callable[[], FusionInputs] | None = None
         # The last query's full cosine ranking: asked again at another limit (another pool
         # size), the same query reuses it instead of scanning every row again.
         self._semantic: tuple[tuple[str, str, bytes], list[vipune.SearchResult]] | None = None
 
     def _semantic_ranking(self, persona: Persona, query: Query,
                           qvec: np.ndarray) -> list[vipune.SearchResult] | None:
-        n_rows = len(persona.session_ids)
-        if n_rows == 0 or n_rows > vipune.MAX_SEARCH_LIMIT:
-            return None  # nothing to scan, or more rows than one vipune call may ask for
+        if not persona.session_ids:
+            return None  # nothing to scan
         key = (persona.key, query.question, np.asarray(qvec, dtype=np.float32).tobytes())
         if self._semantic is None or self._semantic[0] != key:
-            ranking = vipune.semantic_search(persona.vectors, persona.session_ids, qvec, n_rows)
+            # Every row, past vipune's 10,000 too: the pool takes its first rows (the same
+            # as a capped search), the tie report reads a tie running past the pool's cut.
+            ranking = vipune.semantic_ranking(persona.vectors, persona.session_ids, qvec)
             self._semantic = (key, ranking)
         return self._semantic[1]
 
@@ -69,7 +77,12 @@ class HybridRetriever:
         qvec = _query_vector(self.name, persona, query)
         self.last_components = None
         self.last_scores = None
+        self.last_fusion = None
+        recency = self._recency_inputs(persona, query)
+        if self.recency > 0.0 and recency.get("now") is None:
+            recency["now"] = datetime.now(timezone.utc)  # one "now" for the re-fusions too
         try:
+            semantic = self._semantic_ranking(persona, query, qvec)
             parts = vipune.search_hybrid_parts(
                 persona.store_path(),
                 persona.vectors,
@@ -79,11 +92,11 @@ class HybridRetriever:
                 lim,
                 self.recency,
                 project_id=self.project_id,
-                semantic_ranking=self._semantic_ranking(persona, query, qvec),
+                semantic_ranking=semantic,
                 rrf_k=self.rrf_k,
                 pool=self.pool,
                 fts_mode=self.fts_mode,
-                **self._recency_inputs(persona, query),
+                **recency,
             )
         except (vipune.VipuneInputError, ValueError) as exc:
             raise _wrap_vipune_error(self.name, query, exc) from None
@@ -92,7 +105,39 @@ class HybridRetriever:
         self.last_components = {"semantic": [i for i, _ in parts.semantic],
                                 "fts": [i for i, _ in parts.fts]}
         self.last_scores = list(parts.candidates or parts.fused)
+        self.last_fusion = partial(self._fusion_inputs, persona, query,
+                                   semantic or parts.semantic, parts.fts, lim, recency)
         return [mem_id for mem_id, _ in parts.fused]
+
+    def _fusion_inputs(self, persona: Persona, query: Query,
+                       semantic: Sequence[vipune.SearchResult],
+                       returned: list[vipune.SearchResult], lim: int,
+                       recency: dict[str, Any]) -> FusionInputs:
+        """The lists a search fused, each running to the end of the tie its cap cuts (for
+        FTS one more query, when its LIMIT was reached), and the fusion itself: for the
+        ties the fused ranking inherits (:mod:`.fused_ties`). Called by the tie report,
+        after the search's timing."""
+        size = vipune.candidate_pool(lim) if self.pool is None else self.pool
+        try:
+            past = vipune.fts_tied_past(persona.store_path(), query.question,
+                                        self.project_id, returned, size, mode=self.fts_mode)
+        except sqlite3.Error as exc:
+            raise _store_error(self.name, query, exc) from None
+        fts = [*returned, *past]
+        end = min(size, len(semantic))
+        while 0 < end < len(semantic) and semantic[end][1] == semantic[end - 1][1]:
+            end += 1
+        rrf_k, weight = self.rrf_k, self.recency
+        created_at, now = recency.get("created_at"), recency.get("now")
+
+        def fuse(lists: Sequence[Sequence[str]]) -> list[vipune.SearchResult]:
+            return vipune.fuse_lists(lists[0], lists[1], rrf_k, weight,
+                                     created_at=created_at, now=now)
+
+        return FusionInputs(
+            lists=(([i for i, _ in semantic[:end]], [s for _, s in semantic[:end]]),
+                   ([i for i, _ in fts], [s for _, s in fts])),
+            caps=(size, size), fuse=fuse, fixed=created_at if weight > 0.0 else None)
 
     def _recency_inputs(self, persona: Persona, query: Query) -> dict[str, Any]:
         """Rows' dates and "now" for a recency weight above 0 (none at vipune's 0)."""
@@ -115,9 +160,10 @@ class SemanticRetriever:
         lim = _vipune_limit(limit)
         qvec = _query_vector(self.name, persona, query)
         self.last_scores = None
-        whole = max(lim, min(len(persona.session_ids), vipune.MAX_SEARCH_LIMIT))
         try:
-            results = vipune.semantic_search(persona.vectors, persona.session_ids, qvec, whole)
+            # Every row, past vipune's 10,000 too: the first ``lim`` are vipune's answer,
+            # the rest lets a tie running past the cut (or past 10,000) be seen.
+            results = vipune.semantic_ranking(persona.vectors, persona.session_ids, qvec)
         except ValueError as exc:
             raise _wrap_vipune_error(self.name, query, exc) from None
         self.last_scores = results
@@ -136,12 +182,16 @@ class FtsRetriever:
     def __init__(self, project_id: str = store_mod.PROJECT_ID) -> None:
         self.project_id = project_id
         #: The returned rows and their scores (minus FTS5's ``bm25()``, so higher is better).
-        #: Only what the statement's LIMIT returned: a tie running past the cut is not seen.
         self.last_scores: list[tuple[str, float]] | None = None
+        #: Gives the rows the LIMIT left out that tie with the last one, scored the same way
+        #: (one more query, when the LIMIT was reached), when the tie report asks: a tie
+        #: running past the cut is seen.
+        self.last_tied_past: Callable[[], list[tuple[str, float]]] | None = None
 
     def rank(self, persona: Persona, query: Query, limit: int) -> list[str]:
         lim = _vipune_limit(limit)
         self.last_scores = None
+        self.last_tied_past = None
         try:
             results = vipune.fts_search(persona.store_path(), query.question,
                                         self.project_id, lim, mode=self.mode)
@@ -150,4 +200,14 @@ class FtsRetriever:
         except sqlite3.Error as exc:
             raise _store_error(self.name, query, exc) from None
         self.last_scores = [(mem_id, -score) for mem_id, score in results]
+        self.last_tied_past = partial(self._tied_past, persona, query, results, lim)
         return [mem_id for mem_id, _ in results]
+
+    def _tied_past(self, persona: Persona, query: Query, results: list[vipune.SearchResult],
+                   lim: int) -> list[tuple[str, float]]:
+        try:
+            past = vipune.fts_tied_past(persona.store_path(), query.question,
+                                        self.project_id, results, lim, mode=self.mode)
+        except sqlite3.Error as exc:
+            raise _store_error(self.name, query, exc) from None
+        return [(mem_id, -score) for mem_id, score in past]

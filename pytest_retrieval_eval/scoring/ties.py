@@ -32,15 +32,15 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from itertools import combinations
 from typing import Any, NamedTuple
 
 from . import longmemeval_metrics as lme
 from .metrics import _dcg, metric_key, ndcg_any, recall, recall_all, recall_any
 
-__all__ = ["FAMILIES", "TieRange", "expected_metrics", "extreme_orders", "pair_ties",
-           "summarize", "tie_blocks", "tie_ranges"]
+__all__ = ["FAMILIES", "TieOrders", "TieRange", "expected_metrics", "extreme_orders",
+           "orders_ranges", "pair_ties", "summarize", "tie_blocks", "tie_ranges"]
 
 #: The metric families whose tie range is computed, per protocol. Session metrics of a turn
 #: ranking (``session_*``) are left out: their k grows with the order itself.
@@ -63,6 +63,19 @@ class TieRange(NamedTuple):
     def sensitive(self) -> bool:
         """Whether the order of equal scores changes the metric."""
         return self.best - self.worst > EPS
+
+
+class TieOrders(NamedTuple):
+    """The rankings a cut-off is judged over when the ranking is itself one of several (a
+    fused ranking whose input lists hold ties, :mod:`..retrievers.fused_ties`).
+
+    ``orders``: ``(weight, ids, scores)``, each a ranking that one order of the inputs' ties
+    gives, with its scores (running past the cut to the end of a tie cut by it); the
+    expectation is their weighted mean. ``extremes``: more ``(ids, scores)`` rankings that
+    count for the worst and best case only (the run's own, and constructed ones)."""
+
+    orders: list[tuple[float, list[str], list[float]]]
+    extremes: list[tuple[list[str], list[float]]]
 
 
 def tie_blocks(scores: Sequence[float]) -> list[tuple[int, int]]:
@@ -150,7 +163,7 @@ def expected_metrics(ranked: Sequence[str], scores: Sequence[float], gold: Colle
                                reverse=True), k)
         out["ndcg_any"] = lme.dcg(gains, k) / ideal if ideal != 0 else 0.0
     else:
-        rankable_set = set(rankable)
+        rankable_set = _as_set(rankable)
         present = [g for g in gold_ids if g in rankable_set]
         ideal = _dcg([1.0] * len(present), k)
         out["ndcg_any"] = _dcg(gains, k) / ideal if ideal > 0 else 0.0
@@ -182,13 +195,19 @@ def extreme_orders(ranked: Sequence[str], scores: Sequence[float],
     return worst, best
 
 
+def _as_set(ids: Collection[str]) -> Collection[str]:
+    """``ids`` as a set, without copying one (:func:`orders_ranges` judges many rankings
+    against one haystack)."""
+    return ids if isinstance(ids, (set, frozenset)) else set(ids)
+
+
 def _metrics(ranked: Sequence[str], gold: Collection[str], k: int, protocol: str,
              rankable: Collection[str], corpus_ids: Sequence[str]) -> dict[str, float]:
     """The plain metrics of one order (the run's own functions)."""
     if protocol == "longmemeval":
         any_, all_, ndcg = lme.evaluate(ranked, gold, corpus_ids, k)
         return {"recall_any": any_, "recall_all": all_, "ndcg_any": ndcg}
-    rankable_set = set(rankable)
+    rankable_set = _as_set(rankable)
     present = [g for g in gold if g in rankable_set]
     return {"recall": recall(ranked, gold, k), "recall_any": recall_any(ranked, gold, k),
             "recall_all": recall_all(ranked, gold, k),
@@ -208,21 +227,70 @@ def tie_ranges(ranked: Sequence[str], scores: Sequence[float], gold: Collection[
             for name in FAMILIES[protocol]}
 
 
-def pair_ties(scored: Mapping[int, tuple[Sequence[str], Sequence[float]]] | None,
+def orders_ranges(orders: TieOrders, gold: Collection[str], k: int, *,
+                  protocol: str = "vipune", rankable: Collection[str] = (),
+                  corpus_ids: Sequence[str] = ()) -> dict[str, TieRange]:
+    """:func:`tie_ranges` over several rankings: the weighted mean of their expectations,
+    the least of their worst cases and the greatest of their best (``extremes`` too)."""
+    total = sum(w for w, _, _ in orders.orders)
+    rankable = _as_set(rankable)
+    means = dict.fromkeys(FAMILIES[protocol], 0.0)
+    worst = dict.fromkeys(FAMILIES[protocol], math.inf)
+    best = dict.fromkeys(FAMILIES[protocol], -math.inf)
+    cases = [(w, ids, sc) for w, ids, sc in orders.orders]
+    cases += [(0.0, ids, sc) for ids, sc in orders.extremes]
+    for weight, ids, sc in cases:
+        got = tie_ranges(ids, sc, gold, k, protocol=protocol, rankable=rankable,
+                         corpus_ids=corpus_ids)
+        for name, r in got.items():
+            means[name] += weight * r.expected
+            worst[name] = min(worst[name], r.worst)
+            best[name] = max(best[name], r.best)
+    out: dict[str, TieRange] = {}
+    for name in FAMILIES[protocol]:
+        mean = means[name] / total if total > 0 else worst[name]
+        out[name] = TieRange(min(max(mean, worst[name]), best[name]), worst[name], best[name])
+    return out
+
+
+Judged = tuple[Sequence[str], Sequence[float]] | TieOrders
+
+
+def pair_ties(scored: Mapping[int, Judged | Callable[[], Judged | None]] | None,
               gold: Collection[str], ks: Sequence[int], *, protocol: str = "vipune",
               rankable: Collection[str] = (),
               corpus_ids: Sequence[str] = ()) -> dict[str, Any] | None:
     """One pair's ``ties`` (JSON-able): ``{"sensitive": {"ndcg_any@10": {"expected", "worst",
     "best"}, ...}}`` holding only the metrics the order of equal scores changes, or None when
     the retriever gave no scores. ``scored[k]``: the ids cut-off k was scored on and their
-    scores (running past k to the end of a tie cut by k)."""
+    scores (running past k to the end of a tie cut by k), or the :class:`TieOrders` it is
+    judged over, or a zero-argument callable giving either (None: no scores; called once
+    however many k share it)."""
     if not scored or any(k not in scored for k in ks):
         return None
+    done: dict[int, Judged | None] = {}
+    cases: dict[int, Judged] = {}
+    for k in ks:
+        value = scored[k]
+        if callable(value):
+            if id(value) not in done:
+                done[id(value)] = value()
+            got = done[id(value)]
+            if got is None:
+                return None
+            cases[k] = got
+        else:
+            cases[k] = value
     sensitive: dict[str, dict[str, float]] = {}
     for k in ks:
-        ranked, scores = scored[k]
-        ranges = tie_ranges(ranked, scores, gold, k, protocol=protocol,
-                            rankable=rankable, corpus_ids=corpus_ids)
+        case = cases[k]
+        if isinstance(case, TieOrders):
+            ranges = orders_ranges(case, gold, k, protocol=protocol, rankable=rankable,
+                                   corpus_ids=corpus_ids)
+        else:
+            ranked, scores = case
+            ranges = tie_ranges(ranked, scores, gold, k, protocol=protocol,
+                                rankable=rankable, corpus_ids=corpus_ids)
         for name, r in ranges.items():
             if r.sensitive:
                 sensitive[metric_key(name, k)] = r._asdict()

@@ -26,11 +26,12 @@ name of the reference is importable from here: ``from pytest_retrieval_eval impo
 from __future__ import annotations
 
 from .cli_output import VipuneOutputError, format_search_json, parse_search_json
-from .fts import FTS_MODES, escape_fts_query, fts_search
+from .fts import FTS_MODES, escape_fts_query, fts_search, fts_tied_past
 from .hybrid import (
     DECAY_LAMBDA,
     RRF_K,
     HybridParts,
+    fuse_lists,
     parse_rfc3339,
     recency_decay,
     rrf_fuse,
@@ -69,6 +70,7 @@ from .semantic import (
     EMBEDDING_DIM,
     blob_to_vector,
     cosine_similarity,
+    semantic_ranking,
     semantic_search,
     vector_to_blob,
 )
@@ -103,6 +105,8 @@ __all__ = [
     "escape_fts_query",
     "format_search_json",
     "fts_search",
+    "fts_tied_past",
+    "fuse_lists",
     "load_rows",
     "master_sql",
     "parse_rfc3339",
@@ -112,6 +116,7 @@ __all__ = [
     "rust_trim",
     "search_hybrid",
     "search_hybrid_parts",
+    "semantic_ranking",
     "semantic_search",
     "validate_limit",
     "validate_query",

@@ -7,7 +7,7 @@ from __future__ import annotations
 from .limits import WHITE_SPACE, SearchResult, VipuneInputError, validate_limit
 from .schema import FTS_SQL, Connectable, _Conn
 
-__all__ = ["FTS_MODES", "NUL_QUERY_MESSAGE", "escape_fts_query", "fts_search"]
+__all__ = ["FTS_MODES", "NUL_QUERY_MESSAGE", "escape_fts_query", "fts_search", "fts_tied_past"]
 
 #: What vipune 0.1.8 answers a keyword search whose query holds a NUL (U+0000).
 #: ``escape_fts_query`` (src/sqlite/fts.rs, line 189) splits on Rust's ``split_whitespace``,
@@ -66,3 +66,19 @@ def fts_search(conn: Connectable, query: str, project_id: str, limit: int, *,
     with _Conn(conn) as db:
         rows = db.execute(FTS_SQL, (escaped, project_id, limit)).fetchall()
     return [(str(row[0]), float(row[1])) for row in rows]
+
+
+def fts_tied_past(conn: Connectable, query: str, project_id: str,
+                  returned: list[SearchResult], limit: int, *,
+                  mode: str = "and") -> list[SearchResult]:
+    """The rows :func:`fts_search` left out that score exactly as its last row did (a tie
+    cut by ``limit``), best first; [] when it returned fewer than ``limit`` rows. Not
+    vipune's: for what the report says of ties past the LIMIT (one more query, unlimited)."""
+    if len(returned) < limit or not returned:
+        return []
+    escaped = escape_fts_query(query, mode=mode)
+    last = returned[-1][1]
+    seen = {mem_id for mem_id, _ in returned}
+    with _Conn(conn) as db:
+        rows = db.execute(FTS_SQL, (escaped, project_id, -1)).fetchall()
+    return [(str(i), float(s)) for i, s in rows if float(s) == last and str(i) not in seen]

@@ -22,6 +22,7 @@ __all__ = [
     "DECAY_LAMBDA",
     "RRF_K",
     "HybridParts",
+    "fuse_lists",
     "parse_rfc3339",
     "recency_decay",
     "rrf_fuse",
@@ -176,15 +177,29 @@ def search_hybrid_parts(
     else:
         semantic = semantic_search(vectors, ids, query_vector, size)
     bm25 = fts_search(conn, trimmed, project_id, size, mode=fts_mode)
-    fused = rrf_fuse([i for i, _ in semantic], [i for i, _ in bm25], rrf_k)
     if weight > 0.0:
         if created_at is None:
             raise ValueError("a recency weight above 0 needs created_at for every row")
+        if now is None:
+            now = datetime.now(timezone.utc)
+    fused = fuse_lists([i for i, _ in semantic], [i for i, _ in bm25], rrf_k, weight,
+                       created_at=created_at, now=now)
+    return HybridParts(fused[:limit], semantic, bm25, fused)
+
+
+def fuse_lists(semantic_ids: Sequence[str], fts_ids: Sequence[str], rrf_k: int = RRF_K,
+               recency_weight: float = 0.0, *, created_at: Mapping[str, str] | None = None,
+               now: datetime | None = None) -> list[SearchResult]:
+    """Steps 5 and 6 of :func:`search_hybrid_parts`: RRF of the two lists, then (weight
+    above 0) the recency re-sort, stable by score. Every fused candidate, best first."""
+    fused = rrf_fuse(semantic_ids, fts_ids, rrf_k)
+    if recency_weight > 0.0:
+        dates = created_at if created_at is not None else {}
         when = now if now is not None else datetime.now(timezone.utc)
         rescored = [
-            (mem_id, (1.0 - weight) * score + weight * (
-                recency_decay(created_at[mem_id], when) if created_at.get(mem_id) else 0.0))
+            (mem_id, (1.0 - recency_weight) * score + recency_weight * (
+                recency_decay(dates[mem_id], when) if dates.get(mem_id) else 0.0))
             for mem_id, score in fused
         ]
         fused = sorted(rescored, key=lambda item: -item[1])
-    return HybridParts(fused[:limit], semantic, bm25, fused)
+    return fused

@@ -17,6 +17,7 @@ __all__ = [
     "EMBEDDING_DIM",
     "blob_to_vector",
     "cosine_similarity",
+    "semantic_ranking",
     "semantic_search",
     "vector_to_blob",
 ]
@@ -122,6 +123,17 @@ def _similarities(vectors: np.ndarray, query_vector: np.ndarray) -> np.ndarray:
     return sims
 
 
+def _order(vectors: np.ndarray, ids: Sequence[str],
+           query_vector: np.ndarray) -> tuple[np.ndarray, list[int]]:
+    """Every row's cosine, and the rows best first (stable: ties keep row order)."""
+    if len(ids) != np.asarray(vectors).shape[0]:
+        raise ValueError(f"{len(ids)} ids for {np.asarray(vectors).shape[0]} vectors")
+    if len(ids) == 0:
+        return np.zeros(0, dtype=np.float64), []
+    sims = _similarities(vectors, query_vector)
+    return sims, np.argsort(-sims, kind="stable").tolist()
+
+
 def semantic_search(
     vectors: np.ndarray,
     ids: Sequence[str],
@@ -133,10 +145,14 @@ def semantic_search(
     ``vectors[i]`` is the embedding of ``ids[i]``, rows in the store's scan order.
     """
     validate_limit(limit)
-    if len(ids) != np.asarray(vectors).shape[0]:
-        raise ValueError(f"{len(ids)} ids for {np.asarray(vectors).shape[0]} vectors")
-    if len(ids) == 0:
-        return []
-    sims = _similarities(vectors, query_vector)
-    order = np.argsort(-sims, kind="stable")[:limit]
-    return [(ids[i], float(sims[i])) for i in order.tolist()]
+    sims, order = _order(vectors, ids, query_vector)
+    return [(ids[i], float(sims[i])) for i in order[:limit]]
+
+
+def semantic_ranking(vectors: np.ndarray, ids: Sequence[str],
+                     query_vector: np.ndarray) -> list[SearchResult]:
+    """Every row, best first, in :func:`semantic_search`'s order, with no limit: its first
+    ``limit`` rows are ``semantic_search(..., limit)``. vipune never returns more than
+    ``MAX_SEARCH_LIMIT`` rows; the rest is for what the report says of ties past that cap."""
+    sims, order = _order(vectors, ids, query_vector)
+    return [(ids[i], float(sims[i])) for i in order]

@@ -4,7 +4,9 @@ against the independent re-implementation's scores (tests/support/lme_reference.
 
 from __future__ import annotations
 
+import json
 import textwrap
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -130,3 +132,40 @@ def test_longmemeval_turn_ties_match_the_reference_scores(pytester: pytest.Pytes
     assert moved > 0  # the sample's turns share BM25 scores of 0 that decide some numbers
     assert data["ties"]["bm25"]["sensitive_pairs"] == moved
     assert "ties: bm25: " in text
+
+
+def test_hybrid_reports_the_ties_of_its_semantic_list(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+        tiny_model_dir: Path) -> None:
+    """27.3: five sessions of one text, one of them gold, in each of six histories: the
+    semantic list ties them (6 of 6 pairs), and so does hybrid now (RRF made strict ranks
+    of them by row order: it showed 0 of 6); hybrid's numbers as run are unchanged."""
+    from tests.support.lme_factory import make_instance, make_turns, write_dataset
+
+    monkeypatch.setenv("COLUMNS", "200")
+    instances = []
+    for i in range(6):
+        inst = make_instance(f"q{i}", n_sessions=12, gold=(2,))
+        same = make_turns("my cat Luna and her vet visit")
+        inst["haystack_sessions"] = [
+            same if j < 5 else make_turns(f"q{i} garden topic {j}") for j in range(12)]
+        inst["haystack_sessions"][2] = [dict(t, has_answer=True) if t["role"] == "user"
+                                        and n == 0 else t for n, t in enumerate(same)]
+        inst["question"] = "what about my cat Luna?"
+        instances.append(inst)
+    data_file = write_dataset(pytester.path / "twins.json", instances)
+    out = pytester.path / "report.json"
+    result = pytester.runpytest("-W", "ignore::pytest.PytestAssertRewriteWarning",
+                                "--retrieval-eval", f"--retrieval-eval-model={tiny_model_dir}",
+                                f"--retrieval-eval-json={out}",
+                                f"--retrieval-eval-data={data_file}",
+                                "--retrieval-eval-retriever", "semantic,hybrid")
+    text = result.stdout.str()
+    assert result.ret == 0, text
+    data = json.loads(out.read_text())
+    assert data["ties"]["semantic"]["sensitive_pairs"] == 6
+    assert data["ties"]["hybrid"]["sensitive_pairs"] == 6
+    hybrid = data["ties"]["hybrid"]["metrics"]["recall@1"]
+    assert hybrid["worst"] == 0.0 and hybrid["best"] == 1.0
+    assert 0.0 < hybrid["expected"] < 1.0
+    assert "ties: semantic: 6 of 6 pairs" in text and "hybrid: 6 of 6 pairs" in text
