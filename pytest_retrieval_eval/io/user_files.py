@@ -190,4 +190,6 @@ def fault(exc: OSError, path: Path) -> str:
         return "it is a directory, not a regular file"
     if exc.errno in (errno.ENOTDIR, errno.EEXIST):
         return "a file stands where one of its folders should be"
+    if exc.errno == errno.ENAMETOOLONG:
+        return "its name, or the name of one of its folders, is too long for the file system"
     return write_fault(exc, Path(path).parent)
