@@ -19,7 +19,7 @@ def test_ids_that_once_shared_a_name_get_their_own() -> None:
     ids = ["a/b", "a_b", "a:b", "a b", "a\nb", "\u00e9\u00e8", "\u4e2d\u6587"]
     names = [exports.export_name(q) for q in ids]
     assert len(set(names)) == len(ids)
-    for qid, name in zip(ids, names):  # the readable prefix, then the id's sha256
+    for qid, name in zip(ids, names, strict=True):  # a readable prefix, the sha256
         digest = hashlib.sha256(qid.encode("utf-8")).hexdigest()[:12]
         assert name.endswith(f"-{digest}.sqlite")
         assert "/" not in name and "\n" not in name and name.isascii()
