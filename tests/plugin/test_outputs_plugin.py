@@ -87,3 +87,26 @@ def test_compare_and_plot_never_write_over_their_reports(
     assert code == REFUSED and len(err.splitlines()) == 1, err
     assert f"{flag} {new} is the report {new}" in err
     assert new.read_bytes() == before and json.loads(before)
+
+
+# ------------------------------------------------------------- 27.10 crashed workers
+
+
+def test_an_item_lost_to_a_crashed_worker_is_an_error(pytester: pytest.Pytester) -> None:
+    data = write_dataset(pytester.path / "d.json", [make_instance(f"q{i}") for i in range(4)])
+    pytester.makeconftest("""
+        import os
+
+        def pytest_runtest_call(item):
+            if hasattr(item.config, "workerinput") and "::q2::" in item.nodeid:
+                os._exit(1)  # the worker dies as under the OOM killer or kill -9
+    """)
+    out = pytester.path / "r.json"
+    result = run_plugin(pytester, "--no-model", "--retrieval-eval-data", str(data),
+                        "--retrieval-eval-retriever", "bm25", "-n", "2",
+                        "--retrieval-eval-json", str(out))
+    result.assert_outcomes(failed=1, passed=3)
+    report = json.loads(out.read_text())
+    assert [(e["retriever"], e["question_id"]) for e in report["errors"]] == [("bm25", "q2")]
+    assert "crashed while running" in report["errors"][0]["error"]
+    result.stdout.fnmatch_lines(["errors: 1 item(s) failed; see their failures above"])
