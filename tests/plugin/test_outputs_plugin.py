@@ -110,3 +110,79 @@ def test_an_item_lost_to_a_crashed_worker_is_an_error(pytester: pytest.Pytester)
     assert [(e["retriever"], e["question_id"]) for e in report["errors"]] == [("bm25", "q2")]
     assert "crashed while running" in report["errors"][0]["error"]
     result.stdout.fnmatch_lines(["errors: 1 item(s) failed; see their failures above"])
+
+
+# ------------------------------------------------------------ 27.11 escaped dataset text
+
+HOSTILE = ["q\n## INJECTED\n", "<img src=x onerror=alert(1)>", "[click](http://x.invalid)",
+           "a`b``c", "`edge`", "esc\x1b[31mred\x1b[0m", "rtl\u202egnp.exe"]
+
+
+def _live_markdown(text: str) -> list[str]:
+    """What of ``text`` GitHub would render live outside code spans: headings, HTML, links."""
+    import re
+
+    outside = re.sub(r"(`+)(?:(?!\1).)*?\1", "", text)  # code spans (one line each) removed
+    found = [line for line in text.splitlines() if line.startswith("#") and "INJECTED" in line]
+    found += re.findall(r"<img[^>]*>|\[click\]\(", outside)
+    return found
+
+
+def test_markdown_holds_hostile_ids_as_code_spans() -> None:
+    from pytest_retrieval_eval.reporting import compare as cmp_mod
+    from pytest_retrieval_eval.reporting import markdown
+
+    rows = [(q, "multi-session", 0.0) for q in HOSTILE]
+    better = [(q, t, 1.0) for q, t, _ in rows]
+    result = cmp_mod.compare_reports(make_report({"h": rows}, ks=(5,)),
+                                     make_report({"h": [*better, ("new\n# X", "multi-session",
+                                                                  1.0)]}, ks=(5,)))
+    text = markdown.comparison_markdown(result)
+    assert _live_markdown(text) == []
+    assert "\x1b" not in text and "\u202e" not in text
+    assert "`` a`b``c ``" not in text and "```a`b``c```" in text  # fenced past its runs
+    assert "`` `edge` ``" in text  # padded: it starts and ends with a backtick
+    assert "`q\\n## INJECTED\\n`" in text
+
+
+def test_code_span_in_a_table_escapes_the_pipe() -> None:
+    from pytest_retrieval_eval.reporting.markdown import code
+
+    assert code("a|b", in_table=True) == "`a\\|b`" and code("a|b") == "`a|b`"
+    assert code("plain") == "`plain`"
+
+
+def test_terminal_lines_escape_control_characters(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_retrieval_eval.reporting import compare as cmp_mod
+    from pytest_retrieval_eval.reporting.report import rejection_lines
+
+    lines = rejection_lines([{"index": 3, "question_id": "x\x1b]0;pwned\x07\n",
+                              "reason": "bad\rline"}])
+    assert lines[1] == "  instance 3 (x\\x1b]0;pwned\\x07\\n): bad\\rline"
+    rows = [("esc\x1b[2J", "multi-session", 0.0)]
+    result = cmp_mod.compare_reports(make_report({"h": rows}, ks=(5,)),
+                                     make_report({"h": [(rows[0][0], rows[0][1], 1.0)]},
+                                                 ks=(5,)))
+    shown = "\n".join(cmp_mod.comparison_lines(result, verbose=True))
+    assert "\x1b" not in shown and "esc\\x1b[2J" in shown
+
+
+def test_prep_warning_escapes_the_question_id(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    bad = make_instance("bad\x1b[2Jid")
+    bad["question_type"] = "no-such-type"
+    data = write_dataset(tmp_path / "d.json", [make_instance("q1"), bad])
+    cli.main(["prep", "--data", str(data), "--cache", str(tmp_path / "cache"),
+              "--model", str(tmp_path / "no-model"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert "rejected" in err and "bad\\x1b[2Jid" in err and "\x1b" not in err, err
+
+
+def test_explain_escapes_the_question_and_its_ids() -> None:
+    from pytest_retrieval_eval.reporting.explain import explain_lines
+
+    report = make_report({"h": [("q\x1b1", "multi-session", 1.0)]}, ks=(1,))
+    report["pairs"][0]["question"] = "what\nnext\x1b[2J"
+    text = "\n".join(explain_lines(report, "q\x1b1", width=None))
+    assert "\x1b" not in text and "what\\nnext\\x1b[2J" in text
