@@ -40,6 +40,8 @@ def code(text: object, in_table: bool = False) -> str:
     it starts or ends with a backtick; HTML, links and emphasis in it are shown, not live.
     ``in_table``: ``|`` escaped too (GFM splits a table row on it, even in a code span)."""
     body = printable(text)
+    if not body:
+        return "` `"
     runs = [len(r) for r in "".join(c if c == "`" else " " for c in body).split()]
     longest = max(runs, default=0)
     fence = "`" * (longest + 1)
