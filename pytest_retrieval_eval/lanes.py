@@ -127,9 +127,11 @@ def is_wanted(info: Mapping[str, Any], settings: Settings,
 
 
 def recipe_of(info: Mapping[str, Any]) -> dict[str, Any]:
-    """The recipe options of cached vectors (their manifest's values)."""
+    """The recipe options of cached vectors (their manifest's values; a max length that is
+    no whole number is kept as it is, equal to no option's value)."""
+    length = info.get("max_length", 512)
     return {"pooling": str(info.get("pooling", "mean")),
-            "max_length": int(info.get("max_length", 512)),
+            "max_length": length if isinstance(length, int) else str(length),
             "query_prefix": str(info.get("query_prefix", ""))}
 
 
