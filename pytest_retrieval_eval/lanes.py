@@ -19,9 +19,12 @@ from . import retrievers as retrievers_mod
 from .data import corpus as corpus_mod
 from .data import subset as subset_mod
 from .errors import CacheError, RetrievalEvalError
-from .options import DEFAULT_DATA, DEFAULT_DATA_REPO, DEFAULT_MODEL, Settings
+from .io.checksums import MEMO_DIR
+from .options import DEFAULT_DATA, DEFAULT_DATA_REPO, DEFAULT_MODEL, RECIPE_OPTIONS, Settings
 from .vectors import cache as cache_mod
+from .vectors import model_files
 from .vectors import prep as prep_mod
+from .vectors.embedding import EmbedConfig, recipe_fingerprint
 
 Progress = Callable[[str, int, "int | None"], None]
 AnyCorpus = corpus_mod.Corpus | subset_mod.SubsetCorpus
@@ -52,21 +55,33 @@ def subset_args(settings: Settings) -> str:
 
 def choose_cached_model(settings: Settings, cache_root: Path,
                         corpus: AnyCorpus) -> dict[str, Any]:
-    """``--no-model``: the one model whose cached vectors cover the dataset."""
+    """``--no-model``: the one model whose cached vectors cover the dataset.
+
+    A model named by ``--retrieval-eval-model`` is what its files are: a local folder's, or
+    the Hub id's snapshot in the local Hugging Face cache, are hashed (never loaded) and only
+    vectors of those hashes are served; vectors of a namesake made from other files are
+    refused. Only a Hub model that is not on this machine is matched by its name. A recipe
+    option the user set (``Settings.explicit``) is never overridden by what the cache holds.
+    """
     s = settings
     roots = [cache_root, cache_mod.bundled_cache_dir()]
     holding = cache_mod.models_holding(roots, needed_keys(corpus))
+    files = wanted_files(s, cache_root)
     if s.model is not None:
-        # A local model directory is recorded under its folder's name.
-        folder = Path(s.model).expanduser()
-        wanted = {s.model, folder.resolve().name} if folder.is_dir() else {s.model}
-        holding = [m for m in holding if m.get("name") in wanted]
-        explicit = [m for m in holding if m.get("pooling") == s.pooling
-                    and m.get("query_prefix", "") == s.query_prefix
-                    and int(m.get("max_length", 512)) == s.max_length]
-        holding = explicit or holding
-    prep_cmd = (f"retrieval-eval prep --data {s.data} --model {s.model or DEFAULT_MODEL} "
-                f"--cache {cache_root}{subset_args(s)}{view_args(s)}")
+        same = [m for m in holding if is_wanted(m, s, files)]
+        if not same and files is not None:
+            namesakes = [m for m in holding if m.get("name") == files.name]
+            if namesakes:
+                raise CacheError(other_files(s, cache_root, files, namesakes[0]))
+        holding = same
+    explicit = [name for name in RECIPE_OPTIONS if name in s.explicit]
+    if explicit and holding:
+        fitting = [m for m in holding if fits(m, s, explicit)]
+        if not fitting:
+            raise CacheError(other_recipe(s, cache_root, corpus, holding, explicit))
+        holding = fitting
+    if s.model is not None and len(holding) > 1:  # the options' values, set or default
+        holding = [m for m in holding if fits(m, s, RECIPE_OPTIONS)] or holding
     if not holding:
         raise CacheError(no_cached_model(s, cache_root, corpus, roots))
     if len(holding) > 1:
@@ -84,9 +99,131 @@ def choose_cached_model(settings: Settings, cache_root: Path,
     if missing:
         raise CacheError(
             f"--no-model: the cache lacks {len(missing)} query vector(s) of model "
-            f"{model['name']} for dataset {corpus.dataset_name}; run `{prep_cmd}` first"
+            f"{model['name']} for dataset {corpus.dataset_name}; "
+            f"{run_prep(s, cache_root, model, recipe_of(model))} first"
         )
     return model
+
+
+def wanted_files(settings: Settings, cache_root: Path) -> model_files.ModelFiles | None:
+    """The files of the model ``--retrieval-eval-model`` names, when they are on this
+    machine (hashed, never loaded; no socket): None without the option, or for a Hub model
+    that is not in the local Hugging Face cache (then only its name identifies it)."""
+    if settings.model is None:
+        return None
+    return model_files.files_here(settings.model, memo_dir=cache_root / MEMO_DIR)
+
+
+def is_wanted(info: Mapping[str, Any], settings: Settings,
+              files: model_files.ModelFiles | None) -> bool:
+    """Whether cached vectors described by ``info`` are of the model the run names: the same
+    file hashes when its files are here, else the same name."""
+    if settings.model is None:
+        return True
+    if files is None:
+        return info.get("name") == settings.model.strip()
+    return (info.get("model_sha256") == files.model_sha256
+            and info.get("tokenizer_sha256") == files.tokenizer_sha256)
+
+
+def recipe_of(info: Mapping[str, Any]) -> dict[str, Any]:
+    """The recipe options of cached vectors (their manifest's values; a max length that is
+    no whole number is kept as it is, equal to no option's value)."""
+    length = info.get("max_length", 512)
+    return {"pooling": str(info.get("pooling", "mean")),
+            "max_length": length if isinstance(length, int) else str(length),
+            "query_prefix": str(info.get("query_prefix", ""))}
+
+
+def fits(info: Mapping[str, Any], settings: Settings, names: Sequence[str]) -> bool:
+    """Whether cached vectors were made with the run's value of each recipe option named."""
+    recipe = recipe_of(info)
+    return all(recipe[name] == getattr(settings, name) for name in names)
+
+
+def wanted_recipe(settings: Settings, base: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The recipe a suggested prep should use: each option the user set, the rest as
+    ``base`` (cached vectors) has them, or the run's values without a base."""
+    s = settings
+    held = recipe_of(base) if base is not None else {}
+    return {name: getattr(s, name) if name in s.explicit or name not in held else held[name]
+            for name in RECIPE_OPTIONS}
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def recipe_args(recipe: Mapping[str, Any]) -> str:
+    """prep's flags for a recipe (none at the defaults)."""
+    defaults = {"pooling": "mean", "max_length": 512, "query_prefix": ""}
+    return "".join(f" {_flag(name)} {shlex.quote(str(recipe[name]))}"
+                   for name in RECIPE_OPTIONS if recipe[name] != defaults[name])
+
+
+def model_arg(settings: Settings, cache_root: Path,
+              info: Mapping[str, Any] | None) -> tuple[str, str]:
+    """prep's ``--model`` value for the model of cached vectors ``info``, and a note when it
+    is a placeholder: the run's ``--retrieval-eval-model``; else a Hub id; else the folder
+    where the cache's hash memo last saw a local model's files; else ``DIR``."""
+    if settings.model is not None:
+        return shlex.quote(settings.model), ""
+    if info is None:
+        return DEFAULT_MODEL, ""
+    name = str(info.get("name") or DEFAULT_MODEL)
+    folder = model_files.folder_holding(name, str(info.get("model_sha256", "")),
+                                        str(info.get("tokenizer_sha256", "")),
+                                        cache_root / MEMO_DIR)
+    if folder is not None:
+        return shlex.quote(str(folder)), ""
+    if "/" in name:  # owner/name: a Hub id (a local model is named by its folder's name)
+        return shlex.quote(name), ""
+    return "DIR", f" (DIR: the folder of local model {name})"
+
+
+def run_prep(settings: Settings, cache_root: Path, info: Mapping[str, Any] | None,
+             recipe: Mapping[str, Any]) -> str:
+    """``run `retrieval-eval prep ...``` for the model of ``info`` under ``recipe``."""
+    s = settings
+    model, note = model_arg(s, cache_root, info)
+    return (f"run `retrieval-eval prep --data {s.data} --model {model} --cache {cache_root}"
+            f"{recipe_args(recipe)}{subset_args(s)}{view_args(s)}`{note}")
+
+
+def other_files(settings: Settings, cache_root: Path, files: model_files.ModelFiles,
+                namesake: Mapping[str, Any]) -> str:
+    """The line when the cache's vectors of the named model's name were made from other
+    files than the ones here (another folder of that name, a changed Hub snapshot)."""
+    s = settings
+    assert s.model is not None
+    recipe = wanted_recipe(s, namesake)
+    config = EmbedConfig(pooling=recipe["pooling"], max_length=recipe["max_length"],
+                         query_prefix=recipe["query_prefix"])
+    here = recipe_fingerprint(files.model_sha256, files.tokenizer_sha256, config)
+    what = (f"folder {s.model}" if Path(s.model).expanduser().is_dir()
+            else f"the local Hugging Face cache's snapshot of {s.model}")
+    return (f"--no-model: the cached vectors of model {namesake.get('name')} (fingerprint "
+            f"{str(namesake.get('fingerprint'))[:12]}) were made from other files than "
+            f"{what} holds (fingerprint {here[:12]}), so they are not served; "
+            f"{run_prep(s, cache_root, None, recipe)} first")
+
+
+def other_recipe(settings: Settings, cache_root: Path, corpus: AnyCorpus,
+                 holding: Sequence[Mapping[str, Any]], explicit: Sequence[str]) -> str:
+    """The line when the only cached vectors that cover the dataset were made with another
+    value of a recipe option the user set."""
+    s = settings
+    asked = ", ".join(f"--retrieval-eval-{_flag(n)[2:]} {shlex.quote(str(getattr(s, n)))}"
+                      for n in explicit)
+    held = "; ".join(
+        f"{m.get('name')} (fingerprint {str(m.get('fingerprint'))[:12]}) with "
+        + ", ".join(f"{n.replace('_', ' ')} {shlex.quote(str(recipe_of(m)[n]))}"
+                    for n in explicit)
+        for m in holding)
+    return (f"--no-model: the cache holds vectors for dataset {corpus.dataset_name} only of "
+            f"{held}, not made with {asked} as asked, and an option you set is never "
+            f"overridden by what the cache holds; "
+            f"{run_prep(s, cache_root, holding[0], wanted_recipe(s, holding[0]))} first")
 
 
 def view_args(s: Settings) -> str:
@@ -98,18 +235,18 @@ def view_args(s: Settings) -> str:
 def no_cached_model(settings: Settings, cache_root: Path, corpus: AnyCorpus,
                     roots: Sequence[Path]) -> str:
     """The one line when no cached model covers the dataset: it names the shard that
-    lost its sidecar, or the models the cache does hold, and a prep of that model."""
+    lost its sidecar, the model folder that lost its manifest, or the models the cache does
+    hold, and a prep of that model."""
     s = settings
-    present = [m for m in cache_mod.list_models([cache_root])  # the user's cache
-               if s.model is None or m.get("name") == s.model]
-    anywhere = [m for m in cache_mod.list_models(roots)  # the bundled one too: its model
-                if s.model is None or m.get("name") == s.model]
+    files = wanted_files(s, cache_root)
+    explicit = [name for name in RECIPE_OPTIONS if name in s.explicit]
+
+    def of_run(models: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [m for m in models if is_wanted(m, s, files) and fits(m, s, explicit)]
+
+    present = of_run(cache_mod.list_models([cache_root]))  # the user's cache
+    anywhere = of_run(cache_mod.list_models(roots))  # the bundled one too: its model
     orphans = cache_mod.uncommitted_shards(roots)
-    lost = {str(info.get("name")) for _, info in orphans if info}
-    cached = lost or {str(m.get("name")) for m in present or anywhere}
-    model = s.model or (cached.pop() if len(cached) == 1 else DEFAULT_MODEL)
-    prep_cmd = (f"retrieval-eval prep --data {s.data} --model {model} "
-                f"--cache {cache_root}{subset_args(s)}{view_args(s)}")
     where = f"dataset {corpus.dataset_name}"
     item = "turn" if s.granularity == "turn" else "session"
     if orphans:
@@ -118,15 +255,30 @@ def no_cached_model(settings: Settings, cache_root: Path, corpus: AnyCorpus,
         more = f" (and {len(orphans) - 1} more)" if len(orphans) > 1 else ""
         return (f"--no-model: vector cache shard {shard}{more} has no .sha256 sidecar "
                 f"(deleted?), so its vectors{of} are not used and no model covers every "
-                f"{item} of {where}; run `{prep_cmd}` to re-embed what it held")
+                f"{item} of {where}; {run_prep(s, cache_root, info, wanted_recipe(s, info))} "
+                f"to re-embed what it held")
+    unlisted = cache_mod.unlisted_folders(roots)
+    if unlisted:
+        folder, count, name = unlisted[0]
+        of = f" of model {name}" if name else ""
+        more = f" (and {len(unlisted) - 1} more)" if len(unlisted) > 1 else ""
+        info = {"name": name} if name and s.model is None else None
+        return (f"--no-model: vector cache folder {folder}{more} holds {count} shard(s){of} "
+                f"but no manifest.json (deleted?), so its vectors are not used and no model "
+                f"covers every {item} of {where}; copy manifest.json back from the cache "
+                f"that made it, or delete {folder} and "
+                f"{run_prep(s, cache_root, info, wanted_recipe(s, None))}")
+    cached = present or anywhere
+    only = cached[0] if len({str(m.get("fingerprint")) for m in cached}) == 1 else None
+    prep = run_prep(s, cache_root, only, wanted_recipe(s, only))
     if present:
         names = ", ".join(f"{m.get('name')} ({m.get('vectors', 0)} vectors)"
                           for m in present)
         return (f"--no-model: the cache at {cache_root} holds vectors of {names}, "
-                f"but not for every {item} of {where}; run `{prep_cmd}` first")
+                f"but not for every {item} of {where}; {prep} first")
     named = f"model {s.model!r}" if s.model else "any model"
     return (f"--no-model: the cache at {cache_root} holds no vectors of {named} for "
-            f"every {item} of {where}; run `{prep_cmd}` first")
+            f"every {item} of {where}; {prep} first")
 
 
 def no_model_hint(settings: Settings, cache_root: Path,

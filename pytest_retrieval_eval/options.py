@@ -348,11 +348,17 @@ class Settings:
     protocol: str = "vipune"
     granularity: str = "session"
     cache_repo: str | None = None
+    #: The recipe options (:data:`RECIPE_OPTIONS`) the user set, on the command line or in the
+    #: ini file: ``--no-model`` never serves vectors of another value of one of them.
+    explicit: frozenset[str] = frozenset()
 
     @property
     def max_k(self) -> int:
         return max(self.ks)
 
+
+#: Settings fields that change a vector (the recipe, beside the model's files).
+RECIPE_OPTIONS = ("pooling", "max_length", "query_prefix")
 
 #: Options whose value is a path: relative ones in the ini file are read from its folder.
 INI_PATHS = ("retrieval_eval_json", "retrieval_eval_compare", "retrieval_eval_markdown",
@@ -437,6 +443,8 @@ def read_settings(config: pytest.Config) -> Settings:
         store_dir=Path(store_dir) if store_dir else None,
         ks=tuple(v.pop("k")),
         retrievers=tuple(v.pop("retriever")),
+        explicit=frozenset(name for name in RECIPE_OPTIONS
+                           if _given(config, f"retrieval_eval_{name}")),
         **v,
     )
     check_combinations(settings)

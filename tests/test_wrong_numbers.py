@@ -13,6 +13,7 @@ sample of the file).
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import sqlite3
 from pathlib import Path
@@ -274,5 +275,30 @@ def test_a_deleted_shard_sidecar_names_the_shard_and_the_cached_model(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     (line,) = [x for x in result.stderr.str().splitlines() if "--no-model" in x]
     assert f"vector cache shard {shard} has no .sha256 sidecar" in line
-    assert "of model tiny-model" in line and "--model tiny-model" in line
-    assert "bge-small" not in line
+    assert "of model tiny-model" in line and "bge-small" not in line
+    # 27.13: the local model by its folder (found through the cache's hash memo), not by its
+    # display name, so the suggested command runs; then the run scores again.
+    assert f"--model {tiny_model} " in line and "--model tiny-model " not in line
+    command = shlex.split(line.split("`")[1])
+    assert command[:2] == ["retrieval-eval", "prep"]
+    assert cli.main([*command[1:], "--no-progress"]) == 0
+    assert run_plugin(pytester, "--no-model", f"--retrieval-eval-data={data}").ret == 0
+
+
+def test_a_deleted_sidecar_of_a_local_model_seen_nowhere_names_a_placeholder(
+        pytester: pytest.Pytester, isolated_cache: Path, tiny_model: Path) -> None:
+    """Without the hash memo that saw its folder, a local model's name is no runnable
+    --model: the command says DIR and what DIR is."""
+    from pytest_retrieval_eval.cli import console as cli
+
+    data = write_dataset(pytester.path / "lme.json", instances())
+    assert cli.main(["prep", "--data", str(data), "--model", str(tiny_model), "--cache",
+                     str(isolated_cache), "--no-progress"]) == 0
+    (shard,) = isolated_cache.glob("vectors/*/shard-*.parquet")
+    Path(str(shard) + ".sha256").unlink()
+    shutil.rmtree(isolated_cache / MEMO_DIR)
+    checksums._memo.clear()
+    result = run_plugin(pytester, "--no-model", f"--retrieval-eval-data={data}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    (line,) = [x for x in result.stderr.str().splitlines() if "--no-model" in x]
+    assert "--model DIR " in line and "(DIR: the folder of local model tiny-model)" in line

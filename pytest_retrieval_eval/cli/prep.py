@@ -251,6 +251,12 @@ def _cmd_models(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     root: Path = args.cache if args.cache is not None else cache_mod.default_cache_dir()
     roots = [root] if args.no_bundled else [root, cache_mod.bundled_cache_dir()]
     models = cache_mod.list_models(roots)
+    # Folders that lost their manifest: never used, and never left out of the list silently.
+    for folder, count, name in cache_mod.unlisted_folders(roots):
+        of = f" of model {name}" if name else ""
+        out.write(f"{folder}: {count} shard(s){of} but no manifest.json, so its vectors are "
+                  f"never used; copy manifest.json back from the cache that made it, or "
+                  f"delete the folder and prep that model again\n")
     if not models:
         out.write(f"no model vectors in {root}; make some with `{PROG} prep`\n")
         return 0

@@ -41,6 +41,7 @@ __all__ = [
     "known_sha256",
     "left_by_dead_builder",
     "matches_sidecar",
+    "memoised_paths",
     "memoised_sha256",
     "owner_is_dead",
     "owner_tag",
@@ -146,6 +147,11 @@ def _memoised(
     version = file_version(path, st)
     with _memo_lock:
         digest = None if fresh else _memo.get(version)
+    if digest is not None and memo_dir is not None \
+            and not _memo_file(Path(memo_dir), version).exists():
+        # Known in this process from another cache's hashing: this cache's memo records it
+        # too (memoised_paths reads where a cache last saw a content).
+        _write_disk_memo(Path(memo_dir), version, digest)
     if digest is None and memo_dir is not None and not fresh:
         digest = _read_disk_memo(Path(memo_dir), version)
     if digest is not None:
@@ -158,6 +164,36 @@ def _memoised(
     if memo_dir is not None:
         _write_disk_memo(Path(memo_dir), version, digest)
     return digest
+
+
+def memoised_paths(memo_dir: Path, digest: str) -> list[Path]:
+    """Files whose on-disk memo under ``memo_dir`` records ``digest`` and whose current
+    version is still the one recorded (where a cache's files of that content were last
+    seen); sorted. Reads only the small memo records; unreadable ones are skipped."""
+    found: set[Path] = set()
+    try:
+        names = os.listdir(memo_dir)
+    except OSError:
+        return []
+    for name in names:
+        if not name.endswith(".json") or name.startswith("."):
+            continue
+        try:
+            record = json.loads((Path(memo_dir) / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(record, dict) or record.get("sha256") != digest:
+            continue
+        key = record.get("key")
+        if not isinstance(key, list) or not key or not isinstance(key[0], str):
+            continue
+        path = Path(key[0])
+        try:
+            if list(file_version(path)) == key:
+                found.add(path)
+        except OSError:
+            continue
+    return sorted(found)
 
 
 def known_sha256(path: Path, memo_dir: Path | None) -> tuple[str, bool] | None:

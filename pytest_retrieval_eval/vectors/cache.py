@@ -45,7 +45,7 @@ from ..errors import CacheError
 from ..io.checksums import read_sidecar, sha256_file
 
 # The `X as X` imports re-export names that live in shards.py / shard_writer.py.
-from .cached_models import list_models, models_holding, uncommitted_shards
+from .cached_models import list_models, models_holding, uncommitted_shards, unlisted_folders
 from .shard_writer import LOCK_TIMEOUT as LOCK_TIMEOUT
 from .shard_writer import ShardWriter
 from .shards import (
@@ -80,6 +80,7 @@ __all__ = [
     "list_models",
     "models_holding",
     "uncommitted_shards",
+    "unlisted_folders",
 ]
 
 

@@ -1,4 +1,5 @@
-"""The models a set of cache roots holds: listing, coverage of keys, uncommitted shards."""
+"""The models a set of cache roots holds: listing, coverage of keys, uncommitted shards, and
+model folders that lost their manifest."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ from .shards import (
     _ATTEMPTS,
     _FINGERPRINT_RE,
     _SHARD_RE,
+    MODEL_NAME_KEY,
     ModelInfo,
     _committed_shards,
+    _pq,
     _read_keys,
     _read_manifest,
 )
@@ -88,6 +91,29 @@ def uncommitted_shards(roots: Sequence[Path]) -> list[tuple[Path, ModelInfo | No
             except CacheError:
                 info = None
             found.extend((directory / n, info) for n in orphans)
+    return found
+
+
+def unlisted_folders(roots: Sequence[Path]) -> list[tuple[Path, int, str | None]]:
+    """Model folders holding committed shards but no ``manifest.json``: listings and
+    ``--no-model`` leave them out (their model cannot be checked), so what names no model
+    names them. Each with its committed shard count and the model its first shard names
+    (Parquet metadata; None when unreadable)."""
+    found: list[tuple[Path, int, str | None]] = []
+    for _root, directory in _model_dirs(roots):
+        if (directory / "manifest.json").exists():
+            continue
+        held = _committed_shards(directory)
+        if not held:
+            continue
+        name: str | None = None
+        try:
+            meta = _pq().read_schema(held[0]).metadata or {}
+            raw = meta.get(MODEL_NAME_KEY)
+            name = raw.decode("utf-8", "replace") if raw else None
+        except Exception:  # a damaged shard: readers say so where they read it
+            name = None
+        found.append((directory, len(held), name))
     return found
 
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 from ..errors import ModelError, one_line
 from ..io import hub
-from ..io.checksums import memoised_sha256
+from ..io.checksums import memoised_paths, memoised_sha256
 
-__all__ = ["DEFAULT_MODEL", "MODEL_FILES", "TOKENIZER_FILE", "ModelFiles", "position_limit",
-           "resolve_model"]
+__all__ = ["DEFAULT_MODEL", "MODEL_FILES", "TOKENIZER_FILE", "ModelFiles", "files_here",
+           "folder_holding", "position_limit", "resolve_model"]
 
 DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
 """vipune's model (its ``EmbeddingEngine::new`` argument)."""
@@ -187,6 +187,35 @@ def resolve_model(spec: str = DEFAULT_MODEL, *, offline: bool = False,
             f"(owner/name); give an id such as {DEFAULT_MODEL!r}, or {_FIX_DIR}"
         )
     return _files_from_hub(spec, offline=offline, memo_dir=memo_dir)
+
+
+def files_here(spec: str, *, memo_dir: Path | None = None) -> ModelFiles | None:
+    """The files ``spec`` names on this machine, without loading the model or opening a
+    socket: a local folder's (hashed; a folder that is no model is its ModelError line), or a
+    Hub id's snapshot in the local Hugging Face cache; None when neither is here (a folder
+    that does not exist, a Hub model not cached)."""
+    path = Path(spec.strip()).expanduser()
+    if path.is_dir():
+        return resolve_model(spec, offline=True, memo_dir=memo_dir)
+    try:
+        return resolve_model(spec, offline=True, memo_dir=memo_dir)
+    except ModelError:
+        return None
+
+
+def folder_holding(name: str, model_sha256: str, tokenizer_sha256: str,
+                   memo_dir: Path) -> Path | None:
+    """The local model folder named ``name`` whose files still have these hashes, as the
+    cache's hash memo under ``memo_dir`` last saw them (prep hashes a model's files there),
+    or None: how a message names a local model by a path that runs, not by its name."""
+    tokenizers = set(memoised_paths(memo_dir, tokenizer_sha256))
+    for model_path in memoised_paths(memo_dir, model_sha256):
+        here = model_path.parent  # model.onnx, or onnx/model.onnx
+        for folder in (here, here.parent) if here.name == "onnx" else (here,):
+            if (folder.name == name and folder / TOKENIZER_FILE in tokenizers
+                    and model_path in (folder / rel for rel in MODEL_FILES)):
+                return folder
+    return None
 
 
 def position_limit(config_path: Path | None) -> int | None:

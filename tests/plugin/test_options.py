@@ -82,3 +82,21 @@ def test_plugin_off_imports_no_heavy_module(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stdout + out.stderr
     assert "HEAVY []" in out.stdout
     assert not (tmp_path / "c").exists()  # the cache was never touched
+
+
+@pytest.mark.parametrize(("args", "ini", "explicit"), [
+    ((), "", frozenset()),
+    (("--retrieval-eval-pooling=mean",), "", frozenset({"pooling"})),  # the default, but set
+    (("--retrieval-eval-query-prefix=",), "", frozenset({"query_prefix"})),
+    ((), "retrieval_eval_max_length = 256\n", frozenset({"max_length"})),
+    (("--retrieval-eval-device=cpu",), "retrieval_eval_pooling = cls\n",
+     frozenset({"pooling"})),  # the device changes no vector: not a recipe option
+])
+def test_settings_record_which_recipe_options_were_set(
+        pytester: pytest.Pytester, args: tuple[str, ...], ini: str,
+        explicit: frozenset[str]) -> None:
+    from pytest_retrieval_eval.options import read_settings
+
+    pytester.makeini("[pytest]\n" + ini)
+    settings = read_settings(pytester.parseconfig(*args))
+    assert settings.explicit == explicit
