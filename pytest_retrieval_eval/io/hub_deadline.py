@@ -28,7 +28,7 @@ import contextlib
 import contextvars
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,14 +62,12 @@ class Deadline:
     def passed(self) -> bool:
         return self.remaining() <= 0
 
-    def connections(self) -> Any:
-        """The call's own transport; the first call starts the watchdog that closes it when
-        the deadline passes."""
+    def connections(self, make: Callable[[], Any]) -> Any:
+        """The call's own transport (``make()`` at the first request), and the watchdog that
+        closes it when the deadline passes."""
         with self.lock:
             if self.transport is None:
-                import httpx2
-
-                self.transport = httpx2.HTTPTransport()
+                self.transport = make()
                 self.timer = threading.Timer(max(self.remaining(), 0.0), self.close)
                 self.timer.daemon = True
                 self.timer.start()
@@ -176,7 +174,13 @@ def _transport() -> Any:
 
     class Transport(httpx2.BaseTransport):
         def __init__(self) -> None:
-            self.shared = httpx2.HTTPTransport()
+            # One TLS context for every call's connections, as one client has (loading the
+            # certificates costs ~80 ms: not once per call).
+            self.tls = httpx2.create_ssl_context()
+            self.shared = self.make()
+
+        def make(self) -> Any:
+            return httpx2.HTTPTransport(verify=self.tls)
 
         def handle_request(self, request: Any) -> Any:
             deadline = _CURRENT.get()
@@ -191,7 +195,7 @@ def _transport() -> Any:
                 timeouts[key] = min(READ_TIMEOUT if value is None else value, left)
             request.extensions["timeout"] = timeouts
             try:
-                response = deadline.connections().handle_request(request)
+                response = deadline.connections(self.make).handle_request(request)
             except Exception as exc:
                 if deadline.passed():
                     raise DeadlinePassed(deadline) from exc

@@ -17,16 +17,18 @@ files mirror the cache root, so a pull is a checked copy::
   sent, so a compaction running meanwhile cannot pull a file from under the upload.
 * **pull** lists the repo at one commit (``HfApi.dataset_info`` then ``list_repo_tree``), and
   fetches only the shards the local cache does not hold by name. Each file is downloaded
-  with huggingface-hub's ``get_hf_file_metadata`` (HEAD) and ``file_download.http_get`` into
-  a part file under ``<cache>/hub-staging/``, which a later pull resumes with an HTTP Range
-  request (huggingface-hub >= 1.x deletes ``hf_hub_download``'s own partial files, so a
-  killed download would start over). Every file is checked against the sidecar it came with
+  with huggingface-hub's ``get_hf_file_metadata`` (HEAD) and a streamed GET on its session
+  (:class:`~pytest_retrieval_eval.io.hub_transfer.Fetcher`: never past the listed size)
+  into a part file under ``<cache>/hub-staging/``, which a later pull resumes with an HTTP
+  Range request (huggingface-hub >= 1.x deletes ``hf_hub_download``'s own partial files, so
+  a killed download would start over). Every file is checked against the sidecar it came with
   on arrival; only when all have arrived and passed are they committed
   (:meth:`VectorCache.adopt`: manifest first, rename, then the sidecar as commit mark). An
   error leaves the local cache exactly as it was.
 
+Every Hub call may take ``deadline`` seconds in all (:mod:`..io.hub_deadline`).
 Failures are one line each (:class:`~pytest_retrieval_eval.errors.CacheHubError`): offline
-(``HF_HUB_OFFLINE``) or unreachable, a missing repo, a refused token (401/403), a repo
+(``HF_HUB_OFFLINE``) or unreachable, past the deadline, not a Hub (a web page), a missing repo, a refused token (401/403), a repo
 holding another model's vectors, a file failing its checksum.
 
 The Hub is reached at ``$HF_ENDPOINT`` as the environment says *now* (huggingface-hub reads

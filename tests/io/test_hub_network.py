@@ -100,6 +100,37 @@ def test_push_to_a_slow_hub_ends_at_the_deadline(slow: SlowServer, tmp_path: Pat
     assert any("/api/repos/create" in r for r in slow.requests), slow.requests
 
 
+STEPS = [  # (push or pull, the request that stalls, what the line says was being done)
+    ("pull", ("GET", "/tree/"), "listing dataset repo"),
+    ("pull", ("HEAD", "/manifest.json.sha256"), f"fetching vectors/{FP_A}/manifest.json.sha256 "
+                                                "from dataset repo"),
+    ("pull", ("GET", "/manifest.json.sha256"), f"downloading vectors/{FP_A}/manifest.json.sha256"
+                                               " from dataset repo"),
+    ("push", ("GET", f"/api/datasets/{REPO}"), "looking up dataset repo"),
+    ("push", ("POST", "/preupload/"), "committing to dataset repo"),
+]
+
+
+@pytest.mark.parametrize("kind", ["silent", "trickle"])
+@pytest.mark.parametrize(("what", "request_", "doing"), STEPS,
+                         ids=[f"{w}-{r[0]}-{r[1]}" for w, r, _d in STEPS])
+def test_every_later_hub_call_ends_at_the_deadline(standin: HubStandIn, tmp_path: Path,
+                                                   what: str, request_: tuple[str, str],
+                                                   doing: str, kind: str) -> None:
+    """Past the first call: the listing, a file's HEAD and GET, push's lookup and commit."""
+    make_cache(tmp_path / "a", shards=1)
+    if what == "pull":
+        hub_sync.push(REPO, tmp_path / "a")
+    standin.stall[request_] = kind
+    call = (lambda: hub_sync.pull(REPO, tmp_path / "b", deadline=1)) if what == "pull" else (
+        lambda: hub_sync.push(REPO, tmp_path / "a", deadline=1))
+    exc, seconds = timed(call)
+    assert seconds < 1 + SLACK, seconds
+    assert one_line(exc).startswith(f"cache {what} --repo {REPO}: the Hub at {standin.url} "
+                                    f"did not finish {doing} {REPO} within the 1 s network "
+                                    f"deadline (--deadline)"), one_line(exc)
+
+
 def test_a_hub_serving_a_web_page_is_named_so(hub_env: None, tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """27.13: an HTML answer was "JSONDecodeError"."""
@@ -234,7 +265,8 @@ def test_outside_a_deadline_the_client_is_the_librarys(standin: HubStandIn) -> N
     import huggingface_hub
 
     with hub_deadline.bounded(5):
-        pass
+        inside = huggingface_hub.get_session().get(f"{standin.url}/api/datasets/{REPO}")
+    assert 0 < inside.request.extensions["timeout"]["read"] <= 5  # capped at the time left
     assert hub_deadline.current() is None
     response = huggingface_hub.get_session().get(f"{standin.url}/api/datasets/{REPO}")
     assert response.status_code == 401 or response.status_code == 404
@@ -271,14 +303,15 @@ def test_the_plugin_option_and_its_ini_twin(pytester: pytest.Pytester) -> None:
     assert "not a finite number of seconds" in result.stderr.str()
 
 
-def test_cache_repo_from_a_silent_hub_is_one_line_at_the_deadline(
+@pytest.mark.parametrize("kind", ["silent", "trickle"])
+def test_cache_repo_from_a_slow_hub_is_one_line_at_the_deadline(
         pytester: pytest.Pytester, hub_env: None, monkeypatch: pytest.MonkeyPatch,
-        tmp_path: Path) -> None:
+        tmp_path: Path, kind: str) -> None:
     """27.4: --retrieval-eval-cache-repo hung (killed at 120 s). The deadline comes from the
     ini twin here, the option from the command line in the CLI's test above."""
     monkeypatch.setenv("RETRIEVAL_EVAL_CACHE_DIR", str(tmp_path / "cache"))
     pytester.makeini("[pytest]\nretrieval_eval_network_deadline = 1\n")
-    with SlowServer("silent") as server:
+    with SlowServer(kind) as server:
         monkeypatch.setenv("HF_ENDPOINT", server.url)
         started = time.monotonic()
         result = pytester.runpytest_subprocess(

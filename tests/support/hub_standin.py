@@ -23,7 +23,10 @@ Faults, for the tests: :attr:`corrupt` (path -> bytes served instead, same lengt
 :attr:`refuse` once their connection has been cut), :attr:`trickle` (path -> seconds
 between the bytes of its GET body, headers sent at once: a 1-byte/s trickle), :attr:`flood`
 (paths whose GET answers without a length and streams :attr:`flood_bytes` bytes, far past the
-listed size). Slow answers stop by themselves: when the client hangs up, or after
+listed size), :attr:`stall` ((method, part of the path) -> ``"silent"``, never answering,
+or ``"trickle"``, headers then a byte per 0.1 s (a HEAD: its headers a byte at a time): any
+endpoint, e.g. ``("GET", "/tree/")``).
+Slow answers stop by themselves: when the client hangs up, or after
 :data:`SLOW_LIMIT` seconds.
 """
 
@@ -104,6 +107,7 @@ class HubStandIn:
         self.trickle: dict[str, float] = {}
         self.flood: set[str] = set()
         self.flood_bytes = 8 * 1024 * 1024
+        self.stall: dict[tuple[str, str], str] = {}
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.server.daemon_threads = True
@@ -207,12 +211,42 @@ def _handler(hub: HubStandIn) -> type[BaseHTTPRequestHandler]:
 
         # -- verbs -----------------------------------------------------------------------
 
+        def _stalled(self) -> bool:
+            """Answer never, or a byte at a time, when :attr:`stall` names this request."""
+            path = urlsplit(self.path).path
+            kind = next((k for (method, part), k in hub.stall.items()
+                         if method == self.command and part in path), None)
+            if kind is None:
+                return False
+            self.close_connection = True
+            ends = time.monotonic() + SLOW_LIMIT
+            with contextlib.suppress(OSError):
+                if kind == "trickle" and self.command == "HEAD":  # no body: the headers
+                    self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Pad: ")
+                elif kind == "trickle":
+                    self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                     b"Content-Length: 100000\r\n\r\n")
+                self.connection.settimeout(0.1)
+                while time.monotonic() < ends:
+                    if kind == "trickle":
+                        self.wfile.write(b"a" if self.command == "HEAD" else b" ")
+                    try:
+                        if self.connection.recv(1, socket.MSG_PEEK) == b"":
+                            break  # the client hung up
+                    except TimeoutError:
+                        pass
+            return True
+
         def do_HEAD(self) -> None:
             self._record()
+            if self._stalled():
+                return
             self._resolve(head=True)
 
         def do_GET(self) -> None:
             self._record()
+            if self._stalled():
+                return
             path, query = self._path()
             if path.startswith("/datasets/"):
                 self._resolve(head=False)
@@ -249,6 +283,8 @@ def _handler(hub: HubStandIn) -> type[BaseHTTPRequestHandler]:
             self._record()
             path, _query = self._path()
             body = self._body()
+            if self._stalled():
+                return
             refused, token = self._token()
             if refused or token is None:
                 self._error(401, "Invalid credentials in Authorization header")
