@@ -28,8 +28,9 @@ files mirror the cache root, so a pull is a checked copy::
 
 Every Hub call may take ``deadline`` seconds in all (:mod:`..io.hub_deadline`).
 Failures are one line each (:class:`~pytest_retrieval_eval.errors.CacheHubError`): offline
-(``HF_HUB_OFFLINE``) or unreachable, past the deadline, not a Hub (a web page), a missing repo, a refused token (401/403), a repo
-holding another model's vectors, a file failing its checksum.
+(``HF_HUB_OFFLINE``) or unreachable, past the deadline, not a Hub (a web page), a missing
+repo, a refused token (401/403), a repo holding another model's vectors, a file past its
+listed size or failing its checksum.
 
 The Hub is reached at ``$HF_ENDPOINT`` as the environment says *now* (huggingface-hub reads
 it once, at import), with the token huggingface-hub finds (``HF_TOKEN`` or ``hf auth
