@@ -198,9 +198,11 @@ def download_file(repo_id: str, filename: str, *, repo_type: str | None = None,
             return _bounded_call(bound, _hf_hub_download, repo_id, filename, repo_type)
     except DeadlinePassed as exc:
         where = endpoint() or "https://huggingface.co"
+        # The cause's own text names the endpoint: the dataset's line quotes the cause.
         raise HubUnreachable(
             f"the Hub at {where} did not finish downloading {filename} of {repo_id} within "
-            f"the {seconds_text(exc.deadline.seconds)} s network deadline", exc) from exc
+            f"the {seconds_text(exc.deadline.seconds)} s network deadline",
+            DeadlinePassed(exc.deadline, where)) from exc
     except Exception as exc:
         # Classified by name along the MRO: the classes moved between huggingface_hub versions.
         kinds = {cls.__name__ for cls in type(exc).__mro__}

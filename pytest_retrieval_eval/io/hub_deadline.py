@@ -86,9 +86,10 @@ class Deadline:
 class DeadlinePassed(Exception):
     """A Hub call ran past its deadline (not an httpx error: the library retries those)."""
 
-    def __init__(self, deadline: Deadline) -> None:
-        super().__init__(f"no complete answer within the {seconds_text(deadline.seconds)} s "
-                         f"deadline")
+    def __init__(self, deadline: Deadline, where: str | None = None) -> None:
+        source = f" from {where}" if where else ""
+        super().__init__(f"no complete answer{source} within the "
+                         f"{seconds_text(deadline.seconds)} s network deadline")
         self.deadline = deadline
 
 

@@ -8,6 +8,7 @@ far past its listed size is cut off at that size. Deadlines here are a second or
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -254,6 +255,30 @@ def test_a_trickling_file_download_ends_at_the_deadline(standin: HubStandIn,
     assert time.monotonic() - started < DEADLINE + SLACK
     assert str(exc.value) == (f"the Hub at {standin.url} did not finish downloading data.json "
                               f"of org/data within the 1.5 s network deadline")
+    assert str(exc.value.cause) == (f"no complete answer from {standin.url} within the 1.5 s "
+                                    f"network deadline")  # what the dataset's line quotes
+
+
+def test_a_dataset_from_a_trickling_hub_is_one_line_naming_the_endpoint(
+        standin: HubStandIn) -> None:
+    from pytest_retrieval_eval.data import dataset as dataset_mod
+    from pytest_retrieval_eval.errors import DataError
+
+    standin.repos["org/data"] = Repo()
+    standin.commit("org/data", {"data.json": b"[" + b" " * 5000 + b"]"})
+    standin.stall[("GET", "/data.json")] = "trickle"
+    with pytest.MonkeyPatch.context() as patch:
+        # The run's dataset download has the default deadline (600 s): 1 s here.
+        patch.setattr(hub_files, "download_file",
+                      functools.partial(hub_files.download_file, deadline=1.0))
+        with pytest.raises(DataError) as exc:
+            dataset_mod.resolve_dataset("longmemeval_s", repo="org/data",
+                                        filename="data.json")
+    assert one_line(exc) == (
+        "dataset longmemeval_s could not be downloaded from the Hugging Face Hub repo org/data "
+        f"(data.json): DeadlinePassed: no complete answer from {standin.url} within the 1 s "
+        "network deadline; download it once with network access, or pass the path to a local "
+        "copy")
 
 
 # --------------------------------------------------------------------------- the deadline
