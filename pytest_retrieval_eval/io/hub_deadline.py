@@ -128,28 +128,33 @@ def _install() -> None:
             return
         _installed.append(True)
         import huggingface_hub
-        from huggingface_hub.utils import _http
 
+        try:
+            from huggingface_hub.utils import _http
+        except ImportError:
+            return
         # The library's own factory, huggingface_hub/utils/_http.py lines 341-349 (2.4.0):
-        # the request hook (offline mode, request id), redirects followed, no timeout.
+        # the request hook (offline mode, request id), redirects followed, no timeout. Its
+        # HTTP library: httpx2 (2.x), httpx (1.x); 0.x (requests) has no factory to set.
+        httpx = getattr(_http, "httpx2", None) or getattr(_http, "httpx", None)
         hook = getattr(_http, "hf_request_event_hook", None)
-        if hook is None or getattr(_http, "_GLOBAL_CLIENT_FACTORY", None) is not getattr(
+        setter = getattr(huggingface_hub, "set_client_factory", None)
+        if httpx is None or hook is None or setter is None or getattr(
+                _http, "_GLOBAL_CLIENT_FACTORY", None) is not getattr(
                 _http, "default_client_factory", None):
             return  # another version, or the user's own factory: theirs stays
 
         def factory() -> Any:
-            import httpx2
+            return httpx.Client(event_hooks={"request": [hook]}, follow_redirects=True,
+                                timeout=None, transport=_transport(httpx))
 
-            return httpx2.Client(event_hooks={"request": [hook]}, follow_redirects=True,
-                                 timeout=None, transport=_transport())
-
-        huggingface_hub.set_client_factory(factory)
+        setter(factory)
 
 
-def _transport() -> Any:
-    import httpx2
+def _transport(httpx2: Any) -> Any:
+    """Our transport, built on the library's HTTP module (httpx2 or httpx)."""
 
-    class Bounded(httpx2.SyncByteStream):
+    class Bounded(httpx2.SyncByteStream):  # type: ignore[misc]
         """A response body that stops when the deadline passes, between network chunks."""
 
         def __init__(self, inner: Any, deadline: Deadline) -> None:
@@ -173,7 +178,7 @@ def _transport() -> Any:
         def close(self) -> None:
             self.inner.close()
 
-    class Transport(httpx2.BaseTransport):
+    class Transport(httpx2.BaseTransport):  # type: ignore[misc]
         def __init__(self) -> None:
             # One TLS context for every call's connections, as one client has (loading the
             # certificates costs ~80 ms: not once per call).

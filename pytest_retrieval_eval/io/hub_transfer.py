@@ -224,6 +224,28 @@ def remote_files(hub: HubConnection, commit: str) -> dict[str, int]:
     return files
 
 
+#: A download cut off mid-way, by name (httpx, httpx2 and requests): resumed with a Range.
+_DROPPED = frozenset({"ConnectError", "TimeoutException", "RemoteProtocolError", "ReadError",
+                      "ConnectionError", "ChunkedEncodingError", "Timeout"})
+
+
+def _stream(session: Any, url: str, headers: dict[str, str]) -> Any:
+    """A streamed GET on huggingface-hub's session: httpx's ``stream`` (huggingface-hub 1.x
+    and later), else requests' ``stream=True`` (0.x)."""
+    if hasattr(session, "stream"):
+        return session.stream("GET", url, headers=headers, timeout=READ_TIMEOUT)
+    return contextlib.closing(session.get(url, headers=headers, stream=True,
+                                          timeout=READ_TIMEOUT))
+
+
+def _chunks(response: Any) -> Iterator[bytes]:
+    """The body as the network hands it over (httpx), or in 64 KiB reads (requests)."""
+    if hasattr(response, "iter_bytes"):
+        yield from response.iter_bytes()
+    else:
+        yield from response.iter_content(chunk_size=65536)
+
+
 class Fetcher:
     """Downloads repo files at one commit into part files that survive an interrupted pull."""
 
@@ -303,7 +325,6 @@ class Fetcher:
         arrives; never past ``size`` (else :data:`UNLISTED_LIMIT`). A dropped connection is
         resumed with a Range request (:data:`RESUMES` times in a row without progress, as
         huggingface-hub's ``http_get``). Returns the bytes now in the part file."""
-        import httpx2
         from huggingface_hub import get_session, hf_raise_for_status
 
         limit = size if size is not None else UNLISTED_LIMIT
@@ -315,8 +336,7 @@ class Fetcher:
             wanted = dict(headers, Range=f"bytes={have}-") if have else dict(headers)
             before = have
             try:
-                with get_session().stream("GET", location, headers=wanted,
-                                          timeout=READ_TIMEOUT) as response:
+                with _stream(get_session(), location, wanted) as response:
                     hf_raise_for_status(response)
                     if have and response.status_code == 200:  # the Range was ignored
                         handle.seek(0)
@@ -324,7 +344,7 @@ class Fetcher:
                         self.resumed -= have
                         self.done -= have if self._counted else 0
                         have = before = 0
-                    for chunk in response.iter_bytes():
+                    for chunk in _chunks(response):
                         if have + len(chunk) > limit:
                             handle.truncate(0)
                             part.unlink(missing_ok=True)
@@ -341,8 +361,9 @@ class Fetcher:
                         if deadline is not None and deadline.passed():
                             raise DeadlinePassed(deadline)
                 return have
-            except (httpx2.ConnectError, httpx2.TimeoutException,
-                    httpx2.RemoteProtocolError, httpx2.ReadError):
+            except Exception as exc:
+                if not {cls.__name__ for cls in type(exc).__mro__} & _DROPPED:
+                    raise
                 tries = RESUMES if have > before else tries - 1
                 if tries <= 0:
                     raise
