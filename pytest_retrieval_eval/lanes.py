@@ -315,4 +315,6 @@ def pull(settings: Settings, cache_root: Path, progress: Progress | None, *,
 
     assert settings.cache_repo is not None
     hub_pull(settings.cache_repo, cache_root, fingerprint=fingerprint, model=model,
-             progress=progress, model_flag="--retrieval-eval-model")
+             progress=progress, model_flag="--retrieval-eval-model",
+             deadline=settings.network_deadline,
+             deadline_flag="--retrieval-eval-network-deadline")

@@ -12,6 +12,7 @@ options are; on the command line, from the working folder.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from .io.hub_deadline import DEFAULT_DEADLINE
 from .retrievers.variants import VariantError, is_variant, parse_variant
 
 MAX_K = 10_000  # vipune's MAX_SEARCH_LIMIT: no search may ask for more rows
@@ -34,6 +36,7 @@ DEFAULT_DATA = "sample"
 DEFAULT_DATA_REPO = "xiaowu0162/longmemeval-cleaned"
 DEFAULT_RETRIEVERS = ("hybrid",)
 BUILTIN_RETRIEVERS = ("hybrid", "semantic", "fts", "bm25", "oracle", "vipune")
+DEFAULT_NETWORK_DEADLINE = DEFAULT_DEADLINE  # seconds per Hub call (io/hub_deadline.py)
 CUSTOM_RETRIEVER = "custom"  # ranked by the ``retrieval_eval_custom_retriever`` fixture
 _DOTTED = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
@@ -108,6 +111,15 @@ def positive_float(value: str) -> float:
         raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
     if not number > 0:
         raise argparse.ArgumentTypeError(f"{number} must be above 0")
+    return number
+
+
+def deadline_seconds(value: str) -> float:
+    """Seconds of a network deadline: a finite number above 0."""
+    number = positive_float(value)
+    if not math.isfinite(number):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a finite number of seconds; give "
+                                         f"e.g. {DEFAULT_NETWORK_DEADLINE:g}")
     return number
 
 
@@ -264,6 +276,11 @@ OPTIONS: tuple[_Option, ...] = (
             "(default: every pair)", "N"),
     _Option("--retrieval-eval-subset-seed", "retrieval_eval_subset_seed", nonnegative_int, 0,
             "seed of the subset's choice (default: 0)", "S"),
+    # Network (io/hub_deadline.py): each Hub call's overall deadline.
+    _Option("--retrieval-eval-network-deadline", "retrieval_eval_network_deadline",
+            deadline_seconds, DEFAULT_NETWORK_DEADLINE,
+            "seconds each Hub call of --retrieval-eval-cache-repo may take in all (a listing, "
+            f"one file's download) (default: {DEFAULT_NETWORK_DEADLINE:g})", "SECONDS"),
 )
 
 
@@ -351,6 +368,8 @@ class Settings:
     #: The recipe options (:data:`RECIPE_OPTIONS`) the user set, on the command line or in the
     #: ini file: ``--no-model`` never serves vectors of another value of one of them.
     explicit: frozenset[str] = frozenset()
+
+    network_deadline: float = DEFAULT_NETWORK_DEADLINE  # --retrieval-eval-network-deadline
 
     @property
     def max_k(self) -> int:

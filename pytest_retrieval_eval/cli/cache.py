@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import CacheHubError
-from ..options import DEFAULT_DATA_REPO, repo_id
+from ..options import DEFAULT_DATA_REPO, DEFAULT_NETWORK_DEADLINE, deadline_seconds, repo_id
 from .args import OneLineParser, directory, nonempty
 from .progress_bar import ProgressBar
 
@@ -61,6 +61,11 @@ def _add_hub_commands(actions: argparse._SubParsersAction[OneLineParser],
         command.add_argument("--include-corpus", action="store_true",
                              help="also the corpus file (push: the one of --data)")
         command.add_argument("--no-progress", action="store_true", help="draw no progress")
+        command.add_argument("--deadline", type=deadline_seconds,
+                             default=DEFAULT_NETWORK_DEADLINE, metavar="SECONDS",
+                             help="seconds each Hub call may take in all (a listing, one "
+                             "file's download, the commit) (default: "
+                             f"{DEFAULT_NETWORK_DEADLINE:g})")
     push.add_argument("--data", type=nonempty, default=None, metavar="SPEC",
                       help="a dataset (as prep's --data): push the model whose vectors cover "
                       "it, and with --include-corpus its corpus (default: none)")
@@ -139,7 +144,7 @@ def _cmd_push(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             keys = list(dict.fromkeys(k for p in corpus.pairs for k in p.text_keys))
             corpus_file = corpus.path if args.include_corpus else None
         result = hub_sync.push(args.repo, root, model=args.model, keys=keys, data=args.data,
-                                corpus_file=corpus_file)
+                                corpus_file=corpus_file, deadline=args.deadline)
     finally:
         if bar is not None:
             bar.finish()
@@ -159,7 +164,8 @@ def _cmd_pull(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     bar = None if args.no_progress else ProgressBar(err)
     try:
         result = hub_sync.pull(args.repo, root, model=args.model,
-                                include_corpus=args.include_corpus, progress=bar)
+                                include_corpus=args.include_corpus, progress=bar,
+                                deadline=args.deadline)
     finally:
         if bar is not None:
             bar.finish()

@@ -11,7 +11,9 @@ download raises a :class:`HubError` subclass that says what went wrong:
 :class:`HubFileMissing` (the repository has no such file), :class:`HubRepoMissing` (no such
 repository or revision, access refused, or an invalid id) or :class:`HubUnreachable`
 (anything else: the network, the Hub, offline mode). Callers word their own one-line errors;
-the library's exception is ``error.cause``.
+the library's exception is ``error.cause``. The probe and the download together run under
+one overall deadline (:func:`.hub_deadline.bounded`, ``deadline`` seconds): a server that
+never answers or trickles ends in :class:`HubUnreachable` saying so.
 
 ``huggingface_hub`` is imported only when a file is actually looked up (it costs ~0.3 s).
 """
@@ -20,10 +22,20 @@ from __future__ import annotations
 
 import inspect
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import one_line
+from .hub_deadline import (
+    DEFAULT_DEADLINE,
+    Deadline,
+    DeadlinePassed,
+    bounded,
+    seconds_text,
+)
+
+T = TypeVar("T")
 
 __all__ = [
     "PROBE_TIMEOUT",
@@ -39,6 +51,9 @@ __all__ = [
 
 #: Seconds the one metadata request of a download may take (``HF_HUB_ETAG_TIMEOUT`` wins).
 PROBE_TIMEOUT = 3.0
+#: Bytes a second a download is allowed on top of its deadline (250 kB/s: LongMemEval_M's
+#: 2.7 GB in three hours; a 1-byte/s trickle is still cut off).
+SLOWEST_RATE = 250_000
 
 _FALSE_WORDS = ("", "0", "false", "no", "off")
 _REPO_MISSING = frozenset(
@@ -102,9 +117,10 @@ def probe_timeout() -> float:
     return value if value > 0 else PROBE_TIMEOUT
 
 
-def _probe(repo_id: str, filename: str, repo_type: str | None) -> None:
+def _probe(repo_id: str, filename: str, repo_type: str | None) -> int | None:
     """One metadata request (HTTP HEAD) for the file, without huggingface_hub's retries: it
-    raises the library's exception when the Hub cannot be reached or has no such file."""
+    raises the library's exception when the Hub cannot be reached or has no such file.
+    Returns the file's size when the Hub gives it."""
     import huggingface_hub
 
     url = huggingface_hub.hf_hub_url(repo_id, filename, repo_type=repo_type,
@@ -114,7 +130,8 @@ def _probe(repo_id: str, filename: str, repo_type: str | None) -> None:
     # older versions never retried it.
     if "retry_on_errors" in inspect.signature(huggingface_hub.get_hf_file_metadata).parameters:
         kwargs["retry_on_errors"] = False
-    huggingface_hub.get_hf_file_metadata(url, **kwargs)
+    size = huggingface_hub.get_hf_file_metadata(url, **kwargs).size
+    return size if isinstance(size, int) and size >= 0 else None
 
 
 def _hf_hub_download(repo_id: str, filename: str, repo_type: str | None) -> Path:
@@ -130,6 +147,17 @@ def _hf_hub_download(repo_id: str, filename: str, repo_type: str | None) -> Path
     if where is not None:
         kwargs["cache_dir"] = where
     return Path(huggingface_hub.hf_hub_download(**kwargs))
+
+
+def _bounded_call(bound: Deadline, call: Callable[..., T], *args: Any) -> T:
+    """``call(*args)``; whatever it raises once ``bound`` has passed is DeadlinePassed (the
+    library may have wrapped ours, or timed out at the capped timeout)."""
+    try:
+        return call(*args)
+    except Exception as exc:
+        if isinstance(exc, DeadlinePassed) or bound.passed():
+            raise DeadlinePassed(bound) from exc
+        raise
 
 
 def cached_file(repo_id: str, filename: str, *, repo_type: str | None = None) -> Path | None:
@@ -153,15 +181,28 @@ def cached_file(repo_id: str, filename: str, *, repo_type: str | None = None) ->
     return None
 
 
-def download_file(repo_id: str, filename: str, *, repo_type: str | None = None) -> Path:
+def download_file(repo_id: str, filename: str, *, repo_type: str | None = None,
+                  deadline: float = DEFAULT_DEADLINE) -> Path:
     """Download ``filename`` of the Hub repo into the cache (or find it there); its path.
+    The metadata request may take ``deadline`` seconds, the download ``deadline`` more plus
+    one second per :data:`SLOWEST_RATE` bytes of the file (a large dataset on a slow link
+    still arrives; a server that never answers or trickles is cut off).
 
     Raises :class:`HubFileMissing`, :class:`HubRepoMissing` or :class:`HubUnreachable`, each
     chained to the library's exception.
     """
     try:
-        _probe(repo_id, filename, repo_type)  # one short request: fails fast when unreachable
-        return _hf_hub_download(repo_id, filename, repo_type)
+        with bounded(deadline) as bound:
+            size = _bounded_call(bound, _probe, repo_id, filename, repo_type)  # fails fast
+        with bounded(deadline + (size or 0) / SLOWEST_RATE) as bound:
+            return _bounded_call(bound, _hf_hub_download, repo_id, filename, repo_type)
+    except DeadlinePassed as exc:
+        where = endpoint() or "https://huggingface.co"
+        # The cause's own text names the endpoint: the dataset's line quotes the cause.
+        raise HubUnreachable(
+            f"the Hub at {where} did not finish downloading {filename} of {repo_id} within "
+            f"the {seconds_text(exc.deadline.seconds)} s network deadline",
+            DeadlinePassed(exc.deadline, where)) from exc
     except Exception as exc:
         # Classified by name along the MRO: the classes moved between huggingface_hub versions.
         kinds = {cls.__name__ for cls in type(exc).__mro__}

@@ -17,17 +17,20 @@ files mirror the cache root, so a pull is a checked copy::
   sent, so a compaction running meanwhile cannot pull a file from under the upload.
 * **pull** lists the repo at one commit (``HfApi.dataset_info`` then ``list_repo_tree``), and
   fetches only the shards the local cache does not hold by name. Each file is downloaded
-  with huggingface-hub's ``get_hf_file_metadata`` (HEAD) and ``file_download.http_get`` into
-  a part file under ``<cache>/hub-staging/``, which a later pull resumes with an HTTP Range
-  request (huggingface-hub >= 1.x deletes ``hf_hub_download``'s own partial files, so a
-  killed download would start over). Every file is checked against the sidecar it came with
+  with huggingface-hub's ``get_hf_file_metadata`` (HEAD) and a streamed GET on its session
+  (:class:`~pytest_retrieval_eval.io.hub_transfer.Fetcher`: never past the listed size)
+  into a part file under ``<cache>/hub-staging/``, which a later pull resumes with an HTTP
+  Range request (huggingface-hub >= 1.x deletes ``hf_hub_download``'s own partial files, so
+  a killed download would start over). Every file is checked against the sidecar it came with
   on arrival; only when all have arrived and passed are they committed
   (:meth:`VectorCache.adopt`: manifest first, rename, then the sidecar as commit mark). An
   error leaves the local cache exactly as it was.
 
+Every Hub call may take ``deadline`` seconds in all (:mod:`..io.hub_deadline`).
 Failures are one line each (:class:`~pytest_retrieval_eval.errors.CacheHubError`): offline
-(``HF_HUB_OFFLINE``) or unreachable, a missing repo, a refused token (401/403), a repo
-holding another model's vectors, a file failing its checksum.
+(``HF_HUB_OFFLINE``) or unreachable, past the deadline, not a Hub (a web page), a missing
+repo, a refused token (401/403), a repo holding another model's vectors, a file past its
+listed size or failing its checksum.
 
 The Hub is reached at ``$HF_ENDPOINT`` as the environment says *now* (huggingface-hub reads
 it once, at import), with the token huggingface-hub finds (``HF_TOKEN`` or ``hf auth
@@ -51,6 +54,7 @@ from filelock import FileLock, Timeout
 
 from ..errors import CacheError, CacheHubError, one_line
 from ..io.checksums import SIDECAR_SUFFIX, commit_file, matches_sidecar, read_sidecar
+from ..io.hub_deadline import DEFAULT_DEADLINE
 from ..io.hub_transfer import (
     REPO_TYPE,
     Fetcher,
@@ -245,23 +249,27 @@ def pull(
     include_corpus: bool = False,
     progress: Progress | None = None,
     model_flag: str = "--model",
+    deadline: float = DEFAULT_DEADLINE,
+    deadline_flag: str = "--deadline",
 ) -> PullResult:
     """Fetch what the cache at ``root`` lacks of one model's vectors in Hub repo ``repo``.
 
     The model is ``fingerprint`` when given (the model lane knows it), else the one named
     ``model`` (its name, or a fingerprint prefix of at least 6 characters), else the repo's
     only model. ``include_corpus`` also fetches the repo's corpus files that ``root`` lacks.
+    Each Hub call (a listing, one file's download) may take ``deadline`` seconds in all
+    (``deadline_flag`` names the option in the line that says it ran out).
     Raises :class:`CacheHubError` (one line); the local cache is then as it was.
     """
     started = time.perf_counter()
-    hub = connect("pull", repo)
+    hub = connect("pull", repo, deadline, deadline_flag)
     root = Path(root)
     staging = _staging(root, repo)
     with _pull_turn(staging, hub, progress):
         commit = head_commit(hub)
         files = remote_files(hub, commit)
         models = _remote_models(files)
-        meta_fetcher = Fetcher(hub, commit, staging, None, 0)
+        meta_fetcher = Fetcher(hub, commit, staging, None, 0, files)
         info = _choose_remote(hub, meta_fetcher, files, models, fingerprint, model, model_flag)
         fp = str(info["fingerprint"])
         try:
@@ -274,7 +282,7 @@ def pull(
         paths = [f"vectors/{fp}/{name}" for name in wanted] + corpus
         total = sum(files[p] for p in paths)
         _drop_stale_parts(staging, paths)
-        fetcher = Fetcher(hub, commit, staging, progress, total)
+        fetcher = Fetcher(hub, commit, staging, progress, total, files)
         staged: list[tuple[Path, str]] = []
         for path in paths:
             digest = fetcher.fetch_digest(path + SIDECAR_SUFFIX)
@@ -404,6 +412,7 @@ def push(
     data: str | None = None,
     corpus_file: Path | None = None,
     private: bool = False,
+    deadline: float = DEFAULT_DEADLINE,
 ) -> PushResult:
     """Publish one model's vectors of the cache at ``root`` to Hub repo ``repo``.
 
@@ -411,6 +420,7 @@ def push(
     one whose vectors cover ``keys`` (a dataset's texts), else the cache's only model.
     ``corpus_file`` (a committed corpus file) is uploaded too. The repo is created (private
     when ``private``) if it does not exist. Only files the repo lacks are sent, in one commit.
+    Each Hub call (the commit of every file included) may take ``deadline`` seconds in all.
     """
     started = time.perf_counter()
     root = Path(root)
@@ -420,7 +430,7 @@ def push(
     if corpus_file is not None and not matches_sidecar(corpus_file, trust_stamp=False):
         raise CacheError(f"cache push: corpus file {corpus_file} does not match its .sha256 "
                          f"sidecar; run the prep again to rebuild it, then push")
-    hub = connect("push", repo)
+    hub = connect("push", repo, deadline)
     opened = _open_shards(VectorCache(root, fp, int(info["dim"]), info))
     try:
         with hub.calls("creating"):
@@ -430,7 +440,8 @@ def push(
         files = remote_files(hub, commit)
         if f"vectors/{fp}/manifest.json" in files:  # never mix two models under one name
             with tempfile.TemporaryDirectory(prefix=".push-", dir=root) as tmp:
-                remote = _manifest(Fetcher(hub, commit, Path(tmp), None, 0), files, fp)
+                remote = _manifest(Fetcher(hub, commit, Path(tmp), None, 0, files), files,
+                                   fp)
             if remote.get("dim") != info.get("dim"):
                 raise hub.error(f"the repo's vectors/{fp[:12]}... hold dim "
                                 f"{remote.get('dim')}, this cache {info.get('dim')}; push "

@@ -20,7 +20,14 @@ refused); ``POST /api/datasets/{repo}/commit/{rev}`` (ndjson); ``HEAD`` and ``GE
 Faults, for the tests: :attr:`corrupt` (path -> bytes served instead, same length),
 :attr:`drop` (path -> [bytes sent before the connection is cut, how many times]),
 :attr:`refuse` (paths whose GET answers 503), :attr:`vanish` (paths added to
-:attr:`refuse` once their connection has been cut).
+:attr:`refuse` once their connection has been cut), :attr:`trickle` (path -> seconds
+between the bytes of its GET body, headers sent at once: a 1-byte/s trickle), :attr:`flood`
+(paths whose GET answers without a length and streams :attr:`flood_bytes` bytes, far past the
+listed size), :attr:`stall` ((method, part of the path) -> ``"silent"``, never answering,
+or ``"trickle"``, headers then a byte per 0.1 s (a HEAD: its headers a byte at a time): any
+endpoint, e.g. ``("GET", "/tree/")``).
+Slow answers stop by themselves: when the client hangs up, or after
+:data:`SLOW_LIMIT` seconds.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import json
 import re
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -41,6 +49,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 WRITE_TOKEN = "good-token"
 READ_TOKEN = "read-token"
+#: Seconds a trickling answer goes on at most (the client under test hangs up far sooner).
+SLOW_LIMIT = 20.0
 
 
 def serve(tmp_path: Path, monkeypatch: Any) -> Iterator[HubStandIn]:
@@ -94,6 +104,10 @@ class HubStandIn:
         self.drop: dict[str, list[int]] = {}
         self.refuse: set[str] = set()
         self.vanish: set[str] = set()
+        self.trickle: dict[str, float] = {}
+        self.flood: set[str] = set()
+        self.flood_bytes = 8 * 1024 * 1024
+        self.stall: dict[tuple[str, str], str] = {}
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.server.daemon_threads = True
@@ -197,12 +211,42 @@ def _handler(hub: HubStandIn) -> type[BaseHTTPRequestHandler]:
 
         # -- verbs -----------------------------------------------------------------------
 
+        def _stalled(self) -> bool:
+            """Answer never, or a byte at a time, when :attr:`stall` names this request."""
+            path = urlsplit(self.path).path
+            kind = next((k for (method, part), k in hub.stall.items()
+                         if method == self.command and part in path), None)
+            if kind is None:
+                return False
+            self.close_connection = True
+            ends = time.monotonic() + SLOW_LIMIT
+            with contextlib.suppress(OSError):
+                if kind == "trickle" and self.command == "HEAD":  # no body: the headers
+                    self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Pad: ")
+                elif kind == "trickle":
+                    self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                     b"Content-Length: 100000\r\n\r\n")
+                self.connection.settimeout(0.1)
+                while time.monotonic() < ends:
+                    if kind == "trickle":
+                        self.wfile.write(b"a" if self.command == "HEAD" else b" ")
+                    try:
+                        if self.connection.recv(1, socket.MSG_PEEK) == b"":
+                            break  # the client hung up
+                    except TimeoutError:
+                        pass
+            return True
+
         def do_HEAD(self) -> None:
             self._record()
+            if self._stalled():
+                return
             self._resolve(head=True)
 
         def do_GET(self) -> None:
             self._record()
+            if self._stalled():
+                return
             path, query = self._path()
             if path.startswith("/datasets/"):
                 self._resolve(head=False)
@@ -239,6 +283,8 @@ def _handler(hub: HubStandIn) -> type[BaseHTTPRequestHandler]:
             self._record()
             path, _query = self._path()
             body = self._body()
+            if self._stalled():
+                return
             refused, token = self._token()
             if refused or token is None:
                 self._error(401, "Invalid credentials in Authorization header")
@@ -354,6 +400,12 @@ def _handler(hub: HubStandIn) -> type[BaseHTTPRequestHandler]:
                 status = 206
                 headers["Content-Range"] = f"bytes {start}-{len(data) - 1}/{len(data)}"
             chunk = data[start:]
+            if file_path in hub.flood:
+                self._flood(status, headers)
+                return
+            if file_path in hub.trickle:
+                self._trickle(status, headers, chunk, hub.trickle[file_path])
+                return
             cut = hub.drop.get(file_path)
             if cut is not None and cut[1] > 0:
                 cut[1] -= 1
@@ -370,6 +422,37 @@ def _handler(hub: HubStandIn) -> type[BaseHTTPRequestHandler]:
                     self.connection.shutdown(socket.SHUT_RDWR)
                 return
             self._send(status, chunk, headers)
+
+        def _flood(self, status: int, headers: dict[str, str]) -> None:
+            """No length, then bytes until :attr:`flood_bytes` or the client hangs up."""
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            block = b"\0" * 65536
+            with contextlib.suppress(OSError):
+                for _ in range(hub.flood_bytes // len(block)):
+                    self.wfile.write(block)
+
+        def _trickle(self, status: int, headers: dict[str, str], body: bytes,
+                     every: float) -> None:
+            """The headers at once, then one byte per ``every`` seconds."""
+            self.send_response(status)
+            for name, value in {**headers, "Content-Length": str(len(body))}.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.flush()
+            self.close_connection = True
+            ends = time.monotonic() + SLOW_LIMIT
+            with contextlib.suppress(OSError):
+                for byte in body:
+                    if time.monotonic() > ends:
+                        break
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    time.sleep(every)
 
     return Handler
 

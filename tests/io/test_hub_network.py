@@ -1,0 +1,355 @@
+"""Reliability IV (issue 27.4, 27.8, 27.13): every Hub call is bounded.
+
+Each Hub path (``cache pull``, ``cache push``, ``--retrieval-eval-cache-repo``, a file
+download) runs the real huggingface-hub client against a 127.0.0.1 listener that never
+answers, one that trickles its answer, and one that serves a web page; a shard that streams
+far past its listed size is cut off at that size. Deadlines here are a second or two.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_retrieval_eval.errors import CacheHubError
+from pytest_retrieval_eval.io import hub as hub_files
+from pytest_retrieval_eval.io import hub_deadline
+from pytest_retrieval_eval.io.hub_transfer import HubConnection
+from pytest_retrieval_eval.vectors import hub_sync
+from tests.support.hub_standin import WRITE_TOKEN, HubStandIn, Repo, serve
+from tests.support.slow_servers import SlowServer
+from tests.vectors.test_cache_hub import FP_A, REPO, make_cache, tree
+
+pytest_plugins = ["pytester"]
+
+DEADLINE = 1.5
+SLACK = 4.0  # seconds past the deadline a call may take to give up (sleeps, teardown)
+
+
+def one_line(exc: pytest.ExceptionInfo[BaseException]) -> str:
+    text = str(exc.value)
+    assert "\n" not in text, text
+    return text
+
+
+@pytest.fixture
+def hub_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What serve() sets, for a listener of our own."""
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_TOKEN", WRITE_TOKEN)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
+                 "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
+
+
+@pytest.fixture(params=["silent", "trickle", "trickle-headers"])
+def slow(request: pytest.FixtureRequest, hub_env: None,
+         monkeypatch: pytest.MonkeyPatch) -> Iterator[SlowServer]:
+    with SlowServer(request.param) as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        yield server
+
+
+@pytest.fixture
+def standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubStandIn]:
+    yield from serve(tmp_path, monkeypatch)
+
+
+def timed(call: object) -> tuple[pytest.ExceptionInfo[CacheHubError], float]:
+    started = time.monotonic()
+    with pytest.raises(CacheHubError) as exc:
+        call()  # type: ignore[operator]
+    return exc, time.monotonic() - started
+
+
+# --------------------------------------------------------------------------- metadata calls
+
+
+def test_pull_from_a_slow_hub_ends_at_the_deadline(slow: SlowServer, tmp_path: Path) -> None:
+    """27.4: HfApi.dataset_info waited forever (killed at 300 s)."""
+    exc, seconds = timed(lambda: hub_sync.pull(REPO, tmp_path / "b", deadline=DEADLINE))
+    line = one_line(exc)
+    assert seconds < DEADLINE + SLACK, seconds
+    assert line == (
+        f"cache pull --repo {REPO}: the Hub at {slow.url} did not finish looking up dataset "
+        f"repo {REPO} within the 1.5 s network deadline (--deadline); check the network and "
+        f"HF_ENDPOINT, or give a longer deadline, and run again (a pull resumes where it "
+        f"stopped)")
+    assert any("/api/datasets/org/vectors" in r for r in slow.requests), slow.requests
+    assert not (tmp_path / "b" / "vectors").exists()
+
+
+def test_push_to_a_slow_hub_ends_at_the_deadline(slow: SlowServer, tmp_path: Path) -> None:
+    """27.4: HfApi.create_repo waited forever (killed at 300 s)."""
+    make_cache(tmp_path / "a", shards=1)
+    exc, seconds = timed(lambda: hub_sync.push(REPO, tmp_path / "a", deadline=DEADLINE))
+    line = one_line(exc)
+    assert seconds < DEADLINE + SLACK, seconds
+    assert line.startswith(f"cache push --repo {REPO}: the Hub at {slow.url} did not finish "
+                           f"creating dataset repo {REPO} within the 1.5 s network deadline")
+    assert "resumes" not in line
+    assert any("/api/repos/create" in r for r in slow.requests), slow.requests
+
+
+STEPS = [  # (push or pull, the request that stalls, what the line says was being done)
+    ("pull", ("GET", "/tree/"), "listing dataset repo"),
+    ("pull", ("HEAD", "/manifest.json.sha256"), f"fetching vectors/{FP_A}/manifest.json.sha256 "
+                                                "from dataset repo"),
+    ("pull", ("GET", "/manifest.json.sha256"), f"downloading vectors/{FP_A}/manifest.json.sha256"
+                                               " from dataset repo"),
+    ("push", ("GET", f"/api/datasets/{REPO}"), "looking up dataset repo"),
+    ("push", ("POST", "/preupload/"), "committing to dataset repo"),
+]
+
+
+@pytest.mark.parametrize("kind", ["silent", "trickle"])
+@pytest.mark.parametrize(("what", "request_", "doing"), STEPS,
+                         ids=[f"{w}-{r[0]}-{r[1]}" for w, r, _d in STEPS])
+def test_every_later_hub_call_ends_at_the_deadline(standin: HubStandIn, tmp_path: Path,
+                                                   what: str, request_: tuple[str, str],
+                                                   doing: str, kind: str) -> None:
+    """Past the first call: the listing, a file's HEAD and GET, push's lookup and commit."""
+    make_cache(tmp_path / "a", shards=1)
+    if what == "pull":
+        hub_sync.push(REPO, tmp_path / "a")
+    standin.stall[request_] = kind
+    call = (lambda: hub_sync.pull(REPO, tmp_path / "b", deadline=1)) if what == "pull" else (
+        lambda: hub_sync.push(REPO, tmp_path / "a", deadline=1))
+    exc, seconds = timed(call)
+    assert seconds < 1 + SLACK, seconds
+    assert one_line(exc).startswith(f"cache {what} --repo {REPO}: the Hub at {standin.url} "
+                                    f"did not finish {doing} {REPO} within the 1 s network "
+                                    f"deadline (--deadline)"), one_line(exc)
+
+
+def test_a_hub_serving_a_web_page_is_named_so(hub_env: None, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """27.13: an HTML answer was "JSONDecodeError"."""
+    with SlowServer("html") as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        with pytest.raises(CacheHubError) as exc:
+            hub_sync.pull(REPO, tmp_path / "b", deadline=DEADLINE)
+    line = one_line(exc)
+    assert line == (
+        f"cache pull --repo {REPO}: the Hub at {server.url} answered with something that is "
+        f"not JSON (a web page?) while looking up dataset repo {REPO} at {server.url}; check "
+        f"HF_ENDPOINT points at a Hugging Face Hub")
+    assert "JSONDecodeError" not in line
+
+
+def test_an_unclassified_failure_names_the_repo_and_endpoint() -> None:
+    """27.13: "fetching … from failed" left out what it was fetched from."""
+    hub = HubConnection("pull", REPO, "http://127.0.0.1:9", None, None)
+    error = hub._classify(RuntimeError("boom"), "fetching vectors/x/manifest.json from")
+    assert str(error) == (
+        f"cache pull --repo {REPO}: fetching vectors/x/manifest.json from dataset repo {REPO} "
+        f"at http://127.0.0.1:9 failed (RuntimeError: boom); check HF_ENDPOINT and the "
+        f"network, and run again")
+
+
+# --------------------------------------------------------------------------- file downloads
+
+
+def _shard(standin: HubStandIn) -> str:
+    return next(p for p in standin.files(REPO) if p.endswith(".parquet"))
+
+
+def test_a_trickling_shard_download_ends_at_the_deadline_and_resumes(
+        standin: HubStandIn, tmp_path: Path) -> None:
+    """27.4: a 1-byte/s trickle on a shard GET hung (no overall deadline)."""
+    make_cache(tmp_path / "a", shards=1)
+    hub_sync.push(REPO, tmp_path / "a")
+    shard = _shard(standin)
+    standin.trickle[shard] = 0.05
+    exc, seconds = timed(lambda: hub_sync.pull(REPO, tmp_path / "b", deadline=DEADLINE))
+    line = one_line(exc)
+    assert seconds < 2 * DEADLINE + SLACK, seconds  # the listing, then the shard: one each
+    assert line.startswith(f"cache pull --repo {REPO}: the Hub at {standin.url} did not "
+                           f"finish downloading {shard} from dataset repo {REPO} within the "
+                           f"1.5 s network deadline (--deadline)")
+    assert not list((tmp_path / "b").glob("vectors/*/shard-*"))
+    [part] = (tmp_path / "b" / hub_sync.STAGING_DIR).rglob(f"*{Path(shard).name}*.part")
+    kept = part.stat().st_size
+    assert 0 < kept < len(standin.files(REPO)[shard])  # what arrived is kept, to resume
+
+    del standin.trickle[shard]
+    pulled = hub_sync.pull(REPO, tmp_path / "b", deadline=DEADLINE)
+    assert pulled.fetched == 1 and pulled.resumed == kept
+    assert standin.gets(shard)[-1][1] == f"bytes={kept}-"
+    assert tree(tmp_path / "a" / "vectors") == tree(tmp_path / "b" / "vectors")
+
+
+def test_a_shard_streaming_past_its_listed_size_is_cut_off(standin: HubStandIn,
+                                                           tmp_path: Path) -> None:
+    """27.8: a shard listed at 1.3 MB streamed gigabytes until the disk was full."""
+    make_cache(tmp_path / "a", shards=1)
+    hub_sync.push(REPO, tmp_path / "a")
+    shard = _shard(standin)
+    size = len(standin.files(REPO)[shard])
+    standin.flood.add(shard)
+    written: list[int] = []
+    real_write = hub_sync.Fetcher._download
+
+    def spy(self: hub_sync.Fetcher, *args: object) -> int:
+        try:
+            return real_write(self, *args)  # type: ignore[arg-type]
+        finally:
+            written.append(self.downloaded)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(hub_sync.Fetcher, "_download", spy)
+        with pytest.raises(CacheHubError) as exc:
+            hub_sync.pull(REPO, tmp_path / "b")
+    line = one_line(exc)
+    assert line == (
+        f"cache pull --repo {REPO}: {shard} from dataset repo {REPO} at {standin.url} runs "
+        f"past its listed size ({size:,} bytes); it was deleted and nothing was committed; "
+        f"check HF_ENDPOINT points at a Hugging Face Hub")
+    assert written and written[-1] <= size + 200  # the sidecar's bytes, then at most the size
+    assert not list((tmp_path / "b" / hub_sync.STAGING_DIR).rglob("*.part"))
+    assert not (tmp_path / "b" / "vectors" / FP_A).exists() or not list(
+        (tmp_path / "b" / "vectors" / FP_A).glob("shard-*"))
+
+
+def test_a_shard_ending_short_of_its_listed_size_is_kept_to_resume(standin: HubStandIn,
+                                                                    tmp_path: Path) -> None:
+    """A body that ends cleanly but short (its own Content-Length shorter than the listing)
+    is said so, and the next pull resumes after the bytes that came."""
+    make_cache(tmp_path / "a", shards=1)
+    hub_sync.push(REPO, tmp_path / "a")
+    shard = _shard(standin)
+    good = standin.files(REPO)[shard]
+    standin.corrupt[shard] = good[:700]
+    with pytest.raises(CacheHubError) as exc:
+        hub_sync.pull(REPO, tmp_path / "b")
+    assert one_line(exc) == (
+        f"cache pull --repo {REPO}: {shard} from dataset repo {REPO} at {standin.url} ended "
+        f"after 700 of its {len(good):,} bytes; run the pull again (it resumes there)")
+    del standin.corrupt[shard]
+    pulled = hub_sync.pull(REPO, tmp_path / "b")
+    assert pulled.resumed == 700 and standin.gets(shard)[-1][1] == "bytes=700-"
+    assert tree(tmp_path / "a" / "vectors") == tree(tmp_path / "b" / "vectors")
+
+
+def test_a_trickling_file_download_ends_at_the_deadline(standin: HubStandIn,
+                                                        monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    """Model and dataset downloads (io/hub.download_file) run under the deadline too."""
+    standin.repos["org/data"] = Repo()
+    standin.commit("org/data", {"data.json": b"[" + b" " * 5000 + b"]"})
+    standin.trickle["data.json"] = 0.05
+    started = time.monotonic()
+    with pytest.raises(hub_files.HubUnreachable) as exc:
+        hub_files.download_file("org/data", "data.json", repo_type="dataset",
+                                deadline=DEADLINE)
+    assert time.monotonic() - started < DEADLINE + SLACK
+    assert str(exc.value) == (f"the Hub at {standin.url} did not finish downloading data.json "
+                              f"of org/data within the 1.5 s network deadline")
+    assert str(exc.value.cause) == (f"no complete answer from {standin.url} within the 1.5 s "
+                                    f"network deadline")  # what the dataset's line quotes
+
+
+def test_a_dataset_from_a_trickling_hub_is_one_line_naming_the_endpoint(
+        standin: HubStandIn) -> None:
+    from pytest_retrieval_eval.data import dataset as dataset_mod
+    from pytest_retrieval_eval.errors import DataError
+
+    standin.repos["org/data"] = Repo()
+    standin.commit("org/data", {"data.json": b"[" + b" " * 5000 + b"]"})
+    standin.stall[("GET", "/data.json")] = "trickle"
+    with pytest.MonkeyPatch.context() as patch:
+        # The run's dataset download has the default deadline (600 s): 1 s here.
+        patch.setattr(hub_files, "download_file",
+                      functools.partial(hub_files.download_file, deadline=1.0))
+        with pytest.raises(DataError) as exc:
+            dataset_mod.resolve_dataset("longmemeval_s", repo="org/data",
+                                        filename="data.json")
+    assert one_line(exc) == (
+        "dataset longmemeval_s could not be downloaded from the Hugging Face Hub repo org/data "
+        f"(data.json): DeadlinePassed: no complete answer from {standin.url} within the 1 s "
+        "network deadline; download it once with network access, or pass the path to a local "
+        "copy")
+
+
+# --------------------------------------------------------------------------- the deadline
+
+
+def test_outside_a_deadline_the_client_is_the_librarys(standin: HubStandIn) -> None:
+    """The factory installed for deadlines leaves calls made outside one as they were: the
+    library's own request hook still runs, and no timeout is added."""
+    import huggingface_hub
+
+    with hub_deadline.bounded(5):
+        inside = huggingface_hub.get_session().get(f"{standin.url}/api/datasets/{REPO}")
+    assert 0 < inside.request.extensions["timeout"]["read"] <= 5  # capped at the time left
+    assert hub_deadline.current() is None
+    response = huggingface_hub.get_session().get(f"{standin.url}/api/datasets/{REPO}")
+    assert response.status_code == 401 or response.status_code == 404
+    assert response.request.extensions.get("timeout", {}).get("read") is None
+    assert "x-amzn-trace-id" in {k.lower() for k in response.request.headers}
+
+
+def test_nested_deadlines_keep_the_sooner() -> None:
+    with hub_deadline.bounded(1) as outer, hub_deadline.bounded(100) as inner:
+        assert inner.at == outer.at and inner.seconds == 1
+    with hub_deadline.bounded(100) as outer, hub_deadline.bounded(1) as inner:
+        assert inner.at < outer.at
+
+
+# --------------------------------------------------------------------------- the options
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "soon"])
+def test_a_bad_deadline_is_refused(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_retrieval_eval.cli import console as cli
+
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["cache", "pull", "--repo", REPO, "--deadline", value])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "--deadline" in err and err.count("\n") == 0, err
+
+
+def test_the_plugin_option_and_its_ini_twin(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nretrieval_eval_network_deadline = inf\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--retrieval-eval", "--no-model")
+    assert result.ret == 4
+    assert "retrieval_eval_network_deadline" in result.stderr.str()
+    assert "not a finite number of seconds" in result.stderr.str()
+
+
+@pytest.mark.parametrize("kind", ["silent", "trickle"])
+def test_cache_repo_from_a_slow_hub_is_one_line_at_the_deadline(
+        pytester: pytest.Pytester, hub_env: None, monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path, kind: str) -> None:
+    """27.4: --retrieval-eval-cache-repo hung (killed at 120 s). The deadline comes from the
+    ini twin here, the option from the command line in the CLI's test above."""
+    monkeypatch.setenv("RETRIEVAL_EVAL_CACHE_DIR", str(tmp_path / "cache"))
+    pytester.makeini("[pytest]\nretrieval_eval_network_deadline = 1\n")
+    with SlowServer(kind) as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        started = time.monotonic()
+        result = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", "--retrieval-eval", "--no-model",
+            "--retrieval-eval-model", "nobody/none", "--retrieval-eval-cache-repo", REPO)
+        seconds = time.monotonic() - started
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == 4, text
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert len(lines) == 1, text
+    assert lines[0] == (
+        f"ERROR: cache pull --repo {REPO}: the Hub at {server.url} did not finish looking up "
+        f"dataset repo {REPO} within the 1 s network deadline "
+        f"(--retrieval-eval-network-deadline); check the network and HF_ENDPOINT, or give a "
+        f"longer deadline, and run again (a pull resumes where it stopped)")
+    assert seconds < 30, seconds
