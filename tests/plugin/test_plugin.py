@@ -345,6 +345,11 @@ def test_ini_settings_are_read(pytester: pytest.Pytester) -> None:
         (["--retrieval-eval-k", "10001"], "*k 10001 is out of range*"),
         (["--retrieval-eval-k", "-3"], "*out of range*"),
         (["--retrieval-eval-k", "five"], "*'five' is not a whole number*"),
+        (["--retrieval-eval-k", "\u0665"], "*'\u0665' is not a whole number*"),
+        (["--retrieval-eval-json="], "ERROR: --retrieval-eval-json: the value is empty; give "
+                                     "one, or leave the option out"),
+        (["--retrieval-eval-cache", ""], "ERROR: --retrieval-eval-cache: the value is empty*"),
+        (["--retrieval-eval-vipune-timeout", "inf"], "*'inf' is not a finite number*"),
         (["--retrieval-eval-retriever", "nope"], "*unknown retriever 'nope'*"),
         (["--retrieval-eval-data", "longmemeval_xl"], "*longmemeval_xl*"),
         (["--retrieval-eval-data", "missing/file.json"], "*missing/file.json*"),
