@@ -7,12 +7,12 @@ from __future__ import annotations
 import argparse
 import time
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import RetrievalEvalError, write_fault
 from ..io.user_files import TargetRefused
 from ..options import positive_int
+from .args import file_path
 from .progress_bar import ProgressBar
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         description="Write deterministic LongMemEval-shaped data: the bundled sample "
         "(--preset sample) or a full-size synthetic LongMemEval_M (--preset full_m), byte for "
         "byte the same on every run.")
-    parser.add_argument("out", type=Path, metavar="OUT.json", help="output JSON file")
+    parser.add_argument("out", type=file_path, metavar="OUT.json", help="output JSON file")
     parser.add_argument("--preset", choices=sorted(PRESETS), default="sample",
                         help="what to write (default: sample)")
     parser.add_argument("--instances", type=positive_int, default=None, metavar="N",
