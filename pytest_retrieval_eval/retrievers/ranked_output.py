@@ -11,7 +11,8 @@ an endless one such as ``itertools.cycle(ids)``). The run reads only what it nee
   size, ``n`` items: a ranking of the n corpus items has n positions, and its metrics
   (:mod:`..scoring.longmemeval_metrics`, k grown at most to the corpus size) read no more.
 
-An iterator is consumed no further than that bound. ``None``, a string or bytes (whose
+An iterator is consumed no further than that bound; a ranking handed to
+``retrieval_eval_record`` is read the same way. ``None``, a string or bytes (whose
 characters would be ranked as ids), a mapping, or anything that cannot be iterated is one
 :class:`~pytest_retrieval_eval.errors.RetrieverError` line naming the retriever, the question
 and what it returned.
@@ -31,12 +32,13 @@ __all__ = ["REPEATS_READ", "read_all_positions", "read_distinct"]
 REPEATS_READ = 8
 
 
-def _checked(result: object, name: str, question_id: str) -> Iterable[object]:
+def _checked(result: object, name: str, question_id: str,
+             verb: str = "rank returned") -> Iterable[object]:
     if isinstance(result, (str, bytes, bytearray, Mapping)) or result is None \
             or not isinstance(result, Iterable):
         shown = one_line(repr(result), 60)
         raise RetrieverError(
-            f"{name}: question {question_id}: rank returned {shown} "
+            f"{name}: question {question_id}: {verb} {shown} "
             f"({type(result).__name__}), not a list of ids; return a list of session ids, "
             f"or of (id, score) pairs")
     return result
@@ -49,10 +51,10 @@ def _id_of(item: object) -> str:
 
 
 def read_distinct(result: object, name: str, question_id: str, limit: int,
-                  persona_size: int) -> list[object]:
+                  persona_size: int, verb: str = "rank returned") -> list[object]:
     """The items of ``result`` up to the ``limit``-th distinct id (an ``(id, score)`` pair
     counts by its id), at most ``REPEATS_READ * max(limit, persona_size)`` items."""
-    items = _checked(result, name, question_id)
+    items = _checked(result, name, question_id, verb)
     cap = REPEATS_READ * max(limit, persona_size, 1)
     out: list[object] = []
     seen: set[str] = set()
@@ -64,6 +66,7 @@ def read_distinct(result: object, name: str, question_id: str, limit: int,
     return out
 
 
-def read_all_positions(result: object, name: str, question_id: str, n: int) -> list[object]:
+def read_all_positions(result: object, name: str, question_id: str, n: int,
+                       verb: str = "rank returned") -> list[object]:
     """The first ``n`` items of ``result`` (repeats kept)."""
-    return list(itertools.islice(_checked(result, name, question_id), max(n, 0)))
+    return list(itertools.islice(_checked(result, name, question_id, verb), max(n, 0)))
