@@ -49,10 +49,13 @@ class Selection:
     """Which of the plugin's items this run collects.
 
     ``forced``: add the collector to the session's collection even when no path argument
-    reaches the rootdir (no path was named, or a plugin node id was). ``parts``: one tuple per
-    plugin node id named on the command line (``()`` for ``retrieval-eval`` itself; then
-    question type, question id, retriever); None: every item. ``only``: every argument was a
-    plugin node id, so nothing but the plugin's items is collected.
+    reaches the rootdir (no path was named, or a plugin node id was). ``parts``: one entry
+    per plugin node id named on the command line, its readings: the id past
+    ``retrieval-eval::`` as given (``question_type::question_id::retriever`` or a prefix of
+    it, never split, as a question id may hold ``::`` or ``[``), and for an id in the bracket
+    form of earlier releases (``…::<question_id>[<retriever>]``) that id read with ``::``;
+    None: every item. ``only``: every argument was a plugin node id, so nothing but
+    the plugin's items is collected.
     """
 
     forced: bool
@@ -72,29 +75,40 @@ class Selection:
 
     def wants(self, *names: str) -> bool:
         """Whether the node named by ``names`` (type, question id, retriever; a prefix for a
-        collector) lies on the way to, or under, a selected node."""
+        collector) lies on the way to, or under, a selected node: the node's id and a named
+        id are equal, or one continues the other past a ``::``."""
         if self.parts is None:
             return True
-        return any(all(a == b for a, b in zip(names, chosen, strict=False))
-                   for chosen in self.parts)
+        return any(_on_the_way(names, tail) for readings in self.parts for tail in readings)
+
+
+def _on_the_way(names: Sequence[str], tail: str) -> bool:
+    node = "::".join(names)
+    return node == tail or tail.startswith(f"{node}::") or node.startswith(f"{tail}::")
 
 
 def _plugin_arg(arg: str, invocation_dir: Path) -> tuple[str, ...] | None:
-    """The parts of a plugin node id given as a command-line argument; None for anything
-    else (a path on disk wins: a file or folder named ``retrieval-eval`` stays a path)."""
-    head, _, tail = arg.partition("::")
+    """The readings of a plugin node id given as a command-line argument: ``()`` for
+    ``retrieval-eval`` itself, else the id past ``retrieval-eval::`` (and its bracket-form
+    twin); None for anything else (a path on disk wins: a file or folder named
+    ``retrieval-eval`` stays a path). The id is matched whole against the items' ids
+    (:meth:`Selection.wants`), so a question id holding ``::`` or ``[`` selects exactly as
+    ``pytest --co -q`` prints it."""
+    head, sep, tail = arg.partition("::")
     if head.rstrip("/") != ROOT_NAME or (invocation_dir / head).exists():
         return None
-    parts = [p for p in tail.split("::")] if tail else []
-    if parts and parts[-1].endswith("]") and "[" in parts[-1]:
-        # The ids of earlier releases, ``<question_id>[<retriever>]``, still select.
-        question, _, retriever = parts[-1][:-1].partition("[")
-        parts[-1:] = [question, retriever]
-    if len(parts) > 3 or any(not p for p in parts):
+    if not sep:
+        return ()
+    if not tail.strip(":"):
         raise pytest.UsageError(
             f"{arg}: not a retrieval-eval node id; give retrieval-eval[::<question_type>"
             "[::<question_id>[::<retriever>]]], as `pytest --co -q` prints them")
-    return tuple(parts)
+    readings = [tail]
+    if tail.endswith("]") and "[" in tail.rpartition("::")[2]:
+        # The ids of earlier releases, ``<question_id>[<retriever>]``, still select.
+        question, _, retriever = tail[:-1].rpartition("[")
+        readings.append(f"{question}::{retriever}")
+    return tuple(readings)
 
 
 def claim_arguments(config: pytest.Config) -> Selection:
@@ -102,7 +116,7 @@ def claim_arguments(config: pytest.Config) -> Selection:
     ``config.args`` (pytest would look for them on disk). Called on the controller (or a
     serial run) before collection; xdist workers get the result through ``workerinput``."""
     invocation_dir = config.invocation_params.dir
-    claimed: list[tuple[str, ...]] = []
+    claimed: list[tuple[str, ...]] = []  # the readings of each plugin node id
     rest: list[str] = []
     for arg in config.args:
         parts = _plugin_arg(arg, invocation_dir)
@@ -279,11 +293,12 @@ def check_selection(state: EvalSession, selection: Selection) -> None:
         return
     corpus = state.corpus
     assert corpus is not None
-    known = [(corpus.pairs[p].question_type, corpus.pairs[p].question_id, name)
+    known = ["::".join((corpus.pairs[p].question_type, corpus.pairs[p].question_id, name))
              for p in state.scored_positions() for name in state.settings.retrievers]
-    for parts in selection.parts:
-        if not any(all(a == b for a, b in zip(k, parts, strict=False)) for k in known):
-            wanted = "::".join((ROOT_NAME, *parts))
+    for readings in selection.parts:
+        if not any(k == t or k.startswith(f"{t}::") for k in known for t in readings):
+            wanted = f"{ROOT_NAME}::{readings[0]}"
             raise pytest.UsageError(
                 f"not found: {wanted} (no such question type, question or retriever in this "
                 "run); `pytest --retrieval-eval --co -q` lists the node ids")
+

@@ -165,13 +165,21 @@ def record_ranking(state: EvalSession, pair: PairRecord, name: str,
     """Score a ranking handed in by a test exactly as a retriever's (one ranking serves
     every k) and keep it in the run's results under retriever ``name``."""
     from .data.protocol import LONGMEMEVAL
+    from .errors import RetrieverError
+    from .retrievers.ranked_output import read_all_positions, read_distinct
     from .scoring import diagnostics
     from .scoring.metrics import dedupe
 
-    if state.settings.protocol == LONGMEMEVAL:  # positions count as given, as run_pair's
-        ranking = [str(x) for x in ranked]
-    else:
-        ranking = dedupe(str(x) for x in ranked)[: state.settings.max_k]
+    n, verb = len(pair.session_ids), "retrieval_eval_record was given"
+    try:  # read to a bound, as a retriever's output (an endless iterator never hangs)
+        if state.settings.protocol == LONGMEMEVAL:  # positions count as given, as run_pair's
+            ranking = [str(x) for x in read_all_positions(ranked, name, pair.question_id, n,
+                                                          verb)]
+        else:
+            got = read_distinct(ranked, name, pair.question_id, state.settings.max_k, n, verb)
+            ranking = dedupe(str(x) for x in got)[: state.settings.max_k]
+    except RetrieverError as exc:
+        pytest.fail(str(exc), pytrace=False)
     rankable = set(pair.session_ids)
     strangers = [x for x in ranking if x not in rankable]
     if strangers:

@@ -39,6 +39,15 @@ BUILTIN_RETRIEVERS = ("hybrid", "semantic", "fts", "bm25", "oracle", "vipune")
 DEFAULT_NETWORK_DEADLINE = DEFAULT_DEADLINE  # seconds per Hub call (io/hub_deadline.py)
 CUSTOM_RETRIEVER = "custom"  # ranked by the ``retrieval_eval_custom_retriever`` fixture
 _DOTTED = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+#: A whole number as typed: ASCII digits only (``int`` takes other scripts' digits, "1_0").
+_WHOLE = re.compile(r"^-?[0-9]+$")
+
+
+def _whole(value: str) -> int:
+    """``value`` as an int when it is ASCII digits (an optional minus), else ValueError."""
+    if not _WHOLE.match(value):
+        raise ValueError(value)
+    return int(value)
 
 
 def parse_ks(value: str) -> tuple[int, ...]:
@@ -49,7 +58,7 @@ def parse_ks(value: str) -> tuple[int, ...]:
     ks: set[int] = set()
     for part in parts:
         try:
-            k = int(part)
+            k = _whole(part)
         except ValueError:
             raise argparse.ArgumentTypeError(
                 f"k {part!r} is not a whole number; give a comma list such as 1,5,10"
@@ -85,7 +94,7 @@ def parse_retrievers(value: str) -> tuple[str, ...]:
 
 def _int_at_least(value: str, low: int) -> int:
     try:
-        number = int(value)
+        number = _whole(str(value).strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
     if number < low:
@@ -104,11 +113,14 @@ def nonnegative_int(value: str) -> int:
 
 
 def positive_float(value: str) -> float:
-    """A number above 0 (seconds)."""
+    """A finite number above 0 (seconds): ``inf`` and ``nan`` are refused."""
     try:
         number = float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not math.isfinite(number):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a finite number; give seconds "
+                                         f"such as 60")
     if not number > 0:
         raise argparse.ArgumentTypeError(f"{number} must be above 0")
     return number
@@ -159,6 +171,14 @@ def text(value: str) -> str:
     return str(value)
 
 
+def path_text(value: str) -> str:
+    """A path (or name) that is not empty: ``--retrieval-eval-json=`` is refused, not taken
+    as "no report" (an empty ini value still means unset)."""
+    if not str(value).strip():
+        raise argparse.ArgumentTypeError("the value is empty; give one, or leave the option out")
+    return str(value)
+
+
 def boolean(value: str) -> bool:
     """An ini boolean: true/false, yes/no, 1/0, on/off."""
     lowered = str(value).strip().lower()
@@ -184,14 +204,15 @@ OPTIONS: tuple[_Option, ...] = (
     _Option("--retrieval-eval", "retrieval_eval", boolean, False,
             "score retrieval on LongMemEval: one item per pair and retriever, a recall@k "
             "table by question type (default: off; the plugin then adds nothing)", is_flag=True),
-    _Option("--retrieval-eval-data", "retrieval_eval_data", text, DEFAULT_DATA,
+    _Option("--retrieval-eval-data", "retrieval_eval_data", path_text, DEFAULT_DATA,
             "dataset: sample (bundled), longmemeval_s, longmemeval_m, longmemeval_oracle "
             "(downloaded once from the Hugging Face Hub) or a path to a LongMemEval JSON file "
             f"(default: {DEFAULT_DATA})", "SPEC"),
-    _Option("--retrieval-eval-data-repo", "retrieval_eval_data_repo", text, DEFAULT_DATA_REPO,
+    _Option("--retrieval-eval-data-repo", "retrieval_eval_data_repo", path_text,
+            DEFAULT_DATA_REPO,
             f"Hugging Face dataset repo for named datasets (default: {DEFAULT_DATA_REPO})",
             "REPO"),
-    _Option("--retrieval-eval-data-file", "retrieval_eval_data_file", text, None,
+    _Option("--retrieval-eval-data-file", "retrieval_eval_data_file", path_text, None,
             "file name inside the dataset repo, overriding the named dataset's "
             "(default: longmemeval_s_cleaned.json, longmemeval_m_cleaned.json or "
             "longmemeval_oracle.json)", "NAME"),
@@ -205,14 +226,14 @@ OPTIONS: tuple[_Option, ...] = (
             "package.module:attr, or a what-if such as hybrid+rrf_k:60+fts:or, "
             "hybrid+pool:100, hybrid+recency:0.3, fts+mode:or, semantic+dtype:float32 "
             "(docs/diagnostics.md) (default: hybrid)", "NAME[,NAME...]"),
-    _Option("--retrieval-eval-json", "retrieval_eval_json", text, None,
+    _Option("--retrieval-eval-json", "retrieval_eval_json", path_text, None,
             "write the JSON report to this path (default: none)", "PATH"),
-    _Option("--retrieval-eval-compare", "retrieval_eval_compare", text, None,
+    _Option("--retrieval-eval-compare", "retrieval_eval_compare", path_text, None,
             "compare this run with the JSON report BASE.json, pair by pair (delta with its "
             "bootstrap interval, paired randomization p-value, Holm): printed under the "
             "summary and put in the JSON report; never changes the exit status (default: "
             "none)", "BASE.json"),
-    _Option("--retrieval-eval-markdown", "retrieval_eval_markdown", text, None,
+    _Option("--retrieval-eval-markdown", "retrieval_eval_markdown", path_text, None,
             "write the summary (and the comparison) as GitHub-flavoured Markdown to PATH "
             "(default: none)", "PATH"),
     _Option("--retrieval-eval-no-step-summary", "retrieval_eval_no_step_summary", boolean,
@@ -223,7 +244,7 @@ OPTIONS: tuple[_Option, ...] = (
             "come from the prep cache; also spelled --no-model, unless another plugin or a "
             "conftest owns that name (default: off, the model lane embeds each query live)",
             is_flag=True),
-    _Option("--retrieval-eval-model", "retrieval_eval_model", text, None,
+    _Option("--retrieval-eval-model", "retrieval_eval_model", path_text, None,
             "embedding model: a Hugging Face id or a local folder with onnx/model.onnx (or "
             f"model.onnx) and tokenizer.json (default: {DEFAULT_MODEL}; with --no-model, the "
             "one model whose vectors the cache holds for the dataset)", "ID|DIR"),
@@ -241,7 +262,7 @@ OPTIONS: tuple[_Option, ...] = (
             "onnxruntime CPU threads (default: onnxruntime's choice)", "N"),
     _Option("--retrieval-eval-batch-size", "retrieval_eval_batch_size", positive_int, 32,
             "texts per embedding batch during prep (default: 32)", "N"),
-    _Option("--retrieval-eval-cache", "retrieval_eval_cache", text, None,
+    _Option("--retrieval-eval-cache", "retrieval_eval_cache", path_text, None,
             "cache folder for prep output, vectors and stores (default: "
             "$RETRIEVAL_EVAL_CACHE_DIR, else $XDG_CACHE_HOME/pytest-retrieval-eval or "
             "~/.cache/pytest-retrieval-eval; untouched by --cache-clear)", "DIR"),
@@ -249,11 +270,11 @@ OPTIONS: tuple[_Option, ...] = (
             "Hugging Face Hub dataset repo made by `retrieval-eval cache push`: vectors the "
             "cache lacks are pulled from it before they would be embedded (model lane) or "
             "missed (--no-model); needs the network only then (default: none)", "ORG/NAME"),
-    _Option("--retrieval-eval-store-dir", "retrieval_eval_store_dir", text, None,
+    _Option("--retrieval-eval-store-dir", "retrieval_eval_store_dir", path_text, None,
             "also keep each persona's vipune store (hybrid, fts, vipune) here as "
             "<question_id>.sqlite for inspection (default: stores live only in the cache)",
             "DIR"),
-    _Option("--retrieval-eval-vipune", "retrieval_eval_vipune", text, "vipune",
+    _Option("--retrieval-eval-vipune", "retrieval_eval_vipune", path_text, "vipune",
             "the vipune binary for the vipune retriever (default: vipune on PATH)", "PATH"),
     _Option("--retrieval-eval-protocol", "retrieval_eval_protocol",
             choice("vipune", "longmemeval"), "vipune",

@@ -18,6 +18,7 @@ __all__ = [
     "PROG",
     "OneLineParser",
     "directory",
+    "file_path",
     "nonempty",
 ]
 
@@ -36,6 +37,13 @@ def directory(value: str) -> Path:
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"{path} exists and is not a directory")
     return path
+
+
+def file_path(value: str) -> Path:
+    """A file's path that is not empty (``Path("")`` would be the working folder)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("the path is empty; give a file path")
+    return Path(value)
 
 
 def nonempty(value: str) -> str:

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import argparse
 import shutil
-from pathlib import Path
 from typing import Any, TextIO
+
+from .args import file_path
 
 __all__ = ["add_commands", "run"]
 
@@ -22,7 +23,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         "marked and the rank where each gold session landed; for hybrid and its what-ifs "
         "each gold session's semantic and FTS rank, the RRF contributions 1/(k+rank), and "
         "the FTS5 MATCH string vipune sends.")
-    explain.add_argument("report", type=Path, metavar="REPORT.json")
+    explain.add_argument("report", type=file_path, metavar="REPORT.json")
     explain.add_argument("question_id", metavar="QUESTION_ID")
     explain.add_argument("--retriever", default=None, metavar="NAME",
                          help="only this retriever (default: every retriever of the report)")

@@ -7,13 +7,16 @@ from __future__ import annotations
 import argparse
 import time
 from dataclasses import replace
-from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import RetrievalEvalError, write_fault
 from ..io.user_files import TargetRefused
 from ..options import positive_int
+from .args import file_path
 from .progress_bar import ProgressBar
+
+if TYPE_CHECKING:
+    from ..data.generator import GeneratorConfig
 
 __all__ = ["add_commands", "run"]
 
@@ -28,7 +31,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         description="Write deterministic LongMemEval-shaped data: the bundled sample "
         "(--preset sample) or a full-size synthetic LongMemEval_M (--preset full_m), byte for "
         "byte the same on every run.")
-    parser.add_argument("out", type=Path, metavar="OUT.json", help="output JSON file")
+    parser.add_argument("out", type=file_path, metavar="OUT.json", help="output JSON file")
     parser.add_argument("--preset", choices=sorted(PRESETS), default="sample",
                         help="what to write (default: sample)")
     parser.add_argument("--instances", type=positive_int, default=None, metavar="N",
@@ -40,15 +43,35 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--no-progress", action="store_true", help="draw no progress bar")
 
 
+def _check_pool(args: argparse.Namespace, preset: GeneratorConfig,
+                config: GeneratorConfig) -> None:
+    """Refuse, in one line before anything is written, a size whose filler pool is past the
+    generator's limit (:data:`~..data.generator.instances.MAX_POOL` unique ids)."""
+    from ..data.generator import instances
+
+    if instances.fits_the_pool(config):
+        return
+    most = instances.most_instances(preset, args.sessions)
+    sessions = config.sessions_per_history
+    fix = (f"pass --instances {most} or fewer at {sessions} sessions, or fewer --sessions"
+           if most else "pass fewer --sessions")
+    raise RetrievalEvalError(
+        f"generate: --preset {args.preset} at {config.n_instances} instances of {sessions} "
+        f"sessions needs {config.filler_pool_size + config.oversize_sessions:,} filler "
+        f"sessions, past the generator's limit of {instances.MAX_POOL - 1:,} (their ids must "
+        f"stay unique); {fix}")
+
+
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Write the dataset; one summary line on ``out``, the progress bar on ``err``."""
     from ..data.generator import PRESETS, write_dataset
 
-    config = PRESETS[args.preset]
+    config = preset = PRESETS[args.preset]
     if args.instances or args.sessions:
         config = config.scaled(instances=args.instances, sessions=args.sessions)
     if args.seed is not None:
         config = replace(config, seed=args.seed)
+    _check_pool(args, preset, config)
     bar = None if args.no_progress else ProgressBar(err)
     began = time.monotonic()
     try:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..reporting.plot import DEFAULT_DPI, DPI_RANGE  # matplotlib only when a figure is drawn
+from .args import file_path
 
 __all__ = ["add_commands", "run"]
 
@@ -39,7 +40,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
                          "optionally @k; repeatable (default: recall at every shared k)")
     compare.add_argument("--allow-different-data", action="store_true",
                          help="compare reports on different datasets over the pairs both hold")
-    compare.add_argument("--json", type=Path, default=None, metavar="PATH",
+    compare.add_argument("--json", type=file_path, default=None, metavar="PATH",
                          help="also write the comparison as JSON here (default: none)")
     compare.add_argument("-v", "--verbose", action="store_true",
                          help="name every gained, lost and unmatched question")
@@ -51,7 +52,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         "[plot] extra (matplotlib).")
     plot.add_argument("reports", nargs="+", metavar="REPORT.json",
                       help="REPORT.json, or BASE.json NEW.json as in compare")
-    plot.add_argument("-o", "--output", type=Path, required=True, metavar="FILE",
+    plot.add_argument("-o", "--output", type=file_path, required=True, metavar="FILE",
                       help="the figure: FILE.png, FILE.svg or FILE.pdf")
     plot.add_argument("--dpi", type=_dpi, default=None, metavar="N",
                       help=f"dots per inch, {DPI_RANGE[0]}..{DPI_RANGE[1]}; figures are 7.5 in "

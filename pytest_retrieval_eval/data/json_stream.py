@@ -1,9 +1,9 @@
 """A LongMemEval file streamed: the top-level JSON array read one instance at a time.
 
 :func:`iter_instances` streams with ``ijson`` (C backend when available), holding one instance
-in memory at a time. Before the parser sees a byte, the head is checked (gzip, UTF-16, a BOM,
-a web page, not an array) and the nesting depth is bounded as the bytes go by; every
-file-level fault becomes a one-line :class:`~pytest_retrieval_eval.errors.DataError` naming
+in memory at a time. Before the parser sees a byte, the head is checked (gzip, UTF-16 or
+UTF-32, a BOM, a web page, not an array) and the nesting depth is bounded as the bytes go by;
+every file-level fault becomes a one-line :class:`~pytest_retrieval_eval.errors.DataError` naming
 the file, the fault (with its byte offset) and the fix. Items that are not objects are
 yielded unchanged: :func:`.pairs.parse_instance` rejects them one by one.
 
@@ -34,6 +34,7 @@ __all__ = ["MAX_DEPTH", "READ_BUFFER", "SCHEMA_DEPTH", "iter_instances"]
 READ_BUFFER = 1 << 20
 _GZIP_MAGIC = b"\x1f\x8b"
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+_UTF32_BOMS = (b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")
 _UTF8_BOM = b"\xef\xbb\xbf"
 _WHITESPACE = b" \t\r\n"
 #: LongMemEval nests 5 levels (array > instance > sessions > session > turn); anything nested
@@ -82,6 +83,22 @@ def _invalid_utf8_offset(path: Path, approx_end: int) -> int | None:
     return None
 
 
+def _wide_encoding(head: bytes) -> str | None:
+    """The UTF-16 or UTF-32 the head looks like (by its BOM, else by where the zero bytes of
+    ASCII text sit, RFC 8259 section 8.1's JSON starts with ASCII), or None: no zero byte in
+    the first four, as UTF-8 JSON has none."""
+    if head.startswith(_UTF32_BOMS):  # before UTF-16: ff fe 00 00 starts with ff fe
+        return "UTF-32"
+    if head.startswith(_UTF16_BOMS):
+        return "UTF-16"
+    first = head[:4]
+    if len(first) < 2 or b"\x00" not in first:
+        return None
+    if len(first) == 4 and first.count(b"\x00") == 3 and (first[0] or first[3]):
+        return "UTF-32"  # x 00 00 00 (little-endian) or 00 00 00 x (big-endian)
+    return "UTF-16"
+
+
 def _check_head(path: Path) -> int:
     """Check the start of the file; return how many leading bytes to skip (a UTF-8 BOM)."""
     head = _first_bytes(path)
@@ -100,9 +117,10 @@ def _check_head(path: Path) -> int:
         )
     if head.startswith(b"PK\x03\x04"):
         raise DataError(f"dataset file {path} is a zip archive, not JSON; unzip it first")
-    if head.startswith(_UTF16_BOMS) or (len(head) >= 2 and b"\x00" in head[:4]):
+    wide = _wide_encoding(head)
+    if wide is not None:
         raise DataError(
-            f"dataset file {path} is not UTF-8 (it looks like UTF-16); re-save it as UTF-8 JSON"
+            f"dataset file {path} is not UTF-8 (it looks like {wide}); re-save it as UTF-8 JSON"
         )
     skip = len(_UTF8_BOM) if head.startswith(_UTF8_BOM) else 0
     body = head[skip:].lstrip(_WHITESPACE)

@@ -6,7 +6,8 @@ retrievers rank once at the largest k. A ``limit_sensitive`` one (vipune's hybri
 whose candidate pool grows with the limit) is asked once per distinct pool size, with the
 largest k of that pool, exactly as a caller asking vipune for k results would see them.
 Under LongMemEval's protocol, :func:`rank_all` ranks every item once. :func:`check_haystack`
-refuses a ranking holding an id outside the pair's haystack.
+refuses a ranking holding an id outside the pair's haystack. What ``rank`` returned is read
+only to a bound (:mod:`.ranked_output`): an endless iterator never hangs the run.
 
 Scores, for the tie-aware metrics (:mod:`pytest_retrieval_eval.scoring.ties`): a retriever
 may return ``(id, score)`` pairs instead of ids (higher is better), or expose
@@ -35,6 +36,7 @@ from ..scoring.metrics import dedupe
 from ..scoring.ties import TieOrders
 from .base import Persona, Query, Retriever
 from .fused_ties import FusionInputs, tie_orders
+from .ranked_output import read_all_positions, read_distinct
 from .reference import FtsRetriever, HybridRetriever
 
 __all__ = ["check_haystack", "explain_facts", "rank_all", "rank_per_k", "split_scored"]
@@ -129,7 +131,9 @@ def rank_per_k(retriever: Retriever, persona: Persona, query: Query, ks: Sequenc
     name = str(getattr(retriever, "name", "retriever"))
     for group in groups.values():
         limit = max(group)
-        ids, own = split_scored(retriever.rank(persona, query, limit), name, query.question_id)
+        got = read_distinct(retriever.rank(persona, query, limit), name, query.question_id,
+                            limit, len(persona.session_ids))
+        ids, own = split_scored(got, name, query.question_id)
         ranked, own = _dedupe_scored(ids, own)
         ranked = ranked[:limit]
         out.update(dict.fromkeys(group, ranked))
@@ -178,7 +182,8 @@ def rank_all(retriever: Retriever, persona: Persona, query: Query, ks: Sequence[
     """LongMemEval's protocol: every one of the ``n`` corpus items ranked, repeats kept, the
     same ranking for every k (its turn metrics grow k past the cut-off)."""
     name = str(getattr(retriever, "name", "retriever"))
-    whole, own = split_scored(retriever.rank(persona, query, n), name, query.question_id)
+    got = read_all_positions(retriever.rank(persona, query, n), name, query.question_id, n)
+    whole, own = split_scored(got, name, query.question_id)
     if scored is not None:
         tie = _tie_list(whole, own, _last_scores(retriever), dedup=False)
         if tie is not None:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import numpy as np
 
-from ..errors import CacheError
+from ..errors import CacheError, write_fault
 from ..io.checksums import (
     commit_file,
     matches_sidecar,
@@ -257,8 +257,8 @@ def ensure_table(corpus: Corpus, cache_dir: Path, progress: Progress | None = No
             _build(corpus, corpus_sha, target, progress)
     except OSError as exc:
         raise CacheError(
-            f"bm25 term counts {target} cannot be written ({exc.strerror or exc}); make "
-            f"{target.parent} writable or choose another --retrieval-eval-cache"
+            f"bm25 term counts {target} cannot be written ({exc.strerror or exc}); "
+            f"{write_fault(exc, target.parent)}, or choose another --retrieval-eval-cache"
         ) from None
     return target
 

@@ -343,3 +343,18 @@ def test_bad_argument_is_one_line_without_the_usage_banner(
     err = capsys.readouterr().err
     assert err.splitlines() == ["retrieval-eval prep: error: argument --batch-size: 0 must be "
                                 "at least 1; see retrieval-eval prep --help"], err
+
+
+@pytest.mark.parametrize(("args", "argument"), [
+    (["generate", ""], "OUT.json"), (["compare", "a.json", "--json", ""], "--json"),
+    (["explain", "", "q1"], "REPORT.json"), (["plot", "a.json", "-o", " "], "-o/--output"),
+])
+def test_an_empty_file_path_is_one_usage_line(args: list[str], argument: str,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 27.13: ``Path("")`` is the working folder; an empty path is refused instead."""
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(args)
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == (
+        f"retrieval-eval {args[0]}: error: argument {argument}: the path is empty; give a file "
+        f"path; see retrieval-eval {args[0]} --help\n")

@@ -435,6 +435,16 @@ def test_file_utf16_is_one_line_error(tmp_path: Path) -> None:
     assert "not UTF-8" in errors_for(path)
 
 
+@pytest.mark.parametrize("codec", ["utf-16", "utf-16-le", "utf-16-be",
+                                   "utf-32", "utf-32-le", "utf-32-be"])
+def test_file_utf16_and_utf32_are_named_as_they_are(tmp_path: Path, codec: str) -> None:
+    """Issue 27.13: UTF-32 (with or without a BOM, either byte order) is named UTF-32."""
+    path = tmp_path / f"{codec}.json"
+    path.write_bytes(json.dumps([{"a": 1}]).encode(codec))
+    name = "UTF-32" if "32" in codec else "UTF-16"
+    assert f"is not UTF-8 (it looks like {name}); re-save it as UTF-8 JSON" in errors_for(path)
+
+
 def test_file_gzip_compressed_is_one_line_error(tmp_path: Path, good_file: Path) -> None:
     path = tmp_path / "lme.json"
     path.write_bytes(gzip.compress(good_file.read_bytes()))

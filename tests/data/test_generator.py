@@ -161,6 +161,30 @@ def test_both_spellings_write_the_shipped_sample(tmp_path: Path) -> None:
         assert done.stdout.startswith(f"generate: wrote {tmp_path / name}: 18 instances")
 
 
+def test_generate_past_the_pool_limit_is_one_line_naming_the_limit(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 27.12: a size whose filler pool is past the unique ids is one line before
+    anything is written (it raised ValueError: filler_pool_size is too large), with the
+    most instances that fit; that many do fit, one more does not."""
+    out = tmp_path / "big.json"
+    assert cli_main(["generate", "--preset", "full_m", "--instances", "10000", "--sessions",
+                     "500", "--no-progress", str(out)]) == 4
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and not out.exists()
+    most = generator.most_instances(FULL_M, 500)
+    assert err == (
+        "retrieval-eval: error: generate: --preset full_m at 10000 instances of 500 sessions "
+        "needs 600,240 filler sessions, past the generator's limit of 599,999 (their ids "
+        f"must stay unique); pass --instances {most} or fewer at 500 sessions, or fewer "
+        "--sessions\n")
+    assert generator.fits_the_pool(FULL_M.scaled(instances=most, sessions=500))
+    assert not generator.fits_the_pool(FULL_M.scaled(instances=most + 1, sessions=500))
+    assert cli_main(["generate", "--preset", "full_m", "--sessions", "200000",
+                     "--no-progress", str(out)]) == 4
+    assert capsys.readouterr().err.endswith("; pass fewer --sessions\n")
+    assert generator.most_instances(FULL_M, 200_000) == 0
+
+
 def test_generate_refusals_are_one_line(tmp_path: Path,
                                         capsys: pytest.CaptureFixture[str]) -> None:
     blocker = tmp_path / "a-file"

@@ -131,6 +131,28 @@ def test_without_the_flag_a_pair_test_is_skipped(pytester: pytest.Pytester,
     assert not isolated_cache.exists()
 
 
+def test_record_reads_an_endless_iterator_to_a_bound_and_refuses_none(
+        pytester: pytest.Pytester) -> None:
+    """Issue 27.5 and 27.12, for a ranking a test hands in: ``itertools.cycle`` does not hang,
+    ``None`` fails the test in one line (was a TypeError)."""
+    pytester.makepyfile(test_user='''
+        import itertools
+
+        def test_endless(retrieval_eval_pair, retrieval_eval_record):
+            retrieval_eval_record(itertools.cycle(retrieval_eval_pair.session_ids))
+
+        def test_none(retrieval_eval_record):
+            retrieval_eval_record(None)
+    ''')
+    n = len(USABLE)
+    result = run(pytester, "--retrieval-eval", "--no-model", "-k", "test_")
+    result.assert_outcomes(failed=n, passed=n, deselected=n)
+    result.stdout.fnmatch_lines(["*test_none: question *: retrieval_eval_record was given None "
+                                 "(NoneType), not a list of ids; return a list of session "
+                                 "ids, or of (id, score) pairs*"])
+    assert "TypeError" not in result.stdout.str()
+
+
 def test_fixture_errors_are_one_line(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_user='''
         def test_embedder(retrieval_eval_embedder):

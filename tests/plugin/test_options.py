@@ -28,6 +28,35 @@ def test_parse_ks_rejects(value: str) -> None:
         options.parse_ks(value)
 
 
+@pytest.mark.parametrize("value", ["\u0665", "1,\u0665", "1_0", "+5", "\uff15"])
+def test_parse_ks_takes_ascii_digits_only(value: str) -> None:
+    """Issue 27.13: int() reads an Arabic-Indic or full-width digit, and 1_0, as numbers."""
+    with pytest.raises(argparse.ArgumentTypeError, match="is not a whole number"):
+        options.parse_ks(value)
+    for whole in (options.positive_int, options.nonnegative_int):
+        with pytest.raises(argparse.ArgumentTypeError, match="is not a whole number"):
+            whole(value.split(",")[-1])
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "Infinity", "nan", "1e999"])
+def test_a_timeout_is_finite(value: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match="is not a finite number"):
+        options.positive_float(value)
+    assert options.positive_float("0.5") == 0.5
+
+
+def test_every_path_option_refuses_an_empty_value() -> None:
+    """Issue 27.13: ``--retrieval-eval-json=`` was "no report", silently."""
+    paths = [o for o in options.OPTIONS if o.metavar in ("PATH", "DIR", "BASE.json", "SPEC",
+                                                         "ID|DIR", "NAME", "REPO")]
+    assert {o.dest for o in paths} >= {f"retrieval_eval_{d}" for d in (
+        "json", "compare", "markdown", "cache", "store_dir", "vipune", "data", "model")}
+    for opt in paths:
+        for empty in ("", "  "):
+            with pytest.raises(argparse.ArgumentTypeError, match="the value is empty"):
+                opt.parse(empty)
+
+
 def test_parse_retrievers() -> None:
     assert options.parse_retrievers("hybrid, bm25,hybrid") == ("hybrid", "bm25")
     assert options.parse_retrievers("pkg.mod:Store,custom") == ("pkg.mod:Store", "custom")

@@ -323,6 +323,26 @@ def test_a_retriever_error_fails_that_item_only(pytester: pytest.Pytester) -> No
     assert "Traceback" not in result.stdout.str()
 
 
+def test_a_retriever_returning_none_or_an_endless_iterator(pytester: pytest.Pytester) -> None:
+    """Issue 27.5 and 27.12: ``None`` fails each item in one line naming the retriever and
+    what it returned (was a TypeError from ranking.py); ``itertools.cycle`` does not hang."""
+    pytester.makepyfile(oddstore="""
+        import itertools
+        def nothing(persona, query, limit):
+            return None
+        def endless(persona, query, limit):
+            return itertools.cycle(persona.session_ids)
+    """)
+    pytester.syspathinsert()
+    result = run(pytester, "--retrieval-eval", "--no-model",
+                 "--retrieval-eval-retriever", "oddstore:nothing,oddstore:endless")
+    result.assert_outcomes(passed=len(SAMPLE_USABLE), failed=len(SAMPLE_USABLE))
+    result.stdout.fnmatch_lines(["oddstore:nothing: nothing: question *: rank returned None "
+                                 "(NoneType), not a list of ids; return a list of session "
+                                 "ids, or of (id, score) pairs*"])
+    assert "Traceback" not in result.stdout.str() and "TypeError" not in result.stdout.str()
+
+
 def test_ini_settings_are_read(pytester: pytest.Pytester) -> None:
     pytester.makeini("""
         [pytest]
@@ -345,6 +365,11 @@ def test_ini_settings_are_read(pytester: pytest.Pytester) -> None:
         (["--retrieval-eval-k", "10001"], "*k 10001 is out of range*"),
         (["--retrieval-eval-k", "-3"], "*out of range*"),
         (["--retrieval-eval-k", "five"], "*'five' is not a whole number*"),
+        (["--retrieval-eval-k", "\u0665"], "*'\u0665' is not a whole number*"),
+        (["--retrieval-eval-json="], "ERROR: --retrieval-eval-json: the value is empty; give "
+                                     "one, or leave the option out"),
+        (["--retrieval-eval-cache", ""], "ERROR: --retrieval-eval-cache: the value is empty*"),
+        (["--retrieval-eval-vipune-timeout", "inf"], "*'inf' is not a finite number*"),
         (["--retrieval-eval-retriever", "nope"], "*unknown retriever 'nope'*"),
         (["--retrieval-eval-data", "longmemeval_xl"], "*longmemeval_xl*"),
         (["--retrieval-eval-data", "missing/file.json"], "*missing/file.json*"),

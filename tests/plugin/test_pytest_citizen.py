@@ -109,6 +109,36 @@ def test_node_ids_given_back_on_the_command_line_select_those_items(
     missing.stderr.fnmatch_lines(["*not found: retrieval-eval::temporal-reasoning::q9*"])
 
 
+def test_a_question_id_holding_colons_or_brackets_selects_by_its_node_id(
+        pytester: pytest.Pytester, isolated_cache: Path) -> None:
+    """Issue 27.13: an id is matched whole, as ``--co -q`` prints it; ``q::b`` was read as
+    question q, retriever b (or refused as too many parts), ``x[1]`` as x's retriever 1."""
+    odd = write_dataset(pytester.path / "odd.json", [
+        make_instance(qid, question_type="multi-session", n_sessions=3)
+        for qid in ("q::b", "x[1]", "q", "x")])
+    listed = ids_of(run(pytester, odd, "--retrieval-eval-retriever", "bm25,oracle",
+                        "--co", "-q"))
+    assert "retrieval-eval::multi-session::q::b::oracle" in listed
+    assert "retrieval-eval::multi-session::x[1]::bm25" in listed and len(listed) == 8
+    for node_id in listed:  # each id printed selects its item alone
+        one = run(pytester, odd, "--retrieval-eval-retriever", "bm25,oracle", "-v", node_id)
+        one.assert_outcomes(passed=1)
+        assert any(line.startswith(f"{node_id} PASSED") for line in one.stdout.lines)
+    question = run(pytester, odd, "--retrieval-eval-retriever", "bm25,oracle", "-v",
+                   "retrieval-eval::multi-session::x[1]")
+    question.assert_outcomes(passed=2)
+    assert "::x::" not in question.stdout.str()
+    old_style = run(pytester, odd, "--retrieval-eval-retriever", "bm25,oracle", "-v",
+                    "retrieval-eval::multi-session::x[1][oracle]")
+    old_style.assert_outcomes(passed=1)
+    assert any(line.startswith("retrieval-eval::multi-session::x[1]::oracle PASSED")
+               for line in old_style.stdout.lines)
+    missing = run(pytester, odd, "--retrieval-eval-retriever", "bm25",
+                  "retrieval-eval::multi-session::q::c")
+    assert missing.ret == pytest.ExitCode.USAGE_ERROR
+    missing.stderr.fnmatch_lines(["*not found: retrieval-eval::multi-session::q::c (*"])
+
+
 def test_paths_on_the_command_line_narrow_the_plugin_items(pytester: pytest.Pytester,
                                                            data: Path) -> None:
     pytester.mkdir("tests").joinpath("test_own.py").write_text("def test_own(): pass\n")

@@ -3,6 +3,9 @@ explain facts of fused retrievers."""
 
 from __future__ import annotations
 
+import itertools
+import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +14,7 @@ import pytest
 from pytest_retrieval_eval import retrievers as r
 from pytest_retrieval_eval import vipune
 from pytest_retrieval_eval.errors import RetrieverError
+from pytest_retrieval_eval.retrievers.ranked_output import REPEATS_READ
 from pytest_retrieval_eval.retrievers.ranking import (
     explain_facts,
     rank_all,
@@ -95,3 +99,75 @@ def test_explain_facts_of_hybrid_match_its_lists(tmp_path: Path) -> None:
     assert facts["gold_ranks"] == {g: [i for i, _ in fused].index(g) + 1 for g in gold}
     assert facts["searched"] == len(fused)
     assert rankings[5] == [i for i, _ in fused][:5]
+
+
+class Returns:
+    """A retriever whose ``rank`` returns ``make(persona)`` and counts what was read."""
+
+    name = "odd"
+
+    def __init__(self, make: object) -> None:
+        self.make = make
+        self.read = 0
+
+    def counted(self, items: Iterator[object]) -> Iterator[object]:
+        for item in items:
+            self.read += 1
+            yield item
+
+    def rank(self, persona: r.Persona, query: object, limit: int) -> object:
+        return self.make(self, persona)  # type: ignore[operator]
+
+
+def test_an_endless_iterator_is_read_to_the_limit_only(tmp_path: Path) -> None:
+    """Issue 27.5: itertools.cycle(ids) hung the run; only ``limit`` distinct ids are read."""
+    persona = make_persona(tmp_path)
+    ids = list(persona.session_ids)
+    retriever = Returns(lambda self, p: self.counted(itertools.cycle(ids)))
+    rankings, _ = rank_per_k(retriever, persona, make_query("x", None), [1, 2])
+    assert rankings == {1: ids[:2], 2: ids[:2]} and retriever.read == 2
+    # Fewer distinct ids than asked for, repeated without end: a bounded read, its ranking.
+    few = Returns(lambda self, p: self.counted(itertools.cycle(ids[:1])))
+    big = len(ids) + 3
+    rankings, _ = rank_per_k(few, persona, make_query("x", None), [big])
+    assert rankings[big] == ids[:1] and few.read == REPEATS_READ * big
+    # Pairs count by their id; their scores come along.
+    scored_cycle = Returns(lambda self, p: itertools.cycle([(ids[0], 2.0), (ids[1], 1.0)]))
+    scored: dict[int, tuple[list[str], list[float]]] = {}
+    rankings, _ = rank_per_k(scored_cycle, persona, make_query("x", None), [2], scored)
+    assert rankings[2] == ids[:2] and scored[2] == (ids[:2], [2.0, 1.0])
+
+
+def test_an_endless_iterator_under_longmemeval_reads_the_persona_size(tmp_path: Path) -> None:
+    persona = make_persona(tmp_path)
+    ids = list(persona.session_ids)
+    retriever = Returns(lambda self, p: self.counted(itertools.cycle(ids[:2])))
+    rankings = rank_all(retriever, persona, make_query("x", None), [1, 3], len(ids))
+    assert retriever.read == len(ids)
+    assert rankings[1] == [ids[i % 2] for i in range(len(ids))]
+
+
+def test_a_finite_list_with_repeats_ranks_as_before(tmp_path: Path) -> None:
+    """The bound changes nothing for a list: deduplicated, cut to the limit."""
+    persona = make_persona(tmp_path)
+    ids = list(persona.session_ids)
+    retriever = Returns(lambda self, p: [ids[0], ids[0], ids[1], ids[0], ids[2], ids[3]])
+    rankings, _ = rank_per_k(retriever, persona, make_query("x", None), [1, 3])
+    assert rankings == {1: ids[:3], 3: ids[:3]}
+
+
+@pytest.mark.parametrize(("returned", "shown"), [
+    (None, "None (NoneType)"), ("s1", "'s1' (str)"), (b"s1", "b's1' (bytes)"),
+    (7, "7 (int)"), ({"s1": 1.0}, "{'s1': 1.0} (dict)"),
+])
+def test_none_or_a_wrong_type_is_one_line_naming_the_retriever(
+        tmp_path: Path, returned: object, shown: str) -> None:
+    """Issue 27.12: None raised a TypeError from ranking.py; a string ranked its letters."""
+    persona = make_persona(tmp_path)
+    retriever = Returns(lambda self, p: returned)
+    message = (f"^odd: question q1: rank returned {re.escape(shown)}, not a list of ids; "
+               r"return a list of session ids, or of \(id, score\) pairs$")
+    with pytest.raises(RetrieverError, match=message):
+        rank_per_k(retriever, persona, make_query("x", None), [1])
+    with pytest.raises(RetrieverError, match=message):
+        rank_all(retriever, persona, make_query("x", None), [1], 3)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -215,6 +216,27 @@ def test_an_unwritable_place_is_one_line(odd_corpus: Corpus, tmp_path: Path) -> 
     (cache / "terms").write_text("a file where the folder should be", encoding="utf-8")
     with pytest.raises(CacheError, match=r"bm25 term counts .* cannot be written"):
         ensure_table(odd_corpus, cache)
+
+
+def test_a_full_disk_is_named_as_such(odd_corpus: Corpus, tmp_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 27.13: ENOSPC while saving says the disk is full (not "make DIR writable"),
+    and leaves no temp file behind."""
+    import errno
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(terms_mod.np, "savez", full)
+    cache = tmp_path / "cache"
+    with pytest.raises(CacheError) as caught:
+        ensure_table(odd_corpus, cache)
+    message = str(caught.value)
+    assert "\n" not in message and "writable" not in message
+    assert re.search(r"^bm25 term counts .* cannot be written \(No space left on device\); "
+                     r"the disk is full; free disk space in .*terms, or choose another "
+                     r"--retrieval-eval-cache$", message), message
+    assert not list((cache / "terms").glob(".*.tmp"))
 
 
 def test_a_corpus_of_one_text(tmp_path: Path) -> None:

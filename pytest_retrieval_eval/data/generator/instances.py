@@ -43,7 +43,8 @@ from ...io import user_files
 from .questions import _AGGS, _EVENTS, _FACTS, _PREFS, _TOLD, _UPDATABLE, _Fact
 from .text import _MISSES, _NEAR, _TOPIC_NAMES, _cap, _Exchange, _Slots, _Text
 
-__all__ = ["FULL_M", "PRESETS", "SAMPLE", "GeneratorConfig", "iter_instances", "write_dataset"]
+__all__ = ["FULL_M", "MAX_POOL", "PRESETS", "SAMPLE", "GeneratorConfig", "fits_the_pool",
+           "iter_instances", "most_instances", "write_dataset"]
 
 Progress = Callable[[str, int, int | None], None]
 _TYPES = ("single-session-user", "single-session-assistant", "single-session-preference",
@@ -182,6 +183,30 @@ def _b62(value: int, width: int) -> str:
     return "".join(out)
 
 
+#: Filler and oversize sessions together stay below this: their ids (``ultrachat_`` mod
+#: 600,000, :func:`_pool_id`) must stay unique.
+MAX_POOL = 600_000
+
+
+def fits_the_pool(config: GeneratorConfig) -> bool:
+    """Whether ``config``'s filler pool and oversize sessions have unique ids."""
+    return config.filler_pool_size + config.oversize_sessions < MAX_POOL
+
+
+def most_instances(config: GeneratorConfig, sessions: int | None = None) -> int:
+    """The most instances ``config.scaled(instances, sessions)`` fits the pool with; 0 when
+    not even one does (the history is too long). The pool grows with instances, so a
+    binary search."""
+    low, high = 0, MAX_POOL  # the pool holds at least one session per instance
+    while low < high:
+        mid = (low + high + 1) // 2
+        if fits_the_pool(config.scaled(instances=mid, sessions=sessions)):
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
 def _pool_id(seed: int, idx: int, rng: random.Random) -> str:
     """A unique ShareGPT/UltraChat-looking id for filler ``idx`` (bijective in ``idx``)."""
     if rng.random() < 0.5:
@@ -196,8 +221,9 @@ def _date(moment: datetime) -> str:
 # --------------------------------------------------------------------------- instances
 class _Generator:
     def __init__(self, config: GeneratorConfig) -> None:
-        if config.filler_pool_size + config.oversize_sessions >= 600_000:
-            raise ValueError("filler_pool_size is too large (ids must stay unique)")
+        if not fits_the_pool(config):
+            raise ValueError(f"filler_pool_size + oversize_sessions must stay below "
+                             f"{MAX_POOL:,} (ids must stay unique)")
         counts = dict(config.type_counts)
         for t, n in config.abstention_counts:
             if t not in _ABSTAINABLE or n > counts.get(t, 0):

@@ -1,0 +1,72 @@
+"""What a retriever's ``rank`` returned, read to a bound (issue 27.5 and 27.12).
+
+A retriever may return a list, a tuple, any other iterable, or an iterator (a generator, even
+an endless one such as ``itertools.cycle(ids)``). The run reads only what it needs:
+
+* under vipune's protocol (asked for ``limit`` ids; the ranking is deduplicated and cut to
+  ``limit``): until ``limit`` distinct ids have been read, and never more than
+  ``REPEATS_READ`` x max(``limit``, the persona's size) items in all, so a retriever that
+  repeats ids without end stops too (what it repeated is its ranking);
+* under LongMemEval's protocol (every corpus position ranked, repeats kept): the persona's
+  size, ``n`` items: a ranking of the n corpus items has n positions, and its metrics
+  (:mod:`..scoring.longmemeval_metrics`, k grown at most to the corpus size) read no more.
+
+An iterator is consumed no further than that bound; a ranking handed to
+``retrieval_eval_record`` is read the same way. ``None``, a string or bytes (whose
+characters would be ranked as ids), a mapping, or anything that cannot be iterated is one
+:class:`~pytest_retrieval_eval.errors.RetrieverError` line naming the retriever, the question
+and what it returned.
+"""
+
+from __future__ import annotations
+
+import itertools
+import numbers
+from collections.abc import Iterable, Mapping
+
+from ..errors import RetrieverError, one_line
+
+__all__ = ["REPEATS_READ", "read_all_positions", "read_distinct"]
+
+#: Items read per wanted id at most under vipune's protocol (repeats past that are not read).
+REPEATS_READ = 8
+
+
+def _checked(result: object, name: str, question_id: str,
+             verb: str = "rank returned") -> Iterable[object]:
+    if isinstance(result, (str, bytes, bytearray, Mapping)) or result is None \
+            or not isinstance(result, Iterable):
+        shown = one_line(repr(result), 60)
+        raise RetrieverError(
+            f"{name}: question {question_id}: {verb} {shown} "
+            f"({type(result).__name__}), not a list of ids; return a list of session ids, "
+            f"or of (id, score) pairs")
+    return result
+
+
+def _id_of(item: object) -> str:
+    if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], numbers.Real):
+        return str(item[0])
+    return str(item)
+
+
+def read_distinct(result: object, name: str, question_id: str, limit: int,
+                  persona_size: int, verb: str = "rank returned") -> list[object]:
+    """The items of ``result`` up to the ``limit``-th distinct id (an ``(id, score)`` pair
+    counts by its id), at most ``REPEATS_READ * max(limit, persona_size)`` items."""
+    items = _checked(result, name, question_id, verb)
+    cap = REPEATS_READ * max(limit, persona_size, 1)
+    out: list[object] = []
+    seen: set[str] = set()
+    for item in itertools.islice(items, cap):
+        out.append(item)
+        seen.add(_id_of(item))
+        if len(seen) >= limit:
+            break
+    return out
+
+
+def read_all_positions(result: object, name: str, question_id: str, n: int,
+                       verb: str = "rank returned") -> list[object]:
+    """The first ``n`` items of ``result`` (repeats kept)."""
+    return list(itertools.islice(_checked(result, name, question_id, verb), max(n, 0)))
