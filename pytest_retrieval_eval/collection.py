@@ -28,6 +28,7 @@ argument is taken off the list pytest resolves as paths, since no such file exis
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -181,6 +182,9 @@ class QuestionCollector(_EvalCollector):
                 item = PairItem.from_parent(self, name=name, callobj=pair_test)
                 item.position, item.retriever = self.position, name
                 item.add_marker(MARKER)
+                column = self.state.column(name)
+                if column != name:  # -k <its name> selects it, as -k <selector> does
+                    item.extra_keyword_matches.add(column)
                 yield item
 
 
@@ -219,6 +223,7 @@ def pair_test(request: pytest.FixtureRequest) -> None:
     from .reporting.publish import pair_properties
     from .session import PairInputs
 
+    started = time.perf_counter()  # the item's own wall time: the harness's overhead
     item = request.node
     state = request.config.stash.get(SESSION_KEY, None)
     assert state is not None  # pair items exist only when the run is enabled
@@ -233,7 +238,7 @@ def pair_test(request: pytest.FixtureRequest) -> None:
     if state.needs_store(item.retriever, custom):  # built before the query is timed
         store = request.getfixturevalue("retrieval_eval_store")
     result = state.run_pair(item.position, item.retriever, custom=custom,
-                            inputs=PairInputs(vectors, query_vector, store))
+                            inputs=PairInputs(vectors, query_vector, store), started=started)
     if state.junit_properties:  # --junitxml under junit_family=xunit1 (xunit2 forbids them)
         for name, value in pair_properties(result):
             item.user_properties.append((name, value))

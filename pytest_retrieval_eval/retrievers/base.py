@@ -33,6 +33,13 @@ class Persona:
     #: ``text_key(texts[i])`` per row (``pairs.text_key``), or empty when unknown. When given,
     #: retrievers may cache per-text work under these keys across personas (``bm25`` does).
     text_keys: tuple[str, ...] = ()
+    #: Per row ``i``, session ``i``'s turns as ``{"role": ..., "content": ...}`` records in
+    #: order (under turn granularity a row is one turn: its own single record). Lazily read.
+    turns: Sequence[Sequence[Mapping[str, str]]] = ()
+    #: A folder of this persona's own for the retriever ranking it, under the cache, keyed by
+    #: the retriever's column and :attr:`key`, kept across runs (so a store may reuse an
+    #: expensive ingest); made by the harness before ``index`` is called; None otherwise.
+    workdir: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +103,12 @@ class Retriever(Protocol):
     ids still work, and are then taken as a strict order), or set ``last_scores`` to the
     ``(id, score)`` list it ranked, best first, of which the returned ids are the first (the
     built-in retrievers do, so that a tie running past the cut is seen).
+
+    Lifecycle (optional, docs/design.md "A store's lifecycle"): ``index(persona)`` is called
+    once per persona (by :attr:`Persona.key`), before that persona's first ``rank``, in the
+    process that ranks it, with ``persona.workdir`` made; its time is reported as ingest,
+    never as query latency. ``close()`` is called once at the session's end in each process
+    that ranked with the retriever.
     """
 
     name: str
