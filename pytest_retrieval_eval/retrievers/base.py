@@ -10,14 +10,16 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, overload, runtime_checkable
+from typing import Protocol, TypeVar, overload, runtime_checkable
 
 import numpy as np
 
 from .. import vipune
 from ..errors import RetrieverError, one_line
 
-__all__ = ["LazyTexts", "Persona", "Query", "Retriever"]
+__all__ = ["LazySequence", "LazyTexts", "Persona", "Query", "Retriever"]
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -54,15 +56,15 @@ class Query:
     gold: tuple[str, ...]
 
 
-class LazyTexts(Sequence[str]):
-    """A persona's row texts, loaded by ``loader`` on first use (then kept)."""
+class LazySequence(Sequence[T]):
+    """A persona's per-row values, loaded by ``loader`` on first use (then kept)."""
 
-    def __init__(self, loader: Callable[[], Sequence[str]]) -> None:
+    def __init__(self, loader: Callable[[], Sequence[T]]) -> None:
         self._loader = loader
-        self._texts: Sequence[str] | None = None
+        self._texts: Sequence[T] | None = None
         self._lock = threading.Lock()
 
-    def _load(self) -> Sequence[str]:
+    def _load(self) -> Sequence[T]:
         if self._texts is None:
             with self._lock:
                 if self._texts is None:
@@ -75,16 +77,20 @@ class LazyTexts(Sequence[str]):
         return self._texts is not None
 
     @overload
-    def __getitem__(self, index: int) -> str: ...
+    def __getitem__(self, index: int) -> T: ...
 
     @overload
-    def __getitem__(self, index: slice) -> Sequence[str]: ...
+    def __getitem__(self, index: slice) -> Sequence[T]: ...
 
-    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+    def __getitem__(self, index: int | slice) -> T | Sequence[T]:
         return self._load()[index]
 
     def __len__(self) -> int:
         return len(self._load())
+
+
+class LazyTexts(LazySequence[str]):
+    """A persona's row texts, loaded by ``loader`` on first use (then kept)."""
 
 
 @runtime_checkable

@@ -39,7 +39,8 @@ class Lexical:
         reused = (persona.workdir / "built").exists()
         (persona.workdir / "built").write_text("1")
         log(event="index", name=self.name, key=persona.key, workdir=str(persona.workdir),
-            reused=reused, turns=[list(map(dict, t)) for t in persona.turns])
+            reused=reused, turns=[list(map(dict, t)) for t in persona.turns],
+            texts=list(persona.texts))
         time.sleep(0.2)  # ingest: never counted as query latency
         self.rows[persona.key] = list(reversed(persona.session_ids))
 
@@ -127,6 +128,11 @@ def test_index_once_per_persona_before_rank_and_ingest_apart_from_query_latency(
     assert "harness overhead per item (median): fts" in text
     # Each workdir is made under the cache, kept: the next run finds what index left there.
     assert all(Path(e["workdir"]).is_dir() and not e["reused"] for e in indexed)
+    # The turns: role/content records that render each row's text exactly.
+    for e in indexed:
+        assert len(e["turns"]) == len(e["texts"]) and all(len(t) > 1 for t in e["turns"])
+        assert ["\n".join(f"{t['role']}: {t['content']}" for t in turns)
+                for turns in e["turns"]] == e["texts"]
     assert all(Path(e["workdir"]).parts[-3:-1] == ("workdirs", "lexical") for e in indexed)
     run(pytester, data, "--retrieval-eval-retriever", "stores:Lexical")
     assert all(e["reused"] for e in events(pytester) if e["event"] == "index")
