@@ -228,20 +228,32 @@ def pair_test(request: pytest.FixtureRequest) -> None:
     state = request.config.stash.get(SESSION_KEY, None)
     assert state is not None  # pair items exist only when the run is enabled
     request.getfixturevalue("retrieval_eval_pair")
-    custom = None
-    if item.retriever == CUSTOM_RETRIEVER:
-        custom = request.getfixturevalue("retrieval_eval_custom_retriever")
+    stores: list[tuple[str | None, Any]] = [(None, None)]
+    if item.retriever == CUSTOM_RETRIEVER:  # one store, or several: a column each
+        try:
+            stores = list(state.custom_stores(
+                request.getfixturevalue("retrieval_eval_custom_retriever")))
+        except RetrievalEvalError as exc:
+            request.session.shouldfail = str(exc)  # the same for every pair: stop here
+            raise
+    custom = stores[0][1]
     vectors = query_vector = store = None
     if state.holds_vectors():
         vectors = request.getfixturevalue("retrieval_eval_vectors").vectors
         query_vector = request.getfixturevalue("retrieval_eval_query_vector")
-    if state.needs_store(item.retriever, custom):  # built before the query is timed
+    if any(state.needs_store(item.retriever, c) for _, c in stores):  # before the timing
         store = request.getfixturevalue("retrieval_eval_store")
-    result = state.run_pair(item.position, item.retriever, custom=custom,
-                            inputs=PairInputs(vectors, query_vector, store), started=started)
+    results = []
+    for column, custom in stores:
+        results.append(state.run_pair(item.position, item.retriever, custom=custom,
+                                      inputs=PairInputs(vectors, query_vector, store),
+                                      started=started, column=column))
+        started = time.perf_counter()
+    item.retrieval_eval_results = results  # ride on its report (plugin.py)
     if state.junit_properties:  # --junitxml under junit_family=xunit1 (xunit2 forbids them)
-        for name, value in pair_properties(result):
-            item.user_properties.append((name, value))
+        for result in results:
+            for name, value in pair_properties(result):
+                item.user_properties.append((name, value))
 
 
 def attach_collector(state: EvalSession, collector: pytest.Collector,

@@ -251,6 +251,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             f"{type(exc).__name__}: {one_line(exc)}")
         setattr(report, ERROR_ATTR, {"retriever": item.retriever, "question_id": question_id,
                                      "error": message})
+    elif report.when == "call" and report.passed and getattr(
+            item, "retrieval_eval_results", None):
+        setattr(report, RESULT_ATTR, item.retrieval_eval_results)  # type: ignore[attr-defined]
     elif report.when == "call" and report.passed and state.results:
         last = state.results[-1]
         if (last.get("selector", last["retriever"]), last["index"]) == (item.retriever,
@@ -271,8 +274,8 @@ class _ReportedResults:
         if str(report.outcome) == "rerun":
             return
         result = getattr(report, RESULT_ATTR, None)
-        if result is not None:
-            self.state.add_result(result)
+        for one in result if isinstance(result, list) else [] if result is None else [result]:
+            self.state.add_result(one)
         error = getattr(report, ERROR_ATTR, None)
         if error is not None:
             self.state.add_error(error)

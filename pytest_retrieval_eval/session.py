@@ -125,6 +125,8 @@ class EvalSession:
     record_columns: dict[str, str] = field(default_factory=dict)
     #: The custom retriever's own name, once an item has used it (its column and JSON name).
     custom_name: str | None = None
+    #: Every column the custom fixture's stores filled (it may return several), in order.
+    custom_names: list[str] = field(default_factory=list)
     #: Pair items skipped (a skip mark, pytest.skip in a fixture, a plugin's skip).
     skips: list[dict[str, Any]] = field(default_factory=list)
 
@@ -400,7 +402,7 @@ class EvalSession:
     def run_pair(self, index: int, retriever_name: str,
                  custom: retrievers_mod.Retriever | None = None,
                  inputs: PairInputs | None = None,
-                 started: float | None = None) -> PairResult:
+                 started: float | None = None, column: str | None = None) -> PairResult:
         """Rank one pair with one retriever, score it, and keep the result.
 
         ``inputs``: the pair's vectors, query vector and store as the public fixtures gave
@@ -412,9 +414,16 @@ class EvalSession:
         """
         assert self.corpus is not None
         pair = self.corpus.pairs[index]
+        user = self._users.get(retriever_name) if custom is None else None
+        startup_ms = None
+        if user is not None and user.built is None:  # its constructor: once per process
+            begun = time.perf_counter()
+            user.build()
+            startup_ms = (time.perf_counter() - begun) * 1000.0
         retriever = custom if custom is not None else self.retriever(retriever_name)
-        column = self._custom_column(custom) if custom is not None else self.column(
-            retriever_name)
+        if column is None:
+            column = self._custom_column(custom) if custom is not None else self.column(
+                retriever_name)
         self._used.setdefault(column, retriever)
         if inputs is None:
             inputs = self.pair_inputs(pair, retriever_name, custom)
@@ -457,7 +466,8 @@ class EvalSession:
             "metrics": metrics,
             "notes": {k: v for k, v in pair.notes.items() if v},
             "latency_ms": {"query_embedding": embed_ms, "retrieval": retrieval_ms,
-                           **({"ingest": ingest_ms} if indexes else {})},
+                           **({"ingest": ingest_ms} if indexes else {}),
+                           **({} if startup_ms is None else {"startup": startup_ms})},
             **diagnostics.pair_facts(components, rankings, self.settings.ks),
             "ties": pair_ties(scored or None, pair.gold, self.settings.ks,
                               protocol=self.settings.protocol, rankable=rankable,
@@ -468,7 +478,7 @@ class EvalSession:
         if started is not None:  # the item's own wall time less the store's and the model's
             total = (time.perf_counter() - started) * 1000.0
             result["latency_ms"]["overhead"] = max(0.0, total - retrieval_ms - (
-                ingest_ms or 0.0) - (embed_ms or 0.0))
+                ingest_ms or 0.0) - (embed_ms or 0.0) - (startup_ms or 0.0))
         self.add_result(result)
         return result
 
@@ -545,6 +555,32 @@ class EvalSession:
             return own
         return CUSTOM_RETRIEVER
 
+    def custom_stores(self, value: Any) -> list[tuple[str, Any]]:
+        """The custom fixture's value as (column, retriever) pairs: one retriever (its column
+        as :meth:`_custom_column` names it), or a list (each named by its ``name``) or a
+        mapping name -> retriever, each its own column. Raises :class:`DataError` (one line)
+        for a store without a usable, free name, or two of one name."""
+        if isinstance(value, Mapping):
+            named = [(str(k), v) for k, v in value.items()]
+        elif isinstance(value, (list, tuple)):
+            named = [(str(getattr(v, "name", "")), v) for v in value]
+        else:
+            return [(self._custom_column(value), value)]
+        taken = {*self.settings.retrievers, *self.record_columns.values(), *BUILTIN_RETRIEVERS,
+                 *self.columns.values()}
+        seen: set[str] = set()
+        for name, store in named:
+            if not callable(getattr(store, "rank", None)):
+                raise DataError(f"retrieval_eval_custom_retriever: store {name!r} has no "
+                                "rank(persona, query, limit); return retrievers")
+            if usable_name(name) is None or name in taken or name in seen:
+                raise DataError(
+                    f"retrieval_eval_custom_retriever: store name {name!r} is "
+                    f"{'given twice' if name in seen else 'not usable or taken'}; give each "
+                    "store a name of its own (no ',' or '+', none of the run's retrievers)")
+            seen.add(name)
+        return named
+
     def display_name(self, retriever: str) -> str:
         """A retriever's column: the custom retriever's own name once known."""
         if retriever == CUSTOM_RETRIEVER:
@@ -555,7 +591,9 @@ class EvalSession:
         """Keep a scored (pair, retriever) once, however it arrived (its own item here, an
         xdist item report, a worker's final output)."""
         if result.get("selector") == CUSTOM_RETRIEVER:
-            self.custom_name = str(result["retriever"])
+            self.custom_name = self.custom_name or str(result["retriever"])
+            if result["retriever"] not in self.custom_names:
+                self.custom_names.append(str(result["retriever"]))
         key = (result["retriever"], result["index"])
         if key not in self._seen_results:
             self._seen_results.add(key)
@@ -626,7 +664,8 @@ class EvalSession:
             "lane": self.plan.lane,
             "model": self.plan.model,
             "ks": list(self.settings.ks),
-            "retrievers": [self.display_name(r) for r in self.settings.retrievers],
+            "retrievers": [name for r in self.settings.retrievers for name in (
+                self.custom_names or [r] if r == CUSTOM_RETRIEVER else [self.column(r)])],
             "protocol": self.settings.protocol,
             "granularity": self.settings.granularity,
             "usable": len(self.scored_positions()),

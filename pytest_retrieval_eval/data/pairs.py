@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
+from typing import cast
 
 from ..errors import one_line
 from ..vipune.limits import MAX_INPUT_LENGTH, rust_trim
@@ -97,7 +98,7 @@ class Row:
     created_at: str
     #: The (role, content) turns the row holds, in order: the session's, or under turn
     #: granularity the row's own one (LongMemEval's views: the user turns its text joins).
-    turns: tuple[tuple[str, str], ...] = ()
+    turns: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -348,7 +349,8 @@ def _parse(index: int, raw: dict[str, object]) -> Instance:
             len(content.encode("utf-8")) > VIPUNE_MAX_INPUT_BYTES
         ):
             oversize += 1
-        rows.append(Row(sid, content, created_at, session_turns(sessions[position])))
+        checked = cast("Sequence[Mapping[str, object]]", sessions[position])  # _session_text
+        rows.append(Row(sid, content, created_at, session_turns(checked)))
 
     notes: dict[str, int] = {}
     # Gold rejections come after the haystack's checks: LongMemEval's protocol scores an

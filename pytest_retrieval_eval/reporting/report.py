@@ -150,6 +150,9 @@ def timing_summary(results: Sequence[PairResult]) -> dict[str, dict[str, Any]]:
         overhead = [float(x["overhead"]) for x in lats if x.get("overhead") is not None]
         if overhead:
             entry["overhead"] = _median_p95(overhead)
+        startup = [float(x["startup"]) for x in lats if x.get("startup") is not None]
+        if startup:  # a user store's construction, once per process that ranked with it
+            entry["startup_ms"] = sum(startup)
         if any("ingest" in x for x in lats):
             ingest = [float(x["ingest"]) for x in lats if x.get("ingest") is not None]
             entry["ingest"] = {"total_ms": sum(ingest), "personas": len(ingest),

@@ -179,7 +179,7 @@ class UserRetriever:
                  make: Callable[[], Retriever]) -> None:
         self.selector = selector
         #: The column's name when it is known without building: the class's or object's
-        #: ``name``, a function's name; None for a factory.
+        #: ``name`` (a factory's or function's own ``name`` attribute); else None.
         self.name = name
         self.needs_vectors = bool(getattr(source, "needs_vectors", True))
         self.needs_store = bool(getattr(source, "needs_store", False))
@@ -197,13 +197,12 @@ class UserRetriever:
         return self._built
 
 
-def _static_name(obj: object, default_name: str) -> str | None:
+def _static_name(obj: object) -> str | None:
+    """A class's or object's own ``name``, read without building anything (None: it has
+    none, or it is a factory or a function, whose column stays its selector)."""
     if isinstance(obj, type) or _has_rank(obj):
-        return usable_name(getattr(obj, "name", None)) or (
-            default_name if getattr(obj, "name", None) is None else None)
-    if callable(obj) and not _is_factory(obj):
-        return default_name  # a plain function: FunctionRetriever(default_name)
-    return None
+        return usable_name(getattr(obj, "name", None))
+    return usable_name(getattr(obj, "name", None)) if callable(obj) else None
 
 
 def describe_dotted(selector: str) -> UserRetriever:
@@ -220,7 +219,7 @@ def describe_dotted(selector: str) -> UserRetriever:
         raise RetrievalEvalError(
             f"retriever '{selector}' takes no parameters: only a class or a factory is given "
             "key:value arguments; drop the +key:value parts")
-    name = _static_name(obj, default_name)
+    name = _static_name(obj)
     if name is not None and rest:
         name = f"{name}+{rest}"
     return UserRetriever(selector, name, obj,
@@ -236,7 +235,7 @@ def describe_object(name: str | None, obj: object, origin: str) -> UserRetriever
     """One store a conftest named (``pytest_retrieval_eval_retrievers``): a retriever, a
     class, or a no-argument factory; ``name`` (a mapping's key) wins over its own ``name``.
     ``origin`` names where it came from in errors."""
-    own = name if name is not None else _static_name(obj, "")
+    own = name if name is not None else _static_name(obj)
     column = usable_name(own)
     if column is None:
         raise RetrievalEvalError(

@@ -87,12 +87,13 @@ def data(pytester: pytest.Pytester, isolated_cache: Path,
                                "knowledge-update"], start=1)])
 
 
-def run(pytester: pytest.Pytester, data: Path, *args: str,
-        subprocess: bool = False) -> tuple[pytest.RunResult, dict[str, Any]]:
+def run(pytester: pytest.Pytester, data: Path, *args: str, subprocess: bool = False,
+        model: Path | None = None) -> tuple[pytest.RunResult, dict[str, Any]]:
     out = pytester.path / "report.json"
     out.unlink(missing_ok=True)
+    lane = "--no-model" if model is None else f"--retrieval-eval-model={model}"
     argv = ["-p", "no:randomly", "-p", "no:cacheprovider", "-W",
-            "ignore::pytest.PytestAssertRewriteWarning", "--retrieval-eval", "--no-model",
+            "ignore::pytest.PytestAssertRewriteWarning", "--retrieval-eval", lane,
             f"--retrieval-eval-data={data}", f"--retrieval-eval-json={out}", *args]
     result = pytester.runpytest_subprocess(*argv) if subprocess else pytester.runpytest(*argv)
     report = json.loads(out.read_text()) if out.exists() else {}
@@ -123,6 +124,8 @@ def test_index_once_per_persona_before_rank_and_ingest_apart_from_query_latency(
     assert timing["query"]["median"] < 100  # the 0.2 s sleeps are ingest only
     assert report["latency_ms"]["lexical"]["median"] < 100
     assert "overhead" in timing and "ingest" not in report["timing"]["fts"]
+    assert timing["startup_ms"] >= 0 and "startup_ms" not in report["timing"]["fts"]
+    assert sum("startup" in r["latency_ms"] for r in report["pairs"]) == 1  # built once
     text = result.stdout.str()
     assert "lexical: ingest 0." in text and "for 4 persona(s)" in text
     assert "harness overhead per item (median): fts" in text
@@ -268,3 +271,35 @@ def test_two_dotted_paths_of_one_name_keep_their_selectors(pytester: pytest.Pyte
     _, report = run(pytester, data, "--retrieval-eval-retriever",
                     "stores:Lexical,more:Lexical", "-k", "q1")
     assert report["retrievers"] == ["lexical", "more:Lexical"]
+
+
+FIXTURE = """
+import pytest
+import stores
+
+@pytest.fixture(scope="session")
+def retrieval_eval_custom_retriever():
+    return {value}
+"""
+
+
+def test_the_custom_fixture_may_return_several_stores(pytester: pytest.Pytester,
+                                                      data: Path, tiny_model_dir: Path,
+                                                      ) -> None:
+    """Their names are known only at run time: one ``custom`` item per pair ranks each,
+    a column each (``-k <name>`` per store needs the hook)."""
+    pytester.makeconftest(FIXTURE.format(value="[stores.Lexical(), stores.Other(boost=2)]"))
+    result, report = run(pytester, data, "--retrieval-eval-retriever", "fts,custom",
+                         model=tiny_model_dir)
+    result.assert_outcomes(passed=8)
+    assert report["retrievers"] == ["fts", "lexical", "other"]
+    assert report["summary"]["other"]["overall"]["n"] == 4
+    assert report["timing"]["other"]["ingest"]["personas"] == 4
+    _, parallel = run(pytester, data, "--retrieval-eval-retriever", "fts,custom", "-n", "2",
+                      subprocess=True, model=tiny_model_dir)
+    assert parallel["summary"] == report["summary"]
+    pytester.makeconftest(FIXTURE.format(value="{'fts': stores.Lexical()}"))
+    result, _ = run(pytester, data, "--retrieval-eval-retriever", "fts,custom",
+                    model=tiny_model_dir)
+    result.stdout.fnmatch_lines(["*store name 'fts' is not usable or taken*"])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
