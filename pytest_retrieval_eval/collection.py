@@ -28,6 +28,7 @@ argument is taken off the list pytest resolves as paths, since no such file exis
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -195,6 +196,9 @@ class QuestionCollector(_EvalCollector):
                 item = PairItem.from_parent(self, name=name, callobj=pair_test)
                 item.position, item.retriever = self.position, name
                 item.add_marker(MARKER)
+                column = self.state.column(name)
+                if column != name:  # -k <its name> selects it, as -k <selector> does
+                    item.extra_keyword_matches.add(column)
                 yield item
 
 
@@ -233,24 +237,37 @@ def pair_test(request: pytest.FixtureRequest) -> None:
     from .reporting.publish import pair_properties
     from .session import PairInputs
 
+    started = time.perf_counter()  # the item's own wall time: the harness's overhead
     item = request.node
     state = request.config.stash.get(SESSION_KEY, None)
     assert state is not None  # pair items exist only when the run is enabled
     request.getfixturevalue("retrieval_eval_pair")
-    custom = None
-    if item.retriever == CUSTOM_RETRIEVER:
-        custom = request.getfixturevalue("retrieval_eval_custom_retriever")
+    stores: list[tuple[str | None, Any]] = [(None, None)]
+    if item.retriever == CUSTOM_RETRIEVER:  # one store, or several: a column each
+        try:
+            stores = list(state.custom_stores(
+                request.getfixturevalue("retrieval_eval_custom_retriever")))
+        except RetrievalEvalError as exc:
+            request.session.shouldfail = str(exc)  # the same for every pair: stop here
+            raise
+    custom = stores[0][1]
     vectors = query_vector = store = None
     if state.holds_vectors():
         vectors = request.getfixturevalue("retrieval_eval_vectors").vectors
         query_vector = request.getfixturevalue("retrieval_eval_query_vector")
-    if state.needs_store(item.retriever, custom):  # built before the query is timed
+    if any(state.needs_store(item.retriever, c) for _, c in stores):  # before the timing
         store = request.getfixturevalue("retrieval_eval_store")
-    result = state.run_pair(item.position, item.retriever, custom=custom,
-                            inputs=PairInputs(vectors, query_vector, store))
+    results = []
+    for column, custom in stores:
+        results.append(state.run_pair(item.position, item.retriever, custom=custom,
+                                      inputs=PairInputs(vectors, query_vector, store),
+                                      started=started, column=column))
+        started = time.perf_counter()
+    item.retrieval_eval_results = results  # ride on its report (plugin.py)
     if state.junit_properties:  # --junitxml under junit_family=xunit1 (xunit2 forbids them)
-        for name, value in pair_properties(result):
-            item.user_properties.append((name, value))
+        for result in results:
+            for name, value in pair_properties(result):
+                item.user_properties.append((name, value))
 
 
 def attach_collector(state: EvalSession, collector: pytest.Collector,

@@ -23,7 +23,13 @@ from typing import Any
 import pytest
 
 from .io.hub_deadline import DEFAULT_DEADLINE
-from .retrievers.variants import VariantError, is_variant, parse_variant
+from .retrievers.variants import (
+    VariantError,
+    is_variant,
+    parse_keywords,
+    parse_variant,
+    split_dotted,
+)
 
 MAX_K = 10_000  # vipune's MAX_SEARCH_LIMIT: no search may ask for more rows
 DEFAULT_KS = (1, 5, 10)
@@ -82,6 +88,11 @@ def parse_retrievers(value: str) -> tuple[str, ...]:
         if is_variant(name):  # "hybrid+rrf_k:60+fts:or": checked now, a usage error if bad
             try:
                 parse_variant(name)
+            except VariantError as exc:
+                raise argparse.ArgumentTypeError(str(exc)) from None
+        elif _DOTTED.match(split_dotted(name)[0]) and "+" in name:  # module:Class+key:value
+            try:
+                parse_keywords(name)
             except VariantError as exc:
                 raise argparse.ArgumentTypeError(str(exc)) from None
         elif name not in valid and not _DOTTED.match(name):

@@ -18,6 +18,7 @@ import numpy as np
 
 from . import retrievers as retrievers_mod
 from .data.corpus import Corpus, PairRecord
+from .retrievers.base import LazySequence
 from .vectors.cache import VectorCache
 from .vectors.embedding import Embedder
 from .vectors.prep import query_key
@@ -59,10 +60,13 @@ def build_persona(pair: PairRecord, corpus: Corpus, vectors: VectorCache | None,
         built.append(path)
         return path
 
+    def load_turns() -> list[list[dict[str, str]]]:
+        return corpus.turns(list(pair.text_keys))
+
     return retrievers_mod.Persona(
         key=key, session_ids=tuple(pair.session_ids), created_at=tuple(pair.created_at),
         vectors=matrix, texts=retrievers_mod.LazyTexts(load_texts), store_path=store_path,
-        text_keys=tuple(pair.text_keys))
+        text_keys=tuple(pair.text_keys), turns=LazySequence(load_turns))
 
 
 def build_query(pair: PairRecord, embedder: Embedder | None, vectors: VectorCache | None,

@@ -39,6 +39,40 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
+class RetrievalEvalHooks:
+    """The plugin's hook specifications (a conftest implements them)."""
+
+    @pytest.hookspec
+    def pytest_retrieval_eval_retrievers(self, config: pytest.Config) -> Any:
+        """Named stores to score in place of ``custom``: a list of retrievers, classes or
+        no-argument factories (each named by its class's ``name``), or a mapping
+        name -> such a store. Each is a column and an item per pair (``-k <name>``); a class
+        or factory is built only in the process that ranks with it (never on the xdist
+        controller). Called on every process, so it must return the same names on each."""
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(RetrievalEvalHooks)
+
+
+def _named_stores(config: pytest.Config) -> list[Any]:
+    """What every ``pytest_retrieval_eval_retrievers`` returned, described (not built)."""
+    from collections.abc import Mapping
+
+    from .retrievers.loader import describe_object
+
+    origin = "pytest_retrieval_eval_retrievers"
+    stores: list[Any] = []
+    for returned in config.hook.pytest_retrieval_eval_retrievers(config=config):
+        if isinstance(returned, Mapping):
+            stores.extend(describe_object(str(k), v, origin) for k, v in returned.items())
+        elif isinstance(returned, (list, tuple)):
+            stores.extend(describe_object(None, v, origin) for v in returned)
+        else:
+            stores.append(describe_object(None, returned, origin))
+    return stores
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser,
                                   args: list[str]) -> Generator[None, None, None]:
@@ -94,6 +128,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
     config = session.config
     try:
+        state.add_stores(_named_stores(config))  # on every process: the same items
         if _is_worker(config):
             workerinput = config.workerinput  # type: ignore[attr-defined]
             state.attach(Plan.from_dict(workerinput[WORKER_PLAN]))
@@ -216,6 +251,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             f"{type(exc).__name__}: {one_line(exc)}")
         setattr(report, ERROR_ATTR, {"retriever": item.retriever, "question_id": question_id,
                                      "error": message})
+    elif report.when == "call" and report.passed and getattr(
+            item, "retrieval_eval_results", None):
+        setattr(report, RESULT_ATTR, item.retrieval_eval_results)  # type: ignore[attr-defined]
     elif report.when == "call" and report.passed and state.results:
         last = state.results[-1]
         if (last.get("selector", last["retriever"]), last["index"]) == (item.retriever,
@@ -236,8 +274,8 @@ class _ReportedResults:
         if str(report.outcome) == "rerun":
             return
         result = getattr(report, RESULT_ATTR, None)
-        if result is not None:
-            self.state.add_result(result)
+        for one in result if isinstance(result, list) else [] if result is None else [result]:
+            self.state.add_result(one)
         error = getattr(report, ERROR_ATTR, None)
         if error is None and report.failed:
             error = self._lost_item(report)
@@ -276,7 +314,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         corpus = state.corpus
         state.record_columns = column_names(
             session.items, lambda position: pair_id(corpus.pairs[position]),
-            state.settings.retrievers)
+            [*state.settings.retrievers, *state.columns.values()])
 
 
 
@@ -310,6 +348,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:  # c
     state = _session(config)
     if state is None or state.plan is None or _collect_only(config):
         return
+    state.close_retrievers()  # each process closes what it ranked with
     if _is_worker(config):
         config.workeroutput[WORKER_OUTPUT] = state.worker_output()  # type: ignore[attr-defined]
         return
@@ -372,6 +411,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
             terminalreporter.write_line(line)
     for line in config.stash.get(PUBLISHED_KEY, []):
         terminalreporter.write_line(line)
+    for line in state.close_errors:
+        terminalreporter.write_line(f"retrieval-eval: warning: {line}")
     if state.json_error is not None:
         terminalreporter.write_line(f"retrieval-eval: error: {state.json_error}")
     elif state.settings.json_path is not None:

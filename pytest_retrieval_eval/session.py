@@ -10,6 +10,8 @@ is never loaded twice for prep. Each item then calls :meth:`EvalSession.run_pair
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -32,6 +34,7 @@ from .io.checksums import MEMO_DIR
 from .options import BUILTIN_RETRIEVERS, CUSTOM_RETRIEVER, DEFAULT_MODEL, Settings
 from .reporting.report import NOTE_TEXT, PairResult
 from .retrievers import terms as terms_mod
+from .retrievers.loader import UserRetriever, describe_dotted, is_dotted, usable_name
 from .retrievers.ranking import Scored, check_haystack, explain_facts, rank_all, rank_per_k
 from .retrievers.variants import is_variant
 from .scoring import diagnostics
@@ -90,6 +93,17 @@ class EvalSession:
     report: dict[str, Any] | None = None
     json_error: str | None = None  # why the JSON report could not be written
     _retrievers: dict[str, retrievers_mod.Retriever] = field(default_factory=dict)
+    #: User retrievers by selector (dotted paths, a conftest's named stores): described on
+    #: every process, built only where an item uses one (never on the xdist controller).
+    _users: dict[str, UserRetriever] = field(default_factory=dict)
+    #: Every selector's column (its retriever's ``name`` where usable and free).
+    columns: dict[str, str] = field(default_factory=dict)
+    #: column -> the retriever this process ranked with (closed at session end).
+    _used: dict[str, Any] = field(default_factory=dict)
+    #: column -> persona keys this process has called ``index`` for.
+    _indexed: dict[str, set[str]] = field(default_factory=dict)
+    #: One line per ``close()`` that raised (shown as a warning on the controller).
+    close_errors: list[str] = field(default_factory=list)
     _stores: store_mod.StoreCache | None = None
     #: (pair position, retriever) of every item selected to run; None until collected.
     selected: list[tuple[int, str]] | None = None
@@ -111,6 +125,8 @@ class EvalSession:
     record_columns: dict[str, str] = field(default_factory=dict)
     #: The custom retriever's own name, once an item has used it (its column and JSON name).
     custom_name: str | None = None
+    #: Every column the custom fixture's stores filled (it may return several), in order.
+    custom_names: list[str] = field(default_factory=list)
     #: Pair items skipped (a skip mark, pytest.skip in a fixture, a plugin's skip).
     skips: list[dict[str, Any]] = field(default_factory=list)
 
@@ -211,18 +227,72 @@ class EvalSession:
         return [i for i, p in enumerate(self.corpus.pairs) if not p.abstention]
 
     def _make_retrievers(self) -> None:
+        """The built-in retrievers, built; user ones (dotted paths) only described: their
+        module imported, their class's ``name``, ``needs_vectors`` and ``needs_store`` read,
+        nothing constructed (that happens where an item first ranks with one)."""
         for name in self.settings.retrievers:
-            if name != CUSTOM_RETRIEVER and name not in self._retrievers:
-                if name == "bm25" and self.settings.protocol == LONGMEMEVAL:
-                    self._retrievers[name] = retrievers_mod.LongMemEvalBM25Retriever()
-                    continue
+            if name == CUSTOM_RETRIEVER or name in self._retrievers or name in self._users:
+                continue
+            if is_dotted(name):
+                self._users[name] = describe_dotted(name)
+            elif name == "bm25" and self.settings.protocol == LONGMEMEVAL:
+                self._retrievers[name] = retrievers_mod.LongMemEvalBM25Retriever()
+            else:
                 self._retrievers[name] = retrievers_mod.get_retriever(name, self.settings)
+        self._name_columns()
+
+    def add_stores(self, stores: Sequence[UserRetriever]) -> None:
+        """A conftest's named stores (``pytest_retrieval_eval_retrievers``) take the place of
+        ``custom`` in the retriever list: each its own column and item per pair."""
+        if not stores or CUSTOM_RETRIEVER not in self.settings.retrievers:
+            return
+        names = [store.selector for store in stores]
+        others = [r for r in self.settings.retrievers if r != CUSTOM_RETRIEVER]
+        clash = next((n for i, n in enumerate(names) if n in names[:i] or n in others
+                      or n in BUILTIN_RETRIEVERS), None)
+        if clash is not None:
+            raise DataError(
+                f"store name {clash!r} is given twice (by pytest_retrieval_eval_retrievers, "
+                "or as another retriever of the run); give each store a name of its own")
+        where = self.settings.retrievers.index(CUSTOM_RETRIEVER)
+        listed = list(self.settings.retrievers)
+        listed[where:where + 1] = names
+        self.settings = replace(self.settings, retrievers=tuple(listed))
+        for store in stores:
+            self._users[store.selector] = store
+
+    def _name_columns(self) -> None:
+        """Each selector's column: its retriever's ``name`` when that is usable and no
+        other retriever's selector, column or a built-in; else the selector."""
+        taken = {*self.settings.retrievers, *BUILTIN_RETRIEVERS, CUSTOM_RETRIEVER}
+        columns: dict[str, str] = {}
+        for selector in self.settings.retrievers:
+            user = self._users.get(selector)
+            if user is not None:  # its name read without building it ("Class+ef:10" too)
+                own = user.name
+            else:
+                own = usable_name(getattr(self._retrievers.get(selector), "name", None))
+            free = own is not None and (own == selector or (
+                own not in taken and own not in columns.values()))
+            columns[selector] = own if free and own is not None else selector
+        self.columns = columns
+
+    def retriever(self, selector: str) -> retrievers_mod.Retriever:
+        """The retriever of a selector, built on first use in this process."""
+        built = self._retrievers.get(selector)
+        if built is not None:
+            return built
+        return self._users[selector].build()
+
+    def column(self, selector: str) -> str:
+        return self.columns.get(selector, selector)
 
     def _needs_vectors(self) -> bool:
         """Whether any retriever reads vectors (``needs_vectors``, default yes: the custom
         one and dotted paths may): if none does, no model is loaded and nothing embedded."""
         return CUSTOM_RETRIEVER in self.settings.retrievers or any(
-            getattr(r, "needs_vectors", True) for r in self._retrievers.values())
+            getattr(r, "needs_vectors", True)
+            for r in [*self._retrievers.values(), *self._users.values()])
 
     # -- attaching (xdist worker) ----------------------------------------------------------
 
@@ -313,8 +383,12 @@ class EvalSession:
     def needs_store(self, retriever_name: str,
                     custom: retrievers_mod.Retriever | None = None) -> bool:
         """Whether the retriever searches the persona's vipune store (``needs_store``)."""
-        retriever = custom if custom is not None else self._retrievers[retriever_name]
-        return bool(getattr(retriever, "needs_store", False))
+        if custom is not None:
+            return bool(getattr(custom, "needs_store", False))
+        user = self._users.get(retriever_name)
+        if user is not None:
+            return user.needs_store
+        return bool(getattr(self._retrievers[retriever_name], "needs_store", False))
 
     def pair_inputs(self, pair: corpus_mod.PairRecord, retriever_name: str,
                     custom: retrievers_mod.Retriever | None = None) -> PairInputs:
@@ -327,16 +401,30 @@ class EvalSession:
 
     def run_pair(self, index: int, retriever_name: str,
                  custom: retrievers_mod.Retriever | None = None,
-                 inputs: PairInputs | None = None) -> PairResult:
+                 inputs: PairInputs | None = None,
+                 started: float | None = None, column: str | None = None) -> PairResult:
         """Rank one pair with one retriever, score it, and keep the result.
 
         ``inputs``: the pair's vectors, query vector and store as the public fixtures gave
         them (a pair item's); by default from :meth:`pair_inputs`, the methods those fixtures
         wrap. Either way the store is built (or checked) before the query is timed.
+        A retriever's ``index(persona)`` runs before its first ``rank`` of the persona, timed
+        as ingest. ``started``: when the item's call began (``time.perf_counter``), for the
+        harness's overhead per item.
         """
         assert self.corpus is not None
         pair = self.corpus.pairs[index]
-        retriever = custom if custom is not None else self._retrievers[retriever_name]
+        user = self._users.get(retriever_name) if custom is None else None
+        startup_ms = None
+        if user is not None and user.built is None:  # its constructor: once per process
+            begun = time.perf_counter()
+            user.build()
+            startup_ms = (time.perf_counter() - begun) * 1000.0
+        retriever = custom if custom is not None else self.retriever(retriever_name)
+        if column is None:
+            column = self._custom_column(custom) if custom is not None else self.column(
+                retriever_name)
+        self._used.setdefault(column, retriever)
         if inputs is None:
             inputs = self.pair_inputs(pair, retriever_name, custom)
         persona, query = self.persona(pair), self.query(pair)
@@ -348,6 +436,9 @@ class EvalSession:
         if inputs.query_vector is not None:
             query = replace(query, vector=inputs.query_vector)
         embed_ms = self._embed_ms.pop(pair.index, None)  # the pair's first scored item's
+        indexes, ingest_ms = self._index(retriever, column, persona)
+        if indexes:
+            persona = replace(persona, workdir=self.workdir(column, persona.key))
         start = time.perf_counter()
         components: dict[int, Mapping[str, Sequence[str]]] = {}
         scored: Scored = {}  # the ids and scores ties are judged on, per k
@@ -361,7 +452,6 @@ class EvalSession:
         check_haystack(pair.question_id, rankings, pair.session_ids)
         rankable = set(pair.session_ids)
         metrics = self.score(pair, rankings, rankable)
-        column = self._custom_column(custom) if custom is not None else retriever_name
         result: PairResult = {
             "retriever": column,
             **({"selector": retriever_name} if column != retriever_name else {}),
@@ -375,7 +465,9 @@ class EvalSession:
             "ranked": rankings[self.settings.max_k][: self.settings.max_k],
             "metrics": metrics,
             "notes": {k: v for k, v in pair.notes.items() if v},
-            "latency_ms": {"query_embedding": embed_ms, "retrieval": retrieval_ms},
+            "latency_ms": {"query_embedding": embed_ms, "retrieval": retrieval_ms,
+                           **({"ingest": ingest_ms} if indexes else {}),
+                           **({} if startup_ms is None else {"startup": startup_ms})},
             **diagnostics.pair_facts(components, rankings, self.settings.ks),
             "ties": pair_ties(scored or None, pair.gold, self.settings.ks,
                               protocol=self.settings.protocol, rankable=rankable,
@@ -383,8 +475,57 @@ class EvalSession:
             "explain": explain_facts(retriever, query, pair.gold, rankings, components,
                                      self.settings.ks),
         }
+        if started is not None:  # the item's own wall time less the store's and the model's
+            total = (time.perf_counter() - started) * 1000.0
+            result["latency_ms"]["overhead"] = max(0.0, total - retrieval_ms - (
+                ingest_ms or 0.0) - (embed_ms or 0.0) - (startup_ms or 0.0))
         self.add_result(result)
         return result
+
+    def workdir(self, column: str, persona_key: str) -> Path:
+        """A persona's own folder for one retriever, kept across runs:
+        ``<cache>/workdirs/<column>/<persona key>/`` (a column that is no safe file name is
+        spelled safely, with a short hash of it)."""
+        safe = re.sub(r"[^\w.+-]", "_", column)
+        if safe != column or safe.startswith("."):
+            safe = f"{safe.lstrip('.')}-{hashlib.sha256(column.encode()).hexdigest()[:8]}"
+        return self.cache_root / "workdirs" / safe / persona_key
+
+    def _index(self, retriever: Any, column: str,
+               persona: retrievers_mod.Persona) -> tuple[bool, float | None]:
+        """Call the retriever's ``index(persona)`` once per persona in this process, its
+        workdir made first: whether it has ``index``, and the milliseconds this call took
+        (None: the persona was indexed already)."""
+        index = getattr(retriever, "index", None)
+        if not callable(index):
+            return False, None
+        done = self._indexed.setdefault(column, set())
+        if persona.key in done:
+            return True, None
+        workdir = self.workdir(column, persona.key)
+        try:
+            workdir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise CacheError(f"{column}: cannot make its workdir {workdir} ({exc}); pass a "
+                             "writable --retrieval-eval-cache-dir") from None
+        start = time.perf_counter()
+        index(replace(persona, workdir=workdir))
+        done.add(persona.key)
+        return True, (time.perf_counter() - start) * 1000.0
+
+    def close_retrievers(self) -> None:
+        """``close()`` of each retriever this process ranked with, once; one that raises is a
+        warning line (:attr:`close_errors`), never a crash."""
+        used, self._used = self._used, {}
+        for column, retriever in used.items():
+            close = getattr(retriever, "close", None)
+            if not callable(close):
+                continue
+            try:
+                close()
+            except Exception as exc:  # user code: a warning, the run's results stand
+                self.close_errors.append(
+                    f"{column}: close() failed ({type(exc).__name__}: {exc})"[:300])
 
     def score(self, pair: corpus_mod.PairRecord, rankings: Mapping[int, list[str]],
                rankable: set[str]) -> dict[str, float]:
@@ -400,27 +541,59 @@ class EvalSession:
 
     def worker_output(self) -> dict[str, Any]:
         """xdist worker side: what goes into ``config.workeroutput``."""
-        return {"results": self.results, "errors": self.errors}
+        return {"results": self.results, "errors": self.errors,
+                "close_errors": self.close_errors}
 
     def _custom_column(self, custom: retrievers_mod.Retriever) -> str:
         """The custom retriever's column: its own ``name`` when that is free (no other
         retriever or recording test of the run has it), else ``custom``."""
         own = getattr(custom, "name", None)
-        taken = {*self.settings.retrievers, *self.record_columns.values(), *BUILTIN_RETRIEVERS}
+        taken = {*self.settings.retrievers, *self.record_columns.values(), *BUILTIN_RETRIEVERS,
+                 *self.columns.values()}
         if isinstance(own, str) and own.strip() and own == own.strip() and own not in taken \
                 and "," not in own and not is_variant(own):
             return own
         return CUSTOM_RETRIEVER
 
+    def custom_stores(self, value: Any) -> list[tuple[str, Any]]:
+        """The custom fixture's value as (column, retriever) pairs: one retriever (its column
+        as :meth:`_custom_column` names it), or a list (each named by its ``name``) or a
+        mapping name -> retriever, each its own column. Raises :class:`DataError` (one line)
+        for a store without a usable, free name, or two of one name."""
+        if isinstance(value, Mapping):
+            named = [(str(k), v) for k, v in value.items()]
+        elif isinstance(value, (list, tuple)):
+            named = [(str(getattr(v, "name", "")), v) for v in value]
+        else:
+            return [(self._custom_column(value), value)]
+        taken = {*self.settings.retrievers, *self.record_columns.values(), *BUILTIN_RETRIEVERS,
+                 *self.columns.values()}
+        seen: set[str] = set()
+        for name, store in named:
+            if not callable(getattr(store, "rank", None)):
+                raise DataError(f"retrieval_eval_custom_retriever: store {name!r} has no "
+                                "rank(persona, query, limit); return retrievers")
+            if usable_name(name) is None or name in taken or name in seen:
+                raise DataError(
+                    f"retrieval_eval_custom_retriever: store name {name!r} is "
+                    f"{'given twice' if name in seen else 'not usable or taken'}; give each "
+                    "store a name of its own (no ',' or '+', none of the run's retrievers)")
+            seen.add(name)
+        return named
+
     def display_name(self, retriever: str) -> str:
         """A retriever's column: the custom retriever's own name once known."""
-        return (self.custom_name or retriever) if retriever == CUSTOM_RETRIEVER else retriever
+        if retriever == CUSTOM_RETRIEVER:
+            return self.custom_name or retriever
+        return self.column(retriever)
 
     def add_result(self, result: PairResult) -> None:
         """Keep a scored (pair, retriever) once, however it arrived (its own item here, an
         xdist item report, a worker's final output)."""
         if result.get("selector") == CUSTOM_RETRIEVER:
-            self.custom_name = str(result["retriever"])
+            self.custom_name = self.custom_name or str(result["retriever"])
+            if result["retriever"] not in self.custom_names:
+                self.custom_names.append(str(result["retriever"]))
         key = (result["retriever"], result["index"])
         if key not in self._seen_results:
             self._seen_results.add(key)
@@ -446,6 +619,7 @@ class EvalSession:
             self.add_result(result)
         for error in output.get("errors", []):
             self.add_error(error)
+        self.close_errors.extend(str(e) for e in output.get("close_errors", []))
 
     def select(self, items: Sequence[tuple[int, str]]) -> None:
         """The (pair position, retriever) items left after ``-k``/``-m`` deselection."""
@@ -490,7 +664,8 @@ class EvalSession:
             "lane": self.plan.lane,
             "model": self.plan.model,
             "ks": list(self.settings.ks),
-            "retrievers": [self.display_name(r) for r in self.settings.retrievers],
+            "retrievers": [name for r in self.settings.retrievers for name in (
+                self.custom_names or [r] if r == CUSTOM_RETRIEVER else [self.column(r)])],
             "protocol": self.settings.protocol,
             "granularity": self.settings.granularity,
             "usable": len(self.scored_positions()),

@@ -67,12 +67,14 @@ Progress = Callable[[str, int, "int | None"], None]
 #: Bumped whenever the file layout or the parsing rules change: older files are rebuilt.
 #: 5: an empty session id is rejected; 4: an instance repeating a JSON key is rejected;
 #: 3: undated sessions counted; 2: a repeated question_id is rejected; the .sha256 sidecar.
-FORMAT_VERSION = 5
+#: 6: each text's turns (table ``turns``: key -> [[role, content], ...]).
+FORMAT_VERSION = 6
 _SELECT_CHUNK = 500
 
 SCHEMA_SQL = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE texts (key TEXT PRIMARY KEY, text TEXT NOT NULL);
+CREATE TABLE turns (key TEXT PRIMARY KEY, turns TEXT NOT NULL);
 CREATE TABLE pairs (
     idx INTEGER PRIMARY KEY,
     question_id TEXT NOT NULL,
@@ -266,6 +268,26 @@ class Corpus:
                 f"corpus file {self.path} cannot be read ({exc}); delete it and run again to "
                 f"rebuild it"
             ) from None
+
+    def turns(self, keys: Sequence[str]) -> list[list[dict[str, str]]]:
+        """Each text's turns as ``{"role", "content"}`` records, in order (``[]`` for a
+        text stored without them: a question)."""
+        found: dict[str, str] = {}
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), _SELECT_CHUNK):
+            chunk = unique[start : start + _SELECT_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            found.update(self._query(
+                f"SELECT key, turns FROM turns WHERE key IN ({marks})", chunk))
+        out: list[list[dict[str, str]]] = []
+        for key in keys:
+            try:
+                pairs = json.loads(found[key]) if key in found else []
+            except ValueError:
+                raise CacheError(f"corpus file {self.path}: the turns under key {key[:16]}… "
+                                 "are damaged; delete it and run again to rebuild it") from None
+            out.append([{"role": str(r), "content": str(c)} for r, c in pairs])
+        return out
 
     def texts(self, keys: Sequence[str]) -> list[str]:
         """The texts for ``keys``, in order (duplicates allowed); CacheError if one is missing."""

@@ -60,12 +60,16 @@ class _Builder:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
         self.batch: list[tuple[str, str]] = []
+        self.turn_batch: list[tuple[str, str]] = []
         self.batch_bytes = 0
         self.stats = dict.fromkeys(STAT_KEYS, 0)
         self.first_index: dict[str, int] = {}  # question_id -> index of its first instance
 
-    def add_text(self, key: str, text: str) -> None:
+    def add_text(self, key: str, text: str,
+                 turns: tuple[tuple[str, str], ...] | None = None) -> None:
         self.batch.append((key, text))
+        if turns is not None:
+            self.turn_batch.append((key, json_text([list(t) for t in turns])))
         self.batch_bytes += len(text)
         if len(self.batch) >= _TEXT_BATCH_ROWS or self.batch_bytes >= _TEXT_BATCH_BYTES:
             self.flush()
@@ -77,6 +81,10 @@ class _Builder:
             )
             self.batch = []
             self.batch_bytes = 0
+        if self.turn_batch:
+            self.conn.executemany(
+                "INSERT OR IGNORE INTO turns(key, turns) VALUES (?, ?)", self.turn_batch)
+            self.turn_batch = []
 
     def add(self, parsed: Instance | Rejection) -> None:
         stats = self.stats
@@ -100,7 +108,7 @@ class _Builder:
         for row in parsed.rows:
             key = text_key(row.content)
             keys.append(key)
-            self.add_text(key, row.content)
+            self.add_text(key, row.content, row.turns)
         question_key = text_key(parsed.question)
         self.add_text(question_key, parsed.question)
         notes = parsed.notes

@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
+from typing import cast
 
 from ..errors import one_line
 from ..vipune.limits import MAX_INPUT_LENGTH, rust_trim
@@ -95,6 +96,9 @@ class Row:
     session_id: str
     content: str
     created_at: str
+    #: The (role, content) turns the row holds, in order: the session's, or under turn
+    #: granularity the row's own one (LongMemEval's views: the user turns its text joins).
+    turns: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -154,6 +158,11 @@ class Rejection:
 def text_key(text: str) -> str:
     """Content address of a text: sha256 hex of its UTF-8 bytes."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def session_turns(turns: Sequence[Mapping[str, object]]) -> tuple[tuple[str, str], ...]:
+    """A checked session's turns as (role, content) pairs, in order."""
+    return tuple((str(turn["role"]), str(turn["content"])) for turn in turns)
 
 
 def render_session(turns: Sequence[Mapping[str, object]]) -> str:
@@ -340,7 +349,8 @@ def _parse(index: int, raw: dict[str, object]) -> Instance:
             len(content.encode("utf-8")) > VIPUNE_MAX_INPUT_BYTES
         ):
             oversize += 1
-        rows.append(Row(sid, content, created_at))
+        checked = cast("Sequence[Mapping[str, object]]", sessions[position])  # _session_text
+        rows.append(Row(sid, content, created_at, session_turns(checked)))
 
     notes: dict[str, int] = {}
     # Gold rejections come after the haystack's checks: LongMemEval's protocol scores an

@@ -187,7 +187,12 @@ def _lme_instance(index: int, raw: dict[str, Any], base: Instance | None,
             items = [lme_session_item(sid, turns)]
         else:
             items = lme_turn_items(sid, turns)
-        rows.extend(Row(cid, text, created_at) for cid, text in items)
+        if granularity == "session":  # the user turns its text joins
+            held = [tuple((str(t["role"]), str(t["content"])) for t in _user_turns(turns))]
+        else:
+            held = [(("user", text),) for _, text in items]
+        rows.extend(Row(cid, text, created_at, own)
+                    for (cid, text), own in zip(items, held, strict=True))
     # Gold: every corpus id containing "answer" (run_retrieval.py line 272), unique.
     gold = tuple(dict.fromkeys(row.session_id for row in rows if "answer" in row.session_id))
     notes: dict[str, int] = {}
@@ -228,7 +233,8 @@ def _vipune_turn_instance(raw: dict[str, Any], base: Instance) -> Instance | Rej
                 empty += 1  # vipune refuses empty content
                 continue
             turn_id = f"{sid}_{i + 1}"  # numbered as upstream numbers turns
-            rows.append(Row(turn_id, render_session([turn]), created[sid]))
+            rows.append(Row(turn_id, render_session([turn]), created[sid],
+                            ((str(turn["role"]), content),)))
             if sid in gold_sessions and turn.get("has_answer") is True:
                 gold.append(turn_id)
     if not gold:

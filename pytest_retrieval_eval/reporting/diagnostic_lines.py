@@ -13,7 +13,7 @@ import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..retrievers.variants import is_variant, parse_variant
+from ..retrievers.variants import PARAMETERS, is_variant, parse_variant
 from ..scoring.diagnostics import summarize
 
 __all__ = ["FTS_AND_HINT", "fts_ands_words", "lines", "phrases", "report_sections"]
@@ -30,7 +30,8 @@ def report_sections(results: Sequence[Mapping[str, Any]], retrievers: Sequence[s
     return {
         "diagnostics": summarize(results, retrievers, ks, type_order),
         "variants": {name: parse_variant(name).to_dict()
-                     for name in retrievers if is_variant(name)},
+                     for name in retrievers  # not a store's column "Store+ef:10"
+                     if is_variant(name) and name.partition("+")[0] in PARAMETERS},
     }
 
 

@@ -129,6 +129,60 @@ def latency_summary(results: Sequence[PairResult]) -> dict[str, dict[str, float]
     return out
 
 
+def _median_p95(values: list[float]) -> dict[str, float]:
+    values = sorted(values)
+    p95 = values[min(len(values) - 1, round(0.95 * (len(values) - 1)))]
+    return {"n": len(values), "median": statistics.median(values), "p95": p95}
+
+
+def timing_summary(results: Sequence[PairResult]) -> dict[str, dict[str, Any]]:
+    """Per retriever: ``query`` (rank time only), ``overhead`` (the harness's own time per
+    item: the item's wall time less ingest, rank and query embedding) and, for a retriever
+    with ``index``, ``ingest`` (``total_ms`` and ``personas``, with the median and p95 of one
+    persona's ``index``), in milliseconds."""
+    out: dict[str, dict[str, Any]] = {}
+    by_name: dict[str, list[Mapping[str, Any]]] = {}
+    for r in results:
+        if (r.get("latency_ms") or {}).get("retrieval") is not None:
+            by_name.setdefault(r["retriever"], []).append(r["latency_ms"])
+    for name, lats in by_name.items():
+        entry: dict[str, Any] = {"query": _median_p95([float(x["retrieval"]) for x in lats])}
+        overhead = [float(x["overhead"]) for x in lats if x.get("overhead") is not None]
+        if overhead:
+            entry["overhead"] = _median_p95(overhead)
+        startup = [float(x["startup"]) for x in lats if x.get("startup") is not None]
+        if startup:  # a user store's construction, once per process that ranked with it
+            entry["startup_ms"] = sum(startup)
+        if any("ingest" in x for x in lats):
+            ingest = [float(x["ingest"]) for x in lats if x.get("ingest") is not None]
+            entry["ingest"] = {"total_ms": sum(ingest), "personas": len(ingest),
+                               **({k: v for k, v in _median_p95(ingest).items() if k != "n"}
+                                  if ingest else {})}
+        out[name] = entry
+    return out
+
+
+def timing_lines(timing: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """One line per retriever with ``index`` (ingest apart from its queries), and one of the
+    harness's own time per item."""
+    lines = []
+    for name, entry in timing.items():
+        ingest = entry.get("ingest")
+        if ingest is None:
+            continue
+        per = (f" (median {ingest['median']:.1f} ms, p95 {ingest['p95']:.1f})"
+               if ingest.get("personas") else "")
+        query = entry["query"]
+        lines.append(f"{name}: ingest {ingest['total_ms'] / 1000.0:.2f} s for "
+                     f"{ingest['personas']} persona(s){per}; query {query['median']:.1f} ms "
+                     f"(p95 {query['p95']:.1f}), ingest excluded")
+    overhead = [f"{name} {e['overhead']['median']:.1f} ms" for name, e in timing.items()
+                if e.get("overhead")]
+    if overhead:
+        lines.append("harness overhead per item (median): " + ", ".join(overhead))
+    return lines
+
+
 def _fmt(value: float | None) -> str:
     return "   -  " if value is None else f"{value:6.3f}"
 
@@ -318,6 +372,7 @@ def terminal_lines(report: Mapping[str, Any], width: int = 80, *,
     if lat:
         parts = [f"{name} {v['median']:.1f} ms (p95 {v['p95']:.1f})" for name, v in lat.items()]
         tail.append("median latency per query: " + ", ".join(parts))
+    tail.extend(timing_lines(report.get("timing") or {}))
     return [*lines, *fit_lines([*tail, *_error_lines(report)], width)]
 
 
@@ -412,6 +467,7 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
         **diagnostic_lines.report_sections(ordered, retrievers, ks, type_order),
         "ties": ties.summarize(ordered, retrievers),
         "latency_ms": latency_summary(ordered),
+        "timing": timing_summary(ordered),
         "errors": sorted(errors, key=lambda e: (str(e.get("retriever")),
                                                 str(e.get("question_id")))),
         "skipped_items": skipped_items,

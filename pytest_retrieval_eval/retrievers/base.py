@@ -10,14 +10,16 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, overload, runtime_checkable
+from typing import Protocol, TypeVar, overload, runtime_checkable
 
 import numpy as np
 
 from .. import vipune
 from ..errors import RetrieverError, one_line
 
-__all__ = ["LazyTexts", "Persona", "Query", "Retriever"]
+__all__ = ["LazySequence", "LazyTexts", "Persona", "Query", "Retriever"]
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -33,6 +35,13 @@ class Persona:
     #: ``text_key(texts[i])`` per row (``pairs.text_key``), or empty when unknown. When given,
     #: retrievers may cache per-text work under these keys across personas (``bm25`` does).
     text_keys: tuple[str, ...] = ()
+    #: Per row ``i``, session ``i``'s turns as ``{"role": ..., "content": ...}`` records in
+    #: order (under turn granularity a row is one turn: its own single record). Lazily read.
+    turns: Sequence[Sequence[Mapping[str, str]]] = ()
+    #: A folder of this persona's own for the retriever ranking it, under the cache, keyed by
+    #: the retriever's column and :attr:`key`, kept across runs (so a store may reuse an
+    #: expensive ingest); made by the harness before ``index`` is called; None otherwise.
+    workdir: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -47,15 +56,15 @@ class Query:
     gold: tuple[str, ...]
 
 
-class LazyTexts(Sequence[str]):
-    """A persona's row texts, loaded by ``loader`` on first use (then kept)."""
+class LazySequence(Sequence[T]):
+    """A persona's per-row values, loaded by ``loader`` on first use (then kept)."""
 
-    def __init__(self, loader: Callable[[], Sequence[str]]) -> None:
+    def __init__(self, loader: Callable[[], Sequence[T]]) -> None:
         self._loader = loader
-        self._texts: Sequence[str] | None = None
+        self._texts: Sequence[T] | None = None
         self._lock = threading.Lock()
 
-    def _load(self) -> Sequence[str]:
+    def _load(self) -> Sequence[T]:
         if self._texts is None:
             with self._lock:
                 if self._texts is None:
@@ -68,16 +77,20 @@ class LazyTexts(Sequence[str]):
         return self._texts is not None
 
     @overload
-    def __getitem__(self, index: int) -> str: ...
+    def __getitem__(self, index: int) -> T: ...
 
     @overload
-    def __getitem__(self, index: slice) -> Sequence[str]: ...
+    def __getitem__(self, index: slice) -> Sequence[T]: ...
 
-    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+    def __getitem__(self, index: int | slice) -> T | Sequence[T]:
         return self._load()[index]
 
     def __len__(self) -> int:
         return len(self._load())
+
+
+class LazyTexts(LazySequence[str]):
+    """A persona's row texts, loaded by ``loader`` on first use (then kept)."""
 
 
 @runtime_checkable
@@ -96,6 +109,12 @@ class Retriever(Protocol):
     ids still work, and are then taken as a strict order), or set ``last_scores`` to the
     ``(id, score)`` list it ranked, best first, of which the returned ids are the first (the
     built-in retrievers do, so that a tie running past the cut is seen).
+
+    Lifecycle (optional, docs/design.md "A store's lifecycle"): ``index(persona)`` is called
+    once per persona (by :attr:`Persona.key`), before that persona's first ``rank``, in the
+    process that ranks it, with ``persona.workdir`` made; its time is reported as ingest,
+    never as query latency. ``close()`` is called once at the session's end in each process
+    that ranked with the retriever.
     """
 
     name: str

@@ -14,11 +14,15 @@ from .base import Persona, Query, Retriever, _option
 from .bm25 import BM25Retriever
 from .oracle import OracleRetriever
 from .reference import FtsRetriever, HybridRetriever, SemanticRetriever
-from .variants import VariantError, is_variant
+from .variants import VariantError, is_variant, parse_keywords, split_dotted
 from .vipune_binary import VipuneBinaryRetriever
 from .whatif import make_variant
 
-__all__ = ["REGISTRY", "FunctionRetriever", "get_retriever", "load_dotted"]
+__all__ = ["REGISTRY", "FunctionRetriever", "UserRetriever", "describe_dotted",
+           "describe_object", "get_retriever", "is_dotted", "load_dotted"]
+
+#: Selector prefixes that are retrievers of their own, never ``module:attr`` paths.
+RESERVED_PREFIXES = ("cmd:", "run:")
 
 
 class FunctionRetriever:
@@ -64,13 +68,14 @@ def _named(obj: object, default: str) -> Any:
     return obj
 
 
-def load_dotted(path: str) -> Retriever:
-    """Load a user retriever from ``"package.module:attr"`` (attr may be dotted).
+def is_dotted(name: str) -> bool:
+    """Whether ``name`` is a user retriever's ``module:attr[+key:value...]`` path."""
+    head = split_dotted(name)[0]
+    return ":" in head and not name.startswith(RESERVED_PREFIXES)
 
-    The attribute may be a class (instantiated with no arguments), an object with ``rank``, a
-    no-argument factory returning such an object, or a plain function
-    ``(persona, query, limit) -> ids``. Errors are one-line :class:`RetrievalEvalError`.
-    """
+
+def _resolve(path: str) -> tuple[Any, str]:
+    """The attribute ``module:attr`` names (the module imported) and its last name."""
     module_name, sep, attr_path = path.partition(":")
     if not sep or not module_name or not attr_path:
         raise RetrievalEvalError(
@@ -83,7 +88,8 @@ def load_dotted(path: str) -> Retriever:
         msg = one_line(f"{type(exc).__name__}: {exc}")
         raise RetrievalEvalError(
             f"retriever '{path}': cannot import module '{module_name}' ({msg}); "
-            "check the module is installed or on sys.path"
+            "check the module is installed or on sys.path (pytest's `pythonpath = .` ini "
+            "setting puts the rootdir there)"
         ) from None
     for part in attr_path.split("."):
         try:
@@ -93,27 +99,44 @@ def load_dotted(path: str) -> Retriever:
                 f"retriever '{path}': '{module_name}' has no attribute '{attr_path}'; "
                 "check the name after ':'"
             ) from None
-    default_name = attr_path.rsplit(".", 1)[-1]
+    return obj, attr_path.rsplit(".", 1)[-1]
+
+
+def _is_factory(obj: object) -> bool:
+    arity = _positional_arity(obj)  # type: ignore[arg-type]
+    return arity is not None and arity[0] == 0 and arity[1] == 0
+
+
+def _instantiate(path: str, obj: Any, default_name: str, kwargs: dict[str, Any]) -> Retriever:
+    """A retriever from what ``path`` named: a class (called with ``kwargs``), an object with
+    ``rank``, a factory (called with ``kwargs``), or a function ``(persona, query, limit)``."""
     bad = RetrievalEvalError(
         f"retriever '{path}' is not a Retriever: give a class or object with "
         "rank(persona, query, limit), a no-argument factory, or a function "
         "(persona, query, limit) -> ids"
     )
+    takes_none = RetrievalEvalError(
+        f"retriever '{path}' takes no parameters: only a class or a factory is given "
+        "key:value arguments; drop the +key:value parts")
     try:
         if isinstance(obj, type):
-            instance = obj()
+            instance = obj(**kwargs)
             if not _has_rank(instance):
                 raise bad
             return _named(instance, default_name)  # type: ignore[no-any-return]
         if _has_rank(obj):
+            if kwargs:
+                raise takes_none
             return _named(obj, default_name)  # type: ignore[no-any-return]
         if callable(obj):
             arity = _positional_arity(obj)
-            if arity is not None and arity[0] == 0 and arity[1] in (0,):
-                made = obj()
+            if arity is not None and arity[0] == 0 and (arity[1] == 0 or kwargs):
+                made = obj(**kwargs)
                 if not _has_rank(made):
                     raise bad
                 return _named(made, default_name)  # type: ignore[no-any-return]
+            if kwargs:
+                raise takes_none
             if arity is None or (arity[0] <= 3 and (arity[1] == -1 or arity[1] >= 3)):
                 return FunctionRetriever(default_name, obj)
         raise bad
@@ -122,8 +145,108 @@ def load_dotted(path: str) -> Retriever:
     except Exception as exc:  # a failing constructor or factory is user code
         msg = one_line(f"{type(exc).__name__}: {exc}")
         raise RetrievalEvalError(
-            f"retriever '{path}': creating it failed ({msg}); fix its constructor or factory"
+            f"retriever '{path}': creating it failed ({msg}); fix its constructor, factory "
+            "or arguments"
         ) from None
+
+
+def load_dotted(path: str) -> Retriever:
+    """Load a user retriever from ``"package.module:attr"`` (attr may be dotted), with
+    optional constructor arguments ``"package.module:Class+key:value+..."``.
+
+    The attribute may be a class (instantiated with the arguments, or none), an object with
+    ``rank``, a no-argument factory returning such an object, or a plain function
+    ``(persona, query, limit) -> ids``. Errors are one-line :class:`RetrievalEvalError`.
+    """
+    return describe_dotted(path).build()
+
+
+def usable_name(name: object) -> str | None:
+    """``name`` when it can be a column (a non-empty, stripped string with no ``,`` or
+    ``+``: the list separator and the what-if mark), else None."""
+    if isinstance(name, str) and name.strip() and name == name.strip() and "," not in name \
+            and "+" not in name:
+        return name
+    return None
+
+
+class UserRetriever:
+    """A user retriever known before it is built: its name, ``needs_vectors`` and
+    ``needs_store``, read from the class (or the object) without calling anything, so the
+    xdist controller builds nothing. :meth:`build` makes it, once, where items run."""
+
+    def __init__(self, selector: str, name: str | None, source: object,
+                 make: Callable[[], Retriever]) -> None:
+        self.selector = selector
+        #: The column's name when it is known without building: the class's or object's
+        #: ``name`` (a factory's or function's own ``name`` attribute); else None.
+        self.name = name
+        self.needs_vectors = bool(getattr(source, "needs_vectors", True))
+        self.needs_store = bool(getattr(source, "needs_store", False))
+        self._make = make
+        self._built: Retriever | None = None
+
+    def build(self) -> Retriever:
+        if self._built is None:
+            self._built = self._make()
+        return self._built
+
+    @property
+    def built(self) -> Retriever | None:
+        """The retriever if it was built in this process."""
+        return self._built
+
+
+def _static_name(obj: object) -> str | None:
+    """A class's or object's own ``name``, read without building anything (None: it has
+    none, or it is a factory or a function, whose column stays its selector)."""
+    if isinstance(obj, type) or _has_rank(obj):
+        return usable_name(getattr(obj, "name", None))
+    return usable_name(getattr(obj, "name", None)) if callable(obj) else None
+
+
+def describe_dotted(selector: str) -> UserRetriever:
+    """``module:attr[+key:value...]`` resolved (the module imported) but not built; its
+    column is the class's ``name`` (with the arguments as written: ``Chroma+ef:10``)."""
+    path, rest = split_dotted(selector)
+    try:
+        kwargs = parse_keywords(selector)
+    except VariantError as exc:
+        raise RetrievalEvalError(str(exc)) from None
+    obj, default_name = _resolve(path)
+    if kwargs and not (isinstance(obj, type) or (
+            callable(obj) and not _has_rank(obj) and _is_factory_with_kwargs(obj))):
+        raise RetrievalEvalError(
+            f"retriever '{selector}' takes no parameters: only a class or a factory is given "
+            "key:value arguments; drop the +key:value parts")
+    name = _static_name(obj)
+    if name is not None and rest:
+        name = f"{name}+{rest}"
+    return UserRetriever(selector, name, obj,
+                         lambda: _instantiate(selector, obj, default_name, kwargs))
+
+
+def _is_factory_with_kwargs(obj: object) -> bool:
+    arity = _positional_arity(obj)  # type: ignore[arg-type]
+    return arity is not None and arity[0] == 0
+
+
+def describe_object(name: str | None, obj: object, origin: str) -> UserRetriever:
+    """One store a conftest named (``pytest_retrieval_eval_retrievers``): a retriever, a
+    class, or a no-argument factory; ``name`` (a mapping's key) wins over its own ``name``.
+    ``origin`` names where it came from in errors."""
+    own = name if name is not None else _static_name(obj)
+    column = usable_name(own)
+    if column is None:
+        raise RetrievalEvalError(
+            f"{origin}: a store has no usable name ({own!r}); give it a class attribute "
+            "name = '...' without ',' or '+', or return a mapping name -> store")
+    if not (isinstance(obj, type) or _has_rank(obj) or (callable(obj) and _is_factory(obj))):
+        raise RetrievalEvalError(
+            f"{origin}: store {column!r} is not a Retriever: give a class or object with "
+            "rank(persona, query, limit), or a no-argument factory")
+    return UserRetriever(column, column, obj,
+                         lambda: _instantiate(f"{origin}: {column}", obj, column, {}))
 
 
 def _make_vipune(options: object) -> Retriever:
@@ -163,7 +286,7 @@ def get_retriever(name: str, options: object = None) -> Retriever:
             return make_variant(name)
         except VariantError as exc:
             raise RetrievalEvalError(str(exc)) from None
-    if ":" in name:
+    if is_dotted(name):
         return load_dotted(name)
     raise RetrievalEvalError(
         f"retriever '{name}' is unknown; choose from {', '.join(sorted(REGISTRY))} "

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     pass
 
-__all__ = ["PARAMETERS", "VariantError", "VariantSpec", "is_variant", "parse_variant"]
+__all__ = ["PARAMETERS", "VariantError", "VariantSpec", "is_variant", "parse_keywords",
+           "parse_variant", "split_dotted"]
 
 MAX_POOL = 10_000  # vipune's MAX_SEARCH_LIMIT: no list may ask for more rows
 
@@ -105,8 +106,50 @@ class VariantSpec:
 
 
 def is_variant(name: str) -> bool:
-    """Whether ``name`` is spelled as a what-if retriever (``base+...``)."""
-    return "+" in name
+    """Whether ``name`` is spelled as a what-if retriever (``base+...``); a dotted path with
+    keyword arguments (``module:Class+key:value``) is not one."""
+    return "+" in name and ":" not in name.partition("+")[0]
+
+
+def split_dotted(name: str) -> tuple[str, str]:
+    """``"pkg.mod:Class+ef:10+metric:cosine"`` -> ``("pkg.mod:Class", "ef:10+metric:cosine")``
+    (the second part empty when no arguments are given)."""
+    path, _, rest = name.partition("+")
+    return path, rest
+
+
+def _keyword_value(text: str) -> Any:
+    """A constructor argument's value, read as the what-if values are: a whole number, a
+    decimal number, ``true``/``false``, else the text itself."""
+    if text.isdigit() or (text[:1] == "-" and text[1:].isdigit()):
+        return int(text)
+    if text in ("true", "false"):
+        return text == "true"
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return number if math.isfinite(number) else text
+
+
+def parse_keywords(name: str) -> dict[str, Any]:
+    """The keyword arguments of ``module:Class+key:value+...`` (``{}`` without any).
+
+    Raises :class:`VariantError` (one line) for a part that is not ``key:value``, a key that
+    is not a Python identifier, or a key given twice."""
+    _, rest = split_dotted(name)
+    kwargs: dict[str, Any] = {}
+    for part in rest.split("+") if rest else []:
+        key, sep, text = part.partition(":")
+        if not sep or not key.isidentifier() or not text:
+            raise VariantError(
+                f"retriever {name!r}: {part!r} is not key:value; pass constructor arguments "
+                "as module:Class+key:value+key:value, e.g. stores:Faiss+ef:64")
+        if key in kwargs:
+            raise VariantError(f"retriever {name!r}: argument {key!r} is given twice; "
+                               "give each once")
+        kwargs[key] = _keyword_value(text)
+    return kwargs
 
 
 def _allowed(base: str) -> str:

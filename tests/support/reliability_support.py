@@ -137,7 +137,8 @@ def table_lines(text: str) -> list[str]:
     for line in section.splitlines()[1:]:
         if dropping and line.startswith("  "):
             continue
-        dropping = line.startswith(("median latency", "JSON report", "="))
+        dropping = line.startswith(("median latency", "harness overhead", "JSON report",
+                                    "=")) or ": ingest " in line  # timing lines
         if not dropping:
             keep.append(line.rstrip())
     return keep
