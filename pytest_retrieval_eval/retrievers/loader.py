@@ -172,5 +172,6 @@ def get_retriever(name: str, options: object = None) -> Retriever:
         return load_dotted(name)
     raise RetrievalEvalError(
         f"retriever '{name}' is unknown; choose from {', '.join(sorted(REGISTRY))} "
-        "or give 'package.module:attr', run:PATH (a TREC run file) (what-if: hybrid+rrf_k:60, fts+mode:or, ...)"
+        "or give 'package.module:attr', run:PATH (a TREC run file) "
+        "(what-if: hybrid+rrf_k:60, fts+mode:or, ...)"
     )

@@ -18,7 +18,7 @@ a finite number (trec_eval's ``atof`` would read ``abc`` as 0), and every line m
 same tag (trec_eval keeps the last line's without a check; one file here is one column, named
 by its tag: put each run in a file of its own).
 
-The retriever returns ``(id, score)`` pairs and sets ``last_scores`` to the question's whole
+The retriever returns the top ids and sets ``last_scores`` to the question's whole scored
 list, so the tie-aware metrics see equal scores, a tie past the cut included. A question of
 the run's selection with no line in the file fails its item, saying so; a docid that is not a
 session of that question's history is refused as a foreign id is (:func:`.check_haystack`).
@@ -147,7 +147,7 @@ class TrecRunRetriever:
         self.name, self._runs = read_run(self.path)
         self.last_scores: list[tuple[str, float]] | None = None
 
-    def rank(self, persona: Persona, query: Query, limit: int) -> Sequence[tuple[str, float]]:
+    def rank(self, persona: Persona, query: Query, limit: int) -> Sequence[str]:
         lim = _check_limit(limit)
         ranking = self._runs.get(query.question_id)
         self.last_scores = None
@@ -160,5 +160,5 @@ class TrecRunRetriever:
                            persona.session_ids)
         except RetrieverError as exc:
             raise RetrieverError(f"{self.selector}: {exc}") from None
-        self.last_scores = list(ranking)
-        return ranking[:lim]
+        self.last_scores = list(ranking)  # the whole list: a tie past the cut is seen
+        return [docid for docid, _ in ranking[:lim]]
