@@ -175,3 +175,26 @@ def test_a_retriever_without_scores_gets_the_no_scores_line(
     # A run whose retrievers all give scores shows no such line.
     result, _ = run_with_report(pytester, "--retrieval-eval-retriever", "oracle")
     assert "no scores:" not in result.stdout.str()
+
+
+def test_agreement_on_the_sample_equals_hybrids_fusion_count(
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    """An independent count: hybrid's diagnostics say in how many pairs its top k equals its
+    semantic list's (semantic's own ranking); `compare --retrievers semantic,hybrid` says in
+    how many pairs the two top k's are identical. The same pairs, counted two ways."""
+    from pytest_retrieval_eval.cli import console
+
+    _, data = run_with_report(pytester, "--retrieval-eval-retriever", "hybrid,semantic")
+    fusion = data["diagnostics"]["hybrid"]["fusion"]
+    capsys.readouterr()
+    assert console.main(["compare", str(pytester.path / "report.json"), "--retrievers",
+                         "semantic,hybrid", "--json", str(pytester.path / "cmp.json")]) == 0
+    out = capsys.readouterr().out
+    cmp = json.loads((pytester.path / "cmp.json").read_text())["comparison"]
+    got = cmp["agreement"]["hybrid vs semantic"]["overall"]
+    assert got["pairs"] == 15
+    for k in data["ks"]:
+        assert got[str(k)]["identical"] == fusion[str(k)]["equals_semantic"], k
+    same = "/".join(str(got[str(k)]["identical"]) for k in data["ks"])
+    assert f"agreement hybrid vs semantic: top 1/5/10 identical in {same} of 15 pairs" in \
+        " ".join(out.split())
