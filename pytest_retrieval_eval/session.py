@@ -381,7 +381,7 @@ class EvalSession:
                               protocol=self.settings.protocol, rankable=rankable,
                               corpus_ids=pair.session_ids),
             "explain": explain_facts(retriever, query, pair.gold, rankings, components,
-                                     self.settings.ks),
+                                     self.settings.ks, scored),
         }
         self.add_result(result)
         return result
