@@ -198,3 +198,18 @@ def test_agreement_on_the_sample_equals_hybrids_fusion_count(
     same = "/".join(str(got[str(k)]["identical"]) for k in data["ks"])
     assert f"agreement hybrid vs semantic: top 1/5/10 identical in {same} of 15 pairs" in \
         " ".join(out.split())
+
+
+def test_the_in_run_comparison_shows_the_agreement(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same retriever against its own earlier run: every top k identical, overlap 1."""
+    monkeypatch.setenv("COLUMNS", "200")
+    _, base = run_with_report(pytester, "--retrieval-eval-retriever", "semantic")
+    (pytester.path / "base.json").write_text(json.dumps(base))
+    result, data = run_with_report(pytester, "--retrieval-eval-retriever", "semantic",
+                                   "--retrieval-eval-compare", "base.json")
+    n = len(base["pairs"])
+    assert data["comparison"]["agreement"]["semantic"]["overall"]["10"] == {
+        "identical": n, "overlap": 1.0}
+    assert (f"agreement semantic: top 1/5/10 identical in {n}/{n}/{n} of {n} pairs, mean "
+            "overlap@1/5/10 1.000/1.000/1.000") in result.stdout.str()

@@ -75,3 +75,16 @@ def test_two_retrievers_of_one_report() -> None:
     cmp = compare.compare_retrievers(one, "a", "b")
     assert cmp["agreement"]["b vs a"]["overall"]["3"] == {"identical": 1,
                                                           "overlap": pytest.approx(2 / 3)}
+
+
+def test_no_scores_line_names_partial_and_skips_recorded_rankings() -> None:
+    from pytest_retrieval_eval.reporting.diagnostic_lines import no_scores_line
+
+    pairs = [{"retriever": "a", "ties": None}, {"retriever": "a", "ties": {"sensitive": {}}},
+             {"retriever": "b", "ties": None}, {"retriever": "rec"},
+             {"retriever": "c", "ties": {"sensitive": {}}}]
+    line = no_scores_line(pairs, ["a", "b", "rec", "c"])
+    assert line is not None and line.startswith(
+        "no scores: a (1 of 2 pairs), b give ranked ids only, so an order of equal scores "
+        "cannot be seen (no tie is counted); return (id, score) pairs from rank")
+    assert no_scores_line(pairs[3:], ["rec", "c"]) is None
