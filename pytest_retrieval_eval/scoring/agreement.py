@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["agreement", "identical_top", "overlap_at"]
+__all__ = ["agreement", "identical_top", "overlap_at", "ranked_of"]
 
 
 def identical_top(a: Sequence[str], b: Sequence[str], k: int) -> bool:
