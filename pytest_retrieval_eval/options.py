@@ -44,6 +44,7 @@ DEFAULT_RETRIEVERS = ("hybrid",)
 BUILTIN_RETRIEVERS = ("hybrid", "semantic", "fts", "bm25", "oracle", "vipune")
 DEFAULT_NETWORK_DEADLINE = DEFAULT_DEADLINE  # seconds per Hub call (io/hub_deadline.py)
 CUSTOM_RETRIEVER = "custom"  # ranked by the ``retrieval_eval_custom_retriever`` fixture
+RUN_PREFIX = "run:"  # ``run:PATH``: a TREC run file (retrievers/trec_run.py)
 _DOTTED = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 #: A whole number as typed: ASCII digits only (``int`` takes other scripts' digits, "1_0").
 _WHOLE = re.compile(r"^-?[0-9]+$")
@@ -85,7 +86,11 @@ def parse_retrievers(value: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError("retriever list is empty; give e.g. hybrid")
     valid = (*BUILTIN_RETRIEVERS, CUSTOM_RETRIEVER)
     for name in names:
-        if is_variant(name):  # "hybrid+rrf_k:60+fts:or": checked now, a usage error if bad
+        if name.startswith(RUN_PREFIX):  # "run:PATH", a TREC run file: read at session start
+            if not name[len(RUN_PREFIX):].strip():
+                raise argparse.ArgumentTypeError(
+                    f"retriever {name!r} names no file; give run:PATH of a TREC run file")
+        elif is_variant(name):  # "hybrid+rrf_k:60+fts:or": checked now, a usage error if bad
             try:
                 parse_variant(name)
             except VariantError as exc:
@@ -234,7 +239,8 @@ OPTIONS: tuple[_Option, ...] = (
             "comma list of retrievers to score side by side: hybrid (vipune's search_hybrid "
             "reference), semantic, fts, bm25 (LongMemEval's baseline), oracle (self-check), "
             "vipune (the real binary), custom (the retrieval_eval_custom_retriever fixture), "
-            "package.module:attr, or a what-if such as hybrid+rrf_k:60+fts:or, "
+            "package.module:attr, run:PATH (a TREC run file, its column named by its tag), "
+            "or a what-if such as hybrid+rrf_k:60+fts:or, "
             "hybrid+pool:100, hybrid+recency:0.3, fts+mode:or, semantic+dtype:float32 "
             "(docs/diagnostics.md) (default: hybrid)", "NAME[,NAME...]"),
     _Option("--retrieval-eval-json", "retrieval_eval_json", path_text, None,
@@ -440,6 +446,8 @@ def _ini(config: pytest.Config, opt: _Option) -> Any:
 def _from_ini_folder(config: pytest.Config, dest: str, value: Any) -> Any:
     """A relative path read from the ini file, made relative to the ini file's folder (as
     pytest's own "paths" ini options are), so a run from a subfolder finds the same file."""
+    if dest == "retrieval_eval_retriever" and isinstance(value, tuple):  # run:PATH entries
+        return tuple(_run_from_ini_folder(config, name) for name in value)
     if not isinstance(value, str) or dest not in (*INI_PATHS, *INI_MAYBE_PATHS):
         return value
     base = config.inipath.parent if config.inipath is not None else config.rootpath
@@ -457,6 +465,15 @@ def _from_ini_folder(config: pytest.Config, dest: str, value: Any) -> Any:
         if not looks_like_path:
             return value
     return str(base / path)
+
+
+def _run_from_ini_folder(config: pytest.Config, name: str) -> str:
+    """``run:PATH`` given in the ini file with a relative PATH: read from the ini's folder."""
+    if not name.startswith(RUN_PREFIX):
+        return name
+    base = config.inipath.parent if config.inipath is not None else config.rootpath
+    path = Path(name[len(RUN_PREFIX):]).expanduser()
+    return name if path.is_absolute() else f"{RUN_PREFIX}{base / path}"
 
 
 def _value(config: pytest.Config, opt: _Option) -> Any:

@@ -473,7 +473,7 @@ class EvalSession:
                               protocol=self.settings.protocol, rankable=rankable,
                               corpus_ids=pair.session_ids),
             "explain": explain_facts(retriever, query, pair.gold, rankings, components,
-                                     self.settings.ks),
+                                     self.settings.ks, scored),
         }
         if started is not None:  # the item's own wall time less the store's and the model's
             total = (time.perf_counter() - started) * 1000.0

@@ -2,8 +2,9 @@
 
 ``report`` (aggregation, terminal tables fitted to the width, JSON), ``diagnostic_lines``
 (the diagnostics in words), ``report_file`` (a saved report read and checked), ``compare``
-(two runs pair by pair), ``markdown``, ``plot`` (the
-``[plot]`` extra, only on ask) and ``publish`` (Markdown file, job summary, JUnit properties).
+(two runs pair by pair; ``agreement_lines``: how alike their rankings are), ``markdown``,
+``plot`` (the ``[plot]`` extra, only on ask) and ``publish`` (Markdown file, job summary,
+JUnit properties).
 
 Public: ``report.build_report``, ``terminal_lines``, ``write_json``;
 ``compare.load_report`` (``report_file``'s), ``compare_reports``, ``compare_retrievers``,

@@ -10,7 +10,9 @@ A comparison is plain data (it goes into the JSON report as ``"comparison"``):
   and question type, plus ``overall``: base and new means, ``delta`` (new - base), a 95% paired
   bootstrap interval of delta, the p-value of a two-sided paired randomization test and its
   Holm-Bonferroni adjustment across the rows of that metric (:mod:`.significance`);
-* the pairs whose primary metric at k went up (gained) or down (lost), by question id.
+* the pairs whose primary metric at k went up (gained) or down (lost), by question id;
+* how alike the rankings are (``agreement``, :mod:`.agreement_lines`): identical top k's and
+  the mean overlap@k of the matched pairs' ``ranked``.
 
 :func:`load_report` and :func:`check_report` (:mod:`.report_file`, named here too) and
 :func:`check_comparable` refuse what cannot be compared with one line (:class:`CompareError`):
@@ -30,6 +32,7 @@ import numpy as np
 
 from ..errors import printable
 from ..scoring import significance as sig
+from .agreement_lines import agreement_lines, lane_agreement
 from .report import families_for, fit_lines, type_order
 from .report_file import MAX_REPORT_BYTES as MAX_REPORT_BYTES
 from .report_file import PAIR_FIELDS as PAIR_FIELDS
@@ -383,7 +386,7 @@ def _compare_pairs(base_pairs: Sequence[Mapping[str, Any]],
     return {"ks": list(ks), "metrics": list(metrics), "primary": primary,
             "matched": len(common),
             "only_in_base": only_base, "only_in_new": only_new, "rows": rows,
-            "changes": changes,
+            "changes": changes, "agreement": lane_agreement(common, names, ks),
             "method": {"ci": f"{int(sig.DEFAULT_LEVEL * 100)}% paired bootstrap",
                        "resamples": resamples, "test": "two-sided paired randomization",
                        "permutations": permutations,
@@ -495,4 +498,5 @@ def comparison_lines(cmp: Mapping[str, Any], verbose: bool = False,
     """Everything the terminal shows of a comparison (``width``: the terminal's, which the
     header and the change lines are cut at spaces to fit; ``None`` leaves them whole)."""
     return [*fit_lines(header_lines(cmp), width), *table_lines(cmp),
+            *fit_lines(agreement_lines(cmp, verbose), width),
             *fit_lines(change_lines(cmp, verbose), width)]

@@ -16,7 +16,8 @@ from typing import Any
 from ..retrievers.variants import PARAMETERS, is_variant, parse_variant
 from ..scoring.diagnostics import summarize
 
-__all__ = ["FTS_AND_HINT", "fts_ands_words", "lines", "phrases", "report_sections"]
+__all__ = ["FTS_AND_HINT", "fts_ands_words", "lines", "no_scores_line", "phrases",
+           "report_sections"]
 
 #: Why vipune's FTS returns nothing so often, said on the fts line.
 FTS_AND_HINT = "every query word must match: vipune ANDs the quoted words"
@@ -129,3 +130,35 @@ def tie_line(ties: Mapping[str, Any], retrievers: Sequence[str]) -> str | None:
     if not parts:
         return None
     return "ties: " + "; ".join(parts) + "; every metric in the JSON report's \"ties\""
+
+
+#: How a retriever gives the scores the tie-aware metrics need (the no-scores line's fix).
+SCORES_HINT = ("return (id, score) pairs from rank, or set last_scores to the (id, score) "
+               "list ranked, best first (docs/ties.md)")
+
+
+def no_scores_line(pairs: Sequence[Mapping[str, Any]],
+                   retrievers: Sequence[str]) -> str | None:
+    """The one line under the tables naming each retriever that ranked pairs without scores
+    (its pair results' ``ties`` is null): a tie it broke by its own rule cannot be seen, so
+    its zero tie-sensitive pairs mean nothing. Rankings recorded by tests
+    (``retrieval_eval_record``, no ``ties`` key) are left out: they carry no scores by
+    design. None when every scored retriever gave scores."""
+    without: dict[str, int] = {}
+    total: dict[str, int] = {}
+    for pair in pairs:
+        if "ties" not in pair:
+            continue
+        name = str(pair["retriever"])
+        total[name] = total.get(name, 0) + 1
+        if pair["ties"] is None:
+            without[name] = without.get(name, 0) + 1
+    names = [name for name in retrievers if without.get(name)]
+    if not names:
+        return None
+    shown = ", ".join(name if without[name] == total[name]
+                      else f"{name} ({without[name]} of {total[name]} pairs)"
+                      for name in names)
+    verb = "gives" if len(names) == 1 else "give"
+    return (f"no scores: {shown} {verb} ranked ids only, so an order of equal scores cannot "
+            f"be seen (no tie is counted); {SCORES_HINT}")

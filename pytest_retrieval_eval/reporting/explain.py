@@ -2,7 +2,8 @@
 
 :func:`explain_lines` renders, from a JSON report (``--retrieval-eval-json``) and a question
 id: the question, its type and date, its gold sessions; per retriever, the top k with the gold
-marked and the rank where each gold session landed (or "not returned"); for a fused retriever
+marked (each row with its score and the facts the retriever gave, ``last_facts``, where it gave
+them) and the rank where each gold session landed (or "not returned"); for a fused retriever
 (``hybrid`` and its what-ifs) each gold session's semantic rank, FTS rank and RRF
 contributions ``1/(k + rank)``, and the FTS5 MATCH string vipune sends, with "0 rows" when
 that is why FTS did not help; the metrics that depend on the order of equal scores. Everything
@@ -73,19 +74,48 @@ def _fusion_lines(fusion: Mapping[str, Any], gold: Sequence[str]) -> list[str]:
     return lines
 
 
+def _fact_text(value: object) -> str:
+    if isinstance(value, list):
+        return ", ".join(_fact_text(x) for x in value)
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _row_text(row: object) -> str:
+    """A shown row's score and facts (``explain.rows``, :mod:`..retrievers.row_facts`):
+    ``  score 0.8300; matched: paris, trip``; "" when the retriever gave neither."""
+    if not isinstance(row, Mapping):
+        return ""
+    parts = []
+    score = row.get("score")
+    if isinstance(score, (int, float)) and not isinstance(score, bool):
+        parts.append(f"score {score:.4f}")
+    facts = row.get("facts")
+    if isinstance(facts, Mapping):
+        parts.extend(f"{key}: {_fact_text(value)}" for key, value in facts.items())
+    return ("  " + "; ".join(parts)) if parts else ""
+
+
 def pair_lines(pair: Mapping[str, Any], top: int) -> list[str]:
-    """One retriever's part: its top ``top`` with the gold marked, each gold session's rank,
-    the fusion arithmetic or the FTS query, and the tie-sensitive metrics."""
+    """One retriever's part: its top ``top`` with the gold marked (and each row's score and
+    facts where the retriever gave them), each gold session's rank, the fusion arithmetic or
+    the FTS query, and the tie-sensitive metrics."""
     name = pair["retriever"]
     gold = [str(g) for g in pair.get("gold") or []]
     gold_set = set(gold)
     ranked = [str(x) for x in pair.get("ranked") or []][:top]
     lines = [f"{name}: top {top}" + ("" if len(ranked) >= top else
                                        f" ({len(ranked)} rows returned)")]
-    for i, mem_id in enumerate(ranked, start=1):
-        lines.append(f"  {i:>3} {'*' if mem_id in gold_set else ' '} {mem_id}"
-                     + ("  (gold)" if mem_id in gold_set else ""))
     facts = pair.get("explain")
+    rows = (facts or {}).get("rows")
+    rows = rows if isinstance(rows, Mapping) else {}
+    said = [_row_text(rows.get(mem_id)) for mem_id in ranked]
+    shown = [mem_id + ("  (gold)" if mem_id in gold_set else "") for mem_id in ranked]
+    width = max((len(x) for x in shown), default=0) if any(said) else 0  # facts in a column
+    for i, (mem_id, text, row) in enumerate(zip(ranked, shown, said, strict=True), start=1):
+        lines.append(f"  {i:>3} {'*' if mem_id in gold_set else ' '} "
+                     + (f"{text:<{width}}{row}" if row else text))
     ranks: Mapping[str, Any] = (facts or {}).get("gold_ranks") or {}
     for g in gold:
         if facts is not None and g in ranks:
@@ -93,7 +123,7 @@ def pair_lines(pair: Mapping[str, Any], top: int) -> list[str]:
         else:
             rank = ranked.index(g) + 1 if g in ranked else None
             text = _rank_text(rank, top) if rank else f"not in the top {top}"
-        lines.append(f"  gold {g}: {text}")
+        lines.append(f"  gold {g}: {text}" + ("" if g in ranked else _row_text(rows.get(g))))
     if facts is None:
         lines.append(f"  where gold landed past the top {top}, and the semantic and FTS "
                      f"ranks of a fused retriever, are not in this report; {RECORD_HINT}")

@@ -6,7 +6,8 @@ retrievers as column groups (one column per k); the best value of each k in a ro
 only when it is strictly the best (no bold on a tie, none on a row of zeros). The diagnostics
 follow in a collapsed ``<details>``. Comparison tables have the same rows, and per retriever
 the columns base -> new, delta with its 95% CI, and the Holm-adjusted p-value (bold and
-marked when significant); the gained and lost questions follow in a ``<details>``.
+marked when significant); the agreement of the rankings (identical top k, mean overlap@k)
+and the gained and lost questions follow, each in a ``<details>``.
 
 Text from the dataset or a saved report (question ids, the dataset's and the reports' names)
 is written as a code span (:func:`code`): no newline of it starts a heading, and no HTML or
@@ -19,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import printable
+from .agreement_lines import agreement_markdown
 from .compare import format_p
 from .report import families_for, type_order
 
@@ -195,6 +197,10 @@ def comparison_markdown(cmp: Mapping[str, Any]) -> str:
                 cells += [f"{x['base']:.3f} → {x['new']:.3f}", delta, p]
             table.append(cells)
         lines.extend([f"#### Δ {metric}", "", *_table(head, table, right_from=1), ""])
+    agreement = agreement_markdown(cmp, _cell)
+    if agreement:
+        lines.extend(_details("Agreement of the rankings (identical top k, mean overlap@k)",
+                              agreement))
     lines.extend(_change_details(cmp))
     lines.append(f"Δ = new - base; {method['ci']} CI ({method['resamples']} resamples); p: "
                  f"{method['test']} test ({method['permutations']} permutations, exact when <= "

@@ -360,7 +360,9 @@ def terminal_lines(report: Mapping[str, Any], width: int = 80, *,
     lines.append("")
     lines.extend(tables)
     ties_line = diagnostic_lines.tie_line(report.get("ties") or {}, report["retrievers"])
-    lines.extend(["", *fit_lines([ties_line], width)] if ties_line else [])
+    unscored = diagnostic_lines.no_scores_line(report.get("pairs") or [], report["retrievers"])
+    tie_block = [line for line in (ties_line, unscored) if line]
+    lines.extend(["", *fit_lines(tie_block, width)] if tie_block else [])
     notes = diagnostic_lines.lines(report.get("diagnostics") or {}, report["retrievers"],
                                    report["ks"], width, verbose=verbose)
     lines.extend(["", *notes] if notes else [])

@@ -58,16 +58,17 @@ def load_report(path: Path, *, slim: bool = False) -> dict[str, Any]:
 
 
 #: The fields of a pair that compare, plot and markdown read (``load_report(slim=True)``).
-PAIR_FIELDS = ("retriever", "question_id", "question_type", "metrics")
+PAIR_FIELDS = ("retriever", "question_id", "question_type", "metrics", "ranked")
 
 
 class _Slimmer:
     """``json.loads``'s object hook for :func:`load_report`'s ``slim``: a pair (an object with
     question_id, retriever and metrics) keeps :data:`PAIR_FIELDS`; its metrics' equal values
-    share one float object."""
+    share one float object, its ``ranked`` ids' equal strings one str."""
 
     def __init__(self) -> None:
         self.floats: dict[float, float] = {}
+        self.ids: dict[str, str] = {}
 
     def __call__(self, obj: dict[str, Any]) -> dict[str, Any]:
         if "question_id" in obj and "retriever" in obj and isinstance(obj.get("metrics"), dict):
@@ -75,6 +76,10 @@ class _Slimmer:
             for key, value in metrics.items():
                 if type(value) is float and value == value:  # NaN is checked and named later
                     metrics[key] = self.floats.setdefault(value, value)
+            ranked = obj.get("ranked")
+            if isinstance(ranked, list):  # ids repeat across retrievers: one str each
+                obj["ranked"] = [self.ids.setdefault(x, x) if isinstance(x, str) else x
+                                 for x in ranked]
             return {key: obj[key] for key in PAIR_FIELDS if key in obj}
         return obj
 

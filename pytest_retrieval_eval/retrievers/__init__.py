@@ -13,14 +13,16 @@ A retriever ranks a persona's memory rows (session ids) for one query. Built-ins
 ``oracle``    gold first, then the rest: a pipeline self-check (recall 1 when gold is present).
 ``vipune``    the real vipune binary, driven through its command line on the persona's store.
 
-User retrievers are loaded from ``"package.module:attr"`` (:func:`load_dotted`). Built-ins
+User retrievers are loaded from ``"package.module:attr"`` (:func:`load_dotted`); a TREC run
+file's rankings from ``"run:PATH"`` (``trec_run``). Built-ins
 never return duplicates; a user retriever's duplicates are left to ``metrics``.
 
 Modules: ``base`` (Persona, Query, Retriever), ``reference`` (hybrid, semantic, fts),
 ``bm25``, ``oracle``, ``vipune_binary``, ``loader`` (names and dotted paths), ``variants``
 (the what-if name grammar) and ``whatif`` (the what-if retrievers), ``terms`` (bm25's saved
-term counts). The names below load their module on first use, so ``variants`` (which the
-option validators read) is importable without numpy.
+term counts), ``trec_run`` (run files), ``row_facts`` (explain's per-row scores and facts).
+The names below load their module on first use, so ``variants`` (which the option
+validators read) is importable without numpy.
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ from .base import Persona, Query, Retriever, _option
 from .bm25 import BM25Retriever
 from .oracle import OracleRetriever
 from .reference import FtsRetriever, HybridRetriever, SemanticRetriever
+from .trec_run import PREFIX as RUN_PREFIX
+from .trec_run import TrecRunRetriever
 from .variants import VariantError, is_variant, parse_keywords, split_dotted
 from .vipune_binary import VipuneBinaryRetriever
 from .whatif import make_variant
@@ -272,7 +274,8 @@ REGISTRY: dict[str, Callable[[object], Retriever]] = {
 
 def get_retriever(name: str, options: object = None) -> Retriever:
     """A built-in retriever by name, a what-if one (``"hybrid+fts:or"``,
-    :mod:`pytest_retrieval_eval.retrievers.variants`), or a user one by ``"package.module:attr"``.
+    :mod:`pytest_retrieval_eval.retrievers.variants`), a TREC run file (``"run:PATH"``,
+    :mod:`.trec_run`), or a user one by ``"package.module:attr"``.
 
     ``options``: a mapping or an object (``options.Settings``); the vipune retriever reads
     ``binary``/``vipune`` and ``timeout``/``vipune_timeout`` from it.
@@ -281,6 +284,8 @@ def get_retriever(name: str, options: object = None) -> Retriever:
     factory = REGISTRY.get(name)
     if factory is not None:
         return factory(opts)
+    if name.startswith(RUN_PREFIX):  # "run:PATH", a TREC run file (before what-ifs: '+')
+        return TrecRunRetriever(name[len(RUN_PREFIX):], selector=name)
     if is_variant(name):  # "hybrid+rrf_k:60": before dotted paths, which also hold ':'
         try:
             return make_variant(name)
@@ -290,5 +295,6 @@ def get_retriever(name: str, options: object = None) -> Retriever:
         return load_dotted(name)
     raise RetrievalEvalError(
         f"retriever '{name}' is unknown; choose from {', '.join(sorted(REGISTRY))} "
-        "or give 'package.module:attr' (what-if: hybrid+rrf_k:60, fts+mode:or, ...)"
+        "or give 'package.module:attr', run:PATH (a TREC run file) "
+        "(what-if: hybrid+rrf_k:60, fts+mode:or, ...)"
     )

@@ -38,6 +38,7 @@ from .base import Persona, Query, Retriever
 from .fused_ties import FusionInputs, tie_orders
 from .ranked_output import read_all_positions, read_distinct
 from .reference import FtsRetriever, HybridRetriever
+from .row_facts import row_facts
 
 __all__ = ["check_haystack", "explain_facts", "rank_all", "rank_per_k", "split_scored"]
 
@@ -198,14 +199,16 @@ def _rank_of(ranked: Sequence[str], wanted: str) -> int | None:
 def explain_facts(retriever: object, query: Query, gold: Sequence[str],
                   rankings: Mapping[int, Sequence[str]],
                   components: Mapping[int, Mapping[str, Sequence[str]]],
-                  ks: Sequence[int]) -> dict[str, Any]:
+                  ks: Sequence[int], scored: Scored | None = None) -> dict[str, Any]:
     """What ``retrieval-eval explain`` shows of one (pair, retriever), JSON-able.
 
     ``gold_ranks``: where each gold session landed in the largest k's call (the whole list
     the retriever scored when it exposed one, ``searched`` long; None: not returned). For a
     fused retriever, ``fusion``: the RRF constant, the FTS5 MATCH string vipune sends, the
     rows each list returned, and each gold session's semantic and FTS rank. For ``fts``:
-    its MATCH string and rows."""
+    its MATCH string and rows. ``rows`` (:mod:`.row_facts`): per row shown (the top max-k,
+    the gold), its score (from ``scored[top]`` or ``last_scores``) and the retriever's
+    ``last_facts``, bounded; absent when the retriever gave neither."""
     top = max(ks)
     full = _last_scores(retriever)
     searched = dedupe(i for i, _ in full) if full is not None else list(rankings[top])
@@ -215,6 +218,11 @@ def explain_facts(retriever: object, query: Query, gold: Sequence[str],
         "gold_ranks": {g: _rank_of(searched, g) for g in gold},
         "searched": len(searched),
     }
+    rows = row_facts(retriever, [*list(rankings[top])[:top], *gold],
+                     [None if scored is None else scored.get(top),
+                      None if full is None else ([i for i, _ in full], [x for _, x in full])])
+    if rows:
+        facts["rows"] = rows
     if isinstance(retriever, HybridRetriever) and top in components:
         lists = components[top]
         facts["fusion"] = {

@@ -202,7 +202,9 @@ def test_markdown_of_two_reports_holds_the_comparison_and_its_lists(
                 listed += 1
                 assert (f"- `{WHATIF} vs hybrid` recall@{k} {what} ({len(v[what])}): "
                         f"{', '.join(f'`{q}`' for q in v[what])}") in out
-    assert listed and out.count("<details>") == 2  # the new run's diagnostics, the changes
+    # the new run's diagnostics, the agreement of the rankings, the changes
+    assert listed and out.count("<details>") == 3
+    assert "<summary>Agreement of the rankings" in out
 
 
 def test_markdown_refusals_are_one_line(sample: dict[str, Path], tmp_path: Path,
