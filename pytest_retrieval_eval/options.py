@@ -21,6 +21,9 @@ from typing import Any
 
 import pytest
 
+from .errors import RetrievalEvalError
+from .retrievers.command import PREFIX as COMMAND_PREFIX
+from .retrievers.command import parse_command
 from .retrievers.variants import VariantError, is_variant, parse_variant
 
 MAX_K = 10_000  # vipune's MAX_SEARCH_LIMIT: no search may ask for more rows
@@ -67,7 +70,12 @@ def parse_retrievers(value: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError("retriever list is empty; give e.g. hybrid")
     valid = (*BUILTIN_RETRIEVERS, CUSTOM_RETRIEVER)
     for name in names:
-        if is_variant(name):  # "hybrid+rrf_k:60+fts:or": checked now, a usage error if bad
+        if name.startswith(COMMAND_PREFIX):  # "cmd:node store.js" (a comma ends it)
+            try:
+                parse_command(name)
+            except RetrievalEvalError as exc:
+                raise argparse.ArgumentTypeError(str(exc)) from None
+        elif is_variant(name):  # "hybrid+rrf_k:60+fts:or": checked now, a usage error if bad
             try:
                 parse_variant(name)
             except VariantError as exc:
@@ -108,6 +116,14 @@ def positive_float(value: str) -> float:
         raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
     if not number > 0:
         raise argparse.ArgumentTypeError(f"{number} must be above 0")
+    return number
+
+
+def finite_seconds(value: str) -> float:
+    """A finite number of seconds above 0."""
+    number = positive_float(value)
+    if number == float("inf"):
+        raise argparse.ArgumentTypeError(f"{value!r} must be a finite number of seconds")
     return number
 
 
@@ -190,7 +206,8 @@ OPTIONS: tuple[_Option, ...] = (
             "comma list of retrievers to score side by side: hybrid (vipune's search_hybrid "
             "reference), semantic, fts, bm25 (LongMemEval's baseline), oracle (self-check), "
             "vipune (the real binary), custom (the retrieval_eval_custom_retriever fixture), "
-            "package.module:attr, or a what-if such as hybrid+rrf_k:60+fts:or, "
+            "package.module:attr, cmd:COMMAND (a store in any language, JSON lines on its "
+            "stdin and stdout, docs/cmd-protocol.md; no comma in it), or a what-if such as hybrid+rrf_k:60+fts:or, "
             "hybrid+pool:100, hybrid+recency:0.3, fts+mode:or, semantic+dtype:float32 "
             "(docs/diagnostics.md) (default: hybrid)", "NAME[,NAME...]"),
     _Option("--retrieval-eval-json", "retrieval_eval_json", text, None,
@@ -257,6 +274,12 @@ OPTIONS: tuple[_Option, ...] = (
     _Option("--retrieval-eval-vipune-timeout", "retrieval_eval_vipune_timeout", positive_float,
             60.0, "seconds one vipune search may take before its item fails (default: 60)",
             "SECONDS"),
+    _Option("--retrieval-eval-cmd-timeout", "retrieval_eval_cmd_timeout", finite_seconds,
+            60.0, "seconds a cmd: retriever may take to answer hello or one rank before its "
+            "item fails and the command is stopped (default: 60)", "SECONDS"),
+    _Option("--retrieval-eval-cmd-index-timeout", "retrieval_eval_cmd_index_timeout",
+            finite_seconds, 600.0, "seconds a cmd: retriever may take to answer one persona's "
+            "index request (default: 600)", "SECONDS"),
     # Stratified subsets (subset.py): N usable pairs, proportional by question type.
     _Option("--retrieval-eval-subset", "retrieval_eval_subset", positive_int, None,
             "score (and prep) only N usable pairs, stratified by question type: proportional, "
@@ -348,6 +371,9 @@ class Settings:
     protocol: str = "vipune"
     granularity: str = "session"
     cache_repo: str | None = None
+    cmd_timeout: float = 60.0  # cmd: retrievers (retrievers/command.py)
+    cmd_index_timeout: float = 600.0
+    rootdir: Path | None = None  # where a cmd: retriever's command runs
 
     @property
     def max_k(self) -> int:
@@ -437,6 +463,7 @@ def read_settings(config: pytest.Config) -> Settings:
         store_dir=Path(store_dir) if store_dir else None,
         ks=tuple(v.pop("k")),
         retrievers=tuple(v.pop("retriever")),
+        rootdir=config.rootpath,
         **v,
     )
     check_combinations(settings)

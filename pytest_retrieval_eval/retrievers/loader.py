@@ -12,6 +12,8 @@ from typing import Any
 from ..errors import RetrievalEvalError, one_line
 from .base import Persona, Query, Retriever, _option
 from .bm25 import BM25Retriever
+from .command import PREFIX as COMMAND_PREFIX
+from .command import make_command_retriever
 from .oracle import OracleRetriever
 from .reference import FtsRetriever, HybridRetriever, SemanticRetriever
 from .variants import VariantError, is_variant
@@ -151,13 +153,18 @@ def get_retriever(name: str, options: object = None) -> Retriever:
     """A built-in retriever by name, a what-if one (``"hybrid+fts:or"``,
     :mod:`pytest_retrieval_eval.retrievers.variants`), or a user one by ``"package.module:attr"``.
 
+    ``"cmd:COMMAND"`` is a store run as a command (:mod:`.command`, docs/cmd-protocol.md).
+
     ``options``: a mapping or an object (``options.Settings``); the vipune retriever reads
-    ``binary``/``vipune`` and ``timeout``/``vipune_timeout`` from it.
+    ``binary``/``vipune`` and ``timeout``/``vipune_timeout`` from it, ``cmd:`` ones
+    ``cmd_timeout``, ``cmd_index_timeout`` and ``rootdir`` (the command's folder).
     """
     opts: object = {} if options is None else options
     factory = REGISTRY.get(name)
     if factory is not None:
         return factory(opts)
+    if name.startswith(COMMAND_PREFIX):  # "cmd:node store.js": before what-ifs ('+')
+        return make_command_retriever(name, opts)
     if is_variant(name):  # "hybrid+rrf_k:60": before dotted paths, which also hold ':'
         try:
             return make_variant(name)
@@ -167,5 +174,6 @@ def get_retriever(name: str, options: object = None) -> Retriever:
         return load_dotted(name)
     raise RetrievalEvalError(
         f"retriever '{name}' is unknown; choose from {', '.join(sorted(REGISTRY))} "
-        "or give 'package.module:attr' (what-if: hybrid+rrf_k:60, fts+mode:or, ...)"
+        "or give 'package.module:attr', 'cmd:COMMAND' (a store in any language) or a "
+        "what-if (hybrid+rrf_k:60, fts+mode:or, ...)"
     )
