@@ -53,7 +53,7 @@ _CHUNK = 65536
 _ROLE_LINE = re.compile(r"^(user|assistant|system): ", re.MULTILINE)
 
 
-def parse_command(selector: str) -> list[str]:
+def parse_command(selector: str) -> list[str]:  # options.py checks selectors with it
     """``"cmd:node store.js"`` -> ``["node", "store.js"]`` (split as a POSIX shell splits
     words; no shell runs it). :class:`RetrievalEvalError` when nothing is left to run."""
     text = selector[len(PREFIX):] if selector.startswith(PREFIX) else selector

@@ -194,3 +194,20 @@ def test_close_ends_the_session_by_closing_stdin(closing: list[CommandRetriever]
 def test_timeouts_must_be_finite_and_positive(value: float) -> None:
     with pytest.raises(RetrievalEvalError, match="finite number of seconds above 0"):
         CommandRetriever("cmd:true", timeout=value)
+
+
+@pytest.mark.skipif(__import__("shutil").which("node") is None, reason="node is not installed")
+def test_the_docs_transcript_is_what_the_node_store_answers() -> None:
+    """docs/cmd-protocol.md's transcript, replayed: the store's answers, line by line."""
+    import json
+    import subprocess
+
+    page = (ROOT / "docs" / "cmd-protocol.md").read_text(encoding="utf-8")
+    block = page.split("```text\n", 1)[1].split("```", 1)[0].splitlines()
+    sent = [line[2:] for line in block if line.startswith("> ")]
+    said = [json.loads(line[2:]) for line in block if line.startswith("< ")]
+    assert len(sent) == len(said) == 4
+    done = subprocess.run(["node", str(NODE_STORE)], input="\n".join(sent) + "\n",
+                          capture_output=True, text=True, timeout=60, check=True)
+    assert [json.loads(line) for line in done.stdout.splitlines()] == said
+    assert "indexed 3 sessions" in done.stderr  # its log went to stderr, not stdout
