@@ -208,7 +208,8 @@ OPTIONS: tuple[_Option, ...] = (
             "reference), semantic, fts, bm25 (LongMemEval's baseline), oracle (self-check), "
             "vipune (the real binary), custom (the retrieval_eval_custom_retriever fixture), "
             "package.module:attr, cmd:COMMAND (a store in any language, JSON lines on its "
-            "stdin and stdout, docs/cmd-protocol.md; no comma in it), or a what-if such as hybrid+rrf_k:60+fts:or, "
+            "stdin and stdout, docs/cmd-protocol.md; no comma in it), or a what-if such as "
+            "hybrid+rrf_k:60+fts:or, "
             "hybrid+pool:100, hybrid+recency:0.3, fts+mode:or, semantic+dtype:float32 "
             "(docs/diagnostics.md) (default: hybrid)", "NAME[,NAME...]"),
     _Option("--retrieval-eval-json", "retrieval_eval_json", text, None,

@@ -32,7 +32,7 @@ import subprocess
 import sys
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -185,8 +185,7 @@ class CommandRetriever:
                   self.index_timeout)
         self._indexed.add(persona.key)
 
-    def rank(self, persona: Persona, query: Query,
-             limit: int) -> list[str] | list[tuple[str, float]]:
+    def rank(self, persona: Persona, query: Query, limit: int) -> list[str]:
         lim = _check_limit(limit)
         self.last_scores = None
         self.last_facts = None
@@ -222,8 +221,8 @@ class CommandRetriever:
 
     # -- answers --------------------------------------------------------------------------
 
-    def _ranking(self, answer: Mapping[str, Any], question_id: str,
-                 limit: int) -> list[str] | list[tuple[str, float]]:
+    def _ranking(self, answer: Mapping[str, Any], question_id: str, limit: int) -> list[str]:
+        """The answer's first ``limit`` ids; its scores (every id's) in ``last_scores``."""
         where = f"{self.selector}: question {question_id}: the rank answer"
         ids = answer.get("ids")
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
@@ -242,9 +241,9 @@ class CommandRetriever:
                 isinstance(s, (int, float)) and not isinstance(s, bool) and math.isfinite(s)
                 for s in scores):
             raise RetrieverError(f"{where}: \"scores\" must be finite numbers, one per id")
-        pairs = [(i, float(s)) for i, s in zip(ids, scores, strict=True)]
-        self.last_scores = pairs  # ids past the limit count only for ties at the cut
-        return pairs[:limit]
+        # Ids past the limit count only for ties at the cut (ranking.rank_per_k).
+        self.last_scores = [(i, float(s)) for i, s in zip(ids, scores, strict=True)]
+        return ids[:limit]
 
     # -- the process ----------------------------------------------------------------------
 

@@ -81,9 +81,10 @@ def test_a_good_store_ranks_with_scores_and_facts(closing: list[CommandRetriever
     r = make(fake("ok"), closing)
     got = r.rank(persona(), query(), 3)
     assert r.name == "fake-ok"  # hello's name
-    assert got == [("s0", 0.0), ("s1", -1.0), ("s2", -2.0)]
+    assert got == ["s0", "s1", "s2"]
+    assert r.last_scores == [("s0", 0.0), ("s1", -1.0), ("s2", -2.0)]
     assert r.last_facts == {"s0": {"row": 0}, "s1": {"row": 1}, "s2": {"row": 2}}
-    assert r.rank(persona(), query(qid="q2"), 2) == [("s0", 0.0), ("s1", -1.0)]
+    assert r.rank(persona(), query(qid="q2"), 2) == ["s0", "s1"]
 
 
 def test_each_persona_is_indexed_once(closing: list[CommandRetriever],
@@ -101,7 +102,7 @@ def test_each_persona_is_indexed_once(closing: list[CommandRetriever],
 
 def test_vectors_are_sent_only_when_hello_asks(closing: list[CommandRetriever]) -> None:
     r = make(fake("novectors"), closing)
-    assert r.rank(persona(), query(), 2) == [("s0", 0.0), ("s1", -1.0)]
+    assert r.rank(persona(), query(), 2) == ["s0", "s1"]
     assert r.wants_vectors is False
 
 
@@ -116,10 +117,14 @@ def test_the_node_example_ranks_as_semantic(closing: list[CommandRetriever]) -> 
         qvec = np.random.default_rng(100 + seed).standard_normal(8).astype(np.float32)
         for limit in (1, 3, 10, 30):
             ids = semantic.rank(p, query(qvec), limit)
-            got = r.rank(p, query(qvec), limit)
-            assert [i for i, _ in got] == ids
-            assert semantic.last_scores is not None
-            assert [s for _, s in got] == [s for _, s in semantic.last_scores[:limit]]
+            assert r.rank(p, query(qvec), limit) == ids
+            assert semantic.last_scores is not None and r.last_scores is not None
+            # Its scores equal semantic's bit for bit, the ties past the cut included.
+            assert r.last_scores == semantic.last_scores[:len(r.last_scores)]
+    p = persona(n=30, key="tie")
+    assert r.rank(p, query(p.vectors[1]), 1) == ["s1"]  # s3 holds the very same vector
+    assert r.last_scores is not None and [i for i, _ in r.last_scores] == ["s1", "s3"]
+    assert r.last_scores[0][1] == r.last_scores[1][1]
     assert r.name == "node-cosine"
 
 
