@@ -137,3 +137,52 @@ def test_the_retriever_list_takes_commands() -> None:
 
     assert options.parse_retrievers("bm25,cmd:node 'my store.js' --a+b") == (
         "bm25", "cmd:node 'my store.js' --a+b")  # '+' in a command is no what-if
+
+
+JQ_STORE = ROOT / "examples" / "stores" / "jq" / "store.jq"
+OVERLAP = """
+import re
+
+import pytest
+
+
+def words(text):
+    low = "".join(c.lower() if "A" <= c <= "Z" else c for c in text)  # jq's ascii_downcase
+    return set(re.findall("[a-z0-9]+", low))
+
+
+class Overlap:
+    name = "py-overlap"
+    needs_vectors = False
+
+    def rank(self, persona, query, limit):
+        q = words(query.question)
+        scores = [len(words(t) & q) for t in persona.texts]
+        order = sorted(range(len(scores)), key=lambda i: -scores[i])  # stable: row order
+        return [persona.session_ids[i] for i in order[:limit]]
+
+
+@pytest.fixture(scope="session")
+def retrieval_eval_custom_retriever():
+    return Overlap()
+"""
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="jq is not installed")
+def test_the_jq_store_ranks_as_its_python_twin(pytester: pytest.Pytester) -> None:
+    """examples/stores/jq/store.jq (jq alone, no vectors) against the same word overlap
+    written in Python as the custom retriever: equal rankings, pair by pair."""
+    pytester.makeconftest(OVERLAP)
+    selector = f"cmd:jq -nc --unbuffered -f {shlex.quote(str(JQ_STORE))}"
+    result, report = run(pytester, "--retrieval-eval-retriever", f"custom,{selector}",
+                         "--retrieval-eval-subset", "6")  # one per type: jq is slow
+    assert result.ret == 0, result.stdout.str()
+    result.assert_outcomes(passed=2 * 6)
+    ranked: dict[str, dict[str, list[str]]] = {}
+    for pair in report["pairs"]:
+        column = pair.get("selector", pair["retriever"])
+        ranked.setdefault(pair["question_id"], {})[column] = pair["ranked"]
+    assert len(ranked) == 6
+    for qid, both in ranked.items():
+        assert both[selector] == both["custom"], qid
+    assert len({tuple(b["custom"]) for b in ranked.values()}) > 1  # it ranks something
