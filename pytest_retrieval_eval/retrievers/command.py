@@ -302,7 +302,8 @@ class CommandRetriever:
         except ValueError as exc:
             raise RetrieverError(f"{self.selector}: {what} cannot be sent as JSON ({exc}); "
                                  "the run's vectors hold NaN or infinite values") from None
-        if self._out:
+        self._read_pending(proc)
+        if self._out.strip():
             extra = one_line(bytes(self._out[:80]).decode("utf-8", "replace"))
             raise self._fail(f"command `{shlex.join(self.argv)}` wrote {extra!r} to stdout "
                              f"unasked after {self._last}; answer each request with exactly "
@@ -344,7 +345,9 @@ class CommandRetriever:
                 if newline >= 0:
                     raw = bytes(self._out[:newline])
                     del self._out[:newline + 1]
-                    return raw
+                    if raw.strip():  # blank lines are no answer: skipped
+                        return raw
+                    continue
                 if len(self._out) > MAX_ANSWER_BYTES:
                     raise self._fail(
                         f"command `{command}` answered {self._last} with a line longer than "
@@ -382,6 +385,19 @@ class CommandRetriever:
                     self._out += chunk
         finally:
             sel.close()
+
+    def _read_pending(self, proc: subprocess.Popen[bytes]) -> None:
+        """What the command wrote to stdout since its last answer (without waiting): a
+        line nothing asked for is caught before the next answer could be mistaken for it."""
+        assert proc.stdout is not None
+        while len(self._out) <= MAX_ANSWER_BYTES:
+            try:
+                chunk = os.read(proc.stdout.fileno(), _CHUNK)
+            except (BlockingIOError, OSError):
+                return
+            if not chunk:
+                return  # at its end: the exchange says how it exited
+            self._out += chunk
 
     def _exit_line(self, proc: subprocess.Popen[bytes]) -> str:
         command = shlex.join(self.argv)

@@ -87,6 +87,12 @@ def test_a_good_store_ranks_with_scores_and_facts(closing: list[CommandRetriever
     assert r.rank(persona(), query(qid="q2"), 2) == ["s0", "s1"]
 
 
+def test_blank_lines_and_crlf_are_no_answers(closing: list[CommandRetriever]) -> None:
+    r = make(fake("blanks"), closing)
+    assert r.rank(persona(), query(), 2) == ["s0", "s1"]
+    assert r.rank(persona(), query(qid="q2"), 1) == ["s0"]
+
+
 def test_each_persona_is_indexed_once(closing: list[CommandRetriever],
                                       capsys: pytest.CaptureFixture[str]) -> None:
     r = make(fake("ok"), closing)

@@ -4,7 +4,7 @@ It answers hello and index as the protocol asks, then, on the first rank, does w
 says: ``ok`` (rows in order, scores falling), ``error`` (an ``{"error"}`` answer), ``exit``
 (exits with status 3), ``notjson`` (prints a log line), ``array`` (a JSON list), ``sleep``
 (never answers), ``huge`` (an endless line), ``extra`` (two lines for one request),
-``badname`` (hello without a name), ``novectors`` (hello says vectors: false, and rank
+``badname`` (hello without a name), ``blanks`` (blank lines and CRLF line ends, as ``ok``), ``novectors`` (hello says vectors: false, and rank
 fails if a vector came). Every request is logged to stderr as ``fake-store got OP``.
 """
 
@@ -53,7 +53,10 @@ def main(mode: str) -> int:
                       "facts": [{"row": i} for i in range(len(ids))]}
             if mode == "extra":
                 sys.stdout.write(json.dumps(answer) + "\n")
-        sys.stdout.write(json.dumps(answer) + "\n")
+        if mode == "blanks":
+            sys.stdout.write("\r\n\n" + json.dumps(answer) + "\r\n\n")
+        else:
+            sys.stdout.write(json.dumps(answer) + "\n")
         sys.stdout.flush()
     return 0
 
