@@ -4,8 +4,9 @@ It answers hello and index as the protocol asks, then, on the first rank, does w
 says: ``ok`` (rows in order, scores falling), ``error`` (an ``{"error"}`` answer), ``exit``
 (exits with status 3), ``notjson`` (prints a log line), ``array`` (a JSON list), ``sleep``
 (never answers), ``huge`` (an endless line), ``extra`` (two lines for one request),
-``badname`` (hello without a name), ``blanks`` (blank lines and CRLF line ends, as ``ok``), ``novectors`` (hello says vectors: false, and rank
-fails if a vector came). Every request is logged to stderr as ``fake-store got OP``.
+``badname`` (hello without a name), ``blanks`` (blank lines and CRLF line ends, else as
+``ok``), ``novectors`` (hello says vectors: false, and rank fails if a vector came). Every
+request is logged to stderr as ``fake-store got OP``.
 """
 
 from __future__ import annotations
