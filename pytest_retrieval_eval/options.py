@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from .errors import RetrievalEvalError
 from .io.hub_deadline import DEFAULT_DEADLINE
 from .retrievers.variants import (
     VariantError,
@@ -45,6 +46,7 @@ BUILTIN_RETRIEVERS = ("hybrid", "semantic", "fts", "bm25", "oracle", "vipune")
 DEFAULT_NETWORK_DEADLINE = DEFAULT_DEADLINE  # seconds per Hub call (io/hub_deadline.py)
 CUSTOM_RETRIEVER = "custom"  # ranked by the ``retrieval_eval_custom_retriever`` fixture
 RUN_PREFIX = "run:"  # ``run:PATH``: a TREC run file (retrievers/trec_run.py)
+COMMAND_PREFIX = "cmd:"  # a store run as a command (retrievers/command.py)
 _DOTTED = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 #: A whole number as typed: ASCII digits only (``int`` takes other scripts' digits, "1_0").
 _WHOLE = re.compile(r"^-?[0-9]+$")
@@ -90,6 +92,13 @@ def parse_retrievers(value: str) -> tuple[str, ...]:
             if not name[len(RUN_PREFIX):].strip():
                 raise argparse.ArgumentTypeError(
                     f"retriever {name!r} names no file; give run:PATH of a TREC run file")
+        elif name.startswith(COMMAND_PREFIX):  # "cmd:node store.js" (a comma ends it)
+            from .retrievers.command import parse_command  # numpy: only when asked
+
+            try:
+                parse_command(name)
+            except RetrievalEvalError as exc:
+                raise argparse.ArgumentTypeError(str(exc)) from None
         elif is_variant(name):  # "hybrid+rrf_k:60+fts:or": checked now, a usage error if bad
             try:
                 parse_variant(name)
@@ -148,6 +157,13 @@ def deadline_seconds(value: str) -> float:
     if not math.isfinite(number):
         raise argparse.ArgumentTypeError(f"{value!r} is not a finite number of seconds; give "
                                          f"e.g. {DEFAULT_NETWORK_DEADLINE:g}")
+
+
+def finite_seconds(value: str) -> float:
+    """A finite number of seconds above 0."""
+    number = positive_float(value)
+    if number == float("inf"):
+        raise argparse.ArgumentTypeError(f"{value!r} must be a finite number of seconds")
     return number
 
 
@@ -240,7 +256,9 @@ OPTIONS: tuple[_Option, ...] = (
             "reference), semantic, fts, bm25 (LongMemEval's baseline), oracle (self-check), "
             "vipune (the real binary), custom (the retrieval_eval_custom_retriever fixture), "
             "package.module:attr, run:PATH (a TREC run file, its column named by its tag), "
-            "or a what-if such as hybrid+rrf_k:60+fts:or, "
+            "cmd:COMMAND (a store in any language, JSON lines on its "
+            "stdin and stdout, docs/cmd-protocol.md; no comma in it), or a what-if such as "
+            "hybrid+rrf_k:60+fts:or, "
             "hybrid+pool:100, hybrid+recency:0.3, fts+mode:or, semantic+dtype:float32 "
             "(docs/diagnostics.md) (default: hybrid)", "NAME[,NAME...]"),
     _Option("--retrieval-eval-json", "retrieval_eval_json", path_text, None,
@@ -307,6 +325,12 @@ OPTIONS: tuple[_Option, ...] = (
     _Option("--retrieval-eval-vipune-timeout", "retrieval_eval_vipune_timeout", positive_float,
             60.0, "seconds one vipune search may take before its item fails (default: 60)",
             "SECONDS"),
+    _Option("--retrieval-eval-cmd-timeout", "retrieval_eval_cmd_timeout", finite_seconds,
+            60.0, "seconds a cmd: retriever may take to answer hello or one rank before its "
+            "item fails and the command is stopped (default: 60)", "SECONDS"),
+    _Option("--retrieval-eval-cmd-index-timeout", "retrieval_eval_cmd_index_timeout",
+            finite_seconds, 600.0, "seconds a cmd: retriever may take to answer one persona's "
+            "index request (default: 600)", "SECONDS"),
     # Stratified subsets (subset.py): N usable pairs, proportional by question type.
     _Option("--retrieval-eval-subset", "retrieval_eval_subset", positive_int, None,
             "score (and prep) only N usable pairs, stratified by question type: proportional, "
@@ -408,6 +432,9 @@ class Settings:
     explicit: frozenset[str] = frozenset()
 
     network_deadline: float = DEFAULT_NETWORK_DEADLINE  # --retrieval-eval-network-deadline
+    cmd_timeout: float = 60.0  # cmd: retrievers (retrievers/command.py)
+    cmd_index_timeout: float = 600.0
+    rootdir: Path | None = None  # where a cmd: retriever's command runs
 
     @property
     def max_k(self) -> int:
@@ -513,6 +540,7 @@ def read_settings(config: pytest.Config) -> Settings:
         retrievers=tuple(v.pop("retriever")),
         explicit=frozenset(name for name in RECIPE_OPTIONS
                            if _given(config, f"retrieval_eval_{name}")),
+        rootdir=config.rootpath,
         **v,
     )
     check_combinations(settings)

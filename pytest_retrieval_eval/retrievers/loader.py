@@ -12,6 +12,8 @@ from typing import Any
 from ..errors import RetrievalEvalError, one_line
 from .base import Persona, Query, Retriever, _option
 from .bm25 import BM25Retriever
+from .command import PREFIX as COMMAND_PREFIX
+from .command import make_command_retriever
 from .oracle import OracleRetriever
 from .reference import FtsRetriever, HybridRetriever, SemanticRetriever
 from .trec_run import PREFIX as RUN_PREFIX
@@ -277,8 +279,11 @@ def get_retriever(name: str, options: object = None) -> Retriever:
     :mod:`pytest_retrieval_eval.retrievers.variants`), a TREC run file (``"run:PATH"``,
     :mod:`.trec_run`), or a user one by ``"package.module:attr"``.
 
+    ``"cmd:COMMAND"`` is a store run as a command (:mod:`.command`, docs/cmd-protocol.md).
+
     ``options``: a mapping or an object (``options.Settings``); the vipune retriever reads
-    ``binary``/``vipune`` and ``timeout``/``vipune_timeout`` from it.
+    ``binary``/``vipune`` and ``timeout``/``vipune_timeout`` from it, ``cmd:`` ones
+    ``cmd_timeout``, ``cmd_index_timeout`` and ``rootdir`` (the command's folder).
     """
     opts: object = {} if options is None else options
     factory = REGISTRY.get(name)
@@ -286,6 +291,8 @@ def get_retriever(name: str, options: object = None) -> Retriever:
         return factory(opts)
     if name.startswith(RUN_PREFIX):  # "run:PATH", a TREC run file (before what-ifs: '+')
         return TrecRunRetriever(name[len(RUN_PREFIX):], selector=name)
+    if name.startswith(COMMAND_PREFIX):  # "cmd:node store.js": before what-ifs ('+')
+        return make_command_retriever(name, opts)
     if is_variant(name):  # "hybrid+rrf_k:60": before dotted paths, which also hold ':'
         try:
             return make_variant(name)
@@ -295,6 +302,6 @@ def get_retriever(name: str, options: object = None) -> Retriever:
         return load_dotted(name)
     raise RetrievalEvalError(
         f"retriever '{name}' is unknown; choose from {', '.join(sorted(REGISTRY))} "
-        "or give 'package.module:attr', run:PATH (a TREC run file) "
-        "(what-if: hybrid+rrf_k:60, fts+mode:or, ...)"
+        "or give 'package.module:attr', run:PATH (a TREC run file), 'cmd:COMMAND' (a "
+        "store in any language) or a what-if (hybrid+rrf_k:60, fts+mode:or, ...)"
     )

@@ -1,0 +1,91 @@
+#!/usr/bin/env node
+// A complete store for pytest-retrieval-eval's `cmd:` retriever, in plain Node (no packages).
+//
+//   pytest --retrieval-eval --no-model \
+//     --retrieval-eval-retriever "semantic,cmd:node examples/stores/node/store.js"
+//
+// It speaks the JSON-lines protocol of docs/cmd-protocol.md on stdin/stdout: one request a
+// line, one answer a line; logs go to stderr. It ranks by cosine over the vectors the harness
+// sends (hello asks for them), computed as vipune's Database::search does: float64 sums left
+// to right, a zero norm scores 0, and a stable sort, so equal scores keep the rows' order.
+// Its rankings therefore equal the built-in `semantic` retriever's, pair by pair.
+"use strict";
+
+const readline = require("node:readline");
+
+const personas = new Map(); // persona key -> {ids, vectors, norms}
+
+function norm(v) {
+  let s = 0;
+  for (let i = 0; i < v.length; i++) s += v[i] * v[i];
+  return Math.sqrt(s);
+}
+
+function index(req) {
+  const ids = [];
+  const vectors = [];
+  for (const session of req.sessions) {
+    if (!Array.isArray(session.vector)) {
+      return { error: `session ${session.id} came without a vector` };
+    }
+    ids.push(session.id);
+    vectors.push(session.vector);
+  }
+  personas.set(req.persona, { ids, vectors, norms: vectors.map(norm) });
+  process.stderr.write(`store.js: indexed ${ids.length} sessions of ${req.persona.slice(0, 12)}\n`);
+  return { ok: true };
+}
+
+function rank(req) {
+  const p = personas.get(req.persona);
+  if (p === undefined) return { error: `persona ${req.persona} was never indexed` };
+  const q = req.vector;
+  if (!Array.isArray(q)) return { error: "the rank request came without a vector" };
+  const qn = norm(q);
+  const scores = p.vectors.map((v, row) => {
+    if (v.length !== q.length) return NaN;
+    let dot = 0;
+    for (let i = 0; i < q.length; i++) dot += v[i] * q[i];
+    const rn = p.norms[row];
+    return qn === 0 || rn === 0 ? 0 : dot / (qn * rn);
+  });
+  if (scores.some(Number.isNaN)) return { error: "query and session vectors differ in width" };
+  const order = scores.map((_, row) => row);
+  order.sort((a, b) => scores[b] - scores[a]); // stable (ES2019): ties keep row order
+  // The first `limit` rows, and the rows past them tied with the last one: the harness
+  // cuts at the limit and keeps the rest only to see ties at the cut.
+  let end = Math.min(req.limit, order.length);
+  while (end > 0 && end < order.length && scores[order[end]] === scores[order[end - 1]]) end++;
+  const top = order.slice(0, end);
+  return {
+    ids: top.map((row) => p.ids[row]),
+    scores: top.map((row) => scores[row]),
+    facts: top.map((row) => ({ cosine: scores[row] })),
+  };
+}
+
+function answer(req) {
+  switch (req.op) {
+    case "hello":
+      if (req.protocol !== 1) return { error: `protocol ${req.protocol} is not 1` };
+      return { name: "node-cosine", vectors: true };
+    case "index":
+      return index(req);
+    case "rank":
+      return rank(req);
+    default:
+      return { error: `unknown op ${JSON.stringify(req.op)}` };
+  }
+}
+
+const lines = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
+lines.on("line", (line) => {
+  let reply;
+  try {
+    reply = answer(JSON.parse(line));
+  } catch (err) {
+    reply = { error: `store.js: ${err.message}` };
+  }
+  process.stdout.write(JSON.stringify(reply) + "\n");
+});
+// stdin closed: the session is over; readline ends and Node exits on its own.

@@ -1,0 +1,458 @@
+"""``cmd:COMMAND``: a store in any language, spoken to in JSON lines over its stdin and stdout.
+
+The command is started lazily, once per process that ranks with it (an xdist worker, never
+the controller), in the rootdir. Each request is one JSON line on its stdin and each answer
+one JSON line on its stdout (``docs/cmd-protocol.md`` holds the protocol):
+
+- ``{"op": "hello", "protocol": 1}`` -> ``{"name": NAME, "vectors": true|false}``;
+- ``{"op": "index", "persona": KEY, "sessions": [...]}`` -> ``{"ok": true}``, once per persona;
+- ``{"op": "rank", "persona": KEY, ...}`` -> ``{"ids": [...], "scores"?: [...], "facts"?:
+  [...]}``;
+- any answer may be ``{"error": MESSAGE}``: that item fails with MESSAGE, the store goes on.
+
+A command that does not start, exits, answers a line that is not a JSON object, a line past
+:data:`MAX_ANSWER_BYTES`, or nothing within its timeout fails the item in one line naming the
+command and the last request; the process is then stopped, and every later item of this
+process fails at once with that line (no item waits out another timeout). Everything the
+command writes to stderr is copied to ``sys.stderr`` after each answer, so pytest shows it in
+that item's captured output. POSIX only (``selectors`` on pipes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import re
+import selectors
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import weakref
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import RetrievalEvalError, RetrieverError, one_line
+from .base import Persona, Query, _check_limit, _option
+
+__all__ = ["MAX_ANSWER_BYTES", "PREFIX", "PROTOCOL", "CommandRetriever", "parse_command"]
+
+PREFIX = "cmd:"
+PROTOCOL = 1
+#: The longest answer line read (bytes); a longer one fails the item, never fills memory.
+MAX_ANSWER_BYTES = 8 * 1024 * 1024
+#: Seconds ``close`` waits for the command to exit after its stdin closed, before killing it.
+CLOSE_GRACE_S = 2.0
+_CHUNK = 65536
+_ROLE_LINE = re.compile(r"^(user|assistant|system): ", re.MULTILINE)
+
+
+def parse_command(selector: str) -> list[str]:  # options.py checks selectors with it
+    """``"cmd:node store.js"`` -> ``["node", "store.js"]`` (split as a POSIX shell splits
+    words; no shell runs it). :class:`RetrievalEvalError` when nothing is left to run."""
+    text = selector[len(PREFIX):] if selector.startswith(PREFIX) else selector
+    try:
+        argv = shlex.split(text)
+    except ValueError as exc:
+        raise RetrievalEvalError(
+            f"retriever '{selector}': its command cannot be split into words ({exc}); "
+            "close its quotes, e.g. cmd:\"node my store.js\"") from None
+    if not argv:
+        raise RetrievalEvalError(
+            f"retriever '{selector}' names no command; give one after 'cmd:', "
+            "e.g. cmd:node store.js")
+    return argv
+
+
+def _turns_of(text: str) -> list[dict[str, str]]:
+    """A session's turns read back from its rendered text (``pairs.render_session``): the
+    fallback when the persona carries no ``turns``."""
+    starts = [m.start() for m in _ROLE_LINE.finditer(text)]
+    if not starts or starts[0] != 0:
+        return [{"role": "user", "content": text}] if text else []
+    turns = []
+    for begin, end in zip(starts, [*starts[1:], len(text) + 1], strict=True):
+        role, _, content = text[begin:end - 1].partition(": ")
+        turns.append({"role": role, "content": content})
+    return turns
+
+
+def _vector(values: Any) -> list[float]:
+    return [float(x) for x in np.asarray(values, dtype=np.float32).tolist()]
+
+
+def _shutdown(proc: subprocess.Popen[bytes]) -> None:
+    """Close the command's stdin, give it :data:`CLOSE_GRACE_S` to exit, then kill its
+    process group. Safe to call twice; used by ``close`` and at garbage collection."""
+    with contextlib.suppress(OSError, ValueError):
+        if proc.stdin is not None:
+            proc.stdin.close()
+    if proc.poll() is None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(CLOSE_GRACE_S)
+    _kill(proc)
+    _close_pipes(proc)
+
+
+def _close_pipes(proc: subprocess.Popen[bytes]) -> None:
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            if pipe is not None:
+                pipe.close()
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the command and its process group (a shell script's jq too) unless it has been
+    reaped already (its group id could then be another's), and reap it."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, OSError):
+            proc.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+        proc.wait(CLOSE_GRACE_S)
+
+
+class CommandRetriever:
+    """A store run as a command, talked to in JSON lines (see the module's docstring).
+
+    ``name`` is the selector until the command said hello, then hello's ``name``.
+    ``needs_vectors`` is True: the controller decides whether the run holds vectors before
+    any command runs (it never starts one), so a ``cmd:`` retriever is taken to need them;
+    they are sent only when hello asks for them.
+    """
+
+    needs_vectors = True
+
+    def __init__(self, selector: str, *, timeout: float = 60.0, index_timeout: float = 600.0,
+                 cwd: str | os.PathLike[str] | None = None) -> None:
+        self.argv = parse_command(selector)
+        self.selector = selector if selector.startswith(PREFIX) else PREFIX + selector
+        self.name = self.selector
+        for label, value in (("timeout", timeout), ("index timeout", index_timeout)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not math.isfinite(value) or value <= 0:
+                raise RetrievalEvalError(
+                    f"retriever '{self.selector}': {label} {value!r} must be a finite number "
+                    "of seconds above 0")
+        self.timeout = float(timeout)
+        self.index_timeout = float(index_timeout)
+        self.cwd = None if cwd is None else Path(cwd)
+        self.wants_vectors = False
+        self.last_scores: list[tuple[str, float]] | None = None
+        self.last_facts: dict[str, Mapping[str, object]] | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._finalizer: weakref.finalize[Any, Any] | None = None
+        self._broken: str | None = None
+        self._indexed: set[str] = set()
+        self._out = bytearray()  # stdout read past the last answer line
+        self._last = "nothing yet"  # what was sent last, for the failure line
+
+    # -- the lifecycle the harness calls ---------------------------------------------------
+
+    def index(self, persona: Persona) -> None:
+        """Send the persona's sessions (once per persona and process)."""
+        self._start()
+        if persona.key in self._indexed:
+            return
+        turns = getattr(persona, "turns", None)
+        vectors = np.asarray(persona.vectors) if self.wants_vectors else None
+        if self.wants_vectors and (vectors is None or vectors.ndim != 2
+                                   or vectors.shape[0] != len(persona.session_ids)):
+            raise self._fail(
+                f"hello asked for vectors, but this run holds none for persona "
+                f"{persona.key[:12]}; run with the vectors prepped (or say vectors: false)")
+        sessions = []
+        for i, (sid, created) in enumerate(zip(persona.session_ids, persona.created_at,
+                                               strict=True)):
+            text = persona.texts[i]
+            session: dict[str, Any] = {
+                "id": sid, "text": text, "created_at": created,
+                "turns": ([dict(t) for t in turns[i]] if turns is not None
+                          else _turns_of(text)),
+            }
+            if vectors is not None:
+                session["vector"] = _vector(vectors[i])
+            sessions.append(session)
+        self._ask({"op": "index", "persona": persona.key, "sessions": sessions},
+                  f"index of persona {persona.key[:12]} ({len(sessions)} sessions)",
+                  self.index_timeout)
+        self._indexed.add(persona.key)
+
+    def rank(self, persona: Persona, query: Query, limit: int) -> list[str]:
+        lim = _check_limit(limit)
+        self.last_scores = None
+        self.last_facts = None
+        if persona.key not in self._indexed:  # the harness indexes first; this is a guard
+            self.index(persona)
+        request: dict[str, Any] = {
+            "op": "rank", "persona": persona.key, "question_id": query.question_id,
+            "question": query.question, "question_date": query.question_date, "limit": lim,
+        }
+        if self.wants_vectors:
+            if query.vector is None:
+                raise self._fail(f"hello asked for vectors, but question {query.question_id} "
+                                 "has none in this run")
+            request["vector"] = _vector(query.vector)
+        answer = self._ask(request, f"rank of question {query.question_id}", self.timeout)
+        return self._ranking(answer, query.question_id, lim)
+
+    def close(self) -> None:
+        """Close the command's stdin (its end of session), wait briefly, then kill it."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            if self._finalizer is not None:
+                self._finalizer.detach()
+            with contextlib.suppress(OSError, ValueError):
+                if proc.stdin is not None:
+                    proc.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(CLOSE_GRACE_S)
+            _kill(proc)
+            self._copy_stderr(proc, wait=True)
+            _close_pipes(proc)
+        self._indexed.clear()
+
+    # -- answers --------------------------------------------------------------------------
+
+    def _ranking(self, answer: Mapping[str, Any], question_id: str, limit: int) -> list[str]:
+        """The answer's first ``limit`` ids; its scores (every id's) in ``last_scores``."""
+        where = f"{self.selector}: question {question_id}: the rank answer"
+        ids = answer.get("ids")
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise RetrieverError(f"{where} has no \"ids\" list of strings; answer "
+                                 "{\"ids\": [\"session id\", ...]}")
+        scores = answer.get("scores")
+        facts = answer.get("facts")
+        if facts is not None:
+            if not isinstance(facts, list) or len(facts) != len(ids):
+                raise RetrieverError(f"{where}: \"facts\" must be a list as long as \"ids\"")
+            self.last_facts = {i: f for i, f in zip(ids, facts, strict=True)
+                               if isinstance(f, dict)}
+        if scores is None:
+            return ids[:limit]
+        if not isinstance(scores, list) or len(scores) != len(ids) or not all(
+                isinstance(s, (int, float)) and not isinstance(s, bool) and math.isfinite(s)
+                for s in scores):
+            raise RetrieverError(f"{where}: \"scores\" must be finite numbers, one per id")
+        # Ids past the limit count only for ties at the cut (ranking.rank_per_k).
+        self.last_scores = [(i, float(s)) for i, s in zip(ids, scores, strict=True)]
+        return ids[:limit]
+
+    # -- the process ----------------------------------------------------------------------
+
+    def _fail(self, message: str) -> RetrieverError:
+        """Stop the command for good in this process; the error of this and later items."""
+        self._broken = f"{self.selector}: {message}"
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            if self._finalizer is not None:
+                self._finalizer.detach()
+            _kill(proc)
+            self._copy_stderr(proc, wait=True)
+            _close_pipes(proc)
+        return RetrieverError(self._broken)
+
+    def _start(self) -> None:
+        if self._broken is not None:
+            raise RetrieverError(f"{self._broken} (stopped at an earlier item)")
+        if self._proc is not None:
+            return
+        command = shlex.join(self.argv)
+        try:
+            proc = subprocess.Popen(self.argv, cwd=self.cwd, stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    bufsize=0, start_new_session=True)
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise self._fail(f"command `{command}` does not start ({reason}); check the "
+                             f"program is installed and the path is right (run from "
+                             f"{self.cwd or Path.cwd()})") from None
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            assert pipe is not None
+            os.set_blocking(pipe.fileno(), False)
+        self._proc = proc
+        self._finalizer = weakref.finalize(self, _shutdown, proc)
+        answer = self._ask({"op": "hello", "protocol": PROTOCOL}, "hello", self.timeout)
+        name, vectors = answer.get("name"), answer.get("vectors", False)
+        if not isinstance(name, str) or not name.strip() or one_line(name) != name \
+                or "," in name:
+            raise self._fail(f"hello's answer {one_line(json.dumps(answer), 120)} needs a "
+                             "\"name\": one line of text without commas, the column's name")
+        if not isinstance(vectors, bool):
+            raise self._fail(f"hello's \"vectors\" is {vectors!r}; answer true or false")
+        self.name, self.wants_vectors = name, vectors
+
+    def _ask(self, request: Mapping[str, Any], what: str, timeout: float) -> dict[str, Any]:
+        """Send one request line, read one answer line: the answer as a dict. ``{"error"}``
+        answers raise a plain :class:`RetrieverError`; everything else that goes wrong stops
+        the command (``_fail``)."""
+        if self._proc is None:
+            self._start()
+        proc = self._proc
+        assert proc is not None
+        try:
+            line = (json.dumps(request, ensure_ascii=False, allow_nan=False) + "\n").encode()
+        except ValueError as exc:
+            raise RetrieverError(f"{self.selector}: {what} cannot be sent as JSON ({exc}); "
+                                 "the run's vectors hold NaN or infinite values") from None
+        self._read_pending(proc)
+        if self._out.strip():
+            extra = one_line(bytes(self._out[:80]).decode("utf-8", "replace"))
+            raise self._fail(f"command `{shlex.join(self.argv)}` wrote {extra!r} to stdout "
+                             f"unasked after {self._last}; answer each request with exactly "
+                             "one line (log to stderr)")
+        self._last = what
+        try:
+            raw = self._exchange(proc, line, timeout)
+        finally:
+            self._copy_stderr(proc)
+        try:
+            answer = json.loads(raw.decode("utf-8"))
+        except ValueError:
+            shown = one_line(raw[:120].decode("utf-8", "replace")) or "an empty line"
+            raise self._fail(f"command `{shlex.join(self.argv)}` answered {what} with "
+                             f"{shown!r}, which is not JSON; answer one JSON object a line "
+                             "(log to stderr)") from None
+        if not isinstance(answer, dict):
+            raise self._fail(f"command `{shlex.join(self.argv)}` answered {what} with a JSON "
+                             f"{type(answer).__name__}, not an object")
+        if "error" in answer:
+            raise RetrieverError(f"{self.selector}: {what}: "
+                                 f"{one_line(answer['error'], 500)}")
+        return answer
+
+    def _exchange(self, proc: subprocess.Popen[bytes], line: bytes, timeout: float) -> bytes:
+        """Write ``line`` and read the answer line, within ``timeout`` seconds in all."""
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        command = shlex.join(self.argv)
+        deadline = time.monotonic() + timeout
+        pending = memoryview(line)
+        sel = selectors.DefaultSelector()
+        try:
+            sel.register(proc.stdout, selectors.EVENT_READ)
+            sel.register(proc.stdin, selectors.EVENT_WRITE)
+            sel.register(proc.stderr, selectors.EVENT_READ)  # drained: it never blocks on it
+            writing = True
+            while True:
+                newline = self._out.find(b"\n")
+                if newline >= 0:
+                    raw = bytes(self._out[:newline])
+                    del self._out[:newline + 1]
+                    if raw.strip():  # blank lines are no answer: skipped
+                        return raw
+                    continue
+                if len(self._out) > MAX_ANSWER_BYTES:
+                    raise self._fail(
+                        f"command `{command}` answered {self._last} with a line longer than "
+                        f"{MAX_ANSWER_BYTES // (1024 * 1024)} MiB; keep each answer short")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise self._fail(
+                        f"command `{command}` did not answer {self._last} within "
+                        f"{timeout:g} s (killed); raise --retrieval-eval-cmd-"
+                        f"{'index-' if self._last.startswith('index') else ''}timeout if it "
+                        "needs longer")
+                for key, _ in sel.select(left):
+                    if key.fileobj is proc.stdin:
+                        try:
+                            sent = os.write(proc.stdin.fileno(), pending)
+                        except BlockingIOError:
+                            continue
+                        except (BrokenPipeError, OSError):  # it exited: stdout says how
+                            sent = len(pending)
+                        pending = pending[sent:]
+                        if not pending and writing:
+                            sel.unregister(proc.stdin)
+                            writing = False
+                        continue
+                    if key.fileobj is proc.stderr:
+                        if not self._copy_stderr(proc, once=True):
+                            sel.unregister(proc.stderr)
+                        continue
+                    try:
+                        chunk = os.read(proc.stdout.fileno(), _CHUNK)
+                    except BlockingIOError:
+                        continue
+                    if not chunk:
+                        raise self._fail(self._exit_line(proc))
+                    self._out += chunk
+        finally:
+            sel.close()
+
+    def _read_pending(self, proc: subprocess.Popen[bytes]) -> None:
+        """What the command wrote to stdout since its last answer (without waiting): a
+        line nothing asked for is caught before the next answer could be mistaken for it."""
+        assert proc.stdout is not None
+        while len(self._out) <= MAX_ANSWER_BYTES:
+            try:
+                chunk = os.read(proc.stdout.fileno(), _CHUNK)
+            except (BlockingIOError, OSError):
+                return
+            if not chunk:
+                return  # at its end: the exchange says how it exited
+            self._out += chunk
+
+    def _exit_line(self, proc: subprocess.Popen[bytes]) -> str:
+        command = shlex.join(self.argv)
+        try:
+            status: int | None = proc.wait(CLOSE_GRACE_S)
+        except subprocess.TimeoutExpired:
+            status = None
+        if status is None:
+            return (f"command `{command}` closed its stdout while answering {self._last}; "
+                    "keep it open until stdin closes")
+        how = (f"was killed by signal {-status}" if status < 0
+               else f"exited with status {status}")
+        return (f"command `{command}` {how} while answering {self._last} (its stderr is in "
+                "the captured output)")
+
+    def _copy_stderr(self, proc: subprocess.Popen[bytes], wait: bool = False,
+                     once: bool = False) -> bool:
+        """What the command wrote to stderr so far, onto ``sys.stderr`` (pytest captures it
+        as the item's). ``wait``: read to its end (the command is gone); ``once``: one read.
+        False once stderr is at its end (or closed)."""
+        if proc.stderr is None or proc.stderr.closed:
+            return False
+        fd = proc.stderr.fileno()
+        deadline = time.monotonic() + CLOSE_GRACE_S
+        got = bytearray()
+        open_ = True
+        while len(got) < MAX_ANSWER_BYTES:
+            try:
+                chunk = os.read(fd, _CHUNK)
+            except BlockingIOError:
+                if not wait or time.monotonic() > deadline:
+                    break
+                time.sleep(0.01)
+                continue
+            except OSError:
+                chunk = b""
+            if not chunk:
+                open_ = False
+                break
+            got += chunk
+            if once:
+                break
+        if got:
+            sys.stderr.write(got.decode("utf-8", "replace"))
+            sys.stderr.flush()
+        return open_
+
+
+def make_command_retriever(selector: str, options: object) -> CommandRetriever:
+    """The retriever for ``cmd:COMMAND`` with the run's timeouts and rootdir."""
+    timeout = _option(options, ("cmd_timeout",), 60.0)
+    index_timeout = _option(options, ("cmd_index_timeout",), 600.0)
+    cwd = _option(options, ("rootdir",), None)
+    if cwd is not None and not isinstance(cwd, (str, os.PathLike)):
+        cwd = None
+    return CommandRetriever(selector, timeout=timeout,  # type: ignore[arg-type]
+                            index_timeout=index_timeout,  # type: ignore[arg-type]
+                            cwd=cwd)

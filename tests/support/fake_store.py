@@ -1,0 +1,66 @@
+"""A ``cmd:`` store that misbehaves on purpose: ``python fake_store.py MODE``.
+
+It answers hello and index as the protocol asks, then, on the first rank, does what MODE
+says: ``ok`` (rows in order, scores falling), ``error`` (an ``{"error"}`` answer), ``exit``
+(exits with status 3), ``notjson`` (prints a log line), ``array`` (a JSON list), ``sleep``
+(never answers), ``huge`` (an endless line), ``extra`` (two lines for one request),
+``badname`` (hello without a name), ``blanks`` (blank lines and CRLF line ends, else as
+``ok``), ``novectors`` (hello says vectors: false, and rank fails if a vector came). Every
+request is logged to stderr as ``fake-store got OP``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+
+def main(mode: str) -> int:
+    personas: dict[str, list[str]] = {}
+    for line in sys.stdin:
+        request = json.loads(line)
+        op = request["op"]
+        print(f"fake-store got {op}", file=sys.stderr, flush=True)
+        answer: object
+        if op == "hello":
+            answer = {"vectors": True} if mode == "badname" else {
+                "name": f"fake-{mode}", "vectors": mode != "novectors"}
+        elif op == "index":
+            personas[request["persona"]] = [s["id"] for s in request["sessions"]]
+            answer = {"ok": True}
+        elif mode == "error":
+            answer = {"error": "the index is\nnot ready"}
+        elif mode == "exit":
+            return 3
+        elif mode == "notjson":
+            sys.stdout.write("ranking now...\n")
+            sys.stdout.flush()
+            continue
+        elif mode == "array":
+            answer = ["s1"]
+        elif mode == "sleep":
+            time.sleep(60)
+            continue
+        elif mode == "huge":
+            chunk = "x" * 65536
+            while True:
+                sys.stdout.write(chunk)
+        elif mode == "novectors" and "vector" in request:
+            answer = {"error": "a vector came though hello said vectors: false"}
+        else:
+            ids = personas[request["persona"]][: request["limit"]]
+            answer = {"ids": ids, "scores": [float(-i) for i in range(len(ids))],
+                      "facts": [{"row": i} for i in range(len(ids))]}
+            if mode == "extra":
+                sys.stdout.write(json.dumps(answer) + "\n")
+        if mode == "blanks":
+            sys.stdout.write("\r\n\n" + json.dumps(answer) + "\r\n\n")
+        else:
+            sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
