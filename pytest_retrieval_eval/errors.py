@@ -1,5 +1,6 @@
 """Exceptions whose message is the one line a user reads, and :func:`one_line`, which makes
-any text (often a multi-line library error) such a line.
+any text (often a multi-line library error) such a line; :func:`printable`, which shows
+dataset text (ids, questions) on the terminal with its control characters escaped.
 
 Every message names the thing, says what is wrong with it and what to do, on one line.
 The plugin turns a :class:`RetrievalEvalError` raised while configuring a run into a
@@ -40,6 +41,17 @@ def one_line(text: object, limit: int | None = None) -> str:
     if limit is None or len(line) <= limit:
         return line
     return line[: limit - 3] + "..."
+
+
+def printable(text: object) -> str:
+    """``str(text)`` with every character that is not printable (control characters such as
+    newline and ESC, format characters such as U+202E, line and paragraph separators) written
+    as Python escapes it (``\\n``, ``\\x1b``, ``\\u202e``): dataset text on the terminal can
+    neither start a line, move the cursor, recolour the screen nor reorder what follows."""
+    line = str(text)
+    if line.isprintable():
+        return line
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
 
 
 def write_fault(exc: BaseException, folder: object) -> str:

@@ -478,6 +478,32 @@ def check_combinations(settings: Settings) -> None:
         _check_regular_target("--retrieval-eval-markdown", settings.markdown)
         _check_writable_folder("--retrieval-eval-markdown", settings.markdown,
                                settings.markdown.parent)
+    _check_outputs_apart(settings)
+
+
+def _check_outputs_apart(settings: Settings) -> None:
+    """No output of the run names its dataset, its base report or another of its outputs
+    (by resolved path and by inode): the report would replace the file it was made from."""
+    summary = os.environ.get("GITHUB_STEP_SUMMARY", "").strip()
+    outputs = [("--retrieval-eval-json", settings.json_path),
+               ("--retrieval-eval-markdown", settings.markdown),
+               ("$GITHUB_STEP_SUMMARY",
+                Path(summary) if summary and not settings.no_step_summary else None)]
+    if not settings.enabled or all(p is None for _, p in outputs):
+        return
+    from .data.dataset import KNOWN, SAMPLE_NAME, SAMPLE_PATH
+    from .io.user_files import first_clash
+
+    data = settings.data.strip()
+    data_path = (SAMPLE_PATH if data == SAMPLE_NAME else None if data in KNOWN
+                 else Path(data).expanduser())
+    clash = first_clash(outputs, [("--retrieval-eval-data", data_path),
+                                  ("--retrieval-eval-compare", settings.compare)])
+    if clash is not None:
+        option, path, other = clash
+        raise pytest.UsageError(
+            f"{option} {path} is the file {other} names: writing it would replace that file; "
+            f"give {option} a path of its own")
 
 
 def _check_regular_target(option: str, value: Path) -> None:

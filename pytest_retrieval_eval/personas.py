@@ -21,6 +21,7 @@ from .data.corpus import Corpus, PairRecord
 from .vectors.cache import VectorCache
 from .vectors.embedding import Embedder
 from .vectors.prep import query_key
+from .vipune import exports
 from .vipune import store as store_mod
 
 __all__ = ["build_persona", "build_query"]
@@ -54,7 +55,7 @@ def build_persona(pair: PairRecord, corpus: Corpus, vectors: VectorCache | None,
             pair.session_ids, load_texts(), matrix, pair.created_at),
             session_ids=pair.session_ids, fingerprint=fingerprint)
         if store_dir is not None:
-            store_mod.export_store(path, store_dir / store_mod.export_name(pair.question_id))
+            exports.export_persona_store(path, store_dir, pair.question_id)
         built.append(path)
         return path
 

@@ -239,11 +239,29 @@ class _ReportedResults:
         if result is not None:
             self.state.add_result(result)
         error = getattr(report, ERROR_ATTR, None)
+        if error is None and report.failed:
+            error = self._lost_item(report)
         if error is not None:
             self.state.add_error(error)
         skip = getattr(report, SKIP_ATTR, None)
         if skip is not None:
             self.state.add_skip(skip)
+
+    def _lost_item(self, report: pytest.TestReport) -> dict[str, Any] | None:
+        """A pair item's failure that carries no error of the plugin: the report xdist makes
+        for the item a crashed worker was running ("worker 'gw0' crashed while running
+        ..."). Its retriever and question id come from the node id
+        (``retrieval-eval::<type>::<question_id>::<retriever>``)."""
+        head = "retrieval-eval::"
+        if not report.nodeid.startswith(head):
+            return None
+        rest = report.nodeid[len(head):]
+        _qtype, _, rest = rest.partition("::")
+        for name in sorted(self.state.settings.retrievers, key=len, reverse=True):
+            if rest.endswith(f"::{name}") and len(rest) > len(name) + 2:
+                return {"retriever": name, "question_id": rest[:-len(name) - 2],
+                        "error": one_line(str(report.longrepr))}
+        return None
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..errors import CacheError, one_line
+from ..errors import CacheError, one_line, printable
 
 # The pytest options' defaults and validators, so both spellings behave alike.
 from ..options import DEFAULT_DATA, DEFAULT_DATA_REPO, DEFAULT_MODEL
@@ -142,9 +142,11 @@ def _cmd_prep(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 bar.finish()
             err.write(
                 f"{PROG}: warning: {len(corpus.rejections)} of "
-                f"{len(corpus.rejections) + len(corpus.pairs)} instances of {source.name} are "
+                f"{len(corpus.rejections) + len(corpus.pairs)} instances of "
+                f"{printable(source.name)} are "
                 f"rejected (not embedded, not scored), e.g. instance {first.index} "
-                f"({first.question_id or 'no id'}): {one_line(first.reason)}; "
+                f"({printable(first.question_id or 'no id')}): "
+                f"{printable(one_line(first.reason))}; "
                 f"`pytest --retrieval-eval --retrieval-eval-json PATH` lists them all\n"
             )
         config = embedding_mod.EmbedConfig(

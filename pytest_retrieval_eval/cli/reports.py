@@ -106,6 +106,7 @@ def _cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if len(paths) > 2 or (len(paths) == 1 and args.retrievers is None):
         raise cmp_mod.CompareError(
             "compare takes BASE.json NEW.json, or one REPORT.json with --retrievers BASE,NEW")
+    _check_apart("--json", args.json, paths)
     reports = [cmp_mod.load_report(p, slim=True) for p in paths]
     if len(paths) == 1:
         mapping = cmp_mod.parse_retrievers(args.retrievers, one_report=True)
@@ -125,6 +126,18 @@ def _cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         write_json({"comparison": result}, args.json, option="--json")
         out.write(f"comparison JSON: {args.json}\n")
     return 0
+
+
+def _check_apart(option: str, output: Path | None, reports: list[Path]) -> None:
+    """Refuse, before any work, an output that names one of the command's reports (by
+    resolved path or inode): writing it would replace the report it is made from."""
+    from ..io.user_files import first_clash
+    from ..reporting.compare import CompareError
+
+    clash = first_clash([(option, output)], [(str(p), p) for p in reports])
+    if clash is not None:
+        raise CompareError(f"{option} {output} is the report {clash[2]}: writing it would "
+                           f"replace that report; give {option} a path of its own")
 
 
 def _compare_two(args: argparse.Namespace, paths: list[Path],
@@ -172,6 +185,7 @@ def _cmd_plot(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     paths = [Path(p) for p in args.reports]
     if len(paths) > 2:
         raise cmp_mod.CompareError("plot takes REPORT.json, or BASE.json NEW.json")
+    _check_apart("-o", args.output, paths)
     plot_mod.check_output(args.output)
     plot_mod.require_matplotlib()
     reports = [cmp_mod.load_report(p, slim=True) for p in paths]

@@ -42,6 +42,7 @@ __all__ = [
     "left_by_dead_builder",
     "matches_sidecar",
     "memoised_sha256",
+    "owner_is_dead",
     "owner_tag",
     "read_sidecar",
     "remove_partials",
@@ -360,10 +361,13 @@ def left_by_dead_builder(name: str) -> bool:
     this host that is no longer alive. False when its owner lives (or a reused pid makes it
     look alive), is on another host, or is not named: those are left to an age rule."""
     match = _OWNER_RE.search(name)
-    if match is None or match.group(1) != _host():
-        return False
-    pid = int(match.group(2))
-    if pid == os.getpid():
+    return match is not None and owner_is_dead(match.group(1), int(match.group(2)))
+
+
+def owner_is_dead(host: str | None, pid: int) -> bool:
+    """True when ``host`` is this host and no process ``pid`` lives (never for this process,
+    another host's, or a live one, another user's included)."""
+    if host != _host() or pid == os.getpid():
         return False
     try:
         os.kill(pid, 0)

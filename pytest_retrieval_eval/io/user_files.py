@@ -14,6 +14,11 @@
   Hub download) with the same guards: a regular file (opened ``O_NONBLOCK``, checked with
   ``fstat``: a FIFO never blocks), at most ``limit`` bytes; :func:`parse_json` parses it
   with deep nesting refused as ``ValueError`` (never ``RecursionError``).
+* :func:`same_file` and :func:`first_clash`: whether an output path names a file the same
+  run reads or writes otherwise (by resolved path, and by device and inode: a hard link or a
+  second mount), so a report never replaces its dataset, its base or another output.
+* A write removes what killed writes to the same target left (:func:`sweep_temps`): the
+  temp names hold the writer's host and pid, so a live writer's temp is never touched.
 * :func:`json_text` is the one JSON encoding of what the plugin writes: ``allow_nan=False``,
   so a NaN or infinity is refused (``ValueError``) instead of written as non-JSON.
 
@@ -27,17 +32,20 @@ import contextlib
 import errno
 import json
 import os
+import re
+import secrets
 import stat
-import tempfile
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..errors import write_fault
-from .checksums import file_mode
+from .checksums import file_mode, owner_is_dead, owner_tag
 
-__all__ = ["TargetRefused", "TooLarge", "append_text", "fault", "json_text", "parse_json",
-           "read_small", "replace_file", "replace_text", "resolve_target"]
+__all__ = ["TargetRefused", "TooLarge", "append_text", "fault", "first_clash", "json_text",
+           "parse_json", "read_small", "replace_file", "replace_text", "resolve_target",
+           "same_file", "sweep_temps", "temp_prefix"]
 
 
 class TargetRefused(OSError):
@@ -82,13 +90,44 @@ def resolve_target(path: Path) -> Path:
     return resolved
 
 
+def same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name one file: the same path once symlinks are resolved, or,
+    both existing, the same device and inode (a hard link, a bind mount)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        sa, sb = os.stat(a), os.stat(b)
+    except (OSError, ValueError):
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+def first_clash(outputs: Sequence[tuple[str, Path | None]],
+                inputs: Sequence[tuple[str, Path | None]]) -> tuple[str, Path, str] | None:
+    """The first output that names the same file as an input or as an earlier output:
+    ``(its label, its path, the other's label)``; None when every output has a file of its
+    own. Labels name the options (``--retrieval-eval-json``); a None path is not given."""
+    given_in = [(label, Path(p)) for label, p in inputs if p is not None]
+    seen: list[tuple[str, Path]] = []
+    for label, p in outputs:
+        if p is None:
+            continue
+        path = Path(p)
+        for other, other_path in [*given_in, *seen]:
+            if same_file(path, other_path):
+                return label, path, other
+        seen.append((label, path))
+    return None
+
+
 def replace_file(path: Path, write: Callable[[BinaryIO], object]) -> Path:
     """Put what ``write(handle)`` writes at ``path`` atomically (through a symlink, at its
     target); returns the path written. A target that is not a regular file is refused
     (:class:`TargetRefused`); a failure in ``write`` leaves the old file and no temp."""
     target = resolve_target(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    sweep_temps(target)
+    fd, tmp = _new_temp(target)
     try:
         with os.fdopen(fd, "wb") as fh:
             write(fh)
@@ -102,6 +141,68 @@ def replace_file(path: Path, write: Callable[[BinaryIO], object]) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+#: A temp file of a write to a target: ``.<target name>.<host>-<pid>-<n>.tmp``.
+_TEMP_RE = re.compile(r"\.([A-Za-z0-9]+)-(\d+)-\d+\.tmp")
+#: What ``mkstemp`` named them before the writer's host and pid were in the name.
+_OLD_TEMP_RE = re.compile(r"\.[a-z0-9_]{8}\.tmp")
+#: A temp of another host untouched this long is taken as left by a dead writer.
+STALE_TEMP_SECONDS = 24 * 3600
+
+
+def temp_prefix(target: Path) -> str:
+    """How every temp file of a write to ``target`` begins: ``.<name>``."""
+    return f".{Path(target).name}"
+
+
+def _new_temp(target: Path) -> tuple[int, str]:
+    """A new temp file beside ``target``, created exclusively (mode 0600 until finished)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    while True:
+        tmp = target.with_name(f"{temp_prefix(target)}.{owner_tag()}-"
+                               f"{secrets.randbelow(10**9)}.tmp")
+        try:
+            return os.open(tmp, flags, 0o600), str(tmp)
+        except FileExistsError:
+            continue
+
+
+def sweep_temps(target: Path) -> int:
+    """Remove the temp files that killed writes to ``target`` left beside it; returns how
+    many. A temp of a live writer (this host, its pid alive) is kept; one of another host,
+    once untouched for :data:`STALE_TEMP_SECONDS`; one named the old way (no owner), always."""
+    target = Path(target)
+    prefix = temp_prefix(target)
+    this_host = owner_tag().rsplit("-", 1)[0]
+    removed = 0
+    try:
+        entries = list(os.scandir(target.parent))
+    except OSError:
+        return 0
+    for entry in entries:
+        if not entry.name.startswith(prefix) or not entry.name.endswith(".tmp"):
+            continue
+        rest = entry.name[len(prefix):]
+        match = _TEMP_RE.fullmatch(rest)
+        try:
+            if match is not None:
+                host, pid = match.group(1), int(match.group(2))
+                if host == this_host:
+                    if not owner_is_dead(host, pid):
+                        continue  # a live writer's (this process's too)
+                elif time.time() - entry.stat(follow_symlinks=False).st_mtime < \
+                        STALE_TEMP_SECONDS:
+                    continue
+            elif _OLD_TEMP_RE.fullmatch(rest) is None:
+                continue
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            os.unlink(entry.path)
+            removed += 1
+        except OSError:
+            continue
+    return removed
 
 
 def replace_text(path: Path, text: str) -> Path:
@@ -190,4 +291,6 @@ def fault(exc: OSError, path: Path) -> str:
         return "it is a directory, not a regular file"
     if exc.errno in (errno.ENOTDIR, errno.EEXIST):
         return "a file stands where one of its folders should be"
+    if exc.errno == errno.ENAMETOOLONG:
+        return "its name, or the name of one of its folders, is too long for the file system"
     return write_fault(exc, Path(path).parent)

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import printable
 from ..scoring import significance as sig
 from .report import families_for, fit_lines, type_order
 from .report_file import MAX_REPORT_BYTES as MAX_REPORT_BYTES
@@ -458,6 +459,7 @@ def table_lines(cmp: Mapping[str, Any]) -> list[str]:
 
 
 def _names(names: Sequence[str], verbose: bool) -> str:
+    names = [printable(n) for n in names]  # question ids: dataset text
     if verbose or len(names) <= SHOWN_NAMES:
         return ", ".join(names)
     return (", ".join(names[:SHOWN_NAMES]) + f", ... and {len(names) - SHOWN_NAMES} more "
@@ -481,7 +483,7 @@ def change_lines(cmp: Mapping[str, Any], verbose: bool = False) -> list[str]:
             for k, v in by_k.items():
                 for what in ("gained", "lost"):
                     if v[what]:
-                        lines.append(f"  @{k} {what}: {', '.join(v[what])}")
+                        lines.append(f"  @{k} {what}: {_names(v[what], True)}")
     if not verbose and any(v["gained"] or v["lost"] for by_k in cmp["changes"].values()
                            for v in by_k.values()):
         lines.append("(-v names the gained and lost questions)")

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import RetrievalEvalError
+from ..errors import RetrievalEvalError, printable
 from .report import fit_lines
 
 __all__ = ["ExplainError", "explain_lines", "pair_lines"]
@@ -147,7 +147,9 @@ def explain_lines(report: Mapping[str, Any], question_id: str, retriever: str | 
     for pair in pairs:
         lines.append("")
         lines.extend(pair_lines(pair, top))
-    return fit_lines(lines, width)
+    # The question, its ids and its sessions' ids are dataset text: no control character
+    # of theirs reaches the terminal.
+    return fit_lines([printable(line) for line in lines], width)
 
 
 #: A run that selected at most this many pair items explains each of them under ``-v``.
@@ -170,5 +172,5 @@ def run_explanations(report: Mapping[str, Any], chosen: Sequence[tuple[str, str]
             body = explain_lines(report, qid, name, width, source="this run")
         except ExplainError:
             continue  # nothing of it was scored
-        lines.extend(["", f"explain {title}", *body])
+        lines.extend(["", printable(f"explain {title}"), *body])
     return lines

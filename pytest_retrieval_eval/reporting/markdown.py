@@ -7,6 +7,10 @@ only when it is strictly the best (no bold on a tie, none on a row of zeros). Th
 follow in a collapsed ``<details>``. Comparison tables have the same rows, and per retriever
 the columns base -> new, delta with its 95% CI, and the Holm-adjusted p-value (bold and
 marked when significant); the gained and lost questions follow in a ``<details>``.
+
+Text from the dataset or a saved report (question ids, the dataset's and the reports' names)
+is written as a code span (:func:`code`): no newline of it starts a heading, and no HTML or
+link of it is live, in a file or in ``$GITHUB_STEP_SUMMARY``.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..errors import printable
 from .compare import format_p
 from .report import families_for, type_order
 
@@ -29,6 +34,24 @@ def _cell(text: object) -> str:
     return str(text).replace("|", "\\|")
 
 
+def code(text: object, in_table: bool = False) -> str:
+    """``text`` as one Markdown code span: control characters escaped (a newline cannot end
+    the line), fenced with more backticks than any run inside it, padded with a space where
+    it starts or ends with a backtick; HTML, links and emphasis in it are shown, not live.
+    ``in_table``: ``|`` escaped too (GFM splits a table row on it, even in a code span)."""
+    body = printable(text)
+    if not body:
+        return "` `"
+    runs = [len(r) for r in "".join(c if c == "`" else " " for c in body).split()]
+    longest = max(runs, default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if body.startswith("`") or body.endswith("`") or (
+        body.startswith(" ") and body.endswith(" ") and body.strip()) else ""
+    if in_table:
+        body = body.replace("|", "\\|")
+    return f"{fence}{pad}{body}{pad}{fence}"
+
+
 def _table(head: Sequence[str], rows: Sequence[Sequence[str]], right_from: int = 1) -> list[str]:
     align = [":--" if i < right_from else "--:" for i in range(len(head))]
     return ["| " + " | ".join(_cell(h) for h in head) + " |",
@@ -41,8 +64,9 @@ def header_line(report: Mapping[str, Any]) -> str:
     ds = report.get("dataset") or {}
     model = report.get("model") or {}
     name = model.get("name") if isinstance(model, dict) else None
-    parts = [f"dataset `{ds.get('name', '?')}` (sha256 `{str(ds.get('sha256', ''))[:12]}`)",
-             f"lane {report.get('lane', '?')}", f"model `{name or 'none'}`"]
+    parts = [f"dataset {code(ds.get('name', '?'))} (sha256 "
+             f"{code(str(ds.get('sha256', ''))[:12])})",
+             f"lane {report.get('lane', '?')}", f"model {code(name or 'none')}"]
     protocol = report.get("protocol")
     if protocol is not None:
         granularity = report.get("granularity")
@@ -132,12 +156,13 @@ def comparison_markdown(cmp: Mapping[str, Any]) -> str:
     method = cmp["method"]
     def both(key: str) -> str:
         a, b = base.get(key), new.get(key)
-        return f"`{a}`" if a == b else f"`{a}` → `{b}`"
+        return code(a) if a == b else f"{code(a)} → {code(b)}"
 
     facts = [f"dataset {both('dataset')}", f"lane {both('lane')}", f"model {both('model')}"]
     if base.get("protocol") is not None or new.get("protocol") is not None:
         facts.append(f"protocol {both('protocol')}")
-    lines = [f"**retrieval-eval compare** · base `{base['label']}` → new `{new['label']}` · "
+    lines = [f"**retrieval-eval compare** · base {code(base['label'])} → new "
+             f"{code(new['label'])} · "
              + " · ".join(facts) + f" · {cmp['matched']} matched pair(s), "
              f"{len(cmp['only_in_base'])} only in base, {len(cmp['only_in_new'])} only in new",
              ""]
@@ -188,16 +213,16 @@ def _change_details(cmp: Mapping[str, Any]) -> list[str]:
         for k, v in by_k.items():
             for what in ("gained", "lost"):
                 if v[what]:
-                    body.append(f"- `{_cell(retriever)}` {primary}@{k} {what} "
-                                f"({len(v[what])}): {', '.join(_cell(q) for q in v[what])}")
+                    body.append(f"- {code(retriever)} {primary}@{k} {what} "
+                                f"({len(v[what])}): {', '.join(code(q) for q in v[what])}")
     for side in ("base", "new"):
         names = cmp[f"only_in_{side}"]
         if names:
             body.append(f"- only in {side} ({len(names)}, not compared): "
-                        f"{', '.join(_cell(q) for q in names)}")
+                        f"{', '.join(code(q) for q in names)}")
     if not body:
         return []
-    counts = ", ".join(f"`{_cell(r)}` " + " ".join(
+    counts = ", ".join(f"{code(r)} " + " ".join(
         f"@{k} +{len(v['gained'])}/-{len(v['lost'])}" for k, v in by_k.items())
         for r, by_k in cmp["changes"].items())
     return _details(f"Questions whose {primary}@k rose (+) or fell (-): {counts}", body)

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..data.pairs import QUESTION_TYPES
 from ..data.subset import subset_info, subset_lines
-from ..errors import CacheError
+from ..errors import CacheError, printable
 from ..io import user_files
 from ..scoring import ties
 from ..scoring.metrics import mean_metrics, metric_key
@@ -232,8 +232,8 @@ def rejection_lines(rejections: Sequence[Mapping[str, Any]]) -> list[str]:
         return []
     lines = [f"rejected: {len(rejections)} instance(s) not scored, each with its reason:"]
     for r in rejections[:SHOWN_REJECTIONS]:
-        qid = r.get("question_id") or "no question_id"
-        lines.append(f"  instance {r.get('index')} ({qid}): {r.get('reason')}")
+        qid = printable(r.get("question_id") or "no question_id")
+        lines.append(f"  instance {r.get('index')} ({qid}): {printable(r.get('reason'))}")
     if len(rejections) > SHOWN_REJECTIONS:
         lines.append(f"  ... and {len(rejections) - SHOWN_REJECTIONS} more: the JSON report "
                      "(--retrieval-eval-json) lists every one under \"rejections\"")
@@ -255,7 +255,8 @@ def header_lines(info: Mapping[str, Any]) -> list[str]:
     protocol = info.get("protocol", "vipune")
     lines = [
         *stop,
-        f"dataset: {ds['name']} (sha256 {ds['sha256'][:16]}…)  gold: {ds['gold_source']}",
+        (f"dataset: {printable(ds['name'])} (sha256 {ds['sha256'][:16]}…)  gold: "
+         f"{ds['gold_source']}"),
         (f"protocol: {protocol}  granularity: {info.get('granularity', 'session')}"
          + ("  (LongMemEval's own retrieval experiment)" if protocol == "longmemeval" else "")),
         f"lane: {info['lane']}  model: {model_text}",

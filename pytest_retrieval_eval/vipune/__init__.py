@@ -18,6 +18,7 @@ one vipune would return, one module per part of vipune:
   candidate pool, recency decay and truncation;
 - ``cli_output``: the ``--json`` search output of the command line (``src/output.rs``);
 - ``store``: the per-persona SQLite stores in that schema, content-addressed and reused.
+- ``exports``: their copies at ``--retrieval-eval-store-dir``, uniquely named, and the map.
 
 Nothing here embeds text; callers pass the query vector (see ``vectors/embedding.py``). Every
 name of the reference is importable from here: ``from pytest_retrieval_eval import vipune``.

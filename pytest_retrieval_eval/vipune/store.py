@@ -33,18 +33,15 @@ import itertools
 import json
 import os
 import re
-import shutil
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import BinaryIO
 
 import numpy as np
 
 from .. import vipune
 from ..errors import CacheError, DataError, one_line, write_fault
-from ..io import user_files
 from ..io.checksums import (
     SIDECAR_SUFFIX,
     VERIFIED_SUFFIX,
@@ -56,6 +53,7 @@ from ..io.checksums import (
     write_sidecar,
     write_stamp,
 )
+from .exports import export_name, export_store  # their home; named here too
 
 __all__ = [
     "EMPTY_DATE_PLACEHOLDER",
@@ -67,6 +65,7 @@ __all__ = [
     "StoreRow",
     "StoreWarning",
     "build_store",
+    "export_name",
     "export_store",
     "is_valid_store",
     "model_mark",
@@ -298,37 +297,6 @@ def build_store(
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         raise
-    return target
-
-
-def export_name(question_id: str) -> str:
-    """``<question_id>.sqlite`` as a plain file name: characters other than letters, digits,
-    ``.``, ``_`` and ``-`` become ``_``, and a leading dot too, so an id never names another
-    folder (``../x``) or a hidden file."""
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", question_id)
-    return ("_" + safe[1:] if safe.startswith(".") else safe) + ".sqlite"
-
-
-def export_store(source: str | Path, dest: str | Path) -> Path:
-    """Copy a store to ``dest`` (e.g. ``--retrieval-eval-store-dir``) atomically; ``dest``.
-
-    Written as every user-named file is (:mod:`io.user_files`): through a symlink, at its
-    target; a FIFO, device, socket or folder at ``dest`` is refused. Raises
-    :class:`CacheError` (one line) when ``dest`` cannot be written.
-    """
-    src, target = Path(source), Path(dest)
-
-    def copy(out: BinaryIO) -> None:
-        with open(src, "rb") as fh:
-            shutil.copyfileobj(fh, out, 1 << 20)
-
-    try:
-        user_files.replace_file(target, copy)
-    except OSError as exc:
-        raise CacheError(
-            f"store copy {target} cannot be written ({user_files.fault(exc, target)}); make "
-            f"{target.parent} a writable folder or pass another --retrieval-eval-store-dir"
-        ) from None
     return target
 
 

@@ -201,7 +201,7 @@ def test_markdown_of_two_reports_holds_the_comparison_and_its_lists(
             if v[what]:
                 listed += 1
                 assert (f"- `{WHATIF} vs hybrid` recall@{k} {what} ({len(v[what])}): "
-                        f"{', '.join(v[what])}") in out
+                        f"{', '.join(f'`{q}`' for q in v[what])}") in out
     assert listed and out.count("<details>") == 2  # the new run's diagnostics, the changes
 
 

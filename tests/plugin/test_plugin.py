@@ -403,8 +403,11 @@ def test_store_dir_keeps_vipune_shaped_stores(pytester: pytest.Pytester, tmp_pat
     result = run(pytester, "--retrieval-eval", "--no-model", "-k", qid,
                  "--retrieval-eval-store-dir", str(stores))
     assert result.ret == 0, result.stdout.str()
-    assert [p.name for p in stores.iterdir()] == [f"{qid}.sqlite"]
-    with sqlite3.connect(stores / f"{qid}.sqlite") as conn:
+    name = vipune.store.export_name(qid)
+    assert sorted(p.name for p in stores.iterdir()) == sorted(
+        [name, "stores.json", ".stores.json.lock"])
+    assert json.loads((stores / "stores.json").read_text()) == {qid: name}
+    with sqlite3.connect(stores / name) as conn:
         ids = [row[0] for row in conn.execute("SELECT id FROM memories ORDER BY rowid")]
         blob_sizes = {row[0] for row in conn.execute("SELECT length(embedding) FROM memories")}
     assert ids == list(dict.fromkeys(SAMPLE_USABLE[0]["haystack_session_ids"]))

@@ -45,8 +45,8 @@ def test_the_changes_fold_into_details_with_every_question() -> None:
     details = text.split("<details>")[1].split("</details>")[0]
     assert "<summary>Questions whose recall@k rose (+) or fell (-): `h` @5 +10/-0</summary>" in (
         details)
-    assert f"- `h` recall@5 gained (10): {', '.join(f'q{i}' for i in range(10))}" in details
-    assert "- only in new (1, not compared): q99[h]" in details
+    assert f"- `h` recall@5 gained (10): {', '.join(f'`q{i}`' for i in range(10))}" in details
+    assert "- only in new (1, not compared): `q99[h]`" in details
     unchanged = cmp.compare_reports(make_report({"h": rows}, ks=(5,)),
                                     make_report({"h": rows}, ks=(5,)))
     assert "<details>" not in markdown.comparison_markdown(unchanged)

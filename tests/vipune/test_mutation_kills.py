@@ -9,6 +9,7 @@ recency weight in the hybrid retriever) and the named mutant script's patches th
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import math
 import os
@@ -27,7 +28,7 @@ import pytest
 from pytest_retrieval_eval import vipune
 from pytest_retrieval_eval.errors import CacheError, DataError
 from pytest_retrieval_eval.scoring import metrics
-from pytest_retrieval_eval.vipune import VipuneInputError, VipuneOutputError, store
+from pytest_retrieval_eval.vipune import VipuneInputError, VipuneOutputError, exports, store
 from tests.support import ROOT
 
 DIM = vipune.EMBEDDING_DIM
@@ -660,8 +661,9 @@ def test_a_store_with_a_readable_header_but_a_broken_schema_is_invalid(tmp_path:
 
 
 def test_export_name_keeps_letters_of_both_cases() -> None:
-    assert store.export_name("Q1_abs") == "Q1_abs.sqlite"
-    assert store.export_name("../a b") == "_._a_b.sqlite"
+    sha = lambda text: hashlib.sha256(text.encode()).hexdigest()[:12]  # noqa: E731
+    assert store.export_name("Q1_abs") == f"Q1_abs-{sha('Q1_abs')}.sqlite"
+    assert store.export_name("../a b") == f"_._a_b-{sha('../a b')}.sqlite"
 
 
 def test_export_store_interrupted_before_the_copy_leaves_nothing(
@@ -671,7 +673,7 @@ def test_export_store_interrupted_before_the_copy_leaves_nothing(
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(store.shutil, "copyfileobj", interrupted)
+    monkeypatch.setattr(exports.shutil, "copyfileobj", interrupted)
     with pytest.raises(KeyboardInterrupt):
         store.export_store(src, tmp_path / "out" / "q.sqlite")
     assert list((tmp_path / "out").iterdir()) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing
 import os
 import sqlite3
@@ -396,10 +397,13 @@ def test_concurrent_builds_of_one_key_both_succeed(tmp_path: Path) -> None:
 
 
 def test_export_name_stays_inside_the_folder() -> None:
-    assert store.export_name("0a1b_abs") == "0a1b_abs.sqlite"
-    assert store.export_name("../up/x") == "_._up_x.sqlite"  # no separator survives
-    assert store.export_name(".hidden") == "_hidden.sqlite"
-    assert store.export_name("a b\u00e9") == "a_b_.sqlite"
+    def sha(text: str) -> str:
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    assert store.export_name("0a1b_abs") == f"0a1b_abs-{sha('0a1b_abs')}.sqlite"
+    assert store.export_name("../up/x") == f"_._up_x-{sha('../up/x')}.sqlite"  # no separator
+    assert store.export_name(".hidden") == f"_hidden-{sha('.hidden')}.sqlite"
+    assert store.export_name("a b\u00e9") == f"a_b_-{sha('a b' + chr(0xe9))}.sqlite"
 
 
 def test_a_store_that_cannot_be_built_is_one_line(tmp_path: Path) -> None:
