@@ -19,7 +19,6 @@ What the files reproduce of the report, measure by measure, is in docs/trec.md.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RetrievalEvalError
-from ..io.user_files import fault, replace_text
+from ..io.user_files import fault, replace_text, same_file
 from ..scoring.metrics import dedupe, recall, recall_any
 
 __all__ = ["QRELS_NAME", "RUN_SUFFIX", "TrecExport", "TrecExportError", "qrels_lines",
@@ -159,13 +158,6 @@ def trec_export(report: Mapping[str, Any], source: str) -> TrecExport:
     return TrecExport(files, questions, rankings, len(report.get("errors") or []), other)
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return os.path.realpath(a) == os.path.realpath(b)
-
-
 def write_trec_files(export: TrecExport, out_dir: Path,
                      inputs: Sequence[Path] = ()) -> list[Path]:
     """Write each file of ``export`` into ``out_dir`` (created when missing), each atomically
@@ -176,7 +168,7 @@ def write_trec_files(export: TrecExport, out_dir: Path,
     targets = [out_dir / name for name in export.files]
     for target in targets:
         for given in inputs:
-            if target.exists() and _same_file(target, Path(given)):
+            if same_file(target, Path(given)):
                 raise TrecExportError(
                     f"--out {out_dir}: writing {target.name} would overwrite the report "
                     f"{given} it is made from; give another --out folder")

@@ -141,6 +141,18 @@ def test_never_written_over_the_report(tmp_path: Path,
     assert not (tmp_path / "r.run").exists()  # nothing written before the refusal
 
 
+def test_never_written_over_a_hard_link_of_the_report(tmp_path: Path) -> None:
+    report = tmp_path / "r.json"
+    report.write_text("{}")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "r.run").hardlink_to(report)
+    export = trec_export(_report([_pair("q", "r", ["x"], ["x"])]), "r.json")
+    with pytest.raises(TrecExportError, match="would overwrite the report"):
+        write_trec_files(export, tmp_path / "out", inputs=[report])
+    assert report.read_text() == "{}"
+    assert not (tmp_path / "out" / QRELS_NAME).exists()
+
+
 def test_cli_writes_the_files_and_notes_failed_items(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     report = tmp_path / "r.json"
