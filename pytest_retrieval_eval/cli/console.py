@@ -14,6 +14,8 @@ report comparison and data generation. This module assembles the parser and runs
 * :mod:`.reports`: ``retrieval-eval compare``, ``plot`` and ``markdown``.
 * :mod:`.explain`: ``retrieval-eval explain REPORT QUESTION_ID [--retriever R]``: one
   question of a saved report, its ranks, gold, RRF arithmetic and FTS query.
+* :mod:`.export`: ``retrieval-eval export REPORT --format trec --out DIR`` writes a report's
+  rankings as TREC run files and qrels (docs/trec.md).
 * :mod:`.generate`: ``retrieval-eval generate --preset sample OUT.json`` writes
   deterministic LongMemEval-shaped data (the bundled sample, a synthetic LongMemEval_M).
 * :mod:`.args` holds what they share (program name, exit statuses, the one-line parser,
@@ -36,6 +38,7 @@ from typing import TextIO
 from ..errors import RetrievalEvalError, one_line
 from . import cache as cli_cache
 from . import explain as cli_explain
+from . import export as cli_export
 from . import generate as cli_generate
 from . import prep as cli_prep
 from . import reports as cli_reports
@@ -70,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_cache.add_commands(sub, default_cache)
     cli_reports.add_commands(sub)
     cli_explain.add_commands(sub)
+    cli_export.add_commands(sub)
     cli_generate.add_commands(sub)
     return parser
 
@@ -124,6 +128,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cli_reports.run(args, out, err)
         if args.command == "explain":
             return cli_explain.run(args, out, err)
+        if args.command == "export":
+            return cli_export.run(args, out, err)
         if args.command == "generate":
             return cli_generate.run(args, out, err)
         return cli_prep.run(args, out, err)
