@@ -157,6 +157,7 @@ def deadline_seconds(value: str) -> float:
     if not math.isfinite(number):
         raise argparse.ArgumentTypeError(f"{value!r} is not a finite number of seconds; give "
                                          f"e.g. {DEFAULT_NETWORK_DEADLINE:g}")
+    return number
 
 
 def finite_seconds(value: str) -> float:

@@ -178,6 +178,17 @@ def _judged(ranked: list[str], own: list[float] | None,
     return TieOrders(orders.orders, [tie, *orders.extremes])
 
 
+def _own_scores(judged: object) -> tuple[list[str], list[float]] | None:
+    """The run's own ids and scores of what a cut-off is judged on: a plain tie list as it is,
+    the first extreme of a fused ranking's orders (the run's own ranking); None for a judgement
+    not computed yet (computing it is the tie report's cost, not explain's)."""
+    if isinstance(judged, TieOrders):
+        return judged.extremes[0] if judged.extremes else None
+    if isinstance(judged, tuple) and len(judged) == 2:
+        return judged
+    return None
+
+
 def rank_all(retriever: Retriever, persona: Persona, query: Query, ks: Sequence[int],
              n: int, scored: Scored | None = None) -> dict[int, list[str]]:
     """LongMemEval's protocol: every one of the ``n`` corpus items ranked, repeats kept, the
@@ -219,7 +230,7 @@ def explain_facts(retriever: object, query: Query, gold: Sequence[str],
         "searched": len(searched),
     }
     rows = row_facts(retriever, [*list(rankings[top])[:top], *gold],
-                     [None if scored is None else scored.get(top),
+                     [_own_scores(None if scored is None else scored.get(top)),
                       None if full is None else ([i for i, _ in full], [x for _, x in full])])
     if rows:
         facts["rows"] = rows
