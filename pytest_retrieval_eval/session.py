@@ -284,6 +284,18 @@ class EvalSession:
             return built
         return self._users[selector].build()
 
+    def _named_late(self, selector: str, retriever: retrievers_mod.Retriever) -> str:
+        """The column of a retriever that learns its ``name`` as it runs (``cmd:``, from its
+        hello): that name where it is usable and free, else the selector."""
+        own = usable_name(getattr(retriever, "name", None))
+        taken = {*self.settings.retrievers, *BUILTIN_RETRIEVERS, CUSTOM_RETRIEVER,
+                 *self.record_columns.values(),
+                 *(c for s, c in self.columns.items() if s != selector)}
+        if own is not None and own != selector and own not in taken:
+            self.columns[selector] = own
+            return own
+        return selector
+
     def column(self, selector: str) -> str:
         return self.columns.get(selector, selector)
 
@@ -449,6 +461,8 @@ class EvalSession:
             rankings, components = rank_per_k(retriever, persona, query, self.settings.ks,
                                               scored)
         retrieval_ms = (time.perf_counter() - start) * 1000.0
+        if custom is None and column == retriever_name:  # cmd: knows its name once started
+            column = self._named_late(retriever_name, retriever)
         check_haystack(pair.question_id, rankings, pair.session_ids)
         rankable = set(pair.session_ids)
         metrics = self.score(pair, rankings, rankable)
@@ -594,6 +608,10 @@ class EvalSession:
             self.custom_name = self.custom_name or str(result["retriever"])
             if result["retriever"] not in self.custom_names:
                 self.custom_names.append(str(result["retriever"]))
+        selector = result.get("selector")
+        if isinstance(selector, str) and selector != CUSTOM_RETRIEVER and \
+                self.columns.get(selector, selector) == selector:
+            self.columns[selector] = str(result["retriever"])  # named as it ran (cmd:)
         key = (result["retriever"], result["index"])
         if key not in self._seen_results:
             self._seen_results.add(key)

@@ -161,7 +161,7 @@ class CommandRetriever:
         self._start()
         if persona.key in self._indexed:
             return
-        turns = getattr(persona, "turns", None)
+        turns = persona.turns if len(persona.turns) == len(persona.session_ids) else None
         vectors = np.asarray(persona.vectors) if self.wants_vectors else None
         if self.wants_vectors and (vectors is None or vectors.ndim != 2
                                    or vectors.shape[0] != len(persona.session_ids)):

@@ -325,7 +325,7 @@ def test_the_plugin_option_and_its_ini_twin(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("-p", "no:cacheprovider", "--retrieval-eval", "--no-model")
     assert result.ret == 4
     assert "retrieval_eval_network_deadline" in result.stderr.str()
-    assert "not a finite number of seconds" in result.stderr.str()
+    assert "not a finite number" in result.stderr.str()
 
 
 @pytest.mark.parametrize("kind", ["silent", "trickle"])

@@ -58,8 +58,6 @@ def test_the_node_store_ranks_every_pair_as_semantic(pytester: pytest.Pytester) 
 
 
 @needs_node
-@pytest.mark.xfail(strict=True, reason="the column named by `name` for every retriever is "
-                   "helper F's part of issue 28 (session.py); drop this mark once it merges")
 def test_the_node_stores_column_is_named_by_hello(pytester: pytest.Pytester) -> None:
     selector = f"cmd:node {shlex.quote(str(NODE_STORE))}"
     result, report = run(pytester, "--retrieval-eval-retriever", f"bm25,{selector}",
