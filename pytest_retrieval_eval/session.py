@@ -31,7 +31,13 @@ from .data import subset as subset_mod
 from .data.protocol import LONGMEMEVAL, NO_USER_EVIDENCE, REPEATED_SLOTS_KEPT, View
 from .errors import CacheError, DataError, ModelError
 from .io.checksums import MEMO_DIR
-from .options import BUILTIN_RETRIEVERS, CUSTOM_RETRIEVER, DEFAULT_MODEL, Settings
+from .options import (
+    BUILTIN_RETRIEVERS,
+    COMMAND_PREFIX,
+    CUSTOM_RETRIEVER,
+    DEFAULT_MODEL,
+    Settings,
+)
 from .reporting.report import NOTE_TEXT, PairResult
 from .retrievers import terms as terms_mod
 from .retrievers.loader import UserRetriever, describe_dotted, is_dotted, usable_name
@@ -155,7 +161,7 @@ class EvalSession:
         # --no-model never opens a socket: a named dataset comes from the local Hub cache only.
         source = dataset_mod.resolve_dataset(
             s.data, repo=s.data_repo, filename=s.data_file, offline=s.no_model,
-            offline_reason="--no-model never downloads")
+            offline_reason="--no-model never downloads", deadline=s.network_deadline)
         corpus = ingest.load_corpus(source, self.cache_root, progress, view=self.view)
         if not any(not p.abstention for p in corpus.pairs):
             raise DataError(ingest.no_usable_pair(source, corpus))
@@ -185,7 +191,8 @@ class EvalSession:
             spec = s.model or DEFAULT_MODEL
             try:
                 embedder = load_embedder(spec, self.embed_config(),
-                                         memo_dir=self.cache_root / MEMO_DIR)
+                                         memo_dir=self.cache_root / MEMO_DIR,
+                                         deadline=s.network_deadline)
             except ModelError as exc:
                 hint = lanes.no_model_hint(s, self.cache_root, corpus)
                 if hint is None:
@@ -315,7 +322,8 @@ class EvalSession:
         self._choose_subset()  # deterministic: the controller's very pairs
         if plan.lane == "model" and plan.model_spec is not None:
             self.embedder = load_embedder(plan.model_spec, self.embed_config(),
-                                          memo_dir=Path(plan.cache_root) / MEMO_DIR)
+                                          memo_dir=Path(plan.cache_root) / MEMO_DIR,
+                                          deadline=self.settings.network_deadline)
 
     def finish_setup(self) -> None:
         """Resources every process needs once the plan is fixed."""
@@ -461,7 +469,8 @@ class EvalSession:
             rankings, components = rank_per_k(retriever, persona, query, self.settings.ks,
                                               scored)
         retrieval_ms = (time.perf_counter() - start) * 1000.0
-        if custom is None and column == retriever_name:  # cmd: knows its name once started
+        if custom is None and column == retriever_name and \
+                retriever_name.startswith(COMMAND_PREFIX):  # cmd: knows its name once started
             column = self._named_late(retriever_name, retriever)
         check_haystack(pair.question_id, rankings, pair.session_ids)
         rankable = set(pair.session_ids)
@@ -609,7 +618,7 @@ class EvalSession:
             if result["retriever"] not in self.custom_names:
                 self.custom_names.append(str(result["retriever"]))
         selector = result.get("selector")
-        if isinstance(selector, str) and selector != CUSTOM_RETRIEVER and \
+        if isinstance(selector, str) and selector.startswith(COMMAND_PREFIX) and \
                 self.columns.get(selector, selector) == selector:
             self.columns[selector] = str(result["retriever"])  # named as it ran (cmd:)
         key = (result["retriever"], result["index"])

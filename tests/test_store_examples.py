@@ -28,7 +28,7 @@ def store_project(pytester: pytest.Pytester, isolated_cache: Path) -> pytest.Pyt
 
 def test_each_store_ranks_every_pair_as_semantic(store_project: pytest.Pytester,
                                                  isolated_cache: Path) -> None:
-    result, report = run_with_report(store_project, "-p", "no:randomly")
+    _, report = run_with_report(store_project, "-p", "no:randomly")
     assert report["retrievers"] == ["semantic", *STORES]  # columns named by the stores' names
     by_pair: dict[str, dict[str, list[str]]] = {}
     for pair in report["pairs"]:

@@ -103,7 +103,7 @@ def check_readable_file(path: Path, what: str = "dataset file") -> None:
 
 
 def _from_hub(name: str, repo: str, filename: str, offline: bool,
-              offline_reason: str) -> DatasetSource:
+              offline_reason: str, deadline: float) -> DatasetSource:
     local = hub.cached_file(repo, filename, repo_type="dataset")
     if local is not None:
         return DatasetSource(name, local)
@@ -115,7 +115,7 @@ def _from_hub(name: str, repo: str, filename: str, offline: bool,
             f"local copy"
         )
     try:
-        local = hub.download_file(repo, filename, repo_type="dataset")
+        local = hub.download_file(repo, filename, repo_type="dataset", deadline=deadline)
     except hub.HubError as exc:
         why = f"{type(exc.cause).__name__}: {one_line(exc.cause, 120)}"
         if isinstance(exc, hub.HubFileMissing):
@@ -138,6 +138,7 @@ def resolve_dataset(
     filename: str | None = None,
     offline: bool = False,
     offline_reason: str = "offline mode is on",
+    deadline: float = hub.DEFAULT_DEADLINE,
 ) -> DatasetSource:
     """Resolve ``spec`` to a local file.
 
@@ -160,7 +161,8 @@ def resolve_dataset(
         path = Path(spec).expanduser()
         if spec not in KNOWN and path.is_file():
             return DatasetSource(_name_for_path(path), path)
-        return _from_hub(spec, repo, filename or KNOWN[spec], offline, offline_reason)
+        return _from_hub(spec, repo, filename or KNOWN[spec], offline, offline_reason,
+                         deadline)
     path = Path(spec).expanduser()
     if not path.exists():
         raise DataError(

@@ -38,6 +38,7 @@ from .hub_deadline import (
 T = TypeVar("T")
 
 __all__ = [
+    "DEFAULT_DEADLINE",
     "PROBE_TIMEOUT",
     "HubError",
     "HubFileMissing",

@@ -404,8 +404,10 @@ def recipe_fingerprint(model_sha256: str, tokenizer_sha256: str, config: EmbedCo
 
 def load_embedder(
     spec: str = DEFAULT_MODEL, config: EmbedConfig | None = None, offline: bool = False,
-    memo_dir: Path | None = None,
+    memo_dir: Path | None = None, deadline: float | None = None,
 ) -> Embedder:
-    """Resolve ``spec`` (:func:`resolve_model`) and build its :class:`Embedder`."""
-    return Embedder(resolve_model(spec, offline=offline, memo_dir=memo_dir),
+    """Resolve ``spec`` (:func:`resolve_model`; a download bounded by ``deadline`` seconds,
+    None: the default) and build its :class:`Embedder`."""
+    bound = {} if deadline is None else {"deadline": deadline}
+    return Embedder(resolve_model(spec, offline=offline, memo_dir=memo_dir, **bound),
                     config or EmbedConfig())

@@ -94,7 +94,8 @@ def _files_from_dir(spec: str, directory: Path, memo_dir: Path | None) -> ModelF
     )
 
 
-def _hub_file(repo_id: str, filename: str, *, download: bool) -> Path | None:
+def _hub_file(repo_id: str, filename: str, *, download: bool,
+              deadline: float = hub.DEFAULT_DEADLINE) -> Path | None:
     """A file of a Hub repo: from the cache, or downloaded when ``download``.
 
     Returns None when the repo has no such file (or, cache-only, when it is not cached).
@@ -104,7 +105,7 @@ def _hub_file(repo_id: str, filename: str, *, download: bool) -> Path | None:
     if not download:
         return hub.cached_file(repo_id, filename)
     try:
-        return hub.download_file(repo_id, filename)
+        return hub.download_file(repo_id, filename, deadline=deadline)
     except hub.HubFileMissing:
         return None  # the repository exists but has no such file (HTTP 404)
     except hub.HubRepoMissing as exc:
@@ -115,7 +116,8 @@ def _hub_file(repo_id: str, filename: str, *, download: bool) -> Path | None:
         ) from exc
 
 
-def _files_from_hub(repo_id: str, *, offline: bool, memo_dir: Path | None) -> ModelFiles:
+def _files_from_hub(repo_id: str, *, offline: bool, memo_dir: Path | None,
+                    deadline: float = hub.DEFAULT_DEADLINE) -> ModelFiles:
     given_offline, offline = offline, hub.offline_mode(offline)
     attempts = (False,) if offline else (False, True)
     model_path: Path | None = None
@@ -126,11 +128,13 @@ def _files_from_hub(repo_id: str, *, offline: bool, memo_dir: Path | None) -> Mo
         try:
             if model_path is None:
                 for rel in MODEL_FILES:
-                    model_path = _hub_file(repo_id, rel, download=download)
+                    model_path = _hub_file(repo_id, rel, download=download,
+                                           deadline=deadline)
                     if model_path is not None:
                         break
             if tokenizer_path is None:
-                tokenizer_path = _hub_file(repo_id, TOKENIZER_FILE, download=download)
+                tokenizer_path = _hub_file(repo_id, TOKENIZER_FILE, download=download,
+                                           deadline=deadline)
         except hub.HubUnreachable as exc:
             reason = str(exc)
             break
@@ -160,7 +164,8 @@ def _files_from_hub(repo_id: str, *, offline: bool, memo_dir: Path | None) -> Mo
 
 
 def resolve_model(spec: str = DEFAULT_MODEL, *, offline: bool = False,
-                  memo_dir: Path | None = None) -> ModelFiles:
+                  memo_dir: Path | None = None,
+                  deadline: float = hub.DEFAULT_DEADLINE) -> ModelFiles:
     """Find a model's ONNX file and tokenizer.json.
 
     ``spec`` is a local directory (holding ``onnx/model.onnx`` or ``model.onnx``, and
@@ -186,7 +191,7 @@ def resolve_model(spec: str = DEFAULT_MODEL, *, offline: bool = False,
             f"model {spec!r}: neither an existing directory nor a Hugging Face model id "
             f"(owner/name); give an id such as {DEFAULT_MODEL!r}, or {_FIX_DIR}"
         )
-    return _files_from_hub(spec, offline=offline, memo_dir=memo_dir)
+    return _files_from_hub(spec, offline=offline, memo_dir=memo_dir, deadline=deadline)
 
 
 def files_here(spec: str, *, memo_dir: Path | None = None) -> ModelFiles | None:

@@ -353,3 +353,25 @@ def test_cache_repo_from_a_slow_hub_is_one_line_at_the_deadline(
         f"(--retrieval-eval-network-deadline); check the network and HF_ENDPOINT, or give a "
         f"longer deadline, and run again (a pull resumes where it stopped)")
     assert seconds < 30, seconds
+
+
+@pytest.mark.parametrize("kind", ["silent", "trickle"])
+def test_the_run_deadline_bounds_a_dataset_download(
+        pytester: pytest.Pytester, hub_env: None, monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path, kind: str) -> None:
+    """27.4: --retrieval-eval-network-deadline reaches a named dataset's download too (the
+    model lane's, which may download): a Hub that never answers, or trickles, ends the run
+    in one line near the deadline, not at the library's default."""
+    monkeypatch.setenv("RETRIEVAL_EVAL_CACHE_DIR", str(tmp_path / "cache"))
+    with SlowServer(kind) as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        started = time.monotonic()
+        result = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", "--retrieval-eval", "--retrieval-eval-data",
+            "longmemeval_s", "--retrieval-eval-network-deadline", "1")
+        seconds = time.monotonic() - started
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == 4, text
+    errors = [line for line in text.splitlines() if line.startswith("ERROR:")]
+    assert len(errors) == 1 and "1 s network deadline" in errors[0], text
+    assert seconds < 30, seconds

@@ -45,7 +45,7 @@ class FaissFlat:
         k = min(limit, index.ntotal)
         scores, rows = index.search(_unit(np.asarray(query.vector)[None, :]), k)
         return [(persona.session_ids[r], float(s))
-                for r, s in zip(rows[0], scores[0]) if r >= 0]
+                for r, s in zip(rows[0], scores[0], strict=True) if r >= 0]
 
     def close(self) -> None:
         self._indexes.clear()
