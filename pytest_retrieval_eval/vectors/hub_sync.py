@@ -52,7 +52,7 @@ from typing import Any, BinaryIO
 
 from filelock import FileLock, Timeout
 
-from ..errors import CacheError, CacheHubError, one_line
+from ..errors import CacheError, CacheHubError, ModelError, one_line
 from ..io.checksums import SIDECAR_SUFFIX, commit_file, matches_sidecar, read_sidecar
 from ..io.hub_deadline import DEFAULT_DEADLINE
 from ..io.hub_transfer import (
@@ -65,6 +65,7 @@ from ..io.hub_transfer import (
     valid_repo_id,
 )
 from ..io.user_files import parse_json, read_small
+from . import model_files
 from .cache import FORMAT_VERSION, VectorCache, list_models
 from .shards import MANIFEST_LIMIT
 
@@ -137,9 +138,19 @@ def _remote_models(files: Mapping[str, int]) -> dict[str, list[str]]:
 
 
 def _is_named(info: Mapping[str, Any], model: str) -> bool:
-    """Whether ``model`` names the model of ``info``: its name, a local model folder of that
-    name, or a fingerprint prefix of at least 6 characters."""
+    """Whether ``model`` names the model of ``info``: its name, a local model folder whose
+    files are the ones ``info`` was made with (by their hashes, never by the folder's name
+    alone: ``exp1/model`` and ``exp2/model`` differ), or a fingerprint prefix of at least 6
+    characters."""
     folder = Path(model).expanduser()
+    if folder.is_dir() and info.get("model_sha256") and info.get("tokenizer_sha256"):
+        try:
+            files = model_files.files_here(model)
+        except ModelError:
+            files = None  # not a model folder: the name decides, as before
+        if files is not None:
+            return (files.model_sha256, files.tokenizer_sha256) == (
+                info.get("model_sha256"), info.get("tokenizer_sha256"))
     names = {model, folder.resolve().name} if folder.is_dir() else {model}
     fingerprint = str(info.get("fingerprint", ""))
     return info.get("name") in names or (len(model) >= 6 and fingerprint.startswith(model))

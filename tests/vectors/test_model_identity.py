@@ -116,3 +116,22 @@ def test_a_model_folder_without_its_manifest_is_listed_with_its_shards(
     assert unlisted_folders([tmp_path]) == []
     (directory / "manifest.json").unlink()
     assert unlisted_folders([tmp_path]) == [(directory, 2, "tiny-model")]
+
+
+def test_cache_push_and_pull_tell_two_folders_of_one_name_apart(tmp_path: Path) -> None:
+    """27.1 for the Hub sync: `cache push --model runs/v2/model` must not pick v1's vectors
+    because both folders are named `model`; a folder is matched by its files' hashes."""
+    from pytest_retrieval_eval.vectors import hub_sync
+    from pytest_retrieval_eval.vectors.model_files import resolve_model
+    from tests.support.model_factory import make_model_dir
+
+    v1 = make_model_dir(tmp_path / "v1" / "model", dim=8).path
+    v2 = make_model_dir(tmp_path / "v2" / "model", dim=16).path
+    assert v1.name == v2.name
+    files = resolve_model(str(v1), offline=True)
+    info = {"name": v1.name, "fingerprint": "627066fc5224abcd",
+            "model_sha256": files.model_sha256, "tokenizer_sha256": files.tokenizer_sha256}
+    assert hub_sync._is_named(info, str(v1))
+    assert not hub_sync._is_named(info, str(v2))  # same folder name, other files
+    assert hub_sync._is_named(info, "627066fc")  # a fingerprint prefix still names it
+    assert not hub_sync._is_named({"name": "other"}, str(v2))
