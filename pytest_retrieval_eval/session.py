@@ -10,7 +10,6 @@ is never loaded twice for prep. Each item then calls :meth:`EvalSession.run_pair
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import re
 import time
 from collections import OrderedDict
@@ -50,6 +49,7 @@ from .scoring.ties import pair_ties
 from .vectors import cache as cache_mod
 from .vectors import prep as prep_mod
 from .vectors.embedding import EmbedConfig, Embedder, load_embedder
+from .vipune import exports as store_exports
 from .vipune import store as store_mod
 
 Progress = Callable[[str, int, "int | None"], None]
@@ -507,12 +507,11 @@ class EvalSession:
 
     def workdir(self, column: str, persona_key: str) -> Path:
         """A persona's own folder for one retriever, kept across runs:
-        ``<cache>/workdirs/<column>/<persona key>/`` (a column that is no safe file name is
-        spelled safely, with a short hash of it)."""
-        safe = re.sub(r"[^\w.+-]", "_", column)
-        if safe != column or safe.startswith("."):
-            safe = f"{safe.lstrip('.')}-{hashlib.sha256(column.encode()).hexdigest()[:8]}"
-        return self.cache_root / "workdirs" / safe / persona_key
+        ``<cache>/workdirs/<column>/<persona key>/`` (a column that is no short, safe file
+        name, a ``cmd:`` selector say, is named as store exports are: a prefix and a hash)."""
+        plain = re.fullmatch(r"[A-Za-z0-9_+-][A-Za-z0-9._+-]{0,63}", column) is not None
+        folder = column if plain else store_exports.unique_stem(column)
+        return self.cache_root / "workdirs" / folder / persona_key
 
     def _index(self, retriever: Any, column: str,
                persona: retrievers_mod.Persona) -> tuple[bool, float | None]:
@@ -530,7 +529,7 @@ class EvalSession:
             workdir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise CacheError(f"{column}: cannot make its workdir {workdir} ({exc}); pass a "
-                             "writable --retrieval-eval-cache-dir") from None
+                             "writable --retrieval-eval-cache DIR") from None
         start = time.perf_counter()
         index(replace(persona, workdir=workdir))
         done.add(persona.key)

@@ -42,14 +42,20 @@ MAP_NAME = "stores.json"
 _MAP_LIMIT = 256 << 20
 
 
-def export_name(question_id: str) -> str:
-    """The copy's file name of ``question_id``: ``<safe prefix>-<sha256[:12]>.sqlite``."""
-    digest = hashlib.sha256(question_id.encode("utf-8", "surrogatepass")).hexdigest()
+def unique_stem(text: str) -> str:
+    """A bounded, unique file name for any text: ``<safe prefix>-<sha256[:12]>`` (the prefix
+    readable, never hidden, never a path; the hash tells texts of one prefix apart)."""
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
     safe = "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "_"
-                   for c in question_id[:PREFIX_CHARS])
+                   for c in text[:PREFIX_CHARS])
     if safe.startswith("."):
         safe = "_" + safe[1:]
-    return f"{safe}-{digest[:HASH_CHARS]}.sqlite"
+    return f"{safe}-{digest[:HASH_CHARS]}"
+
+
+def export_name(question_id: str) -> str:
+    """The copy's file name of ``question_id``: ``<safe prefix>-<sha256[:12]>.sqlite``."""
+    return f"{unique_stem(question_id)}.sqlite"
 
 
 def export_store(source: str | Path, dest: str | Path) -> Path:
