@@ -342,8 +342,9 @@ OPTIONS: tuple[_Option, ...] = (
     # Network (io/hub_deadline.py): each Hub call's overall deadline.
     _Option("--retrieval-eval-network-deadline", "retrieval_eval_network_deadline",
             deadline_seconds, DEFAULT_NETWORK_DEADLINE,
-            "seconds each Hub call of --retrieval-eval-cache-repo may take in all (a listing, "
-            f"one file's download) (default: {DEFAULT_NETWORK_DEADLINE:g})", "SECONDS"),
+            "seconds each Hub call may take in all (a dataset's or model's download, plus a "
+            "second per 250 kB of it; --retrieval-eval-cache-repo's listing and files) "
+            f"(default: {DEFAULT_NETWORK_DEADLINE:g})", "SECONDS"),
 )
 
 
