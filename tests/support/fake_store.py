@@ -52,8 +52,11 @@ def main(mode: str) -> int:
             ids = personas[request["persona"]][: request["limit"]]
             answer = {"ids": ids, "scores": [float(-i) for i in range(len(ids))],
                       "facts": [{"row": i} for i in range(len(ids))]}
-            if mode == "extra":
-                sys.stdout.write(json.dumps(answer) + "\n")
+            if mode == "extra":  # both lines in one write: one pipe write, never split
+                answer_line = json.dumps(answer) + "\n"
+                sys.stdout.write(answer_line + answer_line)
+                sys.stdout.flush()
+                continue
         if mode == "blanks":
             sys.stdout.write("\r\n\n" + json.dumps(answer) + "\r\n\n")
         else:
