@@ -63,9 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = OneLineParser(
         prog=PROG,
-        description="Prep phase of pytest-retrieval-eval: embed a LongMemEval dataset once "
-        "into the vector cache, so `pytest --retrieval-eval` (and --no-model) runs need no "
-        "embedding.",
+        description="The command line of pytest-retrieval-eval, beside `pytest "
+        "--retrieval-eval`: prepare and share the vector cache, read and compare saved "
+        "reports, export their rankings, and generate data. `retrieval-eval COMMAND --help` "
+        "gives each command's options.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     default_cache = default_cache_dir()

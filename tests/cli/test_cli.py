@@ -358,3 +358,17 @@ def test_an_empty_file_path_is_one_usage_line(args: list[str], argument: str,
     assert capsys.readouterr().err == (
         f"retrieval-eval {args[0]}: error: argument {argument}: the path is empty; give a file "
         f"path; see retrieval-eval {args[0]} --help\n")
+
+
+def test_help_opens_on_the_whole_tool_and_lists_every_command(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    description = out.split("positional arguments:")[0]
+    assert "Prep phase" not in description
+    assert "COMMAND --help" in description
+    for command in ("prep", "models", "cache", "compare", "plot", "markdown", "explain",
+                    "export", "generate"):
+        assert re.search(rf"^    {command}\s", out, re.M), command
