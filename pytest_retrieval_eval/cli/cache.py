@@ -108,6 +108,10 @@ def _cmd_cache_merge(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         out.write(f"merge: model {model.name} (fingerprint {model.fingerprint[:12]}): "
                   f"{model.copied} vectors copied, {model.present} already present, from "
                   f"{model.shards} verified shard(s)\n")
+        if model.copied + model.present == 0:
+            out.write("merge: the sources hold none of this model's vectors (a prep "
+                      "served wholly by the package's bundled sample writes none; every "
+                      "run reads those from the package)\n")
     if not result.models:
         out.write("merge: the sources hold no model vectors; nothing to copy\n")
     return 0

@@ -179,6 +179,12 @@ class VectorCache(ShardWriter):
             return
         _check_manifest(directory, info, self.fingerprint, self.dim, self.name)
 
+    def create(self) -> None:
+        """Create this model's folder and manifest if absent (a cache holding no vectors yet,
+        as ``cache merge`` leaves its target when the sources hold none)."""
+        with self._locked():
+            self._ensure_manifest()
+
     def _ensure_manifest(self) -> None:
         """Create the directory and its manifest (caller holds the lock)."""
         info = _read_manifest(self.directory)

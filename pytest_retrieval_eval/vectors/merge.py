@@ -167,6 +167,7 @@ def merge_caches(sources: Sequence[Path], target: Path,
                 if progress is not None:
                     progress(label, start + len(chunk), len(lacking))
     for into in targets.values():  # many sources, many small shards: merge them (atomic)
+        into.create()  # the target exists even when nothing was copied into it
         if len(into.own_shards()) > COMPACT_AFTER_SHARDS:
             into.compact()
     return MergeResult(sorted(models.values(), key=lambda m: (m.name, m.fingerprint)))

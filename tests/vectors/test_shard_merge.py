@@ -215,3 +215,26 @@ def test_a_hostile_manifest_is_one_line_and_never_hangs(tmp_path: Path, kind: st
     assert "\n" not in line and str(manifest) in line
     assert {"fifo": "it is a FIFO", "huge": "more than the 262,144 bytes",
             "deep": "not a JSON object"}[kind] in line
+
+
+def test_the_readme_merge_on_the_bundled_sample_makes_its_target_and_says_why_it_is_empty(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """README "Scaling out": each slice's vectors are all served by the package's bundled
+    sample, so c1 and c2 hold none; the merge still makes ``merged`` (a cache with the
+    model's manifest) and says why nothing was copied, instead of a bare "0 copied"."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    model = "sentence-transformers/all-MiniLM-L6-v2"
+    for i, cache in ((1, "c1"), (2, "c2")):
+        assert cli.main(["prep", "--model", model, "--cache", cache, "--shard", f"{i}/2",
+                         "--offline", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert cli.main([*MERGE, "c1", "c2", "--into", "merged"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"merge: model {model} (fingerprint ")
+    assert "0 vectors copied" in out[0]
+    assert "bundled sample" in out[1]
+    manifests = list((tmp_path / "merged" / "vectors").glob("*/manifest.json"))
+    assert len(manifests) == 1
+    assert json.loads(manifests[0].read_text())["name"] == model
