@@ -385,6 +385,11 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
                             config: pytest.Config) -> None:
     state = _session(config)
+    if state is None and not _is_worker(config) and getattr(
+            config.option, "retrieval_eval_no_model", False):
+        terminalreporter.write_line(
+            "retrieval-eval: --no-model picks the model-free lane of the evaluation, which "
+            "is off: add --retrieval-eval (or retrieval_eval = true in the ini file)")
     if state is None or state.report is None or _is_worker(config):
         return
     from .reporting.publish import comparison_lines

@@ -350,7 +350,7 @@ def terminal_lines(report: Mapping[str, Any], width: int = 80, *,
     lines = fit_lines(header_lines(info), width)
     if not report["summary"] or not any(
             s["overall"]["n"] for s in report["summary"].values()):
-        return [*lines, *fit_lines(["no pair was scored", *_error_lines(report)], width)]
+        return [*lines, *fit_lines([_nothing_scored(info), *_error_lines(report)], width)]
     tables = table_lines(report["summary"], report["retrievers"], report["ks"],
                          families_for(info.get("protocol", "vipune"),
                                       info.get("granularity", "session"), report["summary"]),
@@ -405,6 +405,14 @@ def fit_lines(lines: Iterable[str], width: int | None) -> list[str]:
                                 expand_tabs=False, replace_whitespace=False)
         out.extend(w.replace(_HELD_SPACE, " ") for w in wrapped or [line])
     return out
+
+
+def _nothing_scored(info: Mapping[str, Any]) -> str:
+    """"no pair was scored", with the way to see why when the selection took every pair."""
+    skipped = info.get("skipped") or {}
+    if skipped.get("not_selected") and not info.get("scored"):
+        return "no pair was scored: -k, -m or node ids chose none (list the items: --co -q)"
+    return "no pair was scored"
 
 
 def _error_lines(report: Mapping[str, Any]) -> list[str]:

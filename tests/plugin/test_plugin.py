@@ -74,6 +74,23 @@ def test_k_selects_one_question_type(pytester: pytest.Pytester) -> None:
     assert "temporal-reasoning" in table and "multi-session" not in table
 
 
+def test_a_k_selecting_nothing_points_to_the_item_list(pytester: pytest.Pytester) -> None:
+    result = run(pytester, "--retrieval-eval", "--no-model", "-k", "no-such-type")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    result.stdout.fnmatch_lines(["no pair was scored: -k, -m or node ids chose none (list the "
+                                 "items: --co -q)"])
+
+
+def test_no_model_without_the_plugin_on_says_what_is_missing(
+        pytester: pytest.Pytester) -> None:
+    result = run(pytester, "--no-model")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    result.stdout.fnmatch_lines(["retrieval-eval: --no-model picks the model-free lane*add "
+                                 "--retrieval-eval*"])
+    plain = run(pytester)
+    assert "--no-model picks" not in plain.stdout.str()
+
+
 def test_k_selects_one_pair(pytester: pytest.Pytester) -> None:
     qid = SAMPLE_USABLE[0]["question_id"]
     result = run(pytester, "--retrieval-eval", "--no-model", "-k", qid, "-v")
