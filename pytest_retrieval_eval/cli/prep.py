@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..errors import CacheError, one_line, printable
+from ..errors import CacheError, ModelError, one_line, printable
 
 # The pytest options' defaults and validators, so both spellings behave alike.
 from ..options import DEFAULT_DATA, DEFAULT_DATA_REPO, DEFAULT_MODEL
@@ -177,8 +177,18 @@ def _cmd_prep(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             if stats is None:
                 embedder = None  # something is missing or damaged: load the model after all
         if stats is None:
-            embedder = embedding_mod.load_embedder(args.model, config, offline=args.offline,
-                                                   memo_dir=root / MEMO_DIR)
+            try:
+                embedder = embedding_mod.load_embedder(args.model, config,
+                                                       offline=args.offline,
+                                                       memo_dir=root / MEMO_DIR)
+            except ModelError as exc:
+                ready = prep_mod.models_ready(roots, config, scoped, shard=args.shard)
+                if not ready:
+                    raise
+                raise ModelError(
+                    f"{exc}; or use a model whose vectors are all cached for this dataset "
+                    f"(nothing to download): --model {ready[0]}"
+                    + (f" (also: {', '.join(ready[1:])})" if ready[1:] else "")) from None
             vectors = cache_mod.VectorCache(
                 root, embedder.fingerprint, embedder.dim, embedder.info(),
                 read_only_roots=roots[1:],

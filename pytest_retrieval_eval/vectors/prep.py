@@ -347,6 +347,19 @@ class CachedOnly:
                            "embedded; load the model (load_embedder)")
 
 
+def models_ready(roots: Sequence[Any], config: Any, corpus: CorpusLike, *,
+                 shard: tuple[int, int] | None = None) -> list[str]:
+    """The names of the models whose vectors ``roots`` hold for every text this prep needs
+    (of its ``shard``): what to suggest when the asked model cannot be loaded."""
+    needed = list(_plan(corpus, str(getattr(config, "query_prefix", "")))[0])
+    scope = needed if shard is None else _slice(needed, shard)
+    try:
+        holding = models_holding(roots, scope)
+    except CacheError:
+        return []
+    return sorted({str(info["name"]) for info in holding if info.get("name")})
+
+
 def cached_model(roots: Sequence[Any], spec: str, config: Any, corpus: CorpusLike, *,
                  shard: tuple[int, int] | None = None,
                  memo_dir: Any = None) -> dict[str, object] | None:

@@ -81,3 +81,20 @@ def test_the_model_loads_only_for_what_is_missing(
     more = small_dataset(tmp_path / "more.json", 4)
     code, out, _ = run([*args[:2], str(more), *args[3:]], capsys)
     assert code == 0 and ", 6 embedded now" in out and len(loads) == 3  # q3: 5 sessions + 1
+
+
+def test_an_unreachable_model_points_to_one_whose_vectors_are_cached(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`prep --offline` on the sample with the default model (bge-small, not on this
+    machine) names the model whose vectors ship with the sample, as pytest's error does."""
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty Hugging Face cache
+    code, _out, err = run(["prep", "--offline", "--cache", str(tmp_path / "c"),
+                           "--no-progress"], capsys)
+    assert code == 4
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.startswith("retrieval-eval: error: model 'BAAI/bge-small-en-v1.5'")
+    assert err.rstrip().endswith(f"(nothing to download): --model {MINILM}")
+    code, _out, err = run(["prep", "--offline", "--cache", str(tmp_path / "c"),
+                           "--no-progress", "--model", MINILM], capsys)
+    assert code == 0, err
