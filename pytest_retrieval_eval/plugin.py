@@ -183,12 +183,15 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     state = _session(config)
     if state is None or state.plan is None or state.corpus is None:
         return None
+    from .reporting.report import fit_lines
+
     model = state.plan.model
     settings = state.settings
-    return [f"retrieval-eval: {state.corpus.dataset_name}, {len(state.scored_positions())} "
-            f"usable pairs, lane {state.plan.lane}, model "
-            f"{model['name'] if model else 'none'}, retrievers {', '.join(settings.retrievers)}"
-            f", k {','.join(map(str, settings.ks))}"]
+    return fit_lines([  # pytest prints header lines as given: fitted to its width here
+        f"retrieval-eval: {state.corpus.dataset_name}, {len(state.scored_positions())} "
+        f"usable pairs, lane {state.plan.lane}, model "
+        f"{model['name'] if model else 'none'}, retrievers {', '.join(settings.retrievers)}"
+        f", k {','.join(map(str, settings.ks))}"], config.get_terminal_writer().fullwidth)
 
 
 @pytest.hookimpl(optionalhook=True)

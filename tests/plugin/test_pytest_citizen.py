@@ -366,7 +366,12 @@ def test_boolean_ini_options_are_typed_bool_in_help(pytester: pytest.Pytester) -
 def test_report_header_and_qq(pytester: pytest.Pytester, data: Path) -> None:
     result = run(pytester, data, "--retrieval-eval-retriever", "bm25,oracle")
     result.stdout.fnmatch_lines(["retrieval-eval: lme, 5 usable pairs, lane model-free, "
-                                 "model none, retrievers bm25, oracle, k 1,5,10"])
+                                 "model none, retrievers",
+                                 "  bm25, oracle, k 1,5,10"])  # fitted to pytester's 80
+    wide = run(pytester, data, "--retrieval-eval-retriever", "bm25,oracle",
+               "--retrieval-eval-k", "1,5,10,20,50,100,200,500")
+    header = wide.stdout.str().split("rootdir:")[0].splitlines()
+    assert max(map(len, header)) <= 80, header
     quiet = run(pytester, data, "--retrieval-eval-retriever", "bm25,oracle", "-qq")
     lines = quiet.stdout.lines
     assert not [line for line in lines if line.startswith(("multi-session", "lane:",
