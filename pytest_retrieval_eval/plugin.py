@@ -191,7 +191,18 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         f"retrieval-eval: {state.corpus.dataset_name}, {len(state.scored_positions())} "
         f"usable pairs, lane {state.plan.lane}, model "
         f"{model['name'] if model else 'none'}, retrievers {', '.join(settings.retrievers)}"
-        f", k {','.join(map(str, settings.ks))}"], config.get_terminal_writer().fullwidth)
+        f", k {','.join(map(str, settings.ks))}",
+        *_repeat_note(config)], config.get_terminal_writer().fullwidth)
+
+
+def _repeat_note(config: pytest.Config) -> list[str]:
+    """pytest-repeat's ``--count N`` parametrizes test functions, which the pair items are
+    not (ARCHITECTURE.md): said where it is seen, not left to a silent one-time run."""
+    count = getattr(config.option, "count", None)
+    if not isinstance(count, int) or count < 2:
+        return []
+    return [f"retrieval-eval: pytest-repeat's --count {count} repeats your own tests, not the "
+            "pair items: a pair's ranking is deterministic, so each is scored once"]
 
 
 @pytest.hookimpl(optionalhook=True)

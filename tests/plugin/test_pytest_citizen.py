@@ -409,3 +409,16 @@ def test_hybrid_first_run_under_w_error(pytester: pytest.Pytester, data: Path) -
         "-W", "error", "--retrieval-eval", "--no-model", f"--retrieval-eval-data={data}",
         "--retrieval-eval-retriever", "fts")
     result.assert_outcomes(passed=5)
+
+
+def test_pytest_repeat_count_says_the_pairs_are_scored_once(pytester: pytest.Pytester,
+                                                            data: Path) -> None:
+    pytest.importorskip("pytest_repeat")
+    pytester.makepyfile("def test_own(): pass")
+    result = run(pytester, data, "--retrieval-eval-retriever", "bm25",
+                 "--count", "3")
+    result.assert_outcomes(passed=5 + 3)  # the 5 pairs once, the user's test three times
+    result.stdout.fnmatch_lines(["retrieval-eval: pytest-repeat's --count 3 repeats your own "
+                                 "tests, not the*"])
+    once = run(pytester, data, "--retrieval-eval-retriever", "bm25")
+    assert "pytest-repeat's" not in once.stdout.str()
