@@ -83,6 +83,18 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     add_no_model_alias(parser)
 
 
+def _check_rootdir(config: pytest.Config) -> None:
+    """A space-form path option that pytest took for a test path: one line, the = form."""
+    from .options import OPTIONS
+    from .rootdir_guard import moved_rootdir_line
+
+    line = moved_rootdir_line(config.invocation_params.args,
+                              [o.flag for o in OPTIONS if not o.is_flag],
+                              config.invocation_params.dir, config.rootpath)
+    if line is not None:
+        raise pytest.UsageError(line)
+
+
 def _session(config: pytest.Config) -> EvalSession | None:
     from .fixtures import SESSION_KEY
 
@@ -107,6 +119,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
     if not config.pluginmanager.is_registered(fixtures):
         config.pluginmanager.register(fixtures, "retrieval-eval-fixtures")
+    if not _is_worker(config):
+        _check_rootdir(config)
     settings = read_settings(config)
     if settings.enabled:
         from .session import EvalSession

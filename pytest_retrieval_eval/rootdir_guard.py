@@ -1,0 +1,63 @@
+"""A path option in the space form must not silently move pytest's rootdir.
+
+pytest chooses its rootdir (and ini file) from the command line's paths before any plugin's
+options are known, so in ``--retrieval-eval-cache ../cache`` it reads ``../cache`` as a test
+path: the rootdir becomes the folder above the project and the project's ini file and root
+conftest are not read. The ``=`` form (``--retrieval-eval-cache=../cache``) is one word and
+never read as a path. This module finds the values pytest could have taken for paths and
+names the first in one line, with the form to write."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shlex
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+#: pytest's own ways of fixing the rootdir or the ini file: with one, paths move nothing.
+_PINNED = ("--rootdir", "-c", "--config-file", "--inifile")
+
+
+def moved_rootdir_value(args: Sequence[str], flags: Iterable[str], invocation_dir: Path,
+                        ) -> tuple[str, str] | None:
+    """The first ``(flag, value)`` of ``args`` given in the space form whose value is an
+    existing path outside ``invocation_dir`` (so it could have moved the rootdir), or None.
+
+    A value inside the invocation folder leaves the rootdir search where it was (the
+    folder's ini file is still found on the way up); with ``--rootdir`` or ``-c`` given,
+    pytest's choice is pinned and nothing moves."""
+    valued = set(flags)
+    words = list(args)
+    if any(w in _PINNED or w.startswith(("--rootdir=", "--config-file=", "--inifile="))
+           or (w.startswith("-c") and not w.startswith("--") and len(w) > 2)  # -cFILE
+           for w in words):
+        return None
+    here = invocation_dir.resolve()
+    for flag, value in itertools.pairwise(words):
+        if flag not in valued or value.startswith("-"):
+            continue
+        path = Path(value) if os.path.isabs(value) else invocation_dir / value
+        try:
+            if not path.exists():
+                continue
+            resolved = path.resolve()
+        except OSError:
+            continue
+        if resolved != here and here not in resolved.parents:
+            return flag, value
+    return None
+
+
+def moved_rootdir_line(args: Sequence[str], flags: Iterable[str], invocation_dir: Path,
+                       rootdir: Path) -> str | None:
+    """The one line that says a space-form value moved (or could move) the rootdir, with
+    the ``=`` form to write, or None. ``PYTEST_ADDOPTS`` counts: pytest reads it first."""
+    words = [*shlex.split(os.environ.get("PYTEST_ADDOPTS", "")), *args]
+    found = moved_rootdir_value(words, flags, invocation_dir)
+    if found is None:
+        return None
+    flag, value = found
+    return (f"{flag} {value}: pytest read {value!r} as a test path when it chose its rootdir "
+            f"({rootdir}), before it knew this option, so the project's ini file and "
+            f"conftest may be missed; write {flag}={shlex.quote(value)}")
