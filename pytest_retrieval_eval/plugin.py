@@ -133,6 +133,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             workerinput = config.workerinput  # type: ignore[attr-defined]
             state.attach(Plan.from_dict(workerinput[WORKER_PLAN]))
             state.selection = Selection.from_dict(workerinput[WORKER_SELECTION])
+            from .collection import claim_arguments
+
+            # xdist builds a worker's args from the controller's command line again: take
+            # the plugin's node ids off them here too (the selection is the controller's).
+            claim_arguments(config)
         else:
             from .collection import claim_arguments
 
