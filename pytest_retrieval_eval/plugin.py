@@ -378,6 +378,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:  # c
         state.report, state.settings.markdown, not state.settings.no_step_summary)
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Each process (controller, serial run, xdist worker) closes its corpus connection,
+    after the terminal summary has read the corpus."""
+    state = _session(config)
+    if state is not None:
+        state.close_corpus()
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
     """xdist controller: merge what a worker scored."""

@@ -455,3 +455,47 @@ def test_node_ids_select_the_same_items_in_every_dist_mode(pytester: pytest.Pyte
     got = _passed_ids(result)
     # --dist each runs every item on each worker
     assert got == (sorted(expected * 2) if dist == "each" else expected)
+
+
+OPEN_CONNECTIONS = """
+import gc
+import os
+import sqlite3
+
+import pytest
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    gc.collect()
+    opened = 0
+    for obj in gc.get_objects():
+        if isinstance(obj, sqlite3.Connection):
+            try:
+                obj.total_changes
+            except sqlite3.ProgrammingError:  # closed
+                continue
+            opened += 1
+    name = getattr(config, "workerinput", {}).get("workerid", "controller")
+    with open(os.path.join(os.path.dirname(__file__), f"open-{name}.txt"), "w") as f:
+        f.write(str(opened))
+"""
+
+
+@pytest.mark.parametrize("extra", [(), ("-n", "2")], ids=["serial", "xdist"])
+def test_the_corpus_connection_is_closed_at_the_end(pytester: pytest.Pytester, data: Path,
+                                                    extra: tuple[str, ...]) -> None:
+    """Issue 29.2: each process closes its corpus connection when pytest unconfigures (on
+    Python 3.13+ an unclosed one is a ``ResourceWarning: unclosed database``)."""
+    if extra:
+        pytest.importorskip("xdist")
+    pytester.makeconftest(OPEN_CONNECTIONS)
+    result = pytester.runpytest_subprocess(
+        *IN_ORDER, "-p", "no:cacheprovider", "-W", "error::ResourceWarning",
+        "--retrieval-eval", "--no-model", f"--retrieval-eval-data={data}",
+        "--retrieval-eval-retriever", "bm25", *extra)
+    result.assert_outcomes(passed=5)
+    assert "ResourceWarning" not in result.stdout.str() + result.stderr.str()
+    counts = {p.name: p.read_text() for p in pytester.path.glob("open-*.txt")}
+    assert counts == ({"open-controller.txt": "0", "open-gw0.txt": "0", "open-gw1.txt": "0"}
+                      if extra else {"open-controller.txt": "0"})
