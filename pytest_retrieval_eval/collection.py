@@ -114,8 +114,10 @@ def _plugin_arg(arg: str, invocation_dir: Path) -> tuple[str, ...] | None:
 
 def claim_arguments(config: pytest.Config) -> Selection:
     """Decide which plugin items this run collects, and take the plugin's node ids off
-    ``config.args`` (pytest would look for them on disk). Called on the controller (or a
-    serial run) before collection; xdist workers get the result through ``workerinput``."""
+    ``config.args`` (pytest would look for them on disk). Called before collection on the
+    controller (or a serial run), and on each xdist worker, which parses the controller's
+    command line again (its own ``config.args``) but keeps the controller's selection, the
+    one it gets through ``workerinput``."""
     invocation_dir = config.invocation_params.dir
     claimed: list[tuple[str, ...]] = []  # the readings of each plugin node id
     rest: list[str] = []

@@ -147,6 +147,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             workerinput = config.workerinput  # type: ignore[attr-defined]
             state.attach(Plan.from_dict(workerinput[WORKER_PLAN]))
             state.selection = Selection.from_dict(workerinput[WORKER_SELECTION])
+            from .collection import claim_arguments
+
+            # xdist builds a worker's args from the controller's command line again: take
+            # the plugin's node ids off them here too (the selection is the controller's).
+            claim_arguments(config)
         else:
             from .collection import claim_arguments
 
@@ -399,6 +404,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:  # c
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
     config.stash[PUBLISHED_KEY] = publish.publish_markdown(
         state.report, state.settings.markdown, not state.settings.no_step_summary)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Each process (controller, serial run, xdist worker) closes its corpus connection,
+    after the terminal summary has read the corpus."""
+    state = _session(config)
+    if state is not None:
+        state.close_corpus()
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -535,6 +535,12 @@ class EvalSession:
         done.add(persona.key)
         return True, (time.perf_counter() - start) * 1000.0
 
+    def close_corpus(self) -> None:
+        """Close this process's corpus connection (at pytest's unconfigure, on the
+        controller and on each worker); a later read would open it again."""
+        if self.corpus is not None:
+            self.corpus.close()
+
     def close_retrievers(self) -> None:
         """``close()`` of each retriever this process ranked with, once; one that raises is a
         warning line (:attr:`close_errors`), never a crash."""

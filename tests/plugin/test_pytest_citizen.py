@@ -422,3 +422,98 @@ def test_pytest_repeat_count_says_the_pairs_are_scored_once(pytester: pytest.Pyt
                                  "tests, not the*"])
     once = run(pytester, data, "--retrieval-eval-retriever", "bm25")
     assert "pytest-repeat's" not in once.stdout.str()
+
+
+def _passed_ids(result: pytest.RunResult) -> list[str]:
+    """The ids ``-rA`` lists as passed, serially and under xdist alike."""
+    return sorted(line.split(" ", 1)[1] for line in result.stdout.lines
+                  if line.startswith("PASSED "))
+
+
+def _run_subprocess(pytester: pytest.Pytester, data: Path, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(
+        *IN_ORDER, "-p", "no:cacheprovider", "-rA", "--retrieval-eval", "--no-model",
+        f"--retrieval-eval-data={data}", "--retrieval-eval-retriever", "bm25,oracle", *args)
+
+
+@pytest.mark.parametrize("args", [
+    ("retrieval-eval::temporal-reasoning",),
+    ("retrieval-eval::knowledge-update::q5::oracle",),
+    ("retrieval-eval",),
+    ("tests", "retrieval-eval::knowledge-update"),
+], ids=["type", "full-id", "root", "path-and-type"])
+def test_node_ids_select_the_same_items_under_xdist(pytester: pytest.Pytester, data: Path,
+                                                    args: tuple[str, ...]) -> None:
+    """Issue 29.1: a worker parses the controller's command line again, so the plugin's
+    node ids must come off its args too (they selected nothing: ``2 workers [0 items]``)."""
+    pytest.importorskip("xdist")
+    pytester.mkdir("tests").joinpath("test_own.py").write_text("def test_own(): pass\n")
+    serial = _run_subprocess(pytester, data, *args)
+    assert serial.ret == 0, serial.stdout.str()
+    expected = _passed_ids(serial)
+    assert expected
+    parallel = _run_subprocess(pytester, data, "-n", "2", *args)
+    assert parallel.ret == 0, parallel.stdout.str()
+    assert _passed_ids(parallel) == expected
+
+
+@pytest.mark.parametrize("dist", ["loadscope", "loadfile", "worksteal", "each"])
+def test_node_ids_select_the_same_items_in_every_dist_mode(pytester: pytest.Pytester,
+                                                           data: Path, dist: str) -> None:
+    pytest.importorskip("xdist")
+    pytester.mkdir("tests").joinpath("test_own.py").write_text("def test_own(): pass\n")
+    args = ("tests", "retrieval-eval::temporal-reasoning")
+    expected = ["retrieval-eval::temporal-reasoning::q3::bm25",
+                "retrieval-eval::temporal-reasoning::q3::oracle",
+                "retrieval-eval::temporal-reasoning::q4::bm25",
+                "retrieval-eval::temporal-reasoning::q4::oracle",
+                "tests/test_own.py::test_own"]
+    result = _run_subprocess(pytester, data, "-n", "2", "--dist", dist, *args)
+    assert result.ret == 0, result.stdout.str()
+    got = _passed_ids(result)
+    # --dist each runs every item on each worker
+    assert got == (sorted(expected * 2) if dist == "each" else expected)
+
+
+OPEN_CONNECTIONS = """
+import gc
+import os
+import sqlite3
+
+import pytest
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    gc.collect()
+    opened = 0
+    for obj in gc.get_objects():
+        if isinstance(obj, sqlite3.Connection):
+            try:
+                obj.total_changes
+            except sqlite3.ProgrammingError:  # closed
+                continue
+            opened += 1
+    name = getattr(config, "workerinput", {}).get("workerid", "controller")
+    with open(os.path.join(os.path.dirname(__file__), f"open-{name}.txt"), "w") as f:
+        f.write(str(opened))
+"""
+
+
+@pytest.mark.parametrize("extra", [(), ("-n", "2")], ids=["serial", "xdist"])
+def test_the_corpus_connection_is_closed_at_the_end(pytester: pytest.Pytester, data: Path,
+                                                    extra: tuple[str, ...]) -> None:
+    """Issue 29.2: each process closes its corpus connection when pytest unconfigures (on
+    Python 3.13+ an unclosed one is a ``ResourceWarning: unclosed database``)."""
+    if extra:
+        pytest.importorskip("xdist")
+    pytester.makeconftest(OPEN_CONNECTIONS)
+    result = pytester.runpytest_subprocess(
+        *IN_ORDER, "-p", "no:cacheprovider", "-W", "error::ResourceWarning",
+        "--retrieval-eval", "--no-model", f"--retrieval-eval-data={data}",
+        "--retrieval-eval-retriever", "bm25", *extra)
+    result.assert_outcomes(passed=5)
+    assert "ResourceWarning" not in result.stdout.str() + result.stderr.str()
+    counts = {p.name: p.read_text() for p in pytester.path.glob("open-*.txt")}
+    assert counts == ({"open-controller.txt": "0", "open-gw0.txt": "0", "open-gw1.txt": "0"}
+                      if extra else {"open-controller.txt": "0"})
