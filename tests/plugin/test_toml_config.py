@@ -145,3 +145,15 @@ def test_a_bad_ini_string_names_no_boolean_unless_a_flag(pytester: pytest.Pytest
     result.stderr.fnmatch_lines(["ERROR: ini option retrieval_eval_subset: 'eight' is not a "
                                  "whole number"])
     assert "true or false" not in result.stderr.str()
+
+
+def test_ini_options_table_takes_a_toml_list(pytester: pytest.Pytester) -> None:
+    """pytest's ini mode hands a TOML list over as a list (pytest >= 9.2 warns that it is
+    deprecated for a string option): still the run's ks, on every pytest."""
+    pytester.makepyprojecttoml("[tool.pytest.ini_options]\nretrieval_eval = true\n"
+                               "retrieval_eval_no_model = true\nretrieval_eval_k = [1, 3]\n"
+                               "retrieval_eval_retriever = [\"bm25\"]\n")
+    result = pytester.runpytest("-p", "no:randomly", "-p", "no:cacheprovider",
+                                "-W", "ignore::pytest.PytestAssertRewriteWarning")
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(["retrievers: bm25  k: 1, 3"])
