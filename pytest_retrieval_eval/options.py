@@ -15,6 +15,7 @@ import argparse
 import math
 import os
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -455,21 +456,113 @@ INI_MAYBE_PATHS = ("retrieval_eval_data", "retrieval_eval_model", "retrieval_eva
 _DATA_NAMES = ("sample", "longmemeval_s", "longmemeval_m", "longmemeval_oracle")
 
 
+#: What a native TOML value (pytest >= 9: ``pytest.toml``, ``[tool.pytest]``) of an option may
+#: be, by the option's validator: (what it takes, an example value in TOML).
+_INT_PARSERS = ("positive_int", "nonnegative_int", "max_length")
+_FLOAT_PARSERS = ("positive_float", "deadline_seconds", "finite_seconds")
+_MISSING = object()
+
+
+def _ini_takes(opt: _Option) -> tuple[str, str]:
+    """What ``opt``'s ini twin takes, in words, and an example of it in TOML."""
+    name = opt.parse.__name__
+    if opt.is_flag:
+        return "a boolean", "true"
+    if name == "parse_ks":
+        return "a list of whole numbers (or one)", "[1, 5, 10]"
+    if name == "parse_retrievers":
+        return "a list of retriever names", '["hybrid", "bm25"]'
+    if name in _INT_PARSERS:
+        return "a whole number", str(opt.default if isinstance(opt.default, int) else 8)
+    if name in _FLOAT_PARSERS:
+        return "a number of seconds", f"{opt.default:g}" if opt.default else "60"
+    word = opt.default if isinstance(opt.default, str) and opt.default else opt.metavar
+    return "a string", f'"{word or "..."}"'
+
+
+def _type_error(opt: _Option, got: str) -> pytest.UsageError:
+    takes, example = _ini_takes(opt)
+    return pytest.UsageError(
+        f"ini option {opt.dest} takes {takes}, e.g. {opt.dest} = {example}; got {got}")
+
+
+def _native_text(opt: _Option, raw: Any) -> str:
+    """A TOML-typed ini value as the text the option's validator reads (``[1, 3]`` -> "1,3").
+    Each type is taken only where it makes sense; any other is one line naming the type."""
+    name = opt.parse.__name__
+    got = f"{type(raw).__name__} {raw!r}"
+    if isinstance(raw, bool):
+        if opt.is_flag:
+            return "true" if raw else "false"
+        raise _type_error(opt, got)
+    if isinstance(raw, int) and name in (*_INT_PARSERS, *_FLOAT_PARSERS, "parse_ks"):
+        return str(raw)
+    if isinstance(raw, float) and name in _FLOAT_PARSERS:
+        return repr(raw)
+    if isinstance(raw, list) and name in ("parse_ks", "parse_retrievers"):
+        item_type = str if name == "parse_retrievers" else int
+        if not raw:
+            raise _type_error(opt, "an empty list")
+        for index, item in enumerate(raw):
+            if not isinstance(item, item_type) or isinstance(item, bool):
+                raise _type_error(opt, f"{type(item).__name__} {item!r} at index {index}")
+        return ",".join(str(item) for item in raw)
+    raise _type_error(opt, got)
+
+
+def _toml_value(config: pytest.Config, dest: str) -> Any:
+    """``dest`` as written in a TOML-mode config table (``[pytest]`` of ``pytest.toml``,
+    ``[tool.pytest]`` of ``pyproject.toml``), or ``_MISSING``. Read only when pytest's
+    ``getini`` refused the value: pytest >= 9 gives TOML-mode values their TOML types, and a
+    "string" ini option then refuses ``[1, 3]``; the value itself is read here."""
+    path = config.inipath
+    if path is None or path.suffix != ".toml":
+        return _MISSING
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10: pytest's own dependency there
+        import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
+    try:
+        document = tomllib.loads(path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return _MISSING
+    tool = document.get("tool")
+    tables = [document.get("pytest"), tool.get("pytest") if isinstance(tool, dict) else None]
+    for table in tables:
+        if isinstance(table, dict) and dest in table:
+            return table[dest]
+    return _MISSING
+
+
 def _ini(config: pytest.Config, opt: _Option) -> Any:
-    """The ini twin's value (None: not set)."""
+    """The ini twin's value (None: not set). A string is read as on the command line; under
+    pytest >= 9 a TOML-mode file may give the option's native type instead (a list of ks, a
+    whole number, a boolean): :func:`_native_text`."""
     try:
         raw = config.getini(opt.dest)
-    except (ValueError, pytest.UsageError) as exc:  # pytest's "bool": it names no option
-        raise pytest.UsageError(f"ini option {opt.dest}: {exc}; give true or false") from None
+    except (ValueError, TypeError, pytest.UsageError) as exc:  # pytest's "bool", or TOML types
+        raw = _toml_value(config, opt.dest)
+        if raw is _MISSING:
+            if opt.is_flag:
+                raise pytest.UsageError(f"ini option {opt.dest}: {exc}; give true or false"
+                                        ) from None
+            raise _type_error(opt, str(exc)) from None
     if opt.is_flag:  # unset: None, or [] under pytest < 9 (its default for a None default)
-        return bool(raw) if isinstance(raw, (bool, int)) else None
-    if isinstance(raw, str) and raw.strip():
-        try:
-            value = opt.parse(raw.strip())
-        except argparse.ArgumentTypeError as exc:
-            raise pytest.UsageError(f"ini option {opt.dest}: {exc}") from None
-        return _from_ini_folder(config, opt.dest, value)
-    return None
+        if not isinstance(raw, (bool, str, list)) and raw is not None:  # TOML's 1, 1.0, ...
+            raise _type_error(opt, f"{type(raw).__name__} {raw!r}")
+        if isinstance(raw, str):  # a string in a TOML-mode file: read as in an ini file
+            return _parse_ini(opt, raw) if raw.strip() else None
+        return raw if isinstance(raw, bool) else None
+    if isinstance(raw, str):
+        return _from_ini_folder(config, opt.dest, _parse_ini(opt, raw)) if raw.strip() else None
+    return _from_ini_folder(config, opt.dest, _parse_ini(opt, _native_text(opt, raw)))
+
+
+def _parse_ini(opt: _Option, text_value: str) -> Any:
+    try:
+        return opt.parse(text_value.strip())
+    except argparse.ArgumentTypeError as exc:
+        raise pytest.UsageError(f"ini option {opt.dest}: {exc}") from None
 
 
 def _from_ini_folder(config: pytest.Config, dest: str, value: Any) -> Any:
