@@ -90,7 +90,8 @@ def _check_rootdir(config: pytest.Config) -> None:
 
     line = moved_rootdir_line(config.invocation_params.args,
                               [o.flag for o in OPTIONS if not o.is_flag],
-                              config.invocation_params.dir, config.rootpath)
+                              config.invocation_params.dir, config.rootpath,
+                              config.inipath)
     if line is not None:
         raise pytest.UsageError(line)
 

@@ -49,15 +49,40 @@ def moved_rootdir_value(args: Sequence[str], flags: Iterable[str], invocation_di
     return None
 
 
+#: The files pytest takes its configuration from, in the order it looks in one folder, each
+#: with the text a file of that kind must hold to count (None: any content).
+_CONFIG_FILES = (("pytest.toml", None), (".pytest.toml", None), ("pytest.ini", None),
+                 (".pytest.ini", None), ("pyproject.toml", "[tool.pytest"),
+                 ("tox.ini", "[pytest]"), ("setup.cfg", "[tool:pytest]"))
+
+
+def invocation_config_file(invocation_dir: Path) -> Path | None:
+    """The configuration file pytest finds from ``invocation_dir`` upward when no path is
+    given (the file a plain ``pytest`` run there reads), or None."""
+    for folder in (invocation_dir.resolve(), *invocation_dir.resolve().parents):
+        for name, marker in _CONFIG_FILES:
+            path = folder / name
+            try:
+                if path.is_file() and (marker is None or marker in path.read_text("utf-8")):
+                    return path
+            except (OSError, UnicodeDecodeError):
+                continue
+    return None
+
+
 def moved_rootdir_line(args: Sequence[str], flags: Iterable[str], invocation_dir: Path,
-                       rootdir: Path) -> str | None:
-    """The one line that says a space-form value moved (or could move) the rootdir, with
-    the ``=`` form to write, or None. ``PYTEST_ADDOPTS`` counts: pytest reads it first."""
+                       rootdir: Path, inipath: Path | None) -> str | None:
+    """The one line that says a space-form value moved the rootdir away from the project's
+    configuration file (``inipath``: the one pytest read), with the ``=`` form to write, or
+    None. ``PYTEST_ADDOPTS`` counts: pytest reads it first."""
     words = [*shlex.split(os.environ.get("PYTEST_ADDOPTS", "")), *args]
     found = moved_rootdir_value(words, flags, invocation_dir)
     if found is None:
         return None
+    expected = invocation_config_file(invocation_dir)
+    if expected is None or (inipath is not None and inipath.resolve() == expected):
+        return None  # no project file to lose (or it was read all the same)
     flag, value = found
     return (f"{flag} {value}: pytest read {value!r} as a test path when it chose its rootdir "
-            f"({rootdir}), before it knew this option, so the project's ini file and "
-            f"conftest may be missed; write {flag}={shlex.quote(value)}")
+            f"({rootdir}), before it knew this option, so it did not read {expected}; write "
+            f"{flag}={shlex.quote(value)}")
