@@ -24,6 +24,8 @@ or the working folder) the collector is added to what the session collected, so
 line narrow it like any test: ``pytest tests/`` runs no pair; ``pytest retrieval-eval``,
 ``pytest retrieval-eval::temporal-reasoning`` or a full node id runs those pairs (such an
 argument is taken off the list pytest resolves as paths, since no such file exists).
+
+PYTEST_DONT_REWRITE: loaded while the plugin is off; holds no test asserts.
 """
 
 from __future__ import annotations

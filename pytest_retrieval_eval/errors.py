@@ -5,6 +5,8 @@ dataset text (ids, questions) on the terminal with its control characters escape
 Every message names the thing, says what is wrong with it and what to do, on one line.
 The plugin turns a :class:`RetrievalEvalError` raised while configuring a run into a
 ``pytest.UsageError`` (exit code 4); raised while an item runs, it fails that item only.
+
+PYTEST_DONT_REWRITE: loaded while the plugin is off; holds no test asserts.
 """
 
 from __future__ import annotations

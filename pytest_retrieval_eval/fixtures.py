@@ -16,6 +16,8 @@ method (``store_path``, ``passage_vectors``, ``query_vector``).
 ``retrieval_eval_embedder``      (session) the model lane's embedder; an error with --no-model
 ``retrieval_eval_record``        ``record(ranked)``: the test's ranking is scored and shown in
                                  the run's summary as a retriever named after the test
+
+PYTEST_DONT_REWRITE: loaded while the plugin is off; holds no test asserts.
 """
 
 from __future__ import annotations

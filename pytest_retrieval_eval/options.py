@@ -7,6 +7,8 @@ wins over the ini file, the ini file over the default. Values are checked by arg
 validators; the same validators check ini values, so a bad value is one usage error either way.
 A relative path in the ini file is read from the ini file's folder, as pytest's own path
 options are; on the command line, from the working folder.
+
+PYTEST_DONT_REWRITE: loaded while the plugin is off; holds no test asserts.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@
 Without ``--retrieval-eval`` (or ``retrieval_eval = true`` in the ini file) every hook returns
 at once: no item, no file touched, nothing printed, and none of the heavy modules (numpy,
 sqlite3, pyarrow, onnxruntime) imported.
+
+PYTEST_DONT_REWRITE: loaded while the plugin is off; holds no test asserts.
 """
 
 from __future__ import annotations

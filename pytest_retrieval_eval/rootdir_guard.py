@@ -5,7 +5,10 @@ options are known, so in ``--retrieval-eval-cache ../cache`` it reads ``../cache
 path: the rootdir becomes the folder above the project and the project's ini file and root
 conftest are not read. The ``=`` form (``--retrieval-eval-cache=../cache``) is one word and
 never read as a path. This module finds the values pytest could have taken for paths and
-names the first in one line, with the form to write."""
+names the first in one line, with the form to write.
+
+PYTEST_DONT_REWRITE: loaded while the plugin is off; holds no test asserts.
+"""
 
 from __future__ import annotations
 

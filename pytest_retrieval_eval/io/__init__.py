@@ -9,4 +9,6 @@ Public: ``checksums.sha256_file``, ``memoised_sha256``, ``commit_file``, ``match
 ``share_as_umask``; ``hub.cached_file``, ``hub.download_file``, ``hub.offline_mode``;
 ``hub_transfer.connect``, ``Fetcher``; ``user_files.replace_text``, ``append_text``,
 ``json_text``.
+
+PYTEST_DONT_REWRITE: loaded while the plugin is off; holds no test asserts.
 """

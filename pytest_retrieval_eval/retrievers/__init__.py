@@ -23,6 +23,8 @@ Modules: ``base`` (Persona, Query, Retriever), ``reference`` (hybrid, semantic, 
 term counts), ``trec_run`` (run files), ``row_facts`` (explain's per-row scores and facts).
 The names below load their module on first use, so ``variants`` (which the option
 validators read) is importable without numpy.
+
+PYTEST_DONT_REWRITE: loaded while the plugin is off; holds no test asserts.
 """
 
 from __future__ import annotations

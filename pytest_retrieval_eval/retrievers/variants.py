@@ -11,6 +11,8 @@ Plain names keep vipune's exact behaviour; each parameter changes one rule, name
 the upstream file it departs from. This module parses names without importing numpy, so the
 option validators (``options.py``) use it; :func:`.whatif.make_variant` builds the
 retriever.
+
+PYTEST_DONT_REWRITE: loaded while the plugin is off; holds no test asserts.
 """
 
 from __future__ import annotations
