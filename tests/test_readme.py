@@ -231,3 +231,21 @@ def test_supported_pytest_and_python_range_is_stated_pinned_and_checked() -> Non
     assert listed[0] == "8.1.1" and all(v.startswith(("8.", "9.")) for v in listed)
     assert any(v.startswith("8.4") for v in listed) and listed[-1].startswith("9.")
     assert ".ci/pytest-matrix" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+#: The files and folders the README's commands write (a command's output argument).
+OUTPUT = re.compile(r"(?:--retrieval-eval-json=|--out |--into |--cache |-o |> )(\S+)"
+                    r"|generate .* (\S+\.json)")
+
+
+def test_what_the_readme_writes_in_the_example_folder_is_ignored_by_git() -> None:
+    """Running the README's commands in examples/vipune leaves `git status` clean there."""
+    ignore = (ROOT / "examples" / "vipune" / ".gitignore").read_text("utf-8").split()
+    written = {next(g for g in m.groups() if g).rstrip("/")
+               for b in SHELL for m in OUTPUT.finditer(b.text)}
+    written.update(m.group(1).split("/")[0] for m in re.finditer(
+        r"--retrieval-eval-(?:json|cache)=([\w./-]+)", README.read_text("utf-8")))
+    written = {w for w in written if not w.isupper()}  # PATH, DIR: metavars, not files
+    assert {"report.json", "trec", "c1", "merged", "delta.png", "out"} <= written, written
+    missing = sorted(w for w in written if f"/{w}" not in ignore and f"/{w}/" not in ignore)
+    assert not missing, f"add to examples/vipune/.gitignore: {missing}"
