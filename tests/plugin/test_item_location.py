@@ -70,3 +70,14 @@ def test_a_dataset_outside_the_rootdir_is_located_as_pytest_shows_such_paths(
     result.assert_outcomes(passed=2, skipped=1)
     line = next(line for line in result.stdout.lines if line.startswith("SKIPPED"))
     assert "lme.json" in line and " .:" not in line
+
+
+def test_under_xdist_workers_report_the_same_location(pytester: pytest.Pytester,
+                                                      data: Path) -> None:
+    pytest.importorskip("xdist")
+    xml = pytester.path / "x.xml"
+    result = run(pytester, data, "-n", "2", "-o", "junit_family=xunit1", f"--junitxml={xml}")
+    result.assert_outcomes(passed=3)
+    assert sorted((c.get("file"), c.get("line"))
+                  for c in ET.parse(xml).getroot().iter("testcase")) == [
+        ("data/lme.json", "0"), ("data/lme.json", "1"), ("data/lme.json", "2")]
