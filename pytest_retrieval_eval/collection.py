@@ -213,9 +213,17 @@ class PairItem(pytest.Function):
     retriever: str
 
     def reportinfo(self) -> tuple[Any, int, str]:
-        # The domain is the failure's headline: "2819ce0a::hybrid", not pytest's test path.
+        """The dataset file and the question's instance index (0-based, as pytest's lines
+        are: its short summary prints index + 1, JUnit's xunit1 ``line`` the index itself),
+        so a report names something a person can open; the node id is unchanged. The domain
+        is the failure's headline: "2819ce0a::hybrid", not pytest's test path."""
         assert self.parent is not None
-        return self.path, 0, f"{self.parent.name}::{self.name}"
+        domain = f"{self.parent.name}::{self.name}"
+        state: EvalSession | None = getattr(self.parent, "state", None)
+        if state is None or state.plan is None or not state.plan.dataset_path or (
+                state.corpus is None):
+            return self.path, 0, domain
+        return Path(state.plan.dataset_path), state.corpus.pairs[self.position].index, domain
 
     def repr_failure(  # type: ignore[override]
         self, excinfo: pytest.ExceptionInfo[BaseException]

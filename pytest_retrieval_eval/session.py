@@ -64,6 +64,7 @@ class Plan:
     lane: str  # "model" or "model-free"
     model: dict[str, Any] | None  # the embedder's info(): name, fingerprint, dim, pooling…
     model_spec: str | None  # what to load for live query embedding (model lane only)
+    dataset_path: str = ""  # the dataset file: where items' reports point (collection.py)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -206,6 +207,7 @@ class EvalSession:
                            model=embedder.name)
             prep_mod.run_prep(self.vector_corpus(), embedder, self.vectors, progress)
             plan = Plan(str(corpus.path), str(self.cache_root), "model", embedder.info(), spec)
+        plan = replace(plan, dataset_path=str(source.path.resolve()))
         self.plan = plan
         # Temp files of store builds killed over an hour ago (live builders are younger).
         with contextlib.suppress(OSError):
