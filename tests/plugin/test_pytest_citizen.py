@@ -363,7 +363,9 @@ def test_boolean_ini_options_are_typed_bool_in_help(pytester: pytest.Pytester) -
         result.stdout.fnmatch_lines([line])
 
 
-def test_report_header_and_qq(pytester: pytest.Pytester, data: Path) -> None:
+def test_report_header_and_qq(pytester: pytest.Pytester, data: Path,
+                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")  # the terminal's width, on every pytest version
     result = run(pytester, data, "--retrieval-eval-retriever", "bm25,oracle")
     result.stdout.fnmatch_lines(["retrieval-eval: lme, 5 usable pairs, lane model-free, "
                                  "model none, retrievers",
