@@ -202,7 +202,8 @@ class EvalSession:
             spec = s.model or DEFAULT_MODEL
             try:
                 embedder = load_embedder(spec, self.embed_config(),
-                                         memo_dir=self.cache_root / MEMO_DIR,
+                                         memo_dir=None if self.read_only
+                                         else self.cache_root / MEMO_DIR,
                                          deadline=s.network_deadline)
             except ModelError as exc:
                 hint = lanes.no_model_hint(s, self.cache_root, corpus)

@@ -74,3 +74,30 @@ def test_a_warm_cache_keeps_every_files_bytes_and_mtime(
     assert result.ret == 0, result.stdout.str()
     assert snapshot(isolated_cache) == before
     assert report.read_bytes() == written
+
+
+CUSTOM = """
+import pytest
+
+class Custom:
+    name = "custom"
+
+    def rank(self, persona, query, limit):
+        return list(persona.session_ids)[:limit]
+
+@pytest.fixture(scope="session")
+def retrieval_eval_custom_retriever():
+    return Custom()
+"""
+
+
+def test_the_model_lane_embeds_nothing_under_collect_only(
+        pytester: pytest.Pytester, data: Path, isolated_cache: Path,
+        tiny_model_dir: Path) -> None:
+    pytester.makeconftest(CUSTOM)
+    args = ("-p", "no:randomly", "--retrieval-eval", f"--retrieval-eval-model={tiny_model_dir}",
+            f"--retrieval-eval-data={data}", "--retrieval-eval-retriever=custom")
+    result = pytester.runpytest(*args, "--co", "-q")
+    assert result.ret == 0, result.stdout.str()
+    assert len(ids_of(result)) == 3
+    assert not isolated_cache.exists()
