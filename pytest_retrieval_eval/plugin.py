@@ -128,7 +128,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if settings.enabled:
         from .session import EvalSession
 
-        state = EvalSession(settings)
+        state = EvalSession(settings, read_only=_collect_only(config))
         state.junit_properties = bool(getattr(config.option, "xmlpath", None)) and (
             config.getini("junit_family") == "xunit1")
         config.stash[SESSION_KEY] = state

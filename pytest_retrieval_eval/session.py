@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import re
+import shutil
+import tempfile
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -136,6 +138,11 @@ class EvalSession:
     custom_names: list[str] = field(default_factory=list)
     #: Pair items skipped (a skip mark, pytest.skip in a fixture, a plugin's skip).
     skips: list[dict[str, Any]] = field(default_factory=list)
+    #: ``--co``, ``--setup-plan``, ``--setup-only``: nothing under the cache is created,
+    #: changed or locked; a corpus the cache lacks is built in :attr:`_scratch` instead.
+    read_only: bool = False
+    #: The temp folder (outside the cache) of a read-only run; removed at close_corpus.
+    _scratch: Path | None = None
 
     # -- preparing (controller or serial run) ---------------------------------------------
 
@@ -163,12 +170,15 @@ class EvalSession:
         source = dataset_mod.resolve_dataset(
             s.data, repo=s.data_repo, filename=s.data_file, offline=s.no_model,
             offline_reason="--no-model never downloads", deadline=s.network_deadline)
-        corpus = ingest.load_corpus(source, self.cache_root, progress, view=self.view)
+        if self.read_only and self._scratch is None:
+            self._scratch = Path(tempfile.mkdtemp(prefix="retrieval-eval-readonly-"))
+        corpus = ingest.load_corpus(source, self.cache_root, progress, view=self.view,
+                                    scratch=self._scratch)
         if not any(not p.abstention for p in corpus.pairs):
             raise DataError(ingest.no_usable_pair(source, corpus))
         self.corpus = corpus
         self._choose_subset()
-        if "bm25" in s.retrievers and self.view.is_default:
+        if "bm25" in s.retrievers and self.view.is_default and not self.read_only:
             # Saved once per corpus, before any worker starts: no process splits texts again.
             terms_mod.ensure_table(corpus, self.cache_root, progress)
         if not self._needs_vectors():
@@ -186,13 +196,15 @@ class EvalSession:
             # Every shard checked now: a corrupt one is a usage error naming the file, never
             # a vector served (the model lane's prep quarantines and re-embeds).
             self.vectors = lanes.vector_cache(self.cache_root, model)
-            self.vectors.verify()
+            if not self.read_only:
+                self.vectors.verify()
             plan = Plan(str(corpus.path), str(self.cache_root), "model-free", model, None)
         else:
             spec = s.model or DEFAULT_MODEL
             try:
                 embedder = load_embedder(spec, self.embed_config(),
-                                         memo_dir=self.cache_root / MEMO_DIR,
+                                         memo_dir=None if self.read_only
+                                         else self.cache_root / MEMO_DIR,
                                          deadline=s.network_deadline)
             except ModelError as exc:
                 hint = lanes.no_model_hint(s, self.cache_root, corpus)
@@ -201,17 +213,21 @@ class EvalSession:
                 raise ModelError(f"{exc}; {hint}") from None
             self.embedder = embedder
             self.vectors = lanes.vector_cache(self.cache_root, embedder.info())
-            if s.cache_repo is not None and self.vectors.missing(
+            if self.read_only:
+                pass  # nothing embedded, pulled or written: the items need no vector
+            elif s.cache_repo is not None and self.vectors.missing(
                     prep_mod.needed_keys(self.vector_corpus(), embedder)):
                 lanes.pull(s, self.cache_root, progress, fingerprint=embedder.fingerprint,
                            model=embedder.name)
-            prep_mod.run_prep(self.vector_corpus(), embedder, self.vectors, progress)
+            if not self.read_only:
+                prep_mod.run_prep(self.vector_corpus(), embedder, self.vectors, progress)
             plan = Plan(str(corpus.path), str(self.cache_root), "model", embedder.info(), spec)
         plan = replace(plan, dataset_path=str(source.path.resolve()))
         self.plan = plan
         # Temp files of store builds killed over an hour ago (live builders are younger).
         with contextlib.suppress(OSError):
-            store_mod.StoreCache(self.cache_root / "stores").remove_stale_partials()
+            if not self.read_only:
+                store_mod.StoreCache(self.cache_root / "stores").remove_stale_partials()
         return plan
 
     def _choose_subset(self) -> None:
@@ -542,6 +558,9 @@ class EvalSession:
         controller and on each worker); a later read would open it again."""
         if self.corpus is not None:
             self.corpus.close()
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
 
     def close_retrievers(self) -> None:
         """``close()`` of each retriever this process ranked with, once; one that raises is a

@@ -325,15 +325,17 @@ class Corpus:
 
 
 def open_if_complete(
-    path: Path, name: str | None, sha256: str | None, *, verify: bool = True
+    path: Path, name: str | None, sha256: str | None, *, verify: bool = True,
+    stamp: bool = True,
 ) -> Corpus | None:
     """Open ``path`` if it is a complete corpus (of this dataset, when ``sha256`` is given);
     None if it is absent, incomplete, from another format version or damaged. ``verify``
     also checks the whole file against its ``.sha256`` sidecar (a truncated or altered file
-    is rebuilt, never trusted)."""
+    is rebuilt, never trusted); ``stamp`` False writes no ``.verified`` stamp (read-only
+    runs)."""
     if not path.is_file() or not _header_size_ok(path):
         return None
-    if verify and not matches_sidecar(path):
+    if verify and not matches_sidecar(path, stamp=stamp):
         return None
     conn: sqlite3.Connection | None = None
     try:

@@ -208,7 +208,7 @@ def _build(source: DatasetSource, sha256: str, sample: str, target: Path,
 
 
 def load_corpus(source: DatasetSource, cache_dir: Path, progress: Progress | None = None,
-                view: View | None = None) -> Corpus:
+                view: View | None = None, *, scratch: Path | None = None) -> Corpus:
     """Open the corpus of ``source`` under ``cache_dir``, building it first if needed.
 
     The dataset is streamed once, ever, per content hash; later calls (and other processes)
@@ -217,8 +217,12 @@ def load_corpus(source: DatasetSource, cache_dir: Path, progress: Progress | Non
     Raises :class:`DataError` for an unusable dataset file and
     :class:`CacheError` when the cache directory cannot be written. ``view`` (a protocol and
     granularity, :mod:`.protocol`) chooses the memory rows and gold; default: vipune sessions.
+    ``scratch`` (a folder outside the cache) makes the call read-only (``--co`` and the other
+    runs that score nothing): a complete corpus in the cache is opened without a stamp, the
+    sha256 memo is read but never written, and a missing corpus is built under ``scratch``.
     """
     view = view or View()
+    read_only = scratch is not None
     memo_dir = Path(cache_dir) / MEMO_DIR  # hashed once per file version, ever
     hashing = None if progress is None else (
         lambda done, total: progress(f"sha256 {source.name}", done, total))
@@ -229,13 +233,19 @@ def load_corpus(source: DatasetSource, cache_dir: Path, progress: Progress | Non
         known = None  # file_sha256 words the error
     if known is not None:
         corpus = open_if_complete(corpus_path(cache_dir, known[0], view), source.name,
-                                   known[0])
+                                   known[0], stamp=not read_only)
         if corpus is not None and corpus.dataset_sample == sample:
             return corpus
     # No corpus of the memo's sha256, or one of another file (a wrong memo): a build reads
     # the whole file anyway, so a digest only the on-disk memo vouches for is recomputed.
-    sha256 = file_sha256(source.path, hashing, memo_dir=memo_dir,
+    sha256 = file_sha256(source.path, hashing, memo_dir=None if read_only else memo_dir,
                          fresh=known is not None and known[1])
+    if scratch is not None:
+        cached = open_if_complete(corpus_path(cache_dir, sha256, view), source.name, sha256,
+                                  stamp=False)
+        if cached is not None and cached.dataset_sample == sample:
+            return cached
+        cache_dir = scratch  # built where nothing outlives the run
     target = corpus_path(cache_dir, sha256, view)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -295,14 +295,15 @@ def write_stamp(path: Path, st: os.stat_result, digest: str) -> None:
             encoding="ascii")
 
 
-def matches_sidecar(path: Path, *, trust_stamp: bool = True) -> bool:
+def matches_sidecar(path: Path, *, trust_stamp: bool = True, stamp: bool = True) -> bool:
     """True when ``path`` matches the sha256 in its sidecar (a flipped byte never passes);
     False when it does not, or either file cannot be read.
 
     With ``trust_stamp``, a version stamped ``<path>.verified`` with that digest is trusted
     without reading the file (a stamp vouches for size, times and inode: it cannot see bit
     rot beneath the filesystem); otherwise the file is hashed (once per version in this
-    process, :func:`memoised_sha256`) and a match is stamped.
+    process, :func:`memoised_sha256`) and a match is stamped (unless ``stamp`` is False:
+    ``--co`` and the other read-only runs write nothing).
     """
     path = Path(path)
     try:
@@ -318,7 +319,8 @@ def matches_sidecar(path: Path, *, trust_stamp: bool = True) -> bool:
         return False
     if actual != expected:
         return False
-    write_stamp(path, st, actual)
+    if stamp:
+        write_stamp(path, st, actual)
     return True
 
 

@@ -1,0 +1,103 @@
+"""``--co``, ``--setup-plan`` and ``--setup-only`` score nothing, so they write nothing
+(issue 29.2): a cold cache stays absent, a warm one keeps every file's bytes and mtime, no
+report is written, and the items listed are those a real run collects."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.support.lme_factory import make_instance, write_dataset
+
+QUESTIONS = [("q1", "multi-session"), ("q2", "temporal-reasoning"), ("q3", "knowledge-update")]
+READ_ONLY = [("--co",), ("--setup-plan",), ("--setup-only",), ("--co", "-n", "2")]
+
+
+@pytest.fixture
+def data(pytester: pytest.Pytester, isolated_cache: Path) -> Path:
+    return write_dataset(pytester.path / "lme.json", [
+        make_instance(qid, question_type=qtype, n_sessions=3) for qid, qtype in QUESTIONS])
+
+
+def run(pytester: pytest.Pytester, data: Path, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("-p", "no:randomly", "-W",
+                              "ignore::pytest.PytestAssertRewriteWarning", "--retrieval-eval",
+                              "--no-model", f"--retrieval-eval-data={data}",
+                              "--retrieval-eval-retriever=bm25,fts,oracle",
+                              f"--retrieval-eval-json={pytester.path / 'report.json'}", *args)
+
+
+def ids_of(result: pytest.RunResult) -> list[str]:
+    return sorted(line.split(" ")[0] for line in result.stdout.lines
+                  if line.startswith("retrieval-eval::"))
+
+
+def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file under ``root``: its bytes and mtime (ns); folders as empty entries."""
+    return {str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns) if p.is_file()
+            else (b"", 0) for p in sorted(root.rglob("*"))}
+
+
+def scratch_folders() -> set[str]:
+    return {p.name for p in Path(tempfile.gettempdir()).glob("retrieval-eval-readonly-*")}
+
+
+@pytest.mark.parametrize("args", READ_ONLY, ids=" ".join)
+def test_a_cold_cache_stays_absent_and_the_items_are_a_real_runs(
+        pytester: pytest.Pytester, data: Path, isolated_cache: Path,
+        args: tuple[str, ...]) -> None:
+    before = scratch_folders()
+    result = run(pytester, data, *args, "-q" if "--co" in args else "-v")
+    assert result.ret == 0, result.stdout.str()
+    assert not isolated_cache.exists()
+    assert not (pytester.path / "report.json").exists()
+    assert scratch_folders() <= before  # the temp corpus is removed at the end
+    listed = ids_of(result)
+    assert len(listed) == 9
+    real = run(pytester, data, "-v")
+    real.assert_outcomes(passed=9)
+    assert ids_of(real) == listed
+
+
+@pytest.mark.parametrize("args", READ_ONLY, ids=" ".join)
+def test_a_warm_cache_keeps_every_files_bytes_and_mtime(
+        pytester: pytest.Pytester, data: Path, isolated_cache: Path,
+        args: tuple[str, ...]) -> None:
+    run(pytester, data).assert_outcomes(passed=9)
+    report = pytester.path / "report.json"
+    written = report.read_bytes()
+    before = snapshot(isolated_cache)
+    assert any(name.endswith(".sqlite") for name in before)
+    result = run(pytester, data, *args, "-q")
+    assert result.ret == 0, result.stdout.str()
+    assert snapshot(isolated_cache) == before
+    assert report.read_bytes() == written
+
+
+CUSTOM = """
+import pytest
+
+class Custom:
+    name = "custom"
+
+    def rank(self, persona, query, limit):
+        return list(persona.session_ids)[:limit]
+
+@pytest.fixture(scope="session")
+def retrieval_eval_custom_retriever():
+    return Custom()
+"""
+
+
+def test_the_model_lane_embeds_nothing_under_collect_only(
+        pytester: pytest.Pytester, data: Path, isolated_cache: Path,
+        tiny_model_dir: Path) -> None:
+    pytester.makeconftest(CUSTOM)
+    args = ("-p", "no:randomly", "--retrieval-eval", f"--retrieval-eval-model={tiny_model_dir}",
+            f"--retrieval-eval-data={data}", "--retrieval-eval-retriever=custom")
+    result = pytester.runpytest(*args, "--co", "-q")
+    assert result.ret == 0, result.stdout.str()
+    assert len(ids_of(result)) == 3
+    assert not isolated_cache.exists()
