@@ -342,7 +342,7 @@ def _compare_pairs(base_pairs: Sequence[Mapping[str, Any]],
     qids = [str(bp["question_id"]) for _, bp, _ in common]
     for rk in row_keys:
         groups[rk].sort(key=lambda i: qids[i])
-    stats: dict[tuple[str, str], tuple[Any, Any, Any]] = {}
+    stats: dict[tuple[str, str], tuple[Any, Any, Any, Any]] = {}
     by_set: dict[tuple[str, ...], list[tuple[str, str]]] = {}
     for rk in row_keys:
         by_set.setdefault(tuple(qids[i] for i in groups[rk]), []).append(rk)
@@ -352,23 +352,25 @@ def _compare_pairs(base_pairs: Sequence[Mapping[str, Any]],
                        for rk in members])
         low, high = sig.bootstrap_ci(d, resamples=resamples, seed=seed)
         p = sig.randomization_test(d, permutations=permutations, seed=seed)
+        differing = (d != 0).sum(axis=0)
         width = len(metric_cols)
         for i, rk in enumerate(members):
             part = slice(i * width, (i + 1) * width)
-            stats[rk] = (low[part], high[part], p[part])
+            stats[rk] = (low[part], high[part], p[part], differing[part])
     rows: dict[str, list[dict[str, Any]]] = {}
     for j, metric in enumerate(metrics):
         c = col[metric]
         metric_rows: list[dict[str, Any]] = []
         for rk in row_keys:
             idx = np.array(groups[rk])
-            low, high, p = stats[rk]
+            low, high, p, differing = stats[rk]
             base_mean = float(b[idx, c].mean())
             new_mean = float(n_[idx, c].mean())
             metric_rows.append({
                 "retriever": rk[0], "question_type": rk[1], "n": len(idx),
                 "base": base_mean, "new": new_mean, "delta": new_mean - base_mean,
                 "ci_low": float(low[j]), "ci_high": float(high[j]), "p": float(p[j]),
+                "differing": int(differing[j]), "least_p": sig.least_pvalue(int(differing[j])),
             })
         adjusted = sig.holm([r["p"] for r in metric_rows])
         for r, q in zip(metric_rows, adjusted, strict=True):
@@ -440,8 +442,9 @@ def header_lines(cmp: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def table_lines(cmp: Mapping[str, Any]) -> list[str]:
-    """One block per metric and retriever: a row per question type, then overall."""
+def table_lines(cmp: Mapping[str, Any], width: int | None = None) -> list[str]:
+    """One block per metric and retriever: a row per question type, then overall, then the
+    rows whose test could not have been significant (that line fitted to ``width``)."""
     lines: list[str] = []
     for metric, rows in cmp["rows"].items():
         label_w = max(len("question type"), *(len(r["question_type"]) for r in rows))
@@ -458,7 +461,23 @@ def table_lines(cmp: Mapping[str, Any]) -> list[str]:
                 f"{r['new']:>6.3f} {r['delta']:>+7.3f} "
                 f"[{r['ci_low']:+.2f}, {r['ci_high']:+.2f}] {format_p(r['p']):>6} "
                 f"{format_p(r['p_holm']):>6}{'*' if r['significant'] else ''}".rstrip())
+            if r is rows[-1] or rows[rows.index(r) + 1]["retriever"] != current:
+                lines.extend(fit_lines(_unreachable_lines(cmp, r["retriever"], rows), width))
     return lines
+
+
+def _unreachable_lines(cmp: Mapping[str, Any], retriever: str,
+                       rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The rows of one block whose test could not have reached the significance level, how
+    few pairs differ being the cause: "no change" there means "this n could not tell"."""
+    alpha = float(cmp.get("method", {}).get("alpha", sig.DEFAULT_ALPHA))
+    short = [r for r in rows if r["retriever"] == retriever and "least_p" in r
+             and r["least_p"] > alpha]
+    if not short:
+        return []
+    named = ", ".join(f"{r['question_type']} ({r['differing']})" for r in short)
+    return [f"too few pairs differ to reach p <= {alpha:g} (the least p with m differing "
+            f"is 2/2^m): {named}"]
 
 
 def _names(names: Sequence[str], verbose: bool) -> str:
@@ -497,6 +516,6 @@ def comparison_lines(cmp: Mapping[str, Any], verbose: bool = False,
                      width: int | None = None) -> list[str]:
     """Everything the terminal shows of a comparison (``width``: the terminal's, which the
     header and the change lines are cut at spaces to fit; ``None`` leaves them whole)."""
-    return [*fit_lines(header_lines(cmp), width), *table_lines(cmp),
+    return [*fit_lines(header_lines(cmp), width), *table_lines(cmp, width),
             *fit_lines(agreement_lines(cmp, verbose), width),
             *fit_lines(change_lines(cmp, verbose), width)]

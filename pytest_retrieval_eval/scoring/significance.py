@@ -24,6 +24,7 @@ them all at once.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -163,6 +164,16 @@ def randomization_test(diffs: ArrayLike, *, permutations: int = DEFAULT_PERMUTAT
             hits += np.count_nonzero(stats >= observed - _TIE, axis=0)
         out[sampled] = (hits + 1.0) / (permutations + 1.0)
     return out.reshape(()) if flat else out
+
+
+def least_pvalue(differing: int) -> float:
+    """The smallest two-sided p the paired randomization test can give when ``differing``
+    pairs differ: the observed sign pattern and its mirror are always as extreme, so
+    ``2 / 2**m`` (1.0 when none differ). Above the significance level, no result of these
+    pairs could have been significant."""
+    if differing <= 0:
+        return 1.0
+    return min(1.0, math.ldexp(1.0, 1 - differing))  # 2**(1 - m), 0.0 once it underflows
 
 
 def holm(pvalues: Sequence[float] | NDArray[np.float64]) -> NDArray[np.float64]:

@@ -296,3 +296,21 @@ def test_a_metric_the_pairs_lack_is_one_line() -> None:
         cmp.compare_reports(base, new)
     assert cmp.compare_reports(base, new, metrics=["recall_all"])["metrics"] == [
         "recall_all@1", "recall_all@5"]
+
+
+def test_rows_that_could_not_reach_significance_are_named_with_how_many_pairs_differ() -> None:
+    result = cmp.compare_reports(*two_reports())
+    overall = row(result, "recall@1", "hybrid", "overall")
+    assert (overall["differing"], overall["least_p"]) == (3, 0.25)  # (1, 0, -1, 1): 3 differ
+    tr = row(result, "recall@1", "hybrid", "temporal-reasoning")
+    assert (tr["differing"], tr["least_p"]) == (2, 0.5)
+    lines = cmp.table_lines(result, 80)
+    note = [i for i, line in enumerate(lines) if line.startswith("too few pairs differ")]
+    assert note, lines
+    block = " ".join(line.strip() for line in lines[note[0]:note[0] + 3])
+    assert "temporal-reasoning (2)" in block and "overall (3)" in block
+    assert all(len(line) <= 80 for line in lines)
+    qids = [(f"q{i}", "multi-session", 0.0) for i in range(30)]  # 25 differ: it could tell
+    better = [(q, t, 1.0 if i < 25 else 0.0) for i, (q, t, _) in enumerate(qids)]
+    clear = cmp.compare_reports(make_report({"hybrid": qids}), make_report({"hybrid": better}))
+    assert not [x for x in cmp.table_lines(clear, 80) if x.startswith("too few pairs")]

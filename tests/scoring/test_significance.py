@@ -146,3 +146,15 @@ def test_paired_differences_need_the_same_pairs() -> None:
     assert sig.differences([0, 1], [1, 1]).tolist() == [1, 0]
     with pytest.raises(ValueError, match="shape"):
         sig.differences([0, 1], [1])
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 6, 10])
+def test_least_pvalue_is_what_the_exact_test_gives_the_most_extreme_pairs(m: int) -> None:
+    """All m differing pairs moved the same way: the exact test's p is the least possible."""
+    from pytest_retrieval_eval.scoring.significance import least_pvalue, randomization_test
+
+    d = np.array([[1.0]] * m + [[0.0]] * 3)  # three pairs that do not differ change nothing
+    assert float(randomization_test(d)[0]) == pytest.approx(least_pvalue(m))
+    assert least_pvalue(m) == 2.0 / 2 ** m
+    assert least_pvalue(0) == 1.0
+    assert least_pvalue(6) < 0.05 < least_pvalue(5)  # 6 differing pairs are the fewest
