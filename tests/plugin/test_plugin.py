@@ -462,7 +462,7 @@ def test_no_model_with_two_models_in_the_cache_asks_for_one(
     for seed in (1, 2):
         model = make_model_dir(tmp_path, dim=8, seed=seed, name=f"tiny-{seed}")
         prepped = run(pytester, "--retrieval-eval", "--retrieval-eval-data", str(data_file),
-                      "--retrieval-eval-model", str(model.path), "--collect-only")
+                      "--retrieval-eval-model", str(model.path))  # --co writes nothing
         assert prepped.ret == 0, prepped.stdout.str()
     result = run(pytester, "--retrieval-eval", "--no-model", "--retrieval-eval-data",
                  str(data_file))
