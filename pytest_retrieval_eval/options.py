@@ -215,6 +215,20 @@ def path_text(value: str) -> str:
     return str(value)
 
 
+def compare_map(value: str) -> str:
+    """``BASE_NAME=NEW_NAME[,...]`` (or ``NAME``), checked as ``compare --retrievers`` reads
+    it; kept as text, parsed again where the comparison is made."""
+    from .errors import RetrievalEvalError
+    from .reporting.compare import parse_retrievers
+
+    try:
+        parse_retrievers(str(value), one_report=False)
+    except RetrievalEvalError as exc:
+        raise argparse.ArgumentTypeError(
+            str(exc).replace("--retrievers ", "")) from None
+    return str(value)
+
+
 def boolean(value: str) -> bool:
     """An ini boolean: true/false, yes/no, 1/0, on/off."""
     lowered = str(value).strip().lower()
@@ -272,6 +286,12 @@ OPTIONS: tuple[_Option, ...] = (
             "bootstrap interval, paired randomization p-value, Holm): printed under the "
             "summary and put in the JSON report; never changes the exit status (default: "
             "none)", "BASE.json"),
+    _Option("--retrieval-eval-compare-retrievers", "retrieval_eval_compare_retrievers",
+            compare_map, None,
+            "with --retrieval-eval-compare: which base retriever each of this run's is "
+            "compared with, BASE_NAME=NEW_NAME or NAME, comma-separated "
+            "(hybrid=hybrid+fts:or); others are left out (default: the same names)",
+            "BASE=NEW[,...]"),
     _Option("--retrieval-eval-markdown", "retrieval_eval_markdown", path_text, None,
             "write the summary (and the comparison) as GitHub-flavoured Markdown to PATH "
             "(default: none)", "PATH"),
@@ -427,6 +447,7 @@ class Settings:
     subset: int | None = None  # --retrieval-eval-subset (subset.py)
     subset_seed: int = 0
     compare: Path | None = None
+    compare_retrievers: str | None = None  # BASE=NEW[,...] for the in-run comparison
     markdown: Path | None = None
     no_step_summary: bool = False
     protocol: str = "vipune"
@@ -474,6 +495,8 @@ def _ini_takes(opt: _Option) -> tuple[str, str]:
         return "a list of whole numbers (or one)", "[1, 5, 10]"
     if name == "parse_retrievers":
         return "a list of retriever names", '["hybrid", "bm25"]'
+    if name == "compare_map":
+        return "a list of BASE=NEW mappings", '["hybrid=hybrid+fts:or"]'
     if name in _INT_PARSERS:
         return "a whole number", str(opt.default if isinstance(opt.default, int) else 8)
     if name in _FLOAT_PARSERS:
@@ -501,8 +524,8 @@ def _native_text(opt: _Option, raw: Any) -> str:
         return str(raw)
     if isinstance(raw, float) and name in _FLOAT_PARSERS:
         return repr(raw)
-    if isinstance(raw, list) and name in ("parse_ks", "parse_retrievers"):
-        item_type = str if name == "parse_retrievers" else int
+    if isinstance(raw, list) and name in ("parse_ks", "parse_retrievers", "compare_map"):
+        item_type = int if name == "parse_ks" else str
         if not raw:
             raise _type_error(opt, "an empty list")
         for index, item in enumerate(raw):
@@ -646,6 +669,10 @@ def read_settings(config: pytest.Config) -> Settings:
 
 def check_combinations(settings: Settings) -> None:
     """Reject option combinations that cannot work, as usage errors."""
+    if settings.compare_retrievers is not None and settings.compare is None:
+        raise pytest.UsageError(
+            "--retrieval-eval-compare-retrievers maps retrievers of a comparison, but no "
+            "base is given; add --retrieval-eval-compare=BASE.json")
     if settings.no_model and settings.device == "cuda":
         raise pytest.UsageError(
             "--retrieval-eval-device cuda has nothing to run with --no-model "

@@ -397,7 +397,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:  # c
     state.report = report.build_report(info, state.results, errors)
     base = config.stash.get(BASE_KEY, None)
     if base is not None and state.settings.compare is not None:
-        publish.attach_comparison(state.report, base, state.settings.compare)  # never raises
+        publish.attach_comparison(state.report, base, state.settings.compare,  # never raises
+                                  state.settings.compare_retrievers)
     # The JSON report first: a Markdown target that blocks or fails cannot cost it.
     if state.settings.json_path is not None:
         try:

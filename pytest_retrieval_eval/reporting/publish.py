@@ -21,18 +21,23 @@ from .markdown import STEP_SUMMARY_ENV, run_markdown
 THIS_RUN = "this run"
 
 
-def attach_comparison(report: dict[str, Any], base: Mapping[str, Any], base_path: Path) -> None:
-    """Compare ``report`` (the run) against ``base`` and keep it as ``report["comparison"]``.
+def attach_comparison(report: dict[str, Any], base: Mapping[str, Any], base_path: Path,
+                      retrievers: str | None = None) -> None:
+    """Compare ``report`` (the run) against ``base`` and keep it as ``report["comparison"]``;
+    ``retrievers``: ``--retrieval-eval-compare-retrievers`` (``BASE=NEW[,...]``).
 
     Never raises: the run's own report and summary come first, so a comparison that cannot
     be made, for whatever reason, is kept as ``{"refused": <one line>}``."""
     from . import compare
 
     try:
+        mapping = None if retrievers is None else compare.parse_retrievers(
+            retrievers, one_report=False)
         report["comparison"] = compare.compare_reports(base, report, base_name=str(base_path),
-                                                       new_name=THIS_RUN)
-    except RetrievalEvalError as exc:
-        report["comparison"] = {"refused": str(exc)}
+                                                       new_name=THIS_RUN, retrievers=mapping)
+    except RetrievalEvalError as exc:  # advice names the run's option, not compare's
+        report["comparison"] = {"refused": str(exc).replace(
+            "--retrievers ", "--retrieval-eval-compare-retrievers ")}
     except Exception as exc:  # a base that loads but trips the comparison itself
         report["comparison"] = {
             "refused": f"{base_path}: {type(exc).__name__}: {one_line(exc)}"}

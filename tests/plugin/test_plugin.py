@@ -493,3 +493,26 @@ def test_model_lane_shows_prep_progress_then_embeds_nothing_the_second_time(
     second.assert_outcomes(passed=2)
     second.stdout.fnmatch_lines(["retrieval-eval: embed 0/0"])
     assert first.stdout.str().count("retrieval-eval: embed 13/13") == 1
+
+
+def test_an_in_run_comparison_maps_a_renamed_retriever(pytester: pytest.Pytester,
+                                                       tmp_path: Path) -> None:
+    base = tmp_path / "base.json"
+    report_of(pytester, "--no-model", "--retrieval-eval-retriever", "hybrid")
+    (pytester.path / "report.json").rename(base)
+    refused = run(pytester, "--retrieval-eval", "--no-model", "--retrieval-eval-retriever",
+                  "hybrid+fts:or", f"--retrieval-eval-compare={base}")
+    assert "--retrieval-eval-compare-retrievers BASE_NAME=NEW_NAME" in " ".join(
+        line.strip() for line in refused.stdout.lines)  # the advice names the run's option
+    data = report_of(pytester, "--no-model", "--retrieval-eval-retriever", "hybrid+fts:or",
+                     f"--retrieval-eval-compare={base}",
+                     "--retrieval-eval-compare-retrievers=hybrid=hybrid+fts:or")
+    cmp = data["comparison"]
+    assert "refused" not in cmp, cmp
+    assert cmp["matched"] == len(SAMPLE_USABLE)
+    assert {r["retriever"] for r in cmp["rows"]["recall@1"]} == {"hybrid+fts:or vs hybrid"}
+    lonely = run(pytester, "--retrieval-eval", "--no-model",
+                 "--retrieval-eval-compare-retrievers=a=b")
+    assert lonely.ret == pytest.ExitCode.USAGE_ERROR
+    lonely.stderr.fnmatch_lines(["ERROR: --retrieval-eval-compare-retrievers maps * add "
+                                 "--retrieval-eval-compare=BASE.json"])
