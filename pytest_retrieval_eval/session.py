@@ -213,20 +213,18 @@ class EvalSession:
                 raise ModelError(f"{exc}; {hint}") from None
             self.embedder = embedder
             self.vectors = lanes.vector_cache(self.cache_root, embedder.info())
-            if self.read_only:
-                pass  # nothing embedded, pulled or written: the items need no vector
-            elif s.cache_repo is not None and self.vectors.missing(
-                    prep_mod.needed_keys(self.vector_corpus(), embedder)):
-                lanes.pull(s, self.cache_root, progress, fingerprint=embedder.fingerprint,
-                           model=embedder.name)
-            if not self.read_only:
+            if not self.read_only:  # nothing pulled or embedded: listing needs no vector
+                if s.cache_repo is not None and self.vectors.missing(
+                        prep_mod.needed_keys(self.vector_corpus(), embedder)):
+                    lanes.pull(s, self.cache_root, progress,
+                               fingerprint=embedder.fingerprint, model=embedder.name)
                 prep_mod.run_prep(self.vector_corpus(), embedder, self.vectors, progress)
             plan = Plan(str(corpus.path), str(self.cache_root), "model", embedder.info(), spec)
         plan = replace(plan, dataset_path=str(source.path.resolve()))
         self.plan = plan
         # Temp files of store builds killed over an hour ago (live builders are younger).
-        with contextlib.suppress(OSError):
-            if not self.read_only:
+        if not self.read_only:
+            with contextlib.suppress(OSError):
                 store_mod.StoreCache(self.cache_root / "stores").remove_stale_partials()
         return plan
 

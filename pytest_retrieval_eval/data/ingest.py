@@ -222,7 +222,7 @@ def load_corpus(source: DatasetSource, cache_dir: Path, progress: Progress | Non
     sha256 memo is read but never written, and a missing corpus is built under ``scratch``.
     """
     view = view or View()
-    read_only = scratch is not None
+    read_only = scratch is not None  # the one switch: scratch given
     memo_dir = Path(cache_dir) / MEMO_DIR  # hashed once per file version, ever
     hashing = None if progress is None else (
         lambda done, total: progress(f"sha256 {source.name}", done, total))

@@ -24,6 +24,7 @@ an unreadable, irregular, oversized, too deep or truncated file, a value of the 
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -451,28 +452,25 @@ def table_lines(cmp: Mapping[str, Any], width: int | None = None) -> list[str]:
         n_w = max(3, *(len(str(r["n"])) for r in rows))
         head = (f"{'question type':<{label_w}} {'n':>{n_w}} {'base':>6} {'new':>6} "
                 f"{'Δ':>7} {'95% CI of Δ':^14} {'p':>6} {'Holm':>6}")
-        current = None
-        for r in rows:
-            if r["retriever"] != current:
-                current = r["retriever"]
-                lines.extend(["", f"{metric} · {current}", head])
-            lines.append(
+        for retriever, grouped in itertools.groupby(rows, key=lambda r: r["retriever"]):
+            block = list(grouped)
+            lines.extend(["", f"{metric} · {retriever}", head])
+            lines.extend(
                 f"{r['question_type']:<{label_w}} {r['n']:>{n_w}} {r['base']:>6.3f} "
                 f"{r['new']:>6.3f} {r['delta']:>+7.3f} "
                 f"[{r['ci_low']:+.2f}, {r['ci_high']:+.2f}] {format_p(r['p']):>6} "
-                f"{format_p(r['p_holm']):>6}{'*' if r['significant'] else ''}".rstrip())
-            if r is rows[-1] or rows[rows.index(r) + 1]["retriever"] != current:
-                lines.extend(fit_lines(_unreachable_lines(cmp, r["retriever"], rows), width))
+                f"{format_p(r['p_holm']):>6}{'*' if r['significant'] else ''}".rstrip()
+                for r in block)
+            lines.extend(fit_lines(_unreachable_lines(cmp, block), width))
     return lines
 
 
-def _unreachable_lines(cmp: Mapping[str, Any], retriever: str,
-                       rows: Sequence[Mapping[str, Any]]) -> list[str]:
+def _unreachable_lines(cmp: Mapping[str, Any], block: Sequence[Mapping[str, Any]]
+                       ) -> list[str]:
     """The rows of one block whose test could not have reached the significance level, how
     few pairs differ being the cause: "no change" there means "this n could not tell"."""
     alpha = float(cmp.get("method", {}).get("alpha", sig.DEFAULT_ALPHA))
-    short = [r for r in rows if r["retriever"] == retriever and "least_p" in r
-             and r["least_p"] > alpha]
+    short = [r for r in block if r.get("least_p", 0.0) > alpha]
     if not short:
         return []
     named = ", ".join(f"{r['question_type']} ({r['differing']})" for r in short)

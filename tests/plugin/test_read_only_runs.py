@@ -40,20 +40,29 @@ def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
             else (b"", 0) for p in sorted(root.rglob("*"))}
 
 
-def scratch_folders() -> set[str]:
-    return {p.name for p in Path(tempfile.gettempdir()).glob("retrieval-eval-readonly-*")}
+@pytest.fixture
+def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This test's own temp root (the in-process run's mkdtemp lands here), so another
+    test's scratch folder, made at the same time under -n 2, is never counted."""
+    root = tmp_path / "tmp"
+    root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    return root
+
+
+def scratch_folders(root: Path) -> set[str]:
+    return {p.name for p in root.glob("retrieval-eval-readonly-*")}
 
 
 @pytest.mark.parametrize("args", READ_ONLY, ids=" ".join)
 def test_a_cold_cache_stays_absent_and_the_items_are_a_real_runs(
-        pytester: pytest.Pytester, data: Path, isolated_cache: Path,
+        pytester: pytest.Pytester, data: Path, isolated_cache: Path, private_tmp: Path,
         args: tuple[str, ...]) -> None:
-    before = scratch_folders()
     result = run(pytester, data, *args, "-q" if "--co" in args else "-v")
     assert result.ret == 0, result.stdout.str()
     assert not isolated_cache.exists()
     assert not (pytester.path / "report.json").exists()
-    assert scratch_folders() <= before  # the temp corpus is removed at the end
+    assert scratch_folders(private_tmp) == set()  # the temp corpus is removed at the end
     listed = ids_of(result)
     assert len(listed) == 9
     real = run(pytester, data, "-v")
