@@ -347,14 +347,18 @@ class CachedOnly:
                            "embedded; load the model (load_embedder)")
 
 
+def _scope(corpus: CorpusLike, config: Any, shard: tuple[int, int] | None) -> list[str]:
+    """The keys of every text this prep needs (of its ``shard``, if any)."""
+    needed = list(_plan(corpus, str(getattr(config, "query_prefix", "")))[0])
+    return needed if shard is None else _slice(needed, shard)
+
+
 def models_ready(roots: Sequence[Any], config: Any, corpus: CorpusLike, *,
                  shard: tuple[int, int] | None = None) -> list[str]:
     """The names of the models whose vectors ``roots`` hold for every text this prep needs
     (of its ``shard``): what to suggest when the asked model cannot be loaded."""
-    needed = list(_plan(corpus, str(getattr(config, "query_prefix", "")))[0])
-    scope = needed if shard is None else _slice(needed, shard)
     try:
-        holding = models_holding(roots, scope)
+        holding = models_holding(roots, _scope(corpus, config, shard))
     except CacheError:
         return []
     return sorted({str(info["name"]) for info in holding if info.get("name")})
@@ -373,8 +377,7 @@ def cached_model(roots: Sequence[Any], spec: str, config: Any, corpus: CorpusLik
     it (its vectors are what this spec made when they were embedded)."""
     from .embedding import recipe_fingerprint, resolve_model
 
-    needed = list(_plan(corpus, str(getattr(config, "query_prefix", "")))[0])
-    scope = needed if shard is None else _slice(needed, shard)
+    scope = _scope(corpus, config, shard)
     fingerprint: str | None = None
     try:
         files = resolve_model(spec, offline=True, memo_dir=memo_dir)
