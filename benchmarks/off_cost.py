@@ -4,33 +4,46 @@
 
     python benchmarks/off_cost.py [--repeat 15]
 
-Times ``pytest -q`` of one trivial test in an empty folder, as subprocesses, three ways: the
+Times (CPU) ``pytest -q`` of one trivial test in an empty folder, as subprocesses, three ways: the
 plugin loaded but off (what every run of a project that installs it pays), the plugin
 disabled with ``-p no:retrieval_eval``, and the difference; each with bytecode caching and
-with ``PYTHONDONTWRITEBYTECODE=1`` (pytest cannot cache its rewritten modules then). The
-medians print as a table; nothing in the repository is written."""
+with ``PYTHONDONTWRITEBYTECODE=1`` (pytest cannot cache its rewritten modules then); the
+first row drops that variable from the environment, where a machine sets it. The
+runs of a cell are interleaved and their medians print as a table; nothing in the
+repository is written. Run it with the Python of a *wheel* install: an editable install's
+modules are never rewritten for assertions, so it cannot show that part of the cost."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 
-def _median_ms(folder: Path, extra: list[str], env: dict[str, str], repeat: int) -> float:
-    walls = []
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra]
-    subprocess.run(command, cwd=folder, env=env, capture_output=True, check=True)  # warm-up
-    for _ in range(repeat):
-        start = time.perf_counter()
+def _medians_ms(folder: Path, extras: list[list[str]], env: dict[str, str],
+                repeat: int) -> list[float]:
+    """Median CPU time (user + system, the child's own) of each command line, the runs
+    interleaved (A, B, A, B, ...) so that the machine's drift falls on every cell alike. CPU
+    time, not wall time: on a shared machine the wall time of a 0.6 s run varies by tens of
+    milliseconds, more than the cost measured."""
+    commands = [[sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra]
+                for extra in extras]
+    for command in commands:  # warm-up: the OS file cache, and pytest's bytecode cache
         subprocess.run(command, cwd=folder, env=env, capture_output=True, check=True)
-        walls.append((time.perf_counter() - start) * 1000)
-    return statistics.median(walls)
+    cpus: list[list[float]] = [[] for _ in commands]
+    for _ in range(repeat):
+        for command, cpu in zip(commands, cpus, strict=True):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            subprocess.run(command, cwd=folder, env=env, capture_output=True, check=True)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu.append((after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+                       * 1000)
+    return [statistics.median(cpu) for cpu in cpus]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,10 +56,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'bytecode':<22} {'plugin off':>11} {'-p no:':>9} {'cost':>8}")
         for label, extra_env in (("cached", {}), ("PYTHONDONTWRITEBYTECODE",
                                                   {"PYTHONDONTWRITEBYTECODE": "1"})):
-            env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+            env = {k: v for k, v in os.environ.items()
+                   if not k.startswith("PYTEST_") and k != "PYTHONDONTWRITEBYTECODE"}
             env.update(extra_env)
-            off = _median_ms(folder, [], env, args.repeat)
-            disabled = _median_ms(folder, ["-p", "no:retrieval_eval"], env, args.repeat)
+            off, disabled = _medians_ms(folder, [[], ["-p", "no:retrieval_eval"]], env,
+                                        args.repeat)
             print(f"{label:<22} {off:>9.1f}ms {disabled:>7.1f}ms {off - disabled:>+6.1f}ms")
     return 0
 
