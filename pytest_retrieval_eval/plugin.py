@@ -212,9 +212,15 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     return fit_lines([  # pytest prints header lines as given: fitted to its width here
         f"retrieval-eval: {state.corpus.dataset_name}, {len(state.scored_positions())} "
         f"usable pairs, lane {state.plan.lane}, model "
-        f"{model['name'] if model else 'none'}, retrievers {', '.join(settings.retrievers)}"
-        f", k {','.join(map(str, settings.ks))}",
+        f"{model['name'] if model else _unloaded(state.plan.model_spec)}, retrievers "
+        f"{', '.join(settings.retrievers)}, k {','.join(map(str, settings.ks))}",
         *_repeat_note(config)], config.get_terminal_writer().fullwidth)
+
+
+def _unloaded(spec: str | None) -> str:
+    """The header's model when none was loaded: none needed, or a listing run (``--co``),
+    which loads none."""
+    return "none" if spec is None else f"{spec} (not loaded: nothing is scored)"
 
 
 def _repeat_note(config: pytest.Config) -> list[str]:

@@ -199,12 +199,16 @@ class EvalSession:
             if not self.read_only:
                 self.vectors.verify()
             plan = Plan(str(corpus.path), str(self.cache_root), "model-free", model, None)
+        elif self.read_only:
+            # Listing scores nothing, so it needs no model: none is loaded, none downloaded
+            # (a Hub-named one would land in the HF cache, outside this run's cache).
+            plan = Plan(str(corpus.path), str(self.cache_root), "model", None,
+                        s.model or DEFAULT_MODEL)
         else:
             spec = s.model or DEFAULT_MODEL
             try:
                 embedder = load_embedder(spec, self.embed_config(),
-                                         memo_dir=None if self.read_only
-                                         else self.cache_root / MEMO_DIR,
+                                         memo_dir=self.cache_root / MEMO_DIR,
                                          deadline=s.network_deadline)
             except ModelError as exc:
                 hint = lanes.no_model_hint(s, self.cache_root, corpus)
@@ -213,12 +217,11 @@ class EvalSession:
                 raise ModelError(f"{exc}; {hint}") from None
             self.embedder = embedder
             self.vectors = lanes.vector_cache(self.cache_root, embedder.info())
-            if not self.read_only:  # nothing pulled or embedded: listing needs no vector
-                if s.cache_repo is not None and self.vectors.missing(
-                        prep_mod.needed_keys(self.vector_corpus(), embedder)):
-                    lanes.pull(s, self.cache_root, progress,
-                               fingerprint=embedder.fingerprint, model=embedder.name)
-                prep_mod.run_prep(self.vector_corpus(), embedder, self.vectors, progress)
+            if s.cache_repo is not None and self.vectors.missing(
+                    prep_mod.needed_keys(self.vector_corpus(), embedder)):
+                lanes.pull(s, self.cache_root, progress,
+                           fingerprint=embedder.fingerprint, model=embedder.name)
+            prep_mod.run_prep(self.vector_corpus(), embedder, self.vectors, progress)
             plan = Plan(str(corpus.path), str(self.cache_root), "model", embedder.info(), spec)
         plan = replace(plan, dataset_path=str(source.path.resolve()))
         self.plan = plan
@@ -336,7 +339,7 @@ class EvalSession:
         self.plan = plan
         self.corpus = corpus_mod.open_corpus(Path(plan.corpus_path))
         self._choose_subset()  # deterministic: the controller's very pairs
-        if plan.lane == "model" and plan.model_spec is not None:
+        if plan.lane == "model" and plan.model_spec is not None and not self.read_only:
             self.embedder = load_embedder(plan.model_spec, self.embed_config(),
                                           memo_dir=Path(plan.cache_root) / MEMO_DIR,
                                           deadline=self.settings.network_deadline)
@@ -359,7 +362,7 @@ class EvalSession:
             table = terms_mod.table_path(Path(self.plan.cache_root), corpus.dataset_sha256)
             corpus_sha = terms_mod.corpus_file_sha256(corpus)  # counts of this very corpus
             bm25.use_table(lambda: terms_mod.open_table(table, corpus_sha))
-        if "vipune" in self._retrievers:
+        if "vipune" in self._retrievers and not (self.read_only and self.plan.model is None):
             retrievers_mod.check_compatible(self.plan.model)
 
     # -- items ------------------------------------------------------------------------------

@@ -110,3 +110,29 @@ def test_the_model_lane_embeds_nothing_under_collect_only(
     assert result.ret == 0, result.stdout.str()
     assert len(ids_of(result)) == 3
     assert not isolated_cache.exists()
+
+
+@pytest.mark.parametrize("args", [("--co", "-q"), ("--co", "-q", "-n", "2")], ids=" ".join)
+def test_the_model_lane_loads_and_downloads_no_model_under_collect_only(
+        pytester: pytest.Pytester, data: Path, isolated_cache: Path,
+        monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...]) -> None:
+    # A Hub-named model that is nowhere on disk, and a Hub that refuses every connection: a
+    # listing that tried to load it would fail (a real run does, below).
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("HF_HOME", str(pytester.path / "hf-home"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("COLUMNS", "200")  # the header on one line
+    common = ("-p", "no:randomly", "--retrieval-eval", "--retrieval-eval-model=nobody/absent",
+              f"--retrieval-eval-data={data}", "--retrieval-eval-retriever=semantic,hybrid",
+              "--retrieval-eval-network-deadline=5")
+    result = pytester.runpytest_subprocess(*common, *args)
+    assert result.ret == 0, result.stdout.str()
+    assert len(ids_of(result)) == 6
+    header = pytester.runpytest_subprocess(*common, *[a for a in args if a != "-q"])
+    assert header.ret == 0, header.stdout.str()
+    header.stdout.fnmatch_lines(["*model nobody/absent (not loaded: nothing is scored)*"])
+    assert not isolated_cache.exists()
+    assert not (pytester.path / "hf-home").exists()
+    real = pytester.runpytest_subprocess(*common, "-q")
+    assert real.ret != 0
+    assert "model 'nobody/absent'" in real.stderr.str() + real.stdout.str()
