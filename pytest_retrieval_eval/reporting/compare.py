@@ -9,7 +9,9 @@ A comparison is plain data (it goes into the JSON report as ``"comparison"``):
   and ``recall_any@k`` under longmemeval, at every k both reports share) one row per retriever
   and question type, plus ``overall``: base and new means, ``delta`` (new - base), a 95% paired
   bootstrap interval of delta, the p-value of a two-sided paired randomization test and its
-  Holm-Bonferroni adjustment across the rows of that metric (:mod:`.significance`);
+  Holm-Bonferroni adjustment across the rows of that metric (:mod:`.significance`), how many
+  pairs differ and the least p they allow; the overall row also an estimate of the smallest
+  delta its pairs could detect (``detectable_delta``);
 * the pairs whose primary metric at k went up (gained) or down (lost), by question id;
 * how alike the rankings are (``agreement``, :mod:`.agreement_lines`): identical top k's and
   the mean overlap@k of the matched pairs' ``ranked``.
