@@ -9,7 +9,9 @@ A comparison is plain data (it goes into the JSON report as ``"comparison"``):
   and ``recall_any@k`` under longmemeval, at every k both reports share) one row per retriever
   and question type, plus ``overall``: base and new means, ``delta`` (new - base), a 95% paired
   bootstrap interval of delta, the p-value of a two-sided paired randomization test and its
-  Holm-Bonferroni adjustment across the rows of that metric (:mod:`.significance`);
+  Holm-Bonferroni adjustment across the rows of that metric (:mod:`.significance`), how many
+  pairs differ and the least p they allow; the overall row also an estimate of the smallest
+  delta its pairs could detect (``detectable_delta``);
 * the pairs whose primary metric at k went up (gained) or down (lost), by question id;
 * how alike the rankings are (``agreement``, :mod:`.agreement_lines`): identical top k's and
   the mean overlap@k of the matched pairs' ``ranked``.
@@ -373,6 +375,10 @@ def _compare_pairs(base_pairs: Sequence[Mapping[str, Any]],
                 "ci_low": float(low[j]), "ci_high": float(high[j]), "p": float(p[j]),
                 "differing": int(differing[j]), "least_p": sig.least_pvalue(int(differing[j])),
             })
+        for r, rk in zip(metric_rows, row_keys, strict=True):
+            if rk[1] == OVERALL:
+                idx = np.array(groups[rk])
+                r["detectable_delta"] = detectable(n_[idx, c] - b[idx, c])
         adjusted = sig.holm([r["p"] for r in metric_rows])
         for r, q in zip(metric_rows, adjusted, strict=True):
             r["p_holm"] = float(q)
@@ -395,6 +401,22 @@ def _compare_pairs(base_pairs: Sequence[Mapping[str, Any]],
                        "permutations": permutations,
                        "exact_when_differing_at_most": sig.EXACT_MAX_DIFFERING,
                        "correction": "holm", "alpha": sig.DEFAULT_ALPHA, "seed": seed}}
+
+
+#: How the overall rows' ``detectable_delta`` is estimated (said in the JSON beside it).
+DETECTABLE_METHOD = ("normal approximation: (z(1 - alpha/2) + z(power)) * sd(d) / sqrt(n), "
+                     "sd of the paired differences with ddof 1, two-sided")
+
+
+def detectable(d: np.ndarray[Any, np.dtype[np.float64]]) -> dict[str, Any]:
+    """The overall row's ``detectable_delta``: an estimate of the smallest Δ its n pairs
+    could detect (:func:`.significance.detectable_delta`), with how it was made; ``estimate``
+    is None (and ``reason`` says why) where none can be given."""
+    estimate, reason = sig.detectable_delta(d, alpha=sig.DEFAULT_ALPHA, power=sig.DEFAULT_POWER)
+    return {"estimate": estimate, "reason": reason, "alpha": sig.DEFAULT_ALPHA,
+            "power": sig.DEFAULT_POWER, "n": int(d.size),
+            "sd": float(np.std(d, ddof=1)) if d.size >= 2 else None,
+            "method": DETECTABLE_METHOD}
 
 
 # --------------------------------------------------------------------------- terminal text
@@ -436,46 +458,101 @@ def header_lines(cmp: Mapping[str, Any]) -> list[str]:
                  f"{len(cmp['only_in_new'])} only in new")
     lines.append(f"Δ = new - base, {method['ci']} CI ({method['resamples']} resamples, "
                  f"seed {method['seed']})")
-    lines.append(f"p: paired randomization test, two-sided, {method['permutations']} "
-                 f"permutations (exact if <= {method['exact_when_differing_at_most']} differ)")
+    lines.append(f"p: paired randomization test, two-sided, on the m pairs that differ; "
+                 f"{method['permutations']} permutations (exact if m <= "
+                 f"{method['exact_when_differing_at_most']})")
     lines.append(f"Holm: p adjusted across the rows of each metric; * = significant at "
                  f"{method['alpha']}")
     return lines
 
 
+#: Marks a row whose test could not reach the significance level however the scores fell
+#: (too few pairs differ); never on a significant row (its p is at least its least p).
+UNREACHABLE_MARK = "†"
+
+
 def table_lines(cmp: Mapping[str, Any], width: int | None = None) -> list[str]:
-    """One block per metric and retriever: a row per question type, then overall, then the
-    rows whose test could not have been significant (that line fitted to ``width``)."""
+    """One block per metric and retriever: a row per question type, then overall; under it
+    what the marks mean and what its n could detect (those lines fitted to ``width``).
+
+    Columns: question type and n (one field: a long type name beside a short n), m (pairs
+    that differ), base, new, Δ, its CI, p, Holm, then ``*`` (significant after Holm) or
+    :data:`UNREACHABLE_MARK`. With 25-character types and three-digit n and m a row is 80
+    columns wide at most."""
     lines: list[str] = []
+    alpha = _alpha(cmp)
     for metric, rows in cmp["rows"].items():
-        label_w = max(len("question type"), *(len(r["question_type"]) for r in rows))
-        n_w = max(3, *(len(str(r["n"])) for r in rows))
-        head = (f"{'question type':<{label_w}} {'n':>{n_w}} {'base':>6} {'new':>6} "
-                f"{'Δ':>7} {'95% CI of Δ':^14} {'p':>6} {'Holm':>6}")
+        lead_w = max(len("question type n"),
+                     *(len(r["question_type"]) + 1 + len(str(r["n"])) for r in rows))
+        m_w = max(3, *(len(str(r.get("differing", ""))) for r in rows))
+        head = (f"{'question type':<{lead_w - 1}}n {'m':>{m_w}} {'base':>5} {'new':>5} "
+                f"{'Δ':>6} {'95% CI of Δ':^13} {'p':>6} {'Holm':>6}")
         for retriever, grouped in itertools.groupby(rows, key=lambda r: r["retriever"]):
             block = list(grouped)
             lines.extend(["", f"{metric} · {retriever}", head])
             lines.extend(
-                f"{r['question_type']:<{label_w}} {r['n']:>{n_w}} {r['base']:>6.3f} "
-                f"{r['new']:>6.3f} {r['delta']:>+7.3f} "
-                f"[{r['ci_low']:+.2f}, {r['ci_high']:+.2f}] {format_p(r['p']):>6} "
-                f"{format_p(r['p_holm']):>6}{'*' if r['significant'] else ''}".rstrip()
+                f"{r['question_type']:<{lead_w - len(str(r['n']))}}{r['n']} "
+                f"{r.get('differing', ''):>{m_w}} {r['base']:>5.3f} {r['new']:>5.3f} "
+                f"{r['delta']:>+6.3f} [{r['ci_low']:+.2f},{r['ci_high']:+.2f}] "
+                f"{format_p(r['p']):>6} {format_p(r['p_holm']):>6}{_mark(r, alpha)}".rstrip()
                 for r in block)
-            lines.extend(fit_lines(_unreachable_lines(cmp, block), width))
+            lines.extend(fit_lines(unreachable_lines(cmp, block), width))
+            lines.extend(fit_lines(detectable_lines(cmp, block), width))
     return lines
 
 
-def _unreachable_lines(cmp: Mapping[str, Any], block: Sequence[Mapping[str, Any]]
+def _alpha(cmp: Mapping[str, Any]) -> float:
+    return float(cmp.get("method", {}).get("alpha", sig.DEFAULT_ALPHA))
+
+
+def unreachable(row: Mapping[str, Any], alpha: float) -> bool:
+    """The row's test could not have reached ``alpha``, how few pairs differ being the cause
+    (a saved comparison without ``least_p`` marks nothing)."""
+    return float(row.get("least_p", 0.0)) > alpha
+
+
+def _mark(row: Mapping[str, Any], alpha: float) -> str:
+    if row["significant"]:
+        return "*"
+    return UNREACHABLE_MARK if unreachable(row, alpha) else ""
+
+
+def unreachable_lines(cmp: Mapping[str, Any], block: Sequence[Mapping[str, Any]]
                        ) -> list[str]:
-    """The rows of one block whose test could not have reached the significance level, how
-    few pairs differ being the cause: "no change" there means "this n could not tell"."""
-    alpha = float(cmp.get("method", {}).get("alpha", sig.DEFAULT_ALPHA))
-    short = [r for r in block if r.get("least_p", 0.0) > alpha]
-    if not short:
+    """What the mark on a block's rows means, when one is marked: "no change" there means
+    "this n could not tell"."""
+    alpha = _alpha(cmp)
+    if not any(unreachable(r, alpha) for r in block):
         return []
-    named = ", ".join(f"{r['question_type']} ({r['differing']})" for r in short)
-    return [f"too few pairs differ to reach p <= {alpha:g} (the least p with m differing "
-            f"is 2/2^m): {named}"]
+    return [f"{UNREACHABLE_MARK} too few pairs differ to reach p <= {alpha:g}: the least p "
+            f"is 2/2^m (m >= {sig.fewest_differing(alpha)} can)"]
+
+
+def detectable_words(row: Mapping[str, Any]) -> str | None:
+    """What the overall row's ``detectable_delta`` says, in words (None: a saved comparison
+    without it): the estimate of the smallest Δ its pairs could detect, or why none."""
+    dd = row.get("detectable_delta")
+    if not isinstance(dd, Mapping):
+        return None
+    alpha, power = float(dd["alpha"]), float(dd["power"])
+    what = (f"smallest Δ these {row['n']} pairs could detect at p <= {alpha:g} with "
+            f"{power:.0%} power")
+    estimate, reason = dd.get("estimate"), dd.get("reason")
+    if estimate is not None:
+        return (f"{what} ≈ ±{float(estimate):.2f} (estimate: normal approximation from "
+                "the paired differences)")
+    if reason == sig.TOO_FEW_DIFFER:
+        return (f"{what}: none, too few differ ({row.get('differing', '?')}; the test needs "
+                f"{sig.fewest_differing(alpha)})")
+    return f"{what}: cannot be estimated ({reason})"
+
+
+def detectable_lines(cmp: Mapping[str, Any], block: Sequence[Mapping[str, Any]]
+                     ) -> list[str]:
+    """The overall row's smallest detectable Δ, one line (none for a saved comparison
+    without it)."""
+    words = [detectable_words(r) for r in block if r["question_type"] == OVERALL]
+    return [f"{OVERALL}: {w}" for w in words if w is not None]
 
 
 def _names(names: Sequence[str], verbose: bool) -> str:

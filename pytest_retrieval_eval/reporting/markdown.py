@@ -5,9 +5,11 @@ table per metric. Summary tables have a row per question type plus ``overall`` a
 retrievers as column groups (one column per k); the best value of each k in a row is bold
 only when it is strictly the best (no bold on a tie, none on a row of zeros). The diagnostics
 follow in a collapsed ``<details>``. Comparison tables have the same rows, and per retriever
-the columns base -> new, delta with its 95% CI, and the Holm-adjusted p-value (bold and
-marked when significant); the agreement of the rankings (identical top k, mean overlap@k)
-and the gained and lost questions follow, each in a ``<details>``.
+the columns m (pairs that differ), base -> new, delta with its 95% CI, and the Holm-adjusted
+p-value (bold and marked ``*`` when significant, marked ``†`` when too few pairs differ to
+reach the level), then a list: what ``†`` means, and per retriever the smallest delta its
+overall row could detect (an estimate); the agreement of the rankings (identical top k, mean
+overlap@k) and the gained and lost questions follow, each in a ``<details>``.
 
 Text from the dataset or a saved report (question ids, the dataset's and the reports' names)
 is written as a code span (:func:`code`): no newline of it starts a heading, and no HTML or
@@ -21,7 +23,7 @@ from typing import Any
 
 from ..errors import printable
 from .agreement_lines import agreement_markdown
-from .compare import format_p
+from .compare import UNREACHABLE_MARK, detectable_words, format_p, unreachable, unreachable_lines
 from .report import families_for, type_order
 
 #: The step-summary file GitHub Actions reads after each step.
@@ -156,6 +158,7 @@ def comparison_markdown(cmp: Mapping[str, Any]) -> str:
     """A comparison: one table per metric, retrievers as column groups."""
     base, new = cmp["base"], cmp["new"]
     method = cmp["method"]
+    alpha = float(method.get("alpha", 0.05))
     def both(key: str) -> str:
         a, b = base.get(key), new.get(key)
         return code(a) if a == b else f"{code(a)} → {code(b)}"
@@ -179,7 +182,7 @@ def comparison_markdown(cmp: Mapping[str, Any]) -> str:
         qtypes = [t for t in qtypes if t != "overall"] + ["overall"]
         head = ["question type", "n"]
         for r in retrievers:
-            head += [f"{r} base → new", f"{r} Δ [95% CI]", f"{r} p (Holm)"]
+            head += [f"{r} m", f"{r} base → new", f"{r} Δ [95% CI]", f"{r} p (Holm)"]
         table = []
         for qtype in qtypes:
             present = [by[(r, qtype)] for r in retrievers if (r, qtype) in by]
@@ -188,24 +191,34 @@ def comparison_markdown(cmp: Mapping[str, Any]) -> str:
             for r in retrievers:
                 x = by.get((r, qtype))
                 if x is None:
-                    cells += ["-", "-", "-"]
+                    cells += ["-", "-", "-", "-"]
                     continue
                 delta = f"{x['delta']:+.3f} [{x['ci_low']:+.2f}, {x['ci_high']:+.2f}]"
                 p = format_p(x["p_holm"])
                 if x["significant"]:
                     delta, p = f"**{delta}**", f"**{p}** \\*"
-                cells += [f"{x['base']:.3f} → {x['new']:.3f}", delta, p]
+                elif unreachable(x, alpha):
+                    p = f"{p} {UNREACHABLE_MARK}"
+                cells += [str(x.get("differing", "-")), f"{x['base']:.3f} → {x['new']:.3f}",
+                          delta, p]
             table.append(cells)
         lines.extend([f"#### Δ {metric}", "", *_table(head, table, right_from=1), ""])
+        notes = unreachable_lines(cmp, rows)
+        notes += [f"{code(x['retriever'])} overall: {words}" for x in rows
+                  if x["question_type"] == "overall"
+                  and (words := detectable_words(x)) is not None]
+        if notes:
+            lines.extend([*(f"- {note}" for note in notes), ""])
     agreement = agreement_markdown(cmp, _cell)
     if agreement:
         lines.extend(_details("Agreement of the rankings (identical top k, mean overlap@k)",
                               agreement))
     lines.extend(_change_details(cmp))
     lines.append(f"Δ = new - base; {method['ci']} CI ({method['resamples']} resamples); p: "
-                 f"{method['test']} test ({method['permutations']} permutations, exact when <= "
-                 f"{method['exact_when_differing_at_most']} pairs differ), Holm-adjusted across "
-                 f"the rows of each metric; \\* = significant at {method['alpha']}.")
+                 f"{method['test']} test on the m pairs that differ ({method['permutations']} "
+                 f"permutations, exact when m <= {method['exact_when_differing_at_most']}), "
+                 f"Holm-adjusted across the rows of each metric; \\* = significant at "
+                 f"{method['alpha']}.")
     lines.append("")
     return "\n".join(lines)
 

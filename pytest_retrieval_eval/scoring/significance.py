@@ -14,6 +14,10 @@ on one set of resamples, which is how :mod:`.compare` keeps a full-size comparis
   otherwise ``permutations`` random patterns are drawn and ``p = (hits + 1) / (draws + 1)``
   (a Monte-Carlo p-value that is never 0). This is Fisher's randomization test as used in IR
   evaluation (Smucker et al., CIKM '07; ranx's ``fisher_randomization_test``).
+- :func:`least_pvalue`: the smallest p that test can give when ``m`` pairs differ,
+  ``2**(1-m)``; :func:`fewest_differing`: the fewest differing pairs that can reach a level.
+- :func:`detectable_delta`: an estimate of the smallest mean difference ``n`` pairs could
+  detect with a given power (normal approximation from the paired differences).
 - :func:`holm`: Holm-Bonferroni adjusted p-values across a family of tests.
 
 Resamples and permutations are drawn in chunks of :data:`CHUNK_CELLS` cells, so memory is
@@ -26,6 +30,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
+from statistics import NormalDist
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -37,6 +42,8 @@ DEFAULT_RESAMPLES = 10_000
 DEFAULT_SEED = 0
 DEFAULT_LEVEL = 0.95
 DEFAULT_ALPHA = 0.05
+#: The power at which :func:`detectable_delta` sizes the smallest detectable difference.
+DEFAULT_POWER = 0.8
 #: Resample (or permutation) x pair cells drawn at once: memory is bounded by this chunk
 #: (about 16 bytes a cell: 16 MiB), whatever the number of pairs.
 CHUNK_CELLS = 1 << 20
@@ -174,6 +181,49 @@ def least_pvalue(differing: int) -> float:
     if differing <= 0:
         return 1.0
     return min(1.0, math.ldexp(1.0, 1 - differing))  # 2**(1 - m), 0.0 once it underflows
+
+
+def fewest_differing(alpha: float = DEFAULT_ALPHA) -> int:
+    """The fewest differing pairs whose least p (:func:`least_pvalue`) is at most ``alpha``:
+    6 at 0.05 (``2**-5 = 0.031``; 5 pairs give at best 0.0625)."""
+    m = 1
+    while least_pvalue(m) > alpha:
+        m += 1
+    return m
+
+
+#: Why :func:`detectable_delta` gives no estimate.
+TOO_FEW_DIFFER = "too few differ"
+TOO_FEW_PAIRS = "fewer than 2 pairs"
+ALL_EQUAL = "all differences equal"
+
+
+def detectable_delta(diffs: ArrayLike, *, alpha: float = DEFAULT_ALPHA,
+                     power: float = DEFAULT_POWER) -> tuple[float | None, str | None]:
+    """An estimate of the smallest mean difference these pairs could detect with a
+    two-sided test at ``alpha`` with probability ``power`` (the minimum detectable effect).
+
+    The normal approximation: ``(z(1 - alpha/2) + z(power)) * sd(d) / sqrt(n)``, ``sd`` of
+    the paired differences ``diffs`` (1-D) with ``ddof=1`` standing in for the spread of
+    differences a rerun would see. It ignores that ``sd`` is itself estimated (a t quantile
+    would be larger: about 10% at n = 12, 2% at n = 50) and that the randomization test's
+    p-values are discrete, so it is an estimate, best for tens of differing pairs or more.
+
+    Returns ``(estimate, None)``, or ``(None, why)``: :data:`TOO_FEW_DIFFER` when so few
+    pairs differ that the test cannot reach ``alpha`` at all (:func:`least_pvalue`; no
+    shift of these n could then be detected), :data:`TOO_FEW_PAIRS` when ``n < 2``,
+    :data:`ALL_EQUAL` when ``sd`` is 0.
+    """
+    d = np.asarray(diffs, dtype=np.float64).ravel()
+    if d.size < 2:
+        return None, TOO_FEW_PAIRS
+    if least_pvalue(int(np.count_nonzero(d))) > alpha:
+        return None, TOO_FEW_DIFFER
+    sd = float(np.std(d, ddof=1))
+    if not sd > 1e-12:  # equal differences: sums of floats may leave a few ulps of spread
+        return None, ALL_EQUAL
+    z = NormalDist()
+    return (z.inv_cdf(1.0 - alpha / 2.0) + z.inv_cdf(power)) * sd / math.sqrt(d.size), None
 
 
 def holm(pvalues: Sequence[float] | NDArray[np.float64]) -> NDArray[np.float64]:

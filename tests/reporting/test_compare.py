@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from pytest_retrieval_eval.cli import console as cli
@@ -298,19 +299,91 @@ def test_a_metric_the_pairs_lack_is_one_line() -> None:
         "recall_all@1", "recall_all@5"]
 
 
-def test_rows_that_could_not_reach_significance_are_named_with_how_many_pairs_differ() -> None:
+def test_rows_that_could_not_reach_significance_are_marked_with_how_many_pairs_differ() -> None:
     result = cmp.compare_reports(*two_reports())
     overall = row(result, "recall@1", "hybrid", "overall")
     assert (overall["differing"], overall["least_p"]) == (3, 0.25)  # (1, 0, -1, 1): 3 differ
     tr = row(result, "recall@1", "hybrid", "temporal-reasoning")
     assert (tr["differing"], tr["least_p"]) == (2, 0.5)
     lines = cmp.table_lines(result, 80)
-    note = [i for i, line in enumerate(lines) if line.startswith("too few pairs differ")]
-    assert note, lines
-    block = " ".join(line.strip() for line in lines[note[0]:note[0] + 3])
-    assert "temporal-reasoning (2)" in block and "overall (3)" in block
+    head = next(line for line in lines if line.startswith("question type"))
+    assert head.split() == ["question", "type", "n", "m", "base", "new", "Δ", "95%", "CI",
+                            "of", "Δ", "p", "Holm"]
+    block = lines[lines.index(head) + 1:lines.index(head) + 4]
+    rows = {line.split()[0]: line for line in block}
+    assert rows["temporal-reasoning"].split()[1:3] == ["2", "2"]  # n 2 (q5, q6 unmatched), m 2
+    assert rows["overall"].split()[1:3] == ["4", "3"]
+    assert all(r.endswith(cmp.UNREACHABLE_MARK) for r in rows.values())
+    m_end = head.index(" m ") + 2  # the m column sits under its heading
+    assert rows["overall"][:m_end].endswith("3") and rows["overall"][m_end] == " "
+    notes = [line for line in lines if line.startswith(cmp.UNREACHABLE_MARK)]
+    assert notes == [f"{cmp.UNREACHABLE_MARK} too few pairs differ to reach p <= 0.05: the "
+                     "least p is 2/2^m (m >= 6 can)"] * 4  # under each block
     assert all(len(line) <= 80 for line in lines)
     qids = [(f"q{i}", "multi-session", 0.0) for i in range(30)]  # 25 differ: it could tell
     better = [(q, t, 1.0 if i < 25 else 0.0) for i, (q, t, _) in enumerate(qids)]
     clear = cmp.compare_reports(make_report({"hybrid": qids}), make_report({"hybrid": better}))
-    assert not [x for x in cmp.table_lines(clear, 80) if x.startswith("too few pairs")]
+    lines = cmp.table_lines(clear, 80)
+    assert not [x for x in lines if cmp.UNREACHABLE_MARK in x]
+    assert next(x for x in lines if x.startswith("overall ")).endswith("*")
+
+
+def test_the_overall_row_says_what_its_pairs_could_detect() -> None:
+    """An estimate when enough pairs differ; "none" when too few do; "cannot be estimated"
+    when the differences are all equal; in the JSON with how it was made."""
+    def compare(new_scores: list[float]) -> dict[str, Any]:
+        base = make_report({"hybrid": [(f"q{i}", "multi-session", 0.5)
+                                       for i in range(len(new_scores))]})
+        new = make_report({"hybrid": [(f"q{i}", "multi-session", v)
+                                      for i, v in enumerate(new_scores)]})
+        return cmp.compare_reports(base, new, metrics=["recall@1"])
+
+    scores = [1.0, 0.0, 1.0, 1.0, 0.5, 0.0, 1.0, 0.5, 1.0, 0.5] * 3  # 21 of 30 differ
+    result = compare(scores)
+    dd = row(result, "recall@1", "hybrid", "overall")["detectable_delta"]
+    d = np.array(scores) - 0.5
+    assert dd["estimate"] == pytest.approx(
+        (1.959964 + 0.841621) * float(np.std(d, ddof=1)) / np.sqrt(30), rel=1e-6)
+    assert (dd["reason"], dd["alpha"], dd["power"], dd["n"]) == (None, 0.05, 0.8, 30)
+    assert dd["sd"] == pytest.approx(float(np.std(d, ddof=1)))
+    assert "normal approximation" in dd["method"] and "ddof 1" in dd["method"]
+    assert "detectable_delta" not in row(result, "recall@1", "hybrid", "multi-session")
+    assert (f"overall: smallest Δ these 30 pairs could detect at p <= 0.05 with 80% power ≈ "
+            f"±{dd['estimate']:.2f} (estimate: normal approximation from the paired "
+            "differences)") in cmp.table_lines(result)
+    assert all(len(line) <= 80 for line in cmp.table_lines(result, 80))
+    few = compare([1.0] * 5 + [0.5] * 25)
+    assert row(few, "recall@1", "hybrid", "overall")["detectable_delta"]["estimate"] is None
+    assert ("overall: smallest Δ these 30 pairs could detect at p <= 0.05 with 80% power: "
+            "none, too few differ (5; the test needs 6)") in cmp.table_lines(few)
+    equal = compare([1.0] * 30)  # 30 differ, all by +0.5: no spread to size a test by
+    assert row(equal, "recall@1", "hybrid", "overall")["significant"]
+    assert any(line.endswith("cannot be estimated (all differences equal)")
+               for line in cmp.table_lines(equal))
+    saved = json.loads(json.dumps(result))  # a comparison written before the estimate
+    for r in saved["rows"]["recall@1"]:
+        r.pop("detectable_delta", None)
+    assert not [x for x in cmp.table_lines(saved) if "could detect" in x]
+
+
+def test_the_table_fits_80_columns_with_long_types_and_three_digit_n() -> None:
+    """LongMemEval_M's shape: 25-character types of 30 to 133 pairs, 500 overall, more than
+    99 differing, p < 0.001 and significant: every line within 80, words whole."""
+    types = [("single-session-preference", 30), ("single-session-assistant", 56),
+             ("temporal-reasoning", 133), ("multi-session", 133),
+             ("knowledge-update", 78), ("single-session-user", 70)]
+    base_rows, new_rows = [], []
+    for qtype, count in types:
+        for i in range(count):
+            qid = f"{qtype}-{i}"
+            base_rows.append((qid, qtype, 0.0))
+            new_rows.append((qid, qtype, 1.0 if i % 3 else 0.0))
+    result = cmp.compare_reports(make_report({"hybrid": base_rows}),
+                                 make_report({"hybrid": new_rows}))
+    lines = cmp.comparison_lines(result, width=80)
+    assert max(len(line) for line in lines) <= 80
+    overall = [x for x in lines if x.startswith("overall ")]
+    assert overall and all(x.endswith("*") and " 500 " in x and "<0.001" in x for x in overall)
+    table = [x for x in lines if x.startswith("single-session-preference")]
+    assert table and all(x.split()[1:3] == ["30", "20"] for x in table)
+    assert max(len(x) for x in lines if x.startswith(("question type", "single-session"))) == 80
