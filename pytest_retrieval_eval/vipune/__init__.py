@@ -27,7 +27,18 @@ name of the reference is importable from here: ``from pytest_retrieval_eval impo
 from __future__ import annotations
 
 from .cli_output import VipuneOutputError, format_search_json, parse_search_json
-from .fts import FTS_MODES, escape_fts_query, fts_search, fts_tied_past
+from .fts import (
+    FTS_MODES,
+    FTS_TOKENIZE,
+    MAX_MATCH_WORDS,
+    FtsMatch,
+    escape_fts_query,
+    fts_matched,
+    fts_search,
+    fts_tied_past,
+    fts_tokens,
+    fts_words,
+)
 from .hybrid import (
     DECAY_LAMBDA,
     RRF_K,
@@ -83,9 +94,11 @@ __all__ = [
     "EMBEDDING_DIM",
     "FTS_MODES",
     "FTS_SQL",
+    "FTS_TOKENIZE",
     "INSERT_SQL",
     "MAX_CANDIDATE_POOL",
     "MAX_INPUT_LENGTH",
+    "MAX_MATCH_WORDS",
     "MAX_SEARCH_LIMIT",
     "MIN_CANDIDATE_POOL",
     "MODEL_ID",
@@ -95,6 +108,7 @@ __all__ = [
     "VIPUNE_VERSION",
     "WHITE_SPACE",
     "Connectable",
+    "FtsMatch",
     "HybridParts",
     "SearchResult",
     "StoredRows",
@@ -105,8 +119,11 @@ __all__ = [
     "cosine_similarity",
     "escape_fts_query",
     "format_search_json",
+    "fts_matched",
     "fts_search",
     "fts_tied_past",
+    "fts_tokens",
+    "fts_words",
     "fuse_lists",
     "load_rows",
     "master_sql",
