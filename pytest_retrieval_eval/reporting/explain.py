@@ -444,8 +444,8 @@ def diff_lines(base: Mapping[str, Any], new: Mapping[str, Any], question_id: str
              + ")"]
     if "question" in first:
         lines.append(f"  {first['question']}")
-    lines += [f"gold: {', '.join(gold) if gold else 'none'}",
-              f"base: {base_source}; new: {new_source}"]
+    lines += [f"gold: {', '.join(gold) if gold else 'none'}", f"base: {base_source}",
+              f"new:  {new_source}"]
     for b, n in lanes:
         lines.append("")
         lines.extend(lane_diff_lines(b, n, top))

@@ -112,7 +112,7 @@ def test_an_older_report_says_which_option_records_the_rows() -> None:
 def test_diff_marks_rows_that_entered_or_left_and_the_golds_move() -> None:
     lines = diff_lines(report(BASE), report(NEW), "q1", retrievers=[("hybrid", "hybrid+fts:or")],
                        width=None, base_source="report b.json", new_source="report n.json")
-    assert "base: report b.json; new: report n.json" in lines
+    assert lines[3:5] == ["base: report b.json", "new:  report n.json"]
     assert "hybrid -> hybrid+fts:or: top 3 (base, new rank; + entered, - left; * gold)" in lines
     assert _line(lines, "      1   1   a ")
     entered = _line(lines, "  +   -   2   x ")
