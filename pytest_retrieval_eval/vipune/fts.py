@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from .limits import WHITE_SPACE, SearchResult, VipuneInputError, rust_trim, validate_limit
 from .schema import FTS_SQL, Connectable, _Conn
@@ -111,6 +112,12 @@ def fts_tokens(words: Sequence[str]) -> list[list[str]]:
     and read back through its ``fts5vocab`` instance table. [] for a word FTS5 keeps no token
     of (``"?"``: alone it matches no row, beside other words it is ignored). Not vipune's:
     for ``retrieval-eval explain``."""
+    return [list(t) for t in _tokens(tuple(words))]
+
+
+@lru_cache(maxsize=512)
+def _tokens(words: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    """:func:`fts_tokens`, kept per question (every retriever of a run asks the same)."""
     db = sqlite3.connect(":memory:")
     try:
         db.execute(f"CREATE VIRTUAL TABLE q USING fts5(c, tokenize='{FTS_TOKENIZE}')")
@@ -120,7 +127,7 @@ def fts_tokens(words: Sequence[str]) -> list[list[str]]:
         out: list[list[str]] = [[] for _ in words]
         for rowid, term in db.execute("SELECT doc, term FROM v ORDER BY doc, offset"):
             out[int(rowid) - 1].append(str(term))
-        return out
+        return tuple(tuple(t) for t in out)
     finally:
         db.close()
 
@@ -139,29 +146,33 @@ def fts_matched(conn: Connectable, query: str, project_id: str, ids: Sequence[st
                 max_words: int = MAX_MATCH_WORDS) -> FtsMatch:
     """For each of ``ids``, the words of ``query`` (trimmed as vipune does) whose quoted
     FTS5 phrase, exactly as vipune's query holds it, matches that row: SQLite's FTS5 asked
-    once per distinct word (``MATCH '"word"'`` restricted to the ids and the project). A row
+    each distinct word's own ``MATCH '"word"'`` (one statement, the words' selects joined by
+    UNION ALL), kept for the rows of those ids in the project. A row
     of vipune's AND query matched every word with a token; one of the OR what-if, any.
     At most ``max_words`` distinct words are asked about; a word holding a NUL (which
     vipune's search refuses) never matches. Not vipune's: for ``retrieval-eval explain``."""
     distinct = list(dict.fromkeys(fts_words(rust_trim(query))))
     words = distinct[:max_words]
     tokens = fts_tokens(words)
+    asked = [w for w, t in zip(words, tokens, strict=True) if t and "\x00" not in w]
     wanted = list(dict.fromkeys(ids))
     matched: dict[str, list[str]] = {}
-    if wanted:
+    if wanted and asked:
         with _Conn(conn) as db:
-            for word, toks in zip(words, tokens, strict=True):
-                if not toks or "\x00" in word:
-                    continue
-                for start in range(0, len(wanted), 500):  # under any SQLite variable limit
-                    chunk = wanted[start:start + 500]
-                    rows = db.execute(
-                        "SELECT m.id FROM memories_fts JOIN memories m ON m.rowid = "
-                        "memories_fts.rowid WHERE memories_fts MATCH ? AND m.project_id = ? "
-                        f"AND m.id IN ({', '.join('?' * len(chunk))})",
-                        (_quoted(word), project_id, *chunk)).fetchall()
-                    for (mem_id,) in rows:
-                        matched.setdefault(str(mem_id), []).append(word)
+            id_of: dict[int, str] = {}
+            for start in range(0, len(wanted), 500):  # under any SQLite variable limit
+                chunk = wanted[start:start + 500]
+                id_of.update((int(r), str(i)) for r, i in db.execute(
+                    "SELECT rowid, id FROM memories WHERE project_id = ? AND id IN "
+                    f"({', '.join('?' * len(chunk))})", (project_id, *chunk)))
+            # One statement: each word's own MATCH (its doclist read whole: a rowid filter
+            # inside FTS5 costs a lookup per row), kept for the rows asked about.
+            sql = " UNION ALL ".join(
+                f"SELECT {n}, rowid FROM memories_fts WHERE memories_fts MATCH ?"
+                for n in range(len(asked)))
+            for n, rowid in (db.execute(sql, [_quoted(w) for w in asked]) if id_of else ()):
+                if int(rowid) in id_of:
+                    matched.setdefault(id_of[int(rowid)], []).append(asked[int(n)])
     order = {w: i for i, w in enumerate(words)}
     return FtsMatch(words, tokens,
                     {i: sorted(matched[i], key=order.__getitem__) for i in wanted if i in matched},
