@@ -114,11 +114,12 @@ def _matched_text(source: Mapping[str, Any], mem_id: str) -> str | None:
     if not isinstance(matched, Mapping):
         return None
     words = [str(w) for w in matched.get(mem_id) or []]
+    asked = source.get("words") or []
     live = sum(1 for t in source.get("tokens") or [] if t)  # words FTS5 keeps a token of
+    cut = int(source.get("words_total") or len(asked)) > len(asked)  # some not asked about
     if not words:
         return "matched none"
-    if len(words) == live > 1 and int(source.get("words_total") or 0) <= live + sum(
-            1 for t in source.get("tokens") or [] if not t):
+    if len(words) == live > 1 and not cut:
         return f"matched all {live}"
     return "matched " + ", ".join(words)
 
@@ -244,7 +245,9 @@ def pair_lines(pair: Mapping[str, Any], top: int) -> list[str]:
     facts = pair.get("explain")
     rows = _rows_of(facts)
     said = [_row_text(rows.get(mem_id), facts, mem_id) for mem_id in ranked]
-    shown = [mem_id + ("  (gold)" if mem_id in gold_set else "") for mem_id in ranked]
+    # "(gold)" beside a bare id; where the rows' parts stand in a column, "*" alone says it
+    shown = [mem_id + ("  (gold)" if mem_id in gold_set and not any(said) else "")
+             for mem_id in ranked]
     width = max((len(x) for x in shown), default=0) if any(said) else 0  # facts in a column
     for i, (mem_id, text, row) in enumerate(zip(ranked, shown, said, strict=True), start=1):
         lines.append(f"  {i:>3} {'*' if mem_id in gold_set else ' '} "
