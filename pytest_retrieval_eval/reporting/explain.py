@@ -387,6 +387,7 @@ def lane_diff_lines(base: Mapping[str, Any], new: Mapping[str, Any], top: int) -
     lines = [f"{title}: top {top} (base, new rank; + entered, - left; * gold)"]
     order = [*n_top, *(x for x in b_top if x not in set(n_top))]
     width = max((len(x) for x in order), default=0)
+    digits = len(str(top))
     for mem_id in order:
         b_rank = b_top.index(mem_id) + 1 if mem_id in b_top else None
         n_rank = n_top.index(mem_id) + 1 if mem_id in n_top else None
@@ -395,7 +396,7 @@ def lane_diff_lines(base: Mapping[str, Any], new: Mapping[str, Any], top: int) -
         row = _row_text(_rows_of(facts).get(mem_id), facts, mem_id)
         if n_rank is None and row:
             row = "  base:" + row[1:]
-        lines.append(f"  {mark} {b_rank or '-':>3} {n_rank or '-':>3} "
+        lines.append(f"  {mark} {b_rank or '-':>{digits}} {n_rank or '-':>{digits}} "
                      f"{'*' if mem_id in gold_set else ' '} " + (f"{mem_id:<{width}}{row}"
                                                                 if row else mem_id))
     for g in gold:

@@ -114,11 +114,11 @@ def test_diff_marks_rows_that_entered_or_left_and_the_golds_move() -> None:
                        width=None, base_source="report b.json", new_source="report n.json")
     assert lines[3:5] == ["base: report b.json", "new:  report n.json"]
     assert "hybrid -> hybrid+fts:or: top 3 (base, new rank; + entered, - left; * gold)" in lines
-    assert _line(lines, "      1   1   a ")
-    entered = _line(lines, "  +   -   2   x ")
+    assert _line(lines, "    1 1   a ")
+    entered = _line(lines, "  + - 2   x ")
     assert f"sem 1 + fts 5 = {1 / 26 + 1 / 30:.4f}; matched Emergency, fund" in entered
-    assert _line(lines, "      2   3   b ")
-    left = _line(lines, "  -   3   - * g ")
+    assert _line(lines, "    2 3   b ")
+    left = _line(lines, "  - 3 - * g ")
     assert "base: sem 1 + fts 3 = " in left  # a row that left: the base report's parts
     assert "  gold g: rank 3 -> rank 6 (outside the top 3) (down 3)" in lines
     assert f"    new: sem 4 + fts 7 = {1 / 29 + 1 / 32:.4f}; matched all 3" in lines
