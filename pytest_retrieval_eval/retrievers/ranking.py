@@ -226,8 +226,9 @@ def explain_facts(retriever: object, query: Query, gold: Sequence[str],
     (``fts``, ``hybrid`` and their what-ifs) the query words each row matched, as SQLite's
     FTS5 says (:func:`.vipune.fts_matched`): ``words`` (the distinct words asked about),
     ``tokens`` (each word's FTS5 tokens), ``words_total`` and ``matched`` (``{id: [words]}``,
-    rows that matched none left out), under ``fusion`` or ``fts``. All of it is recorded,
-    bounded by the rows shown: explain recomputes nothing."""
+    rows that matched none left out), under ``fusion`` or ``fts``, each word cut to
+    :data:`MAX_WORD` characters and :data:`MAX_TOKENS` tokens. All of it is recorded, bounded
+    by the rows shown: explain recomputes nothing."""
     top = max(ks)
     full = _last_scores(retriever)
     searched = dedupe(i for i, _ in full) if full is not None else list(rankings[top])
@@ -287,8 +288,20 @@ def _matched(retriever: object, shown: Sequence[str]) -> dict[str, Any]:
     got = ask(shown)
     if not isinstance(got, vipune.FtsMatch):
         return {}
-    return {"words": list(got.words), "tokens": [list(t) for t in got.tokens],
-            "words_total": int(got.total), "matched": dict(got.matched)}
+    return {"words": [_word(w) for w in got.words],
+            "tokens": [[_word(t) for t in tokens[:MAX_TOKENS]] for tokens in got.tokens],
+            "words_total": int(got.total),
+            "matched": {i: [_word(w) for w in words] for i, words in got.matched.items()}}
+
+
+#: A recorded word (or token) is cut to this many characters, a word to this many tokens: the
+#: record stays small whatever a question holds (one "word" may be thousands of characters).
+MAX_WORD = 40
+MAX_TOKENS = 8
+
+
+def _word(word: str) -> str:
+    return word if len(word) <= MAX_WORD else word[:MAX_WORD - 1] + "…"
 
 
 def check_haystack(question_id: str, rankings: Mapping[int, Sequence[str]],
