@@ -1,14 +1,19 @@
-"""One question explained from a saved report: why each retriever ranked its gold where it did.
+"""One question explained from a saved report: why each retriever ranked its rows where it did.
 
 :func:`explain_lines` renders, from a JSON report (``--retrieval-eval-json``) and a question
-id: the question, its type and date, its gold sessions; per retriever, the top k with the gold
-marked (each row with its score and the facts the retriever gave, ``last_facts``, where it gave
-them) and the rank where each gold session landed (or "not returned"); for a fused retriever
-(``hybrid`` and its what-ifs) each gold session's semantic rank, FTS rank and RRF
-contributions ``1/(k + rank)``, and the FTS5 MATCH string vipune sends, with "0 rows" when
-that is why FTS did not help; the metrics that depend on the order of equal scores. Everything
-comes from the pair's result (``explain``, ``ties``, ``question``); a report written before
-they were recorded says so, and which option records them. ``retrieval-eval explain`` prints
+id: the question, its type and date, its gold sessions; per retriever, every row of the top k
+(the largest k), gold marked, with what the run recorded of it: for a fused retriever
+(``hybrid`` and its what-ifs) its rank in the semantic and the FTS list and their RRF sum
+(``sem 3 + fts 5 = 0.0690``), for ``fts``, ``hybrid`` and their what-ifs the query words it
+matched in FTS5 (``matched Emergency, fund``), its score and the facts the retriever gave
+(``last_facts``); the rank where each gold session landed (or "not returned"), a gold session
+past the top with its own row's parts; for a fused retriever each gold session's RRF
+contributions ``1/(k + rank)``; the FTS5 MATCH string vipune sends, with "0 rows" when that
+is why FTS did not help, and how FTS5 reads its words; the metrics that depend on the order
+of equal scores. :func:`diff_lines` shows one question of two reports, rows aligned (``+``
+entered the top k, ``-`` left it) and the gold's moves. Everything comes from the pair's
+result (``explain``, ``ties``, ``question``), nothing is recomputed; a report written before
+a part was recorded says so, and which option records it. ``retrieval-eval explain`` prints
 it; the pytest face may show it for one item under ``-v``.
 """
 

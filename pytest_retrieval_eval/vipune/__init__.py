@@ -13,7 +13,7 @@ one vipune would return, one module per part of vipune:
 - ``semantic``: ``Database::search``: float64 cosine of float32 values, summed left to right,
   stable sort;
 - ``fts``: ``Database::search_bm25``: the word escaping and the exact FTS5 statement, run on
-  SQLite;
+  SQLite (and, not vipune's, for explain: the query words each row matched, FTS5 asked);
 - ``hybrid``: ``rrf::rrf_fusion`` with k = 25 and the id tie-break, and ``search_hybrid``'s
   candidate pool, recency decay and truncation;
 - ``cli_output``: the ``--json`` search output of the command line (``src/output.rs``);

@@ -137,6 +137,12 @@ def test_diff_refusals_are_one_line(two_reports: tuple[Path, Path],
     assert f"retriever 'fts' did not rank question e7110041 in report {new}" in err
     code, out, err = _run(["explain", str(base), "e7110041", "--retrievers", "hybrid"], capsys)
     assert code == 4 and "give the other report with --diff OTHER.json" in err
+    code, out, err = _run(["explain", str(base), "e7110041", "--diff", str(new), "--retriever",
+                           "hybrid", "--retrievers", "hybrid=hybrid+fts:or"], capsys)
+    assert code == 4 and "--retriever and --retrievers both name the retrievers" in err
+    code, out, err = _run(["explain", str(base), "e7110041", "--diff", str(new),
+                           "--retrievers", "a=b=c"], capsys)
+    assert code == 4 and err.count("\n") == 1 and "BASE_NAME=NEW_NAME" in err
     # the same report against itself: nothing moved
     code, out, err = _run(["explain", str(base), "e7110041", "--diff", str(base)], capsys)
     assert code == 0 and "recall@k: unchanged at every k" in out
