@@ -34,8 +34,8 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     explain.add_argument("--retriever", default=None, metavar="NAME",
                          help="only this retriever (default: every retriever of the report)")
     explain.add_argument("--diff", type=file_path, default=None, metavar="OTHER.json",
-                         help="show the question in REPORT.json (base) and OTHER.json (new) "
-                         "side by side, aligned, per retriever present in both")
+                         help="show the question in REPORT.json (base) and OTHER.json (new), "
+                         "the rows of both aligned in one table, per retriever present in both")
     explain.add_argument("--retrievers", default=None, metavar="NAMES",
                          help="with --diff: the retrievers to pair, NAME or BASE_NAME="
                          "NEW_NAME, comma-separated (e.g. hybrid=hybrid+fts:or), as compare "
