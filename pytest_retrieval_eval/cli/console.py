@@ -12,8 +12,9 @@ report comparison and data generation. This module assembles the parser and runs
   ``cache push --repo ORG/NAME`` / ``cache pull --repo ORG/NAME`` share one model's vectors
   through a Hugging Face Hub dataset repo (:mod:`pytest_retrieval_eval.vectors.hub_sync`).
 * :mod:`.reports`: ``retrieval-eval compare``, ``plot`` and ``markdown``.
-* :mod:`.explain`: ``retrieval-eval explain REPORT QUESTION_ID [--retriever R]``: one
-  question of a saved report, its ranks, gold, RRF arithmetic and FTS query.
+* :mod:`.explain`: ``retrieval-eval explain REPORT QUESTION_ID [--retriever R] [--diff
+  OTHER]``: one question of a saved report, every top row's ranks, gold, RRF arithmetic,
+  matched words and FTS query; with ``--diff`` two reports' rows aligned.
 * :mod:`.export`: ``retrieval-eval export REPORT --format trec --out DIR`` writes a report's
   rankings as TREC run files and qrels (docs/trec.md).
 * :mod:`.generate`: ``retrieval-eval generate --preset sample OUT.json`` writes

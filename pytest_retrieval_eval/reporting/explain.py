@@ -1,14 +1,19 @@
-"""One question explained from a saved report: why each retriever ranked its gold where it did.
+"""One question explained from a saved report: why each retriever ranked its rows where it did.
 
 :func:`explain_lines` renders, from a JSON report (``--retrieval-eval-json``) and a question
-id: the question, its type and date, its gold sessions; per retriever, the top k with the gold
-marked (each row with its score and the facts the retriever gave, ``last_facts``, where it gave
-them) and the rank where each gold session landed (or "not returned"); for a fused retriever
-(``hybrid`` and its what-ifs) each gold session's semantic rank, FTS rank and RRF
-contributions ``1/(k + rank)``, and the FTS5 MATCH string vipune sends, with "0 rows" when
-that is why FTS did not help; the metrics that depend on the order of equal scores. Everything
-comes from the pair's result (``explain``, ``ties``, ``question``); a report written before
-they were recorded says so, and which option records them. ``retrieval-eval explain`` prints
+id: the question, its type and date, its gold sessions; per retriever, every row of the top k
+(the largest k), gold marked, with what the run recorded of it: for a fused retriever
+(``hybrid`` and its what-ifs) its rank in the semantic and the FTS list and their RRF sum
+(``sem 3 + fts 5 = 0.0690``), for ``fts``, ``hybrid`` and their what-ifs the query words it
+matched in FTS5 (``matched Emergency, fund``), its score and the facts the retriever gave
+(``last_facts``); the rank where each gold session landed (or "not returned"), a gold session
+past the top with its own row's parts; for a fused retriever each gold session's RRF
+contributions ``1/(k + rank)``; the FTS5 MATCH string vipune sends, with "0 rows" when that
+is why FTS did not help, and how FTS5 reads its words; the metrics that depend on the order
+of equal scores. :func:`diff_lines` shows one question of two reports, rows aligned (``+``
+entered the top k, ``-`` left it) and the gold's moves. Everything comes from the pair's
+result (``explain``, ``ties``, ``question``), nothing is recomputed; a report written before
+a part was recorded says so, and which option records it. ``retrieval-eval explain`` prints
 it; the pytest face may show it for one item under ``-v``.
 """
 
@@ -20,7 +25,7 @@ from typing import Any
 from ..errors import RetrievalEvalError, printable
 from .report import fit_lines
 
-__all__ = ["ExplainError", "explain_lines", "pair_lines"]
+__all__ = ["ExplainError", "diff_lines", "explain_lines", "lane_diff_lines", "pair_lines"]
 
 #: How the report is (re)written so that it holds what explain shows.
 RECORD_HINT = ("run pytest --retrieval-eval again with --retrieval-eval-json (this version "
@@ -82,25 +87,160 @@ def _fact_text(value: object) -> str:
     return str(value)
 
 
-def _row_text(row: object) -> str:
-    """A shown row's score and facts (``explain.rows``, :mod:`..retrievers.row_facts`):
-    ``  score 0.8300; matched: paris, trip``; "" when the retriever gave neither."""
-    if not isinstance(row, Mapping):
-        return ""
+def _number(value: object) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def _fused_text(fusion: Mapping[str, Any], mem_id: str, score: float | None) -> str | None:
+    """``sem 3 + fts 5 = 0.0323``: the row's rank in each fused list and their RRF sum
+    (``-``: not in that list), then ``score`` where the recorded one differs (recency);
+    None when the report holds no ranks for the row."""
+    ranks = (fusion.get("rows") or {}).get(mem_id)
+    if not isinstance(ranks, Mapping):
+        ranks = (fusion.get("gold") or {}).get(mem_id)
+    if not isinstance(ranks, Mapping):
+        return None
+    k = int(fusion["rrf_k"])
+    sem, fts = ranks.get("semantic"), ranks.get("fts")
+    total = _contribution(sem, k) + _contribution(fts, k)
+    text = f"sem {sem or '-'} + fts {fts or '-'} = {total:.4f}"
+    if score is not None and abs(score - total) > 5e-5:
+        text += f", score {score:.4f}"
+    return text
+
+
+def _matched_text(source: Mapping[str, Any], mem_id: str) -> str | None:
+    """The query words the row matched in FTS5 (``matched all 3``: every word FTS5 keeps a
+    token of; ``matched Emergency, fund``; ``matched none``); None when the report does not
+    hold them."""
+    matched = source.get("matched")
+    if not isinstance(matched, Mapping):
+        return None
+    words = [str(w) for w in matched.get(mem_id) or []]
+    asked = source.get("words") or []
+    live = sum(1 for t in source.get("tokens") or [] if t)  # words FTS5 keeps a token of
+    cut = int(source.get("words_total") or len(asked)) > len(asked)  # some not asked about
+    if not words:
+        return "matched none"
+    if len(words) == live > 1 and not cut:
+        return f"matched all {live}"
+    return "matched " + ", ".join(words)
+
+
+def _row_text(row: object, facts: Mapping[str, Any] | None = None, mem_id: str = "") -> str:
+    """A shown row's parts: for a fused retriever its ranks in the fused lists and their RRF
+    sum, the query words it matched in FTS5 (``fts``, ``hybrid``), its score (where no sum
+    says it) and the facts the retriever gave (``last_facts``):
+    ``  sem 3 + fts 5 = 0.0323; matched: paris, trip``; "" when the report holds none."""
     parts = []
-    score = row.get("score")
-    if isinstance(score, (int, float)) and not isinstance(score, bool):
+    score = _number(row.get("score")) if isinstance(row, Mapping) else None
+    fusion = (facts or {}).get("fusion")
+    fused = _fused_text(fusion, mem_id, score) if isinstance(fusion, Mapping) else None
+    if fused is not None:
+        parts.append(fused)
+    elif score is not None:
         parts.append(f"score {score:.4f}")
-    facts = row.get("facts")
-    if isinstance(facts, Mapping):
-        parts.extend(f"{key}: {_fact_text(value)}" for key, value in facts.items())
+    source = fusion if isinstance(fusion, Mapping) else (facts or {}).get("fts")
+    words = _matched_text(source, mem_id) if isinstance(source, Mapping) else None
+    if words is not None:
+        parts.append(words)
+    given = row.get("facts") if isinstance(row, Mapping) else None
+    if isinstance(given, Mapping):
+        parts.extend(f"{key}: {_fact_text(value)}" for key, value in given.items())
     return ("  " + "; ".join(parts)) if parts else ""
 
 
+def _tokens_line(source: Mapping[str, Any]) -> list[str]:
+    """How FTS5 (``porter unicode61``) reads the query's words: ``months? -> month``."""
+    words, tokens = source.get("words"), source.get("tokens")
+    if not isinstance(words, list) or not isinstance(tokens, list) or not words:
+        return []
+    shown = []
+    for word, toks in zip(words, tokens, strict=False):
+        toks = [str(t) for t in toks or []]
+        if not toks:
+            shown.append(f"{word} -> (no token: FTS5 ignores it)")
+        elif toks != [str(word).lower()]:
+            shown.append(f"{word} -> {' '.join(toks)}")
+        else:
+            shown.append(str(word))
+    total = int(source.get("words_total") or len(words))
+    more = f" (the first {len(words)} of {total} distinct words)" if total > len(words) else ""
+    return [f"  FTS5 reads the words{more}: " + ", ".join(shown)]
+
+
+def _gold_rank(facts: Mapping[str, Any] | None, ranked: Sequence[str], g: str,
+               top: int) -> tuple[int | None, str]:
+    """Where gold ``g`` landed (None: not returned, or past the top when the report does not
+    say) and the words for it."""
+    ranks: Mapping[str, Any] = (facts or {}).get("gold_ranks") or {}
+    if facts is not None and g in ranks:
+        rank = None if ranks[g] is None else int(ranks[g])
+        return rank, _rank_text(rank, top)
+    rank = ranked.index(g) + 1 if g in ranked else None
+    return rank, (_rank_text(rank, top) if rank else f"not in the top {top}")
+
+
+def _gold_text(facts: Mapping[str, Any] | None, ranked: Sequence[str], g: str,
+               top: int) -> str:
+    return _gold_rank(facts, ranked, g, top)[1]
+
+
+def _missing_lines(facts: Mapping[str, Any] | None, top: int) -> list[str]:
+    """What an older report lacks, and the option that records it."""
+    if facts is None:
+        return [f"  where gold landed past the top {top}, and the semantic and FTS ranks of "
+                f"a fused retriever, are not in this report; {RECORD_HINT}"]
+    if facts.get("fusion") and "rows" not in facts["fusion"]:
+        return ["  each row's semantic and FTS ranks and the query words it matched are "
+                f"not in this report; {RECORD_HINT}"]
+    if facts.get("fts") and "matched" not in facts["fts"]:
+        return [f"  the query words each row matched are not in this report; {RECORD_HINT}"]
+    return []
+
+
+def _fts_lines(facts: Mapping[str, Any], gold: Sequence[str]) -> list[str]:
+    """The FTS5 MATCH string, how FTS5 reads its words, and for a fused retriever the
+    legend of the rows' ``sem + fts`` column and each gold session's RRF arithmetic."""
+    if facts.get("fusion"):
+        fusion = facts["fusion"]
+        lines = _fusion_lines(fusion, gold)
+        lines[1:1] = _tokens_line(fusion)
+        if "rows" in fusion:
+            lines.insert(1, f"  sem + fts: a row's ranks in the semantic and FTS lists (-: "
+                            f"not in it), each adding 1/({fusion['rrf_k']} + rank)")
+        return lines
+    if facts.get("fts"):
+        fts = facts["fts"]
+        why = (" (every query word must match: vipune ANDs the quoted words)"
+               if not fts["fts_rows"] and fts.get("fts_mode", "and") == "and" else "")
+        return [f"  FTS5 MATCH {fts['fts_match']!r}: {fts['fts_rows']} rows{why}",
+                *_tokens_line(fts)]
+    return []
+
+
+def _ties_lines(pair: Mapping[str, Any]) -> list[str]:
+    ties = pair.get("ties")
+    if not (ties and ties.get("sensitive")):
+        return []
+    parts = [f"{key} {pair['metrics'].get(key, 0.0):.3f} as run, {v['expected']:.3f} "
+             f"expected (worst {v['worst']:.3f}, best {v['best']:.3f})"
+             for key, v in ties["sensitive"].items()]
+    return ["  depends on the order of equal scores: " + "; ".join(parts)]
+
+
+def _rows_of(facts: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    rows = (facts or {}).get("rows")
+    return rows if isinstance(rows, Mapping) else {}
+
+
 def pair_lines(pair: Mapping[str, Any], top: int) -> list[str]:
-    """One retriever's part: its top ``top`` with the gold marked (and each row's score and
-    facts where the retriever gave them), each gold session's rank, the fusion arithmetic or
-    the FTS query, and the tie-sensitive metrics."""
+    """One retriever's part: its top ``top`` with the gold marked, each row with what the
+    report recorded of it (fused ranks and RRF sum, matched query words, score, facts), each
+    gold session's rank (and its row's parts when it is past the top), the fusion arithmetic
+    or the FTS query, and the tie-sensitive metrics."""
     name = pair["retriever"]
     gold = [str(g) for g in pair.get("gold") or []]
     gold_set = set(gold)
@@ -108,38 +248,22 @@ def pair_lines(pair: Mapping[str, Any], top: int) -> list[str]:
     lines = [f"{name}: top {top}" + ("" if len(ranked) >= top else
                                        f" ({len(ranked)} rows returned)")]
     facts = pair.get("explain")
-    rows = (facts or {}).get("rows")
-    rows = rows if isinstance(rows, Mapping) else {}
-    said = [_row_text(rows.get(mem_id)) for mem_id in ranked]
-    shown = [mem_id + ("  (gold)" if mem_id in gold_set else "") for mem_id in ranked]
+    rows = _rows_of(facts)
+    said = [_row_text(rows.get(mem_id), facts, mem_id) for mem_id in ranked]
+    # "(gold)" beside a bare id; where the rows' parts stand in a column, "*" alone says it
+    shown = [mem_id + ("  (gold)" if mem_id in gold_set and not any(said) else "")
+             for mem_id in ranked]
     width = max((len(x) for x in shown), default=0) if any(said) else 0  # facts in a column
     for i, (mem_id, text, row) in enumerate(zip(ranked, shown, said, strict=True), start=1):
         lines.append(f"  {i:>3} {'*' if mem_id in gold_set else ' '} "
                      + (f"{text:<{width}}{row}" if row else text))
-    ranks: Mapping[str, Any] = (facts or {}).get("gold_ranks") or {}
     for g in gold:
-        if facts is not None and g in ranks:
-            text = _rank_text(ranks[g], top)
-        else:
-            rank = ranked.index(g) + 1 if g in ranked else None
-            text = _rank_text(rank, top) if rank else f"not in the top {top}"
-        lines.append(f"  gold {g}: {text}" + ("" if g in ranked else _row_text(rows.get(g))))
-    if facts is None:
-        lines.append(f"  where gold landed past the top {top}, and the semantic and FTS "
-                     f"ranks of a fused retriever, are not in this report; {RECORD_HINT}")
-    elif facts.get("fusion"):
-        lines.extend(_fusion_lines(facts["fusion"], gold))
-    elif facts.get("fts"):
-        fts = facts["fts"]
-        why = (" (every query word must match: vipune ANDs the quoted words)"
-               if not fts["fts_rows"] and fts.get("fts_mode", "and") == "and" else "")
-        lines.append(f"  FTS5 MATCH {fts['fts_match']!r}: {fts['fts_rows']} rows{why}")
-    ties = pair.get("ties")
-    if ties and ties.get("sensitive"):
-        parts = [f"{key} {pair['metrics'].get(key, 0.0):.3f} as run, {v['expected']:.3f} "
-                 f"expected (worst {v['worst']:.3f}, best {v['best']:.3f})"
-                 for key, v in ties["sensitive"].items()]
-        lines.append("  depends on the order of equal scores: " + "; ".join(parts))
+        lines.append(f"  gold {g}: {_gold_text(facts, ranked, g, top)}"
+                     + ("" if g in ranked else _row_text(rows.get(g), facts, g)))
+    lines.extend(_missing_lines(facts, top))
+    if facts is not None:
+        lines.extend(_fts_lines(facts, gold))
+    lines.extend(_ties_lines(pair))
     return lines
 
 
@@ -148,12 +272,7 @@ def explain_lines(report: Mapping[str, Any], question_id: str, retriever: str | 
     """The explanation of ``question_id`` (every retriever of the report, or ``retriever``),
     lines fitted to ``width``. :class:`ExplainError` (one line) when the question or the
     retriever is not in the report."""
-    pairs = [p for p in report.get("pairs") or [] if p.get("question_id") == question_id]
-    if not pairs:
-        ids = list(dict.fromkeys(str(p.get("question_id")) for p in report.get("pairs") or []))
-        raise ExplainError(
-            f"question {question_id!r} is not in {source} ({len(ids)} questions scored: "
-            f"{_listing(ids)}); give one of its question_ids")
+    pairs = _pairs_of(report, question_id, source)
     if retriever is not None:
         mine = [p for p in pairs if p.get("retriever") == retriever]
         if not mine:
@@ -204,3 +323,139 @@ def run_explanations(report: Mapping[str, Any], chosen: Sequence[tuple[str, str]
             continue  # nothing of it was scored
         lines.extend(["", printable(f"explain {title}"), *body])
     return lines
+
+
+def _pairs_of(report: Mapping[str, Any], question_id: str, source: str) -> list[Any]:
+    pairs = [p for p in report.get("pairs") or [] if p.get("question_id") == question_id]
+    if not pairs:
+        ids = list(dict.fromkeys(str(p.get("question_id")) for p in report.get("pairs") or []))
+        raise ExplainError(
+            f"question {question_id!r} is not in {source} ({len(ids)} questions scored: "
+            f"{_listing(ids)}); give one of its question_ids")
+    return pairs
+
+
+def _lanes(base: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]],
+           question_id: str, retrievers: Sequence[tuple[str, str]] | None,
+           base_source: str, new_source: str) -> list[tuple[Any, Any]]:
+    """The (base pair, new pair) of each retriever compared: those named (``BASE=NEW``), else
+    every retriever that ranked the question in both reports."""
+    by_base = {str(p.get("retriever")): p for p in base}
+    by_new = {str(p.get("retriever")): p for p in new}
+    if retrievers is None:
+        both = [(by_base[n], by_new[n]) for n in by_base if n in by_new]
+        if not both:
+            raise ExplainError(
+                f"no retriever ranked question {question_id} in both {base_source} (it has: "
+                f"{_listing(list(by_base))}) and {new_source} (it has: "
+                f"{_listing(list(by_new))}); map them with --retrievers BASE=NEW")
+        return both
+    lanes = []
+    for b, n in retrievers:
+        for name, by, source in ((b, by_base, base_source), (n, by_new, new_source)):
+            if name not in by:
+                raise ExplainError(
+                    f"retriever {name!r} did not rank question {question_id} in {source} "
+                    f"(it has: {_listing(list(by))}); give one of them with --retrievers")
+        lanes.append((by_base[b], by_new[n]))
+    return lanes
+
+
+def _move_text(before: int | None, after: int | None) -> str:
+    if before == after:
+        return "unchanged"
+    if before is None or after is None:
+        return "entered the list" if before is None else "left the list"
+    return f"up {before - after}" if after < before else f"down {after - before}"
+
+
+def _match_line(label: str, facts: Mapping[str, Any] | None) -> list[str]:
+    source = (facts or {}).get("fusion") or (facts or {}).get("fts")
+    if not isinstance(source, Mapping):
+        return []
+    return [f"  {label} FTS5 MATCH {source['fts_match']!r}: {source['fts_rows']} rows"]
+
+
+def lane_diff_lines(base: Mapping[str, Any], new: Mapping[str, Any], top: int) -> list[str]:
+    """One retriever of two reports, aligned: the union of both top ``top`` (the new's order,
+    then the rows that left), each row's base and new rank, ``+`` for a row that entered the
+    top, ``-`` for one that left, and beside it what the report it is shown from recorded of
+    it (the new one's, the base one's for a row that left); each gold session's move; the
+    metrics that changed."""
+    b_name, n_name = str(base["retriever"]), str(new["retriever"])
+    gold = [str(g) for g in new.get("gold") or base.get("gold") or []]
+    gold_set = set(gold)
+    b_top = [str(x) for x in base.get("ranked") or []][:top]
+    n_top = [str(x) for x in new.get("ranked") or []][:top]
+    b_facts, n_facts = base.get("explain"), new.get("explain")
+    title = b_name if b_name == n_name else f"{b_name} -> {n_name}"
+    lines = [f"{title}: top {top} (base, new rank; + entered, - left; * gold)"]
+    order = [*n_top, *(x for x in b_top if x not in set(n_top))]
+    width = max((len(x) for x in order), default=0)
+    digits = len(str(top))
+    for mem_id in order:
+        b_rank = b_top.index(mem_id) + 1 if mem_id in b_top else None
+        n_rank = n_top.index(mem_id) + 1 if mem_id in n_top else None
+        mark = "+" if b_rank is None else "-" if n_rank is None else " "
+        facts = n_facts if n_rank is not None else b_facts
+        row = _row_text(_rows_of(facts).get(mem_id), facts, mem_id)
+        if n_rank is None and row:
+            row = "  base:" + row[1:]
+        lines.append(f"  {mark} {b_rank or '-':>{digits}} {n_rank or '-':>{digits}} "
+                     f"{'*' if mem_id in gold_set else ' '} " + (f"{mem_id:<{width}}{row}"
+                                                                if row else mem_id))
+    for g in gold:
+        b_rank, b_text = _gold_rank(b_facts, b_top, g, top)
+        n_rank, n_text = _gold_rank(n_facts, n_top, g, top)
+        lines.append(f"  gold {g}: {b_text} -> {n_text} ({_move_text(b_rank, n_rank)})")
+        for label, facts in (("base", b_facts), ("new", n_facts)):
+            row = _row_text(_rows_of(facts).get(g), facts, g)
+            if row:
+                lines.append(f"    {label}:{row[1:]}")
+    lines.extend(_match_line("base", b_facts) + _match_line("new ", n_facts))
+    fusions = [f["fusion"] for f in (b_facts, n_facts)
+               if isinstance(f, Mapping) and isinstance(f.get("fusion"), Mapping)]
+    if any("rows" in fusion for fusion in fusions):
+        rrf = sorted({int(fusion["rrf_k"]) for fusion in fusions})
+        lines.append(f"  sem + fts: a row's ranks in the semantic and FTS lists (-: not in "
+                     f"it), each adding 1/({' or '.join(map(str, rrf))} + rank)")
+    for facts in (b_facts, n_facts):
+        missing = _missing_lines(facts, top)
+        if missing:
+            lines.append(("  base:" if facts is b_facts else "  new:") + missing[0][1:])
+    b_metrics, n_metrics = base.get("metrics") or {}, new.get("metrics") or {}
+    moved = [f"{key} {b_metrics[key]:.3f} -> {n_metrics[key]:.3f}" for key in b_metrics
+             if key.startswith("recall@") and key in n_metrics
+             and b_metrics[key] != n_metrics[key]]
+    lines.append("  " + ("; ".join(moved) if moved else "recall@k: unchanged at every k"))
+    return lines
+
+
+def diff_lines(base: Mapping[str, Any], new: Mapping[str, Any], question_id: str,
+               retriever: str | None = None,
+               retrievers: Sequence[tuple[str, str]] | None = None, width: int | None = 80,
+               base_source: str = "the base report",
+               new_source: str = "the new report") -> list[str]:
+    """``explain BASE QUESTION_ID --diff NEW``: the question in both reports, per retriever
+    present in both (or ``retriever``, or the ``(base, new)`` names of ``retrievers``), the
+    rows aligned (:func:`lane_diff_lines`), fitted to ``width``. :class:`ExplainError` (one
+    line) when the question or a retriever is missing from either report."""
+    b_pairs = _pairs_of(base, question_id, base_source)
+    n_pairs = _pairs_of(new, question_id, new_source)
+    if retriever is not None and retrievers is None:
+        retrievers = [(retriever, retriever)]
+    lanes = _lanes(b_pairs, n_pairs, question_id, retrievers, base_source, new_source)
+    top = max(int(k) for k in [*(base.get("ks") or [10]), *(new.get("ks") or [10])])
+    first = n_pairs[0]
+    gold = [str(g) for g in first.get("gold") or []]
+    lines = [f"question {question_id} ({first.get('question_type', '?')}"
+             + (f", asked {first['question_date']}" if first.get("question_date") else "")
+             + ")"]
+    if "question" in first:
+        lines.append(f"  {first['question']}")
+    lines += [f"gold: {', '.join(gold) if gold else 'none'}", f"base: {base_source}",
+              f"new:  {new_source}"]
+    for b, n in lanes:
+        lines.append("")
+        lines.extend(lane_diff_lines(b, n, top))
+    return fit_lines([printable(line) for line in lines], width)

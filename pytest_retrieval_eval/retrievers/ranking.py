@@ -219,7 +219,16 @@ def explain_facts(retriever: object, query: Query, gold: Sequence[str],
     rows each list returned, and each gold session's semantic and FTS rank. For ``fts``:
     its MATCH string and rows. ``rows`` (:mod:`.row_facts`): per row shown (the top max-k,
     the gold), its score (from ``scored[top]`` or ``last_scores``) and the retriever's
-    ``last_facts``, bounded; absent when the retriever gave neither."""
+    ``last_facts``, bounded; absent when the retriever gave neither.
+
+    Per row shown, too: a fused retriever's ``fusion.rows`` (``{id: {"semantic": rank,
+    "fts": rank}}``, None: not in that list), and for one that exposes ``last_matched``
+    (``fts``, ``hybrid`` and their what-ifs) the query words each row matched, as SQLite's
+    FTS5 says (:func:`.vipune.fts_matched`): ``words`` (the distinct words asked about),
+    ``tokens`` (each word's FTS5 tokens), ``words_total`` and ``matched`` (``{id: [words]}``,
+    rows that matched none left out), under ``fusion`` or ``fts``, each word cut to
+    :data:`MAX_WORD` characters and :data:`MAX_TOKENS` tokens. All of it is recorded, bounded
+    by the rows shown: explain recomputes nothing."""
     top = max(ks)
     full = _last_scores(retriever)
     searched = dedupe(i for i, _ in full) if full is not None else list(rankings[top])
@@ -229,7 +238,8 @@ def explain_facts(retriever: object, query: Query, gold: Sequence[str],
         "gold_ranks": {g: _rank_of(searched, g) for g in gold},
         "searched": len(searched),
     }
-    rows = row_facts(retriever, [*list(rankings[top])[:top], *gold],
+    shown = list(dict.fromkeys([*list(rankings[top])[:top], *gold]))
+    rows = row_facts(retriever, shown,
                      [_own_scores(None if scored is None else scored.get(top)),
                       None if full is None else ([i for i, _ in full], [x for _, x in full])])
     if rows:
@@ -246,6 +256,8 @@ def explain_facts(retriever: object, query: Query, gold: Sequence[str],
             "fts_rows": len(lists["fts"]),
             "gold": {g: {"semantic": _rank_of(lists["semantic"], g),
                          "fts": _rank_of(lists["fts"], g)} for g in gold},
+            "rows": _list_ranks(lists, shown),
+            **_matched(retriever, shown),
         }
     elif isinstance(retriever, FtsRetriever):
         facts["fts"] = {
@@ -253,8 +265,43 @@ def explain_facts(retriever: object, query: Query, gold: Sequence[str],
             "fts_match": vipune.escape_fts_query(vipune.rust_trim(query.question),
                                                  mode=retriever.mode),
             "fts_rows": len(rankings[top]),
+            **_matched(retriever, shown),
         }
     return facts
+
+
+def _list_ranks(lists: Mapping[str, Sequence[str]],
+                shown: Sequence[str]) -> dict[str, dict[str, int | None]]:
+    """Each shown row's rank in the semantic and the FTS list a fusion fused."""
+    where = {name: {mem_id: i for i, mem_id in reversed(list(enumerate(lists[name], 1)))}
+             for name in ("semantic", "fts")}
+    return {mem_id: {name: where[name].get(mem_id) for name in ("semantic", "fts")}
+            for mem_id in shown}
+
+
+def _matched(retriever: object, shown: Sequence[str]) -> dict[str, Any]:
+    """``words``, ``tokens``, ``words_total`` and ``matched`` of the retriever's
+    ``last_matched`` for the shown rows; {} when it exposes none."""
+    ask = getattr(retriever, "last_matched", None)
+    if not callable(ask):
+        return {}
+    got = ask(shown)
+    if not isinstance(got, vipune.FtsMatch):
+        return {}
+    return {"words": [_word(w) for w in got.words],
+            "tokens": [[_word(t) for t in tokens[:MAX_TOKENS]] for tokens in got.tokens],
+            "words_total": int(got.total),
+            "matched": {i: [_word(w) for w in words] for i, words in got.matched.items()}}
+
+
+#: A recorded word (or token) is cut to this many characters, a word to this many tokens: the
+#: record stays small whatever a question holds (one "word" may be thousands of characters).
+MAX_WORD = 40
+MAX_TOKENS = 8
+
+
+def _word(word: str) -> str:
+    return word if len(word) <= MAX_WORD else word[:MAX_WORD - 1] + "…"
 
 
 def check_haystack(question_id: str, rankings: Mapping[int, Sequence[str]],

@@ -56,6 +56,9 @@ class HybridRetriever:
         #: Gives the lists the last ``rank`` fused and the fusion (the ties it inherits from
         #: them), when the tie report asks.
         self.last_fusion: Callable[[], FusionInputs] | None = None
+        #: Gives, for the ids asked about, the query words each matched in the store's FTS5
+        #: table (:func:`.vipune.fts_matched`), when ``retrieval-eval explain``'s facts ask.
+        self.last_matched: Callable[[Sequence[str]], vipune.FtsMatch] | None = None
         # The last query's full cosine ranking: asked again at another limit (another pool
         # size), the same query reuses it instead of scanning every row again.
         self._semantic: tuple[tuple[str, str, bytes], list[vipune.SearchResult]] | None = None
@@ -78,6 +81,7 @@ class HybridRetriever:
         self.last_components = None
         self.last_scores = None
         self.last_fusion = None
+        self.last_matched = None
         recency = self._recency_inputs(persona, query)
         if self.recency > 0.0 and recency.get("now") is None:
             recency["now"] = datetime.now(timezone.utc)  # one "now" for the re-fusions too
@@ -107,6 +111,7 @@ class HybridRetriever:
         self.last_scores = list(parts.candidates or parts.fused)
         self.last_fusion = partial(self._fusion_inputs, persona, query,
                                    semantic or parts.semantic, parts.fts, lim, recency)
+        self.last_matched = partial(_matched, self.name, self.project_id, persona, query)
         return [mem_id for mem_id, _ in parts.fused]
 
     def _fusion_inputs(self, persona: Persona, query: Query,
@@ -187,11 +192,14 @@ class FtsRetriever:
         #: (one more query, when the LIMIT was reached), when the tie report asks: a tie
         #: running past the cut is seen.
         self.last_tied_past: Callable[[], list[tuple[str, float]]] | None = None
+        #: As :attr:`HybridRetriever.last_matched`: the query words each row matched.
+        self.last_matched: Callable[[Sequence[str]], vipune.FtsMatch] | None = None
 
     def rank(self, persona: Persona, query: Query, limit: int) -> list[str]:
         lim = _vipune_limit(limit)
         self.last_scores = None
         self.last_tied_past = None
+        self.last_matched = None
         try:
             results = vipune.fts_search(persona.store_path(), query.question,
                                         self.project_id, lim, mode=self.mode)
@@ -201,6 +209,7 @@ class FtsRetriever:
             raise _store_error(self.name, query, exc) from None
         self.last_scores = [(mem_id, -score) for mem_id, score in results]
         self.last_tied_past = partial(self._tied_past, persona, query, results, lim)
+        self.last_matched = partial(_matched, self.name, self.project_id, persona, query)
         return [mem_id for mem_id, _ in results]
 
     def _tied_past(self, persona: Persona, query: Query, results: list[vipune.SearchResult],
@@ -211,3 +220,13 @@ class FtsRetriever:
         except sqlite3.Error as exc:
             raise _store_error(self.name, query, exc) from None
         return [(mem_id, -score) for mem_id, score in past]
+
+
+def _matched(name: str, project_id: str, persona: Persona, query: Query,
+             ids: Sequence[str]) -> vipune.FtsMatch:
+    """The query words each of ``ids`` matched in the persona's store, asked after the
+    search's timing (``last_matched``)."""
+    try:
+        return vipune.fts_matched(persona.store_path(), query.question, project_id, ids)
+    except sqlite3.Error as exc:
+        raise _store_error(name, query, exc) from None

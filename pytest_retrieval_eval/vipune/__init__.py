@@ -13,7 +13,7 @@ one vipune would return, one module per part of vipune:
 - ``semantic``: ``Database::search``: float64 cosine of float32 values, summed left to right,
   stable sort;
 - ``fts``: ``Database::search_bm25``: the word escaping and the exact FTS5 statement, run on
-  SQLite;
+  SQLite (and, not vipune's, for explain: the query words each row matched, FTS5 asked);
 - ``hybrid``: ``rrf::rrf_fusion`` with k = 25 and the id tie-break, and ``search_hybrid``'s
   candidate pool, recency decay and truncation;
 - ``cli_output``: the ``--json`` search output of the command line (``src/output.rs``);
@@ -27,7 +27,18 @@ name of the reference is importable from here: ``from pytest_retrieval_eval impo
 from __future__ import annotations
 
 from .cli_output import VipuneOutputError, format_search_json, parse_search_json
-from .fts import FTS_MODES, escape_fts_query, fts_search, fts_tied_past
+from .fts import (
+    FTS_MODES,
+    FTS_TOKENIZE,
+    MAX_MATCH_WORDS,
+    FtsMatch,
+    escape_fts_query,
+    fts_matched,
+    fts_search,
+    fts_tied_past,
+    fts_tokens,
+    fts_words,
+)
 from .hybrid import (
     DECAY_LAMBDA,
     RRF_K,
@@ -83,9 +94,11 @@ __all__ = [
     "EMBEDDING_DIM",
     "FTS_MODES",
     "FTS_SQL",
+    "FTS_TOKENIZE",
     "INSERT_SQL",
     "MAX_CANDIDATE_POOL",
     "MAX_INPUT_LENGTH",
+    "MAX_MATCH_WORDS",
     "MAX_SEARCH_LIMIT",
     "MIN_CANDIDATE_POOL",
     "MODEL_ID",
@@ -95,6 +108,7 @@ __all__ = [
     "VIPUNE_VERSION",
     "WHITE_SPACE",
     "Connectable",
+    "FtsMatch",
     "HybridParts",
     "SearchResult",
     "StoredRows",
@@ -105,8 +119,11 @@ __all__ = [
     "cosine_similarity",
     "escape_fts_query",
     "format_search_json",
+    "fts_matched",
     "fts_search",
     "fts_tied_past",
+    "fts_tokens",
+    "fts_words",
     "fuse_lists",
     "load_rows",
     "master_sql",

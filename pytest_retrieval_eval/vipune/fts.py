@@ -4,10 +4,17 @@ statement, run on SQLite itself (``src/sqlite/fts.rs``).
 
 from __future__ import annotations
 
-from .limits import WHITE_SPACE, SearchResult, VipuneInputError, validate_limit
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from .limits import WHITE_SPACE, SearchResult, VipuneInputError, rust_trim, validate_limit
 from .schema import FTS_SQL, Connectable, _Conn
 
-__all__ = ["FTS_MODES", "NUL_QUERY_MESSAGE", "escape_fts_query", "fts_search", "fts_tied_past"]
+__all__ = ["FTS_MODES", "FTS_TOKENIZE", "MAX_MATCH_WORDS", "NUL_QUERY_MESSAGE", "FtsMatch",
+           "escape_fts_query", "fts_matched", "fts_search", "fts_tied_past", "fts_tokens",
+           "fts_words"]
 
 #: What vipune 0.1.8 answers a keyword search whose query holds a NUL (U+0000).
 #: ``escape_fts_query`` (src/sqlite/fts.rs, line 189) splits on Rust's ``split_whitespace``,
@@ -33,10 +40,18 @@ def escape_fts_query(query: str, *, mode: str = "and") -> str:
     """
     if mode not in FTS_MODES:
         raise ValueError(f"FTS mode {mode!r} is not one of {', '.join(FTS_MODES)}")
-    words = query.translate(_WS_TO_SPACE).split(" ")
-    return (" " if mode == "and" else " OR ").join(
-        '"' + word.replace("\\", "\\\\").replace('"', '""') + '"' for word in words if word
-    )
+    return (" " if mode == "and" else " OR ").join(_quoted(word) for word in fts_words(query))
+
+
+def fts_words(query: str) -> list[str]:
+    """The words :func:`escape_fts_query` quotes, in order, repeats kept (split on Rust's
+    white space, as vipune's ``split_whitespace``)."""
+    return [word for word in query.translate(_WS_TO_SPACE).split(" ") if word]
+
+
+def _quoted(word: str) -> str:
+    """One word as vipune's FTS5 query holds it: ``\\`` and ``"`` doubled, quoted."""
+    return '"' + word.replace("\\", "\\\\").replace('"', '""') + '"'
 
 
 #: How the quoted words of an FTS5 query are joined: ``and`` (vipune) or ``or`` (what-if).
@@ -82,3 +97,83 @@ def fts_tied_past(conn: Connectable, query: str, project_id: str,
     with _Conn(conn) as db:
         rows = db.execute(FTS_SQL, (escaped, project_id, -1)).fetchall()
     return [(str(i), float(s)) for i, s in rows if float(s) == last and str(i) not in seen]
+
+
+#: The tokenizer of vipune's ``memories_fts`` table (:data:`.schema.SCHEMA_SQL`).
+FTS_TOKENIZE = "porter unicode61"
+#: :func:`fts_matched` asks about at most this many distinct words of a question (one small
+#: query each): a question of thousands of words costs no more.
+MAX_MATCH_WORDS = 64
+
+
+def fts_tokens(words: Sequence[str]) -> list[list[str]]:
+    """Each word's tokens as vipune's FTS5 table sees them (``tokenize='porter unicode61'``),
+    asked of SQLite itself: the words written to an in-memory FTS5 table with that tokenizer
+    and read back through its ``fts5vocab`` instance table. [] for a word FTS5 keeps no token
+    of (``"?"``: alone it matches no row, beside other words it is ignored). Not vipune's:
+    for ``retrieval-eval explain``."""
+    return [list(t) for t in _tokens(tuple(words))]
+
+
+@lru_cache(maxsize=512)
+def _tokens(words: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    """:func:`fts_tokens`, kept per question (every retriever of a run asks the same)."""
+    db = sqlite3.connect(":memory:")
+    try:
+        db.execute(f"CREATE VIRTUAL TABLE q USING fts5(c, tokenize='{FTS_TOKENIZE}')")
+        db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(q, 'instance')")
+        db.executemany("INSERT INTO q(rowid, c) VALUES (?, ?)",
+                       [(i, w.replace("\x00", " ")) for i, w in enumerate(words, start=1)])
+        out: list[list[str]] = [[] for _ in words]
+        for rowid, term in db.execute("SELECT doc, term FROM v ORDER BY doc, offset"):
+            out[int(rowid) - 1].append(str(term))
+        return tuple(tuple(t) for t in out)
+    finally:
+        db.close()
+
+
+@dataclass(frozen=True)
+class FtsMatch:
+    """Which query words matched which rows (:func:`fts_matched`)."""
+
+    words: list[str]  # the distinct words asked about, in the question's order
+    tokens: list[list[str]]  # each word's FTS5 tokens ([]: FTS5 ignores the word)
+    matched: dict[str, list[str]] = field(default_factory=dict)  # id -> its matched words
+    total: int = 0  # the question's distinct words (more than ``words`` when cut)
+
+
+def fts_matched(conn: Connectable, query: str, project_id: str, ids: Sequence[str], *,
+                max_words: int = MAX_MATCH_WORDS) -> FtsMatch:
+    """For each of ``ids``, the words of ``query`` (trimmed as vipune does) whose quoted
+    FTS5 phrase, exactly as vipune's query holds it, matches that row: SQLite's FTS5 asked
+    each distinct word's own ``MATCH '"word"'`` (one statement, the words' selects joined by
+    UNION ALL), kept for the rows of those ids in the project. A row
+    of vipune's AND query matched every word with a token; one of the OR what-if, any.
+    At most ``max_words`` distinct words are asked about; a word holding a NUL (which
+    vipune's search refuses) never matches. Not vipune's: for ``retrieval-eval explain``."""
+    distinct = list(dict.fromkeys(fts_words(rust_trim(query))))
+    words = distinct[:max_words]
+    tokens = fts_tokens(words)
+    asked = [w for w, t in zip(words, tokens, strict=True) if t and "\x00" not in w]
+    wanted = list(dict.fromkeys(ids))
+    matched: dict[str, list[str]] = {}
+    if wanted and asked:
+        with _Conn(conn) as db:
+            id_of: dict[int, str] = {}
+            for start in range(0, len(wanted), 500):  # under any SQLite variable limit
+                chunk = wanted[start:start + 500]
+                id_of.update((int(r), str(i)) for r, i in db.execute(
+                    "SELECT rowid, id FROM memories WHERE project_id = ? AND id IN "
+                    f"({', '.join('?' * len(chunk))})", (project_id, *chunk)))
+            # One statement: each word's own MATCH (its doclist read whole: a rowid filter
+            # inside FTS5 costs a lookup per row), kept for the rows asked about.
+            sql = " UNION ALL ".join(
+                f"SELECT {n}, rowid FROM memories_fts WHERE memories_fts MATCH ?"
+                for n in range(len(asked)))
+            for n, rowid in (db.execute(sql, [_quoted(w) for w in asked]) if id_of else ()):
+                if int(rowid) in id_of:
+                    matched.setdefault(id_of[int(rowid)], []).append(asked[int(n)])
+    order = {w: i for i, w in enumerate(words)}
+    return FtsMatch(words, tokens,
+                    {i: sorted(matched[i], key=order.__getitem__) for i in wanted if i in matched},
+                    len(distinct))

@@ -101,6 +101,37 @@ def test_explain_facts_of_hybrid_match_its_lists(tmp_path: Path) -> None:
     assert rankings[5] == [i for i, _ in fused][:5]
 
 
+@pytest.mark.parametrize("name", ["hybrid", "hybrid+fts:or", "fts", "fts+mode:or"])
+def test_explain_facts_record_every_shown_rows_ranks_and_matched_words(
+        tmp_path: Path, name: str) -> None:
+    """Per shown row (top max-k and gold): its rank in each fused list, and the words whose
+    own FTS5 search (vipune's, one word) returns it; bounded words."""
+    persona = make_persona(tmp_path)
+    rng = np.random.default_rng(2)
+    question = "I adopted a cat? the park " + "x" * 500
+    query = make_query(question, rng.standard_normal(vipune.EMBEDDING_DIM).astype(np.float32))
+    retriever = r.get_retriever(name)
+    rankings, components = rank_per_k(retriever, persona, query, [1, 5])
+    gold = ("sess_00", "sess_07")
+    facts = explain_facts(retriever, query, gold, rankings, components, [1, 5])
+    shown = list(dict.fromkeys([*rankings[5], *gold]))
+    side = facts["fusion"] if name.startswith("hybrid") else facts["fts"]
+    if name.startswith("hybrid"):
+        sem, fts = components[5]["semantic"], components[5]["fts"]
+        assert side["rows"] == {i: {"semantic": sem.index(i) + 1 if i in sem else None,
+                                    "fts": fts.index(i) + 1 if i in fts else None}
+                                for i in shown}
+    words = vipune.fts_words(question)
+    assert side["words"] == [w if len(w) <= 40 else w[:39] + "…" for w in words]
+    assert side["words_total"] == len(words) and len(side["words"][-1]) == 40
+    path = persona.store_path()
+    for mem_id in shown:
+        expected = [w for w in words if mem_id in
+                    {i for i, _ in vipune.fts_search(path, w, vipune.store.PROJECT_ID, 100)}]
+        assert side["matched"].get(mem_id, []) == expected, mem_id
+    assert any(side["matched"].values())
+
+
 class Returns:
     """A retriever whose ``rank`` returns ``make(persona)`` and counts what was read."""
 
