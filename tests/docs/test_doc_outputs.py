@@ -18,6 +18,7 @@ from tests.support.doc_outputs import (
     ROOT,
     blocks,
     compare,
+    contains,
     evaluate,
     normalise,
     parse_console,
@@ -57,7 +58,7 @@ def test_every_output_block_is_checked_or_marked(page: Path) -> None:
         if block.language == "text":
             assert block.not_run, f"{where}: a text block: make it a console block that runs, " \
                                   "or mark it <!-- not-run: REASON -->"
-        if block.checked:
+        if block.checked and block.language == "console":
             assert block.steps, where
 
 
@@ -115,7 +116,23 @@ def test_update_rewrites_a_page_from_real_output(tmp_path: Path) -> None:
                     encoding="utf-8")
     failed = evaluate(page, tmp_path / "cache").failures
     assert len(failed) == 1 and "moon" in failed[0] and "page.md:4" in failed[0]
-    assert update(page, tmp_path / "cache")
+    assert update(page, tmp_path / "cache") == (True, [])
     assert "hello\nworld\n$ ls pytest.ini\n...\n```" in page.read_text(encoding="utf-8")
     assert not evaluate(page, tmp_path / "cache").failures
-    assert not update(page, tmp_path / "cache")
+    assert update(page, tmp_path / "cache") == (False, [])
+
+
+def test_json_of_blocks_hold_the_file_s_keys_and_values(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    shown = '"subset": {"n": 8, "by_type": {"a": 2, "...": 1}, "method": "normal: ..."}'
+    page.write_text('```console\n$ echo \'{"x": {"subset": {"n": 8, "seed": 0, "by_type": '
+                    '{"a": 2, "b": 1}, "method": "normal: sd"}}}\' > r.json\n```\n\n'
+                    f"<!-- json-of: r.json -->\n```json\n{shown}\n```\n", encoding="utf-8")
+    assert evaluate(page, tmp_path / "cache").failures == []
+    page.write_text(page.read_text(encoding="utf-8").replace('"n": 8, "by', '"n": 9, "by'),
+                    encoding="utf-8")
+    failed = evaluate(page, tmp_path / "cache").failures
+    assert len(failed) == 1 and "page.md:6: json-of r.json" in failed[0]
+    assert '"subset": {"n": 8, "seed": 0' in failed[0]  # the real value, to mend by hand
+    assert contains({"k": [1, 2]}, {"k": [1, 2]}) and not contains({"k": [1, 2]}, {"k": [1]})
+    assert not contains({"k": 1}, {"k": 1.0}) and not contains({}, {"k": "..."})

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import json
 import os
 import re
 import shutil
@@ -44,6 +45,7 @@ from sybil.parsers.markdown.lexers import RawFencedCodeBlockLexer
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 NOT_RUN = re.compile(r"^<!--\s*not-run:\s*(?P<reason>.+?)\s*-->$")
+JSON_OF = re.compile(r"^<!--\s*json-of:\s*(?P<file>\S+)\s*-->$")
 ELLIPSIS = "..."
 PROMPT = "$ "
 WIDTH = "80"
@@ -85,10 +87,11 @@ class Block:
     not_run: str  # the reason of a ``<!-- not-run: ... -->`` mark, or ""
     indent: str  # the fence's indent (a block in a list item)
     steps: list[Step] = field(default_factory=list)
+    json_of: str = ""  # the file of a ``<!-- json-of: FILE -->`` json block
 
     @property
     def checked(self) -> bool:
-        return self.language == "console" and not self.not_run
+        return (self.language == "console" and not self.not_run) or bool(self.json_of)
 
 
 def parse_console(source: str, first_line: int) -> list[Step]:
@@ -137,10 +140,13 @@ class OutputBlockParser:
             source = region.lexemes["source"]
             fence_line = document.text.count("\n", 0, region.start) + 1
             fence = document.text[region.start:document.text.index("`", region.start)]
-            mark = NOT_RUN.match(_mark_before(document.text, region.start))
+            before = _mark_before(document.text, region.start)
+            mark = NOT_RUN.match(before)
             block = Block(Path(document.path), fence_line, region.lexemes["language"],
                           str(source), mark.group("reason") if mark else "", fence)
-            if block.checked:
+            if block.language == "json" and (of := JSON_OF.match(before)):
+                block.json_of = of.group("file")
+            elif block.checked:
                 block.steps = parse_console(block.source, fence_line + 1)
             yield Region(region.start, region.end, parsed=block, evaluator=self.runner)
 
@@ -209,6 +215,8 @@ class Runner:
         block: Block = example.parsed
         if not block.checked:
             return None
+        if block.json_of:
+            return _json_problem(self, block)
         problems = []
         for step in block.steps:
             actual = self.run(step.command).rstrip().splitlines()  # no trailing blank lines
@@ -221,6 +229,53 @@ class Runner:
                 problems.append(f"{block.page.name}:{step.line}: $ {step.command}\n{problem}")
         self.failures.extend(problems)
         return "\n\n".join(problems) or None
+
+
+def _json_problem(self: Runner, block: Block) -> str | None:
+    assert self.workdir is not None
+    where = f"{block.page.name}:{block.line}: json-of {block.json_of}"
+    path = self.workdir / "examples" / "vipune" / block.json_of
+    if not path.is_file():
+        problem = f"{where}: no such file (an earlier command of the page writes it)"
+    else:
+        shown = json.loads(block.source if block.source.lstrip().startswith("{")
+                           else "{" + block.source + "}")
+        real = json.loads(path.read_text(encoding="utf-8"))
+        problem = "" if any(contains(node, shown) for node in _dicts(real)) else (
+            f"{where}: the shown keys and values are in no object of the file; update the "
+            "block by hand from:\n" + "\n".join(
+                f'"{k}": {json.dumps(_find_key(real, k))}' for k in shown if k != ELLIPSIS))
+    if problem:
+        self.failures.append(problem)
+    return problem or None
+
+
+def contains(real: object, shown: object) -> bool:
+    """Whether JSON ``real`` holds what ``shown`` shows: a dict's keys (a key ``"..."``: others
+    left out), a list's items, equal values; a string ending in ``...`` is a prefix."""
+    if isinstance(shown, dict):
+        return isinstance(real, dict) and all(
+            k == ELLIPSIS or (k in real and contains(real[k], v)) for k, v in shown.items())
+    if isinstance(shown, list):
+        return isinstance(real, list) and len(real) == len(shown) and all(
+            contains(r, v) for r, v in zip(real, shown, strict=True))
+    if isinstance(shown, str) and shown.endswith(ELLIPSIS):
+        return isinstance(real, str) and real.startswith(shown[:-len(ELLIPSIS)])
+    return type(real) is type(shown) and real == shown
+
+
+def _dicts(node: object) -> Iterable[dict[str, object]]:
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _dicts(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _dicts(value)
+
+
+def _find_key(node: object, key: str) -> object:
+    return next((d[key] for d in _dicts(node) if key in d), None)
 
 
 def _pieces(shown: list[str]) -> list[list[str] | None]:
@@ -345,8 +400,9 @@ def evaluate(page: Path, cache: Path, updating: bool = False) -> Runner:
     return runner
 
 
-def update(page: Path, cache: Path) -> bool:
-    """Rewrite ``page``'s console outputs from real output; whether the page changed."""
+def update(page: Path, cache: Path) -> tuple[bool, list[str]]:
+    """Rewrite ``page``'s console outputs from real output: whether the page changed, and what
+    must be mended by hand (a json-of block that no longer matches)."""
     runner = evaluate(page, cache, updating=True)
     text = page.read_text(encoding="utf-8")
     lines = text.splitlines(keepends=True)
@@ -356,4 +412,4 @@ def update(page: Path, cache: Path) -> bool:
     new = "".join(lines)
     if new != text:
         page.write_text(new, encoding="utf-8")
-    return new != text
+    return new != text, runner.failures
