@@ -83,6 +83,8 @@ def test_normalise_fixes_timings_paths_and_rules_only() -> None:
         "hybrid <T> (p95 <T>), ingest <T>"
     assert normalise("====== 75 passed in 1.58s ======") == "=== 75 passed in <T> ==="
     assert normalise("rootdir: /tmp/x/vipune") == "rootdir: <PATH>"
+    assert normalise("plugins: xdist-3.8.0, anyio-4.1") == normalise("plugins: hypothesis-6.1")
+    assert normalise("platform linux -- Python 3.11.7, pytest-9.2.0") == "platform …"
     kept = "top 1/5/10 equals semantic's in 11/7/7 of 15 pairs; 3 abstention, k 1,5,10"
     assert normalise(kept) == kept
 

@@ -12,15 +12,17 @@ The rules a page follows (docs/doc-outputs.md says them for writers):
   command that starts with ``cd examples/NAME &&`` runs from the copy's root. Offline
   (``HF_HUB_OFFLINE=1``), at 80 columns unless the command sets ``COLUMNS=``, pytest without
   randomly and cacheprovider; each distinct command runs once per page.
-* Before comparing, timings (``0.4s``, ``12 ms``, ``p95 3.2``), absolute paths and the width of
-  ``=====`` rules are normalised on both sides; everything else is compared exactly.
+* Before comparing, timings (``0.4s``, ``12 ms``, ``p95 3.2``), absolute paths, the width of
+  ``=====`` rules and pytest's ``platform``/``plugins:`` header lines are normalised on both
+  sides; everything else is compared exactly.
+* A ``json`` block marked ``<!-- json-of: FILE -->`` shows keys and values some object of FILE
+  (written by an earlier command of the page) holds (:func:`contains`).
 * A ```` ```text ```` block, or a ``console`` block that cannot run here (the network, the
   model lane, longmemeval_m, a vipune binary), is marked ``<!-- not-run: REASON -->`` on the
   line before its fence. A fence without a language is refused: every block says what it is.
 
 ``update(path)`` rewrites a page's ``console`` outputs from real output (an excerpt keeps its
-shape: each shown run is replaced by the most similar run of the real output);
-``scripts/update_doc_outputs.py`` calls it.
+shape, :func:`regenerate`); ``scripts/update_doc_outputs.py`` calls it.
 """
 
 from __future__ import annotations
@@ -56,10 +58,13 @@ _TIMING = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s?(?:ms|µs|us|s|sec|min|h)\b")
 _P95 = re.compile(r"\bp95 \d+(?:\.\d+)?")
 _PATH = re.compile(r"(?<![\w.~/-])/[\w.@+-]+(?:/[\w.@+-]*)+")
 _RULE = re.compile(r"={3,}")
+#: pytest's header lines that name this machine's Python, pytest and plugins.
+_HEADER = re.compile(r"^(platform|plugins:) .*")
 
 
 def normalise(line: str) -> str:
     """A line with what varies from run to run (timings, absolute paths, rule widths) fixed."""
+    line = _HEADER.sub(r"\1 …", line)
     line = _PATH.sub("<PATH>", line)
     line = _P95.sub("p95 <T>", line)
     line = _TIMING.sub("<T>", line)
