@@ -5,6 +5,8 @@ Every ``bash`` block runs offline against the bundled sample, line by line, in a
 ``retrieval-eval`` on ``PATH``; so does each ``pytest`` example of the options table. A block
 that needs the network is marked ``<!-- network -->`` on the line before its fence; a block
 marked ``<!-- file: NAME -->`` is written to ``NAME`` in that folder before the commands run.
+The ``console`` blocks (a command and its output) are run, and their output compared, by
+``tests/docs/test_doc_outputs.py``.
 """
 
 from __future__ import annotations
@@ -75,6 +77,10 @@ def options_examples(text: str) -> list[str]:
 
 BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
 SHELL = [b for b in BLOCKS if b.lang == "bash"]
+#: The ``$`` commands of the console blocks: tests/docs/test_doc_outputs.py runs them and
+#: compares their output (issue 30), so this module does not run them again.
+CONSOLE = [line[2:] for b in BLOCKS if b.lang == "console" for line in b.text.splitlines()
+           if line.startswith("$ ")]
 OFFLINE = [b for b in SHELL if b.mark != NETWORK]
 FILES = {m.group(1): b.text for b in BLOCKS if (m := FILE_MARK.match(b.mark))}
 EXAMPLES = options_examples(README.read_text(encoding="utf-8"))
@@ -197,7 +203,7 @@ def test_setup_commands_are_what_ci_runs() -> None:
 
 def test_readme_has_offline_blocks_and_examples() -> None:
     # The extraction itself must find something: a test over nothing cannot fail.
-    assert len(OFFLINE) >= 3 and len(EXAMPLES) >= 8, (OFFLINE, EXAMPLES)
+    assert len(OFFLINE) >= 3 and len(EXAMPLES) >= 8 and len(CONSOLE) >= 8, (OFFLINE, EXAMPLES)
     assert "conftest.py" in FILES
     ids = " ".join(c for b in OFFLINE for c in b.commands)
     assert "-k temporal-reasoning" in ids and re.search(r"-k gpt4_\w+", ids)
@@ -241,8 +247,8 @@ OUTPUT = re.compile(r"(?:--retrieval-eval-json=|--out |--into |--cache |-o |> )(
 def test_what_the_readme_writes_in_the_example_folder_is_ignored_by_git() -> None:
     """Running the README's commands in examples/vipune leaves `git status` clean there."""
     ignore = (ROOT / "examples" / "vipune" / ".gitignore").read_text("utf-8").split()
-    written = {next(g for g in m.groups() if g).rstrip("/")
-               for b in SHELL for m in OUTPUT.finditer(b.text)}
+    commands = "\n".join([b.text for b in SHELL] + CONSOLE)
+    written = {next(g for g in m.groups() if g).rstrip("/") for m in OUTPUT.finditer(commands)}
     written.update(m.group(1).split("/")[0] for m in re.finditer(
         r"--retrieval-eval-(?:json|cache)=([\w./-]+)", README.read_text("utf-8")))
     written = {w for w in written if not w.isupper()}  # PATH, DIR: metavars, not files
