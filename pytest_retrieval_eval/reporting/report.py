@@ -198,7 +198,7 @@ def heading_pieces(name: str, room: int) -> list[str]:
     columns under it widen to it). Joined back together, the pieces give the name."""
     pieces: list[str] = []
     for token in _NAME_BREAKS.split(name):
-        if pieces and len(pieces[-1].rstrip(" ") + token.rstrip(" ")) <= room:
+        if pieces and len((pieces[-1] + token).rstrip(" ")) <= room:
             pieces[-1] += token
         elif token:
             pieces.append(token)
