@@ -110,3 +110,16 @@ def test_small_broken_file_is_one_line_with_no_progress_before_it(
     assert result.ret == 4
     lines = [line for line in result.outlines + result.errlines if line.strip()]
     assert len(lines) == 1 and "ends early" in lines[0], lines
+
+
+def test_cli_bar_shrinks_to_fit_a_narrow_terminal() -> None:
+    """A bar wider than the terminal would wrap, and each redraw would leave a line behind:
+    the bar shrinks to fit, the last column left free (down to MIN_BAR cells)."""
+    def drawn(columns: int) -> str:
+        return cli.ProgressBar(io.StringIO(), columns=columns).render(
+            "embed", 12345, 67890, 10.0, 12345)
+
+    assert drawn(200) == drawn(80) == (
+        f"embed [{'#' * 5}{'.' * 25}] 12345/67890 1234.5/s ETA 00:44")
+    assert len(drawn(60)) == 59 and drawn(60).startswith("embed [###....")
+    assert "[.....]" in drawn(30)  # no room left: the fewest cells, never none
