@@ -187,15 +187,17 @@ def _fmt(value: float | None) -> str:
     return "   -  " if value is None else f"{value:6.3f}"
 
 
-#: Where a retriever's name may continue on the next heading line: after one of these.
-_NAME_BREAKS = re.compile(r"(?<=[ +:,./_=-])")
+#: Where a retriever's name may continue on the next heading line: after a space or one of
+#: ``+ : , / = -``, or after a ``.`` that no digit follows (``mypkg.`` / ``Store``, never
+#: ``0.`` / ``5``).
+_NAME_BREAKS = re.compile(r"(?<=[ +:,/=-])|(?<=\.)(?!\d)")
 
 
 def heading_pieces(name: str, room: int) -> list[str]:
     """A retriever's name over its columns: whole when it fits ``room``, else wrapped onto
-    lines of at most ``room`` after a space or one of ``+ : , . / _ = -``; never cut
-    inside a run of other characters (a piece with no such break stays whole, and the
-    columns under it widen to it). Joined back together, the pieces give the name."""
+    lines of at most ``room`` at its breaks (:data:`_NAME_BREAKS`); never cut inside a
+    run of other characters (a piece with no break stays whole, and the columns under it
+    widen to it). Joined back together, the pieces give the name."""
     pieces: list[str] = []
     for token in _NAME_BREAKS.split(name):
         if pieces and len((pieces[-1] + token).rstrip(" ")) <= room:
@@ -292,8 +294,11 @@ def _blocks(retrievers: Sequence[str], ks: Sequence[int], cell_w: int, room: int
         for at in range(0, len(ks), per_group):
             chunk = list(ks[at:at + per_group])
             natural = len(chunk) * (cell_w + 2) - 2
-            pieces = [p.strip(" ") for p in heading_pieces(name, natural)]
-            extra = max(0, max(len(p) for p in pieces) - natural)
+            # Columns widened to a piece that has no break: the rest packed to that width.
+            room_of_name = max(natural, *(len(p.strip(" "))
+                                          for p in heading_pieces(name, natural)))
+            pieces = [p.strip(" ") for p in heading_pieces(name, room_of_name)]
+            extra = room_of_name - natural
             widths = [cell_w + (extra if i == 0 else 0) for i in range(len(chunk))]
             groups.append((name, chunk, widths, pieces))
     blocks: list[list[tuple[str, list[int], list[int], list[str]]]] = []

@@ -1,6 +1,6 @@
 """The summary table's headings are never cut (issue 30): a column is as wide as its widest
-``@k``, a retriever's name wider than its columns wraps after a break character (space,
-``+ : , . / _ = -``) or widens them, and ks that do not fit side by side go over blocks.
+``@k``, a retriever's name wider than its columns wraps after a break (a space, ``+ : , / =
+-``, a ``.`` before no digit) or widens them, and ks that do not fit side by side go over blocks.
 Every row fits the width; the numbers stay right under their headings."""
 
 from __future__ import annotations
@@ -101,11 +101,13 @@ def test_pieces_break_only_after_a_break_character() -> None:
     assert heading_pieces("hybrid", 22) == ["hybrid"]
     assert heading_pieces("hybrid+fts:or", 7) == ["hybrid+", "fts:or"]
     assert heading_pieces("cmd:python my store.py", 10) == ["cmd:python ", "my store.", "py"]
-    for name in (WHATIF, "a.b.c", "x" * 30, "cmd:go run ./store"):
+    assert heading_pieces("hybrid+recency:0.5", 9) == ["hybrid+", "recency:", "0.5"]
+    assert heading_pieces("rrf_k:60", 4) == ["rrf_k:", "60"]  # never inside rrf_k or 0.5
+    for name in (WHATIF, "a.b.c", "x" * 30, "cmd:go run ./store", "my-store.v2"):
         for room in range(1, 40):
             pieces = heading_pieces(name, room)
             assert "".join(pieces) == name
-            assert all(len(p.rstrip(" ")) <= room or not re.search(r"[ +:,./_=-].", p)
+            assert all(len(p.rstrip(" ")) <= room or not re.search(r"([ +:,/=-]|\.\D).", p)
                        for p in pieces)
 
 
