@@ -35,9 +35,9 @@ class _Reporter:
         self.lines.append(line)
 
 
-def _plugin_progress(reporter: _Reporter) -> Any:
+def _plugin_progress(reporter: _Reporter, width: int = 80) -> Any:
     progress = terminal_progress.Progress.__new__(terminal_progress.Progress)
-    progress.tr = reporter
+    progress.tr, progress.width = reporter, width
     progress.last, progress.label, progress.started = 0.0, "", 0.0
     return progress
 
@@ -123,3 +123,25 @@ def test_cli_bar_shrinks_to_fit_a_narrow_terminal() -> None:
         f"embed [{'#' * 5}{'.' * 25}] 12345/67890 1234.5/s ETA 00:44")
     assert len(drawn(60)) == 59 and drawn(60).startswith("embed [###....")
     assert "[.....]" in drawn(30)  # no room left: the fewest cells, never none
+
+
+@pytest.mark.parametrize("isatty", [False, True])
+def test_plugin_progress_fits_the_terminal(monkeypatch: pytest.MonkeyPatch,
+                                           isatty: bool) -> None:
+    """On a terminal the rewritten line never wraps (past the width its rate goes, then its
+    count becomes a percentage); in a log a long line is wrapped like the summary's."""
+    clock = _Clock()
+    monkeypatch.setattr(terminal_progress.time, "monotonic", clock)
+    reporter = _Reporter(isatty)
+    progress = _plugin_progress(reporter, width=60)
+    label = "sha256 longmemeval_s_cleaned.json"
+    progress(label, 0, 2_730_000_000)
+    clock.now += 1.5
+    progress(label, 1_000_000_000, 2_730_000_000)
+    lines = [line for line in reporter.lines if line]
+    assert all(len(line) < 60 for line in lines), lines
+    if isatty:
+        assert lines == [f"retrieval-eval: {label} 36%"]
+    else:
+        assert " ".join(line.strip() for line in lines) == (
+            f"retrieval-eval: {label} 1000000000/2730000000 (666.7M/s, ~3s left)")
