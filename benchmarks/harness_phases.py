@@ -89,9 +89,9 @@ def prep_phase(data: Path, model: Path, cache: Path, results: Results) -> None:
            str(data), "--model", str(model), "--cache", str(cache)]
     m = measure(cmd, cwd=cache.parent)
     check(m, "prep")
-    line = next(x for x in m.output.splitlines() if x.startswith("prep:"))
-    # "prep: N slots, U unique texts, E embedded now, C from cache, S s (model ...)"
-    words = line.replace(",", "").split()
+    # "prep: N slots, U unique texts, E embedded now, C from cache, S s (model ...)", over
+    # lines that fit the terminal (its words are the same)
+    words = m.output[m.output.index("prep:"):].replace(",", "").split()
     slots, unique, embedded = int(words[1]), int(words[3]), int(words[6])
     results.add(Row(
         "prep: embed unique texts (tiny model, dim 384)", fmt_s(m.wall), fmt_mem(m.tree_peak),
@@ -311,8 +311,7 @@ def turn_phase(base: Path, tiny: Path, instances: int, repeat: int, results: Res
                     "--granularity", "turn", "--data", str(data), "--model", str(tiny),
                     "--cache", str(cache)], cwd=folder)
     check(prep, "turn-level prep")
-    line = next(x for x in prep.output.splitlines() if x.startswith("prep:"))
-    words = line.replace(",", "").split()
+    words = prep.output[prep.output.index("prep:"):].replace(",", "").split()
     slots, unique, embedded = int(words[1]), int(words[3]), int(words[6])
     label = f"{instances} of 500 personas" if instances != 500 else "all 500 personas"
     results.add(Row(

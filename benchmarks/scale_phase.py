@@ -59,9 +59,8 @@ def _prep_cmd(data: Path, model: Path, root: Path, *extra: str) -> list[str]:
 
 
 def _prepped(m: Measured) -> tuple[int, int]:
-    """(unique texts, embedded now) of a prep summary line."""
-    line = next(x for x in m.output.splitlines() if x.startswith("prep:"))
-    words = line.replace(",", "").split()
+    """(unique texts, embedded now) of a prep summary (over lines that fit the terminal)."""
+    words = m.output[m.output.index("prep:"):].replace(",", "").split()
     return int(words[3]), int(words[6])
 
 

@@ -444,7 +444,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
     if state is None or state.report is None or _is_worker(config):
         return
     from .reporting.publish import comparison_lines
-    from .reporting.report import terminal_lines
+    from .reporting.report import fit_lines, terminal_lines
 
     terminalreporter.write_sep("=", "retrieval-eval")
     width = config.get_terminal_writer().fullwidth
@@ -465,14 +465,16 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
                   for e in state.report.get("errors") or []]
         for line in run_explanations(state.report, chosen, failed, width):
             terminalreporter.write_line(line)
-    for line in config.stash.get(PUBLISHED_KEY, []):
-        terminalreporter.write_line(line)
+    for line in config.stash.get(PUBLISHED_KEY, []):  # where it went; an error: one line
+        for part in [line] if line.startswith("retrieval-eval: ") else fit_lines([line], width):
+            terminalreporter.write_line(part)
     for line in state.close_errors:
         terminalreporter.write_line(f"retrieval-eval: warning: {line}")
     if state.json_error is not None:
         terminalreporter.write_line(f"retrieval-eval: error: {state.json_error}")
     elif state.settings.json_path is not None:
-        terminalreporter.write_line(f"JSON report: {state.settings.json_path}")
+        for line in fit_lines([f"JSON report: {state.settings.json_path}"], width):
+            terminalreporter.write_line(line)
     if getattr(config.option, "xmlpath", None) and not state.junit_properties:
         terminalreporter.write_line(
             "retrieval-eval: the JUnit XML holds no per-pair metrics: junit_family "

@@ -20,6 +20,7 @@ class Progress:
 
     def __init__(self, config: pytest.Config) -> None:
         self.tr = config.pluginmanager.get_plugin("terminalreporter")
+        self.width = config.get_terminal_writer().fullwidth
         self.last = 0.0
         self.label = ""
         self.started = 0.0
@@ -46,11 +47,20 @@ class Progress:
         speed = f" ({human_rate(rate)}/s{eta})" if rate else ""
         line = f"retrieval-eval: {label}{amount}{speed}"
         if self.tr.isatty:
-            self.tr.rewrite(line, erase=True)
+            # A rewritten line must not wrap (its first part would stay behind): past the
+            # terminal's width the rate goes, then the count becomes a percentage.
+            percent = f" {100 * done // total}%" if total else amount
+            fitting = [text for text in (line, f"retrieval-eval: {label}{amount}",
+                                         f"retrieval-eval: {label}{percent}")
+                       if len(text) < self.width]
+            self.tr.rewrite(fitting[0] if fitting else f"retrieval-eval: {label}", erase=True)
             if final:
                 self.tr.write_line("")
         else:
-            self.tr.write_line(line)
+            from .reporting.report import fit_lines
+
+            for part in fit_lines([line], self.width):
+                self.tr.write_line(part)
 
 
 def human_rate(rate: float) -> str:

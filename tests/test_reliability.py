@@ -59,6 +59,7 @@ from tests.support.reliability_support import (
     usage_error_line,
     write_query_vectors,
 )
+from tests.support.wrapped import unwrap
 
 ROOT = Path(__file__).resolve().parent.parent
 PREP_SUMMARY = re.compile(
@@ -362,7 +363,7 @@ def test_instance_rejections_are_counted_by_the_prep_cli_too(
         "single-session-user, single-session-assistant, single-session-preference, "
         "temporal-reasoning, knowledge-update, multi-session); `pytest --retrieval-eval "
         "--retrieval-eval-json PATH` lists them all\n")
-    assert out.startswith("prep: 8 slots, 10 unique texts, 10 embedded now, 0 from cache")
+    assert unwrap(out).startswith("prep: 8 slots, 10 unique texts, 10 embedded now, 0 from cache")
 
 
 # --------------------------------------------------------------------------- fuzz, plugin core
@@ -636,7 +637,7 @@ def resume_and_compare(cache: Path, data: Path, model: Path, expected: np.ndarra
     assert 0 < missing < KILL_TEXTS, "the kills should land mid-prep"
     capsys.readouterr()
     assert cli.main(prep_argv(data, model, cache)) == 0
-    out = capsys.readouterr().out.strip()
+    out = unwrap(capsys.readouterr().out).strip()
     match = PREP_SUMMARY.match(out)
     assert match, out
     _, unique, now, from_cache = map(int, match.groups())

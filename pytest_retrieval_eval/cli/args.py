@@ -1,13 +1,16 @@
 """What every ``retrieval-eval`` subcommand shares: the program name, the exit statuses, the
-parser class that makes a bad argument one line (exit 2), and the argument types more than one
-command takes (those of one command live beside it: ``--shard`` in :mod:`.prep`, ``--repo``
-in :mod:`.cache`, ``--retrievers`` in :mod:`.reports`)."""
+parser class that makes a bad argument one line (exit 2), the width summaries fit (with
+:func:`write_fitted`), and the argument types more than one command takes (those of one
+command live beside it: ``--shard`` in :mod:`.prep`, ``--repo`` in :mod:`.cache`,
+``--retrievers`` in :mod:`.reports`)."""
 
 from __future__ import annotations
 
 import argparse
+import shutil
+from collections.abc import Iterable
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, TextIO
 
 from ..errors import one_line
 
@@ -20,6 +23,8 @@ __all__ = [
     "directory",
     "file_path",
     "nonempty",
+    "terminal_width",
+    "write_fitted",
 ]
 
 PROG = "retrieval-eval"
@@ -28,6 +33,21 @@ EXIT_USAGE = 2  # a bad flag or value: argparse's own status
 EXIT_ERROR = 4  # a RetrievalEvalError: the run cannot go on; pytest's usage-error status, so
 #                 `retrieval-eval` and `pytest --retrieval-eval` agree on the same fault
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
+
+
+def terminal_width() -> int:
+    """The width a summary fits: ``$COLUMNS``, else the terminal's, else 80 (a pipe)."""
+    return shutil.get_terminal_size((80, 24)).columns
+
+
+def write_fitted(out: TextIO, lines: Iterable[str], width: int | None = None) -> None:
+    """Write summary ``lines`` cut at spaces to ``width`` (default: :func:`terminal_width`),
+    continuations indented (``reporting.report.fit_lines``). Never for an error or a
+    warning: those stay one line (``PROG: error: ...``), whatever the width."""
+    from ..reporting.report import fit_lines
+
+    for line in fit_lines(lines, terminal_width() if width is None else width):
+        out.write(line + "\n")
 
 
 def directory(value: str) -> Path:

@@ -11,7 +11,7 @@ from typing import Any, TextIO
 
 from ..errors import CacheHubError
 from ..options import DEFAULT_DATA_REPO, DEFAULT_NETWORK_DEADLINE, deadline_seconds, repo_id
-from .args import OneLineParser, directory, nonempty
+from .args import OneLineParser, directory, nonempty, write_fitted
 from .progress_bar import ProgressBar
 
 __all__ = ["add_commands", "run"]
@@ -104,16 +104,18 @@ def _cmd_cache_merge(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     finally:
         if bar is not None:
             bar.finish()
+    lines = []
     for model in result.models:
-        out.write(f"merge: model {model.name} (fingerprint {model.fingerprint[:12]}): "
-                  f"{model.copied} vectors copied, {model.present} already present, from "
-                  f"{model.shards} verified shard(s)\n")
+        lines.append(f"merge: model {model.name} (fingerprint {model.fingerprint[:12]}): "
+                     f"{model.copied} vectors copied, {model.present} already present, from "
+                     f"{model.shards} verified shard(s)")
         if model.copied + model.present == 0:
-            out.write("merge: the sources hold none of this model's vectors (a prep "
-                      "served wholly by the package's bundled sample writes none; every "
-                      "run reads those from the package)\n")
+            lines.append("merge: the sources hold none of this model's vectors (a prep "
+                         "served wholly by the package's bundled sample writes none; every "
+                         "run reads those from the package)")
     if not result.models:
-        out.write("merge: the sources hold no model vectors; nothing to copy\n")
+        lines.append("merge: the sources hold no model vectors; nothing to copy")
+    write_fitted(out, lines)
     return 0
 
 
@@ -153,10 +155,10 @@ def _cmd_push(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if bar is not None:
             bar.finish()
     commit = f"commit {result.commit[:12]}" if result.commit else "nothing new to commit"
-    out.write(f"cache push: {_count(result.uploaded, 'file')} sent ({_size(result.bytes)}), "
-              f"{result.already} already there, to dataset repo {result.repo} ({commit}); "
-              f"model {result.model}, fingerprint {result.fingerprint[:12]}, "
-              f"{result.seconds:.1f}s\n")
+    write_fitted(out, [
+        f"cache push: {_count(result.uploaded, 'file')} sent ({_size(result.bytes)}), "
+        f"{result.already} already there, to dataset repo {result.repo} ({commit}); model "
+        f"{result.model}, fingerprint {result.fingerprint[:12]}, {result.seconds:.1f}s"])
     return 0
 
 
@@ -176,8 +178,9 @@ def _cmd_pull(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     resumed = f", {_size(result.resumed)} resumed" if result.resumed else ""
     corpus = (f" and {_count(result.corpus_files, 'corpus file')}" if result.corpus_files
               else "")
-    out.write(f"cache pull: {_count(result.fetched, 'shard')}{corpus} fetched "
-              f"({_size(result.bytes)}{resumed}), {result.already} already here, from dataset "
-              f"repo {result.repo}; model {result.model}, fingerprint "
-              f"{result.fingerprint[:12]}, {result.seconds:.1f}s\n")
+    write_fitted(out, [
+        f"cache pull: {_count(result.fetched, 'shard')}{corpus} fetched "
+        f"({_size(result.bytes)}{resumed}), {result.already} already here, from dataset repo "
+        f"{result.repo}; model {result.model}, fingerprint {result.fingerprint[:12]}, "
+        f"{result.seconds:.1f}s"])
     return 0

@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any, TextIO
 
-from .args import PROG
+from .args import PROG, write_fitted
 
 __all__ = ["FORMATS", "add_commands", "run"]
 
@@ -43,8 +43,9 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """Write the files; one line on stdout saying what and where, a line on stderr per
-    thing the files cannot give as the report did (failed items, another answer per k)."""
+    """Write the files; a line on stdout saying what and where (fitted to the terminal), a
+    line on stderr per thing the files cannot give as the report did (failed items,
+    another answer per k: notes, one line each as errors are)."""
     from ..reporting.report_file import load_report
     from ..reporting.trec_files import trec_export, write_trec_files
 
@@ -52,8 +53,9 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     export = trec_export(report, str(args.report))
     written = write_trec_files(export, args.out, inputs=[args.report])
     runs = len(written) - 1
-    out.write(f"wrote {runs} run file{'s' if runs != 1 else ''} and qrels ({export.rankings} "
-              f"rankings of {export.questions} questions) to {args.out}\n")
+    write_fitted(out, [f"wrote {runs} run file{'s' if runs != 1 else ''} and qrels "
+                       f"({export.rankings} rankings of {export.questions} questions) to "
+                       f"{args.out}"])
     if export.failed:
         err.write(f"{PROG}: note: {export.failed} failed item{'s' if export.failed != 1 else ''}"
                   f" of the report (its errors) are in no file: the report scored them not at "

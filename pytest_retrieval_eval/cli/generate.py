@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ..errors import RetrievalEvalError, write_fault
 from ..io.user_files import TargetRefused
 from ..options import positive_int
-from .args import file_path
+from .args import file_path, write_fitted
 from .progress_bar import ProgressBar
 
 if TYPE_CHECKING:
@@ -90,6 +90,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if bar is not None:
             bar.finish()
     seconds = time.monotonic() - began
-    out.write(f"generate: wrote {args.out}: {config.n_instances} instances, {size:,} bytes, "
-              f"{seconds:.1f}s ({size / 1e6 / max(seconds, 1e-9):.1f} MB/s)\n")
+    write_fitted(out, [f"generate: wrote {args.out}: {config.n_instances} instances, "
+                       f"{size:,} bytes, {seconds:.1f}s "
+                       f"({size / 1e6 / max(seconds, 1e-9):.1f} MB/s)"])
     return 0

@@ -16,7 +16,7 @@ from ..options import DEFAULT_DATA, DEFAULT_DATA_REPO, DEFAULT_MODEL
 from ..options import choice as _choice
 from ..options import max_length as _max_length
 from ..options import positive_int as _positive_int
-from .args import EXIT_INTERRUPTED, PROG, directory, nonempty
+from .args import EXIT_INTERRUPTED, PROG, directory, nonempty, terminal_width, write_fitted
 from .progress_bar import ProgressBar
 
 __all__ = ["add_commands", "run"]
@@ -207,15 +207,14 @@ def _cmd_prep(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if bar is not None:
             bar.finish()
     seconds = time.perf_counter() - started  # the whole command: corpus, model and prep
-    out.write(
+    summary = (
         f"prep: {stats.slots} slots, {stats.unique_texts} unique texts, {stats.embedded_now} "
         f"embedded now, {stats.from_cache} from cache, {seconds:.1f}s (model "
         f"{embedder.name}, fingerprint {embedder.fingerprint[:12]}"
         + ("; not loaded: every vector needed was cached"
-           if isinstance(embedder, prep_mod.CachedOnly) else "") + ")\n"
+           if isinstance(embedder, prep_mod.CachedOnly) else "") + ")"
     )
-    for line in _scale_lines(args, stats):
-        out.write(line + "\n")
+    write_fitted(out, [summary, *_scale_lines(args, stats)])
     return 0
 
 
@@ -256,30 +255,32 @@ def _scale_lines(args: argparse.Namespace, stats: Any) -> list[str]:
 
 
 def _cmd_models(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from ..reporting.report import fit_fields
     from ..vectors import cache as cache_mod
 
     root: Path = args.cache if args.cache is not None else cache_mod.default_cache_dir()
     roots = [root] if args.no_bundled else [root, cache_mod.bundled_cache_dir()]
     models = cache_mod.list_models(roots)
     # Folders that lost their manifest: never used, and never left out of the list silently.
-    for folder, count, name in cache_mod.unlisted_folders(roots):
-        of = f" of model {name}" if name else ""
-        out.write(f"{folder}: {count} shard(s){of} but no manifest.json, so its vectors are "
-                  f"never used; copy manifest.json back from the cache that made it, or "
-                  f"delete the folder and prep that model again\n")
+    write_fitted(out, [
+        f"{folder}: {count} shard(s){f' of model {name}' if name else ''} but no "
+        f"manifest.json, so its vectors are never used; copy manifest.json back from the "
+        f"cache that made it, or delete the folder and prep that model again"
+        for folder, count, name in cache_mod.unlisted_folders(roots)])
     if not models:
-        out.write(f"no model vectors in {root}; make some with `{PROG} prep`\n")
+        write_fitted(out, [f"no model vectors in {root}; make some with `{PROG} prep`"])
         return 0
+    width = terminal_width()
     for m in models:
         where = ", ".join(
             "bundled" if Path(r) == cache_mod.bundled_cache_dir() else str(r)
             for r in m.get("roots", [])
         )
-        out.write(
-            f"{m.get('name', '?')}  fingerprint {str(m.get('fingerprint', ''))[:12]}  dim "
-            f"{m.get('dim', '?')}  {m.get('vectors', 0)} vectors  pooling "
-            f"{m.get('pooling', '?')}  max_length {m.get('max_length', '?')}  query_prefix "
-            f"{str(m.get('query_prefix', ''))!r}  ({where})\n"
-        )
+        # One entry per model: its fields on one line, or broken between fields to fit.
+        fields = [str(m.get("name", "?")), f"fingerprint {str(m.get('fingerprint', ''))[:12]}",
+                  f"dim {m.get('dim', '?')}", f"{m.get('vectors', 0)} vectors",
+                  f"pooling {m.get('pooling', '?')}", f"max_length {m.get('max_length', '?')}",
+                  f"query_prefix {str(m.get('query_prefix', ''))!r}", f"({where})"]
+        out.writelines(line + "\n" for line in fit_fields(fields, width))
     return 0
 

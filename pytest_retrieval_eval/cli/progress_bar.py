@@ -3,6 +3,7 @@ push and pull): self-drawn, no dependency, quiet in a pipe."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from typing import TextIO
@@ -27,6 +28,7 @@ class ProgressBar:
     """
 
     GRACE = 1.0  # seconds a step runs before it is first drawn
+    MIN_BAR = 5  # the fewest cells a bar shrinks to on a narrow terminal
 
     def __init__(
         self,
@@ -35,9 +37,13 @@ class ProgressBar:
         width: int = 30,
         interval: float = 0.1,
         quiet_interval: float = 30.0,
+        columns: int | None = None,
     ) -> None:
         self.stream = stream if stream is not None else sys.stderr
         self.width = width
+        # The terminal's width: a bar line wider would wrap, and its redraw would then
+        # leave the first part behind; the bar shrinks (to MIN_BAR) to fit it.
+        self.columns = columns if columns is not None else shutil.get_terminal_size().columns
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.interval = interval if self.tty else quiet_interval
         self._label: str | None = None
@@ -74,10 +80,13 @@ class ProgressBar:
         rate = progressed / elapsed if elapsed > 0 else 0.0
         if total is not None:
             frac = min(max(done / total, 0.0), 1.0) if total > 0 else 1.0
-            filled = int(frac * self.width)
-            bar = "#" * filled + "." * (self.width - filled)
             eta = _clock((total - done) / rate) if rate > 0 else "--:--"
-            return f"{label} [{bar}] {done}/{total} {rate:.1f}/s ETA {eta}"
+            rest = f"] {done}/{total} {rate:.1f}/s ETA {eta}"
+            # The last column stays free: a terminal's cursor there wraps the line.
+            width = max(self.MIN_BAR, min(self.width, self.columns - 1 - len(label) - 2
+                                          - len(rest)))
+            filled = int(frac * width)
+            return f"{label} [{'#' * filled}{'.' * (width - filled)}{rest}"
         if done == 0:  # an open-ended step that has counted nothing yet: its label alone
             return label
         return f"{label} {done} {rate:.1f}/s {_clock(elapsed)}"

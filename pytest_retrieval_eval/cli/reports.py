@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..reporting.plot import DEFAULT_DPI, DPI_RANGE  # matplotlib only when a figure is drawn
-from .args import file_path
+from .args import file_path, write_fitted
 
 __all__ = ["add_commands", "run"]
 
@@ -125,7 +125,7 @@ def _cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         out.write(line + "\n")
     if args.json is not None:
         write_json({"comparison": result}, args.json, option="--json")
-        out.write(f"comparison JSON: {args.json}\n")
+        write_fitted(out, [f"comparison JSON: {args.json}"], width)
     return 0
 
 
@@ -197,7 +197,7 @@ def _cmd_plot(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if not args.base_is_newer:
             check_order(paths, reports)
         plot_mod.plot_comparison(_compare_two(args, paths, reports), args.output, dpi=dpi)
-    out.write(f"figure: {args.output}\n")
+    write_fitted(out, [f"figure: {args.output}"])
     return 0
 
 

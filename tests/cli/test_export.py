@@ -26,6 +26,7 @@ from pytest_retrieval_eval.reporting.trec_files import (
     write_trec_files,
 )
 from pytest_retrieval_eval.scoring.metrics import dedupe
+from tests.support.wrapped import unwrap
 
 ranx = pytest.importorskip("ranx", reason="ranx is a test dependency")
 
@@ -54,9 +55,11 @@ def _report(pairs: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """The exit status, stdout (whole lines again, whatever the terminal's width: the
+    cutting is tests/cli/test_widths.py's) and stderr."""
     code = cli.main(argv)
     captured = capsys.readouterr()
-    return code, captured.out, captured.err
+    return code, unwrap(captured.out), captured.err
 
 
 # --- the lines ---------------------------------------------------------------------------

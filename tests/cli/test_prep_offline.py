@@ -12,14 +12,17 @@ import pytest
 from pytest_retrieval_eval.cli import console as cli
 from pytest_retrieval_eval.vectors import embedding
 from tests.support.lme_factory import small_dataset
+from tests.support.wrapped import unwrap, words
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """The command's exit status, stdout (its lines whole again, whatever the terminal's
+    width cut them into: tests/cli/test_widths.py checks the cutting) and stderr."""
     code = cli.main(argv)
     captured = capsys.readouterr()
-    return code, captured.out, captured.err
+    return code, unwrap(captured.out), captured.err
 
 
 @pytest.fixture
@@ -55,7 +58,8 @@ def test_sample_shards_and_merge_run_offline_without_a_model(
     assert code == 0, err
     assert out.startswith(f"merge: model {MINILM} (fingerprint 627066fc5224): 0 vectors copied")
     code, out, _ = run(["models", "--cache", str(tmp_path / "c1"), "--no-bundled"], capsys)
-    assert code == 0 and out.startswith(f"{MINILM}  fingerprint 627066fc5224  dim 384  0 vectors")
+    assert code == 0 and " ".join(words(out)).startswith(
+        f"{MINILM} fingerprint 627066fc5224 dim 384 0 vectors")
     assert loads == []
     # Turn granularity: the sample's turn vectors are shipped too (one more model-free prep).
     code, out, err = run(["prep", "--model", MINILM, "--cache", str(tmp_path / "t"),

@@ -35,9 +35,9 @@ class _Reporter:
         self.lines.append(line)
 
 
-def _plugin_progress(reporter: _Reporter) -> Any:
+def _plugin_progress(reporter: _Reporter, width: int = 80) -> Any:
     progress = terminal_progress.Progress.__new__(terminal_progress.Progress)
-    progress.tr = reporter
+    progress.tr, progress.width = reporter, width
     progress.last, progress.label, progress.started = 0.0, "", 0.0
     return progress
 
@@ -110,3 +110,38 @@ def test_small_broken_file_is_one_line_with_no_progress_before_it(
     assert result.ret == 4
     lines = [line for line in result.outlines + result.errlines if line.strip()]
     assert len(lines) == 1 and "ends early" in lines[0], lines
+
+
+def test_cli_bar_shrinks_to_fit_a_narrow_terminal() -> None:
+    """A bar wider than the terminal would wrap, and each redraw would leave a line behind:
+    the bar shrinks to fit, the last column left free (down to MIN_BAR cells)."""
+    def drawn(columns: int) -> str:
+        return cli.ProgressBar(io.StringIO(), columns=columns).render(
+            "embed", 12345, 67890, 10.0, 12345)
+
+    assert drawn(200) == drawn(80) == (
+        f"embed [{'#' * 5}{'.' * 25}] 12345/67890 1234.5/s ETA 00:44")
+    assert len(drawn(60)) == 59 and drawn(60).startswith("embed [###....")
+    assert "[.....]" in drawn(30)  # no room left: the fewest cells, never none
+
+
+@pytest.mark.parametrize("isatty", [False, True])
+def test_plugin_progress_fits_the_terminal(monkeypatch: pytest.MonkeyPatch,
+                                           isatty: bool) -> None:
+    """On a terminal the rewritten line never wraps (past the width its rate goes, then its
+    count becomes a percentage); in a log a long line is wrapped like the summary's."""
+    clock = _Clock()
+    monkeypatch.setattr(terminal_progress.time, "monotonic", clock)
+    reporter = _Reporter(isatty)
+    progress = _plugin_progress(reporter, width=60)
+    label = "sha256 longmemeval_s_cleaned.json"
+    progress(label, 0, 2_730_000_000)
+    clock.now += 1.5
+    progress(label, 1_000_000_000, 2_730_000_000)
+    lines = [line for line in reporter.lines if line]
+    assert all(len(line) < 60 for line in lines), lines
+    if isatty:
+        assert lines == [f"retrieval-eval: {label} 36%"]
+    else:
+        assert " ".join(line.strip() for line in lines) == (
+            f"retrieval-eval: {label} 1000000000/2730000000 (666.7M/s, ~3s left)")

@@ -27,6 +27,7 @@ from pytest_retrieval_eval.data.generator.instances import (
     iter_instances,
     write_dataset,
 )
+from tests.support.wrapped import unwrap
 
 SHIPPED = SAMPLE_PATH
 TYPES = {"single-session-user", "single-session-assistant", "single-session-preference",
@@ -144,7 +145,7 @@ def test_cli_writes_a_scaled_preset(tmp_path: Path, capsys: pytest.CaptureFixtur
     data = json.loads(out.read_text(encoding="utf-8"))
     assert len(data) == 7
     assert {x["question_type"] for x in data} >= TYPES - {"single-session-preference"}
-    line, = capsys.readouterr().out.splitlines()
+    line, = unwrap(capsys.readouterr().out).splitlines()
     assert line.startswith(f"generate: wrote {out}: 7 instances, ")
 
 
@@ -158,7 +159,7 @@ def test_both_spellings_write_the_shipped_sample(tmp_path: Path) -> None:
                               capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
         assert sha(tmp_path / name) == sha(SHIPPED)
-        assert done.stdout.startswith(f"generate: wrote {tmp_path / name}: 18 instances")
+        assert unwrap(done.stdout).startswith(f"generate: wrote {tmp_path / name}: 18 instances")
 
 
 def test_generate_past_the_pool_limit_is_one_line_naming_the_limit(

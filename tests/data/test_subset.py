@@ -24,6 +24,7 @@ from pytest_retrieval_eval.vectors.prep import query_key
 from tests.support.lme_factory import make_instance, write_dataset
 from tests.support.model_factory import make_model_dir
 from tests.support.plugin_runs import run_with_report
+from tests.support.wrapped import unwrap
 
 SAMPLE_INSTANCES = list(iter_instances(SAMPLE))
 SAMPLE_USABLE = [i for i in SAMPLE_INSTANCES if not i["question_id"].endswith("_abs")]
@@ -206,7 +207,7 @@ def test_prep_under_a_subset_embeds_only_its_pairs_texts(
     cache = tmp_path / "cache"
     code = cli.main(["prep", "--data", str(data), "--model", str(model), "--cache", str(cache),
                      "--no-progress", "--subset", "4", "--subset-seed", "2"])
-    out = capsys.readouterr().out
+    out = unwrap(capsys.readouterr().out)
     assert code == 0, out
     assert "subset: 4 pairs, seed 2" in out
     # The chosen pairs, computed independently of prep: 4 of 12 over 3 types -> 2, 1, 1.

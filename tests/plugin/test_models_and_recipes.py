@@ -29,6 +29,7 @@ from tests.support.reliability_support import (
     no_traceback,
     run_plugin,
 )
+from tests.support.wrapped import unwrap
 
 RETRIEVERS = ("--retrieval-eval-retriever", "semantic")
 
@@ -219,7 +220,7 @@ def test_a_missing_manifest_is_named_not_no_vectors_of_any_model(
     assert f"delete {manifest.parent} and run `" in line
     capsys.readouterr()
     assert cli.main(["models", "--cache", str(isolated_cache), "--no-bundled"]) == 0
-    out = capsys.readouterr().out
+    out = unwrap(capsys.readouterr().out)
     assert out.startswith(f"{manifest.parent}: 1 shard(s) of model tiny-model but no "
                           "manifest.json, so its vectors are never used")
     shutil.rmtree(manifest.parent)

@@ -7,7 +7,6 @@ joining each continuation to the line before it with one space gives the origina
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -18,34 +17,9 @@ from pytest_retrieval_eval.cli import console as cli
 from pytest_retrieval_eval.reporting.compare import compare_reports, comparison_lines, header_lines
 from pytest_retrieval_eval.reporting.report import fit_lines
 from tests.support.compare_factory import make_report, write_report
+from tests.support.wrapped import fits, join
 
 FIVE = "hybrid,semantic,fts,bm25,oracle"
-#: A single space with no space either side: the only place a line may be cut.
-BREAK = re.compile(r"(?<! ) (?! )")
-
-
-def indent_of(line: str) -> int:
-    return len(line) - len(line.lstrip(" "))
-
-
-def join(lines: Sequence[str]) -> list[str]:
-    """Undo the wrapping: a line indented two spaces past its first line's indent continues
-    it (written without fit_lines' help, so the two cannot share a mistake)."""
-    out: list[str] = []
-    base = -1
-    for line in lines:
-        if out and base >= 0 and line.startswith(" " * (base + 2)) and \
-                indent_of(line) == base + 2:
-            out[-1] += " " + line[base + 2:]
-        else:
-            out.append(line)
-            base = indent_of(line)
-    return out
-
-
-def fits(line: str, width: int) -> bool:
-    """``line`` is within ``width``, or is an indent and one word that could not be cut."""
-    return len(line) <= width or BREAK.search(line.lstrip(" ")) is None
 
 
 def test_a_line_that_fits_is_left_as_it_is() -> None:

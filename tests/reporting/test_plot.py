@@ -13,6 +13,7 @@ import pytest
 from pytest_retrieval_eval.cli import console as cli
 from pytest_retrieval_eval.reporting import compare as cmp
 from tests.support.compare_factory import make_report, write_report
+from tests.support.wrapped import unwrap
 
 pytest.importorskip("matplotlib", reason="matplotlib is in the test extra")
 
@@ -101,8 +102,8 @@ def test_cli_plot_single_and_comparison(tmp_path: Path,
     assert cli.main(["plot", str(n), "-o", str(tmp_path / "one.png")]) == 0
     assert cli.main(["plot", str(b), str(n), "-o", str(tmp_path / "cmp.svg")]) == 0
     out, _ = capsys.readouterr()
-    assert out.splitlines() == [f"figure: {tmp_path / 'one.png'}",
-                                f"figure: {tmp_path / 'cmp.svg'}"]
+    assert unwrap(out).splitlines() == [f"figure: {tmp_path / 'one.png'}",
+                                        f"figure: {tmp_path / 'cmp.svg'}"]
     assert "Δ recall@5" in (tmp_path / "cmp.svg").read_text()
 
 

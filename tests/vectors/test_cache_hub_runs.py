@@ -12,6 +12,7 @@ from pytest_retrieval_eval.cli import console as cli
 from tests.support.hub_standin import HubStandIn, serve
 from tests.support.lme_factory import small_dataset
 from tests.support.model_factory import make_model_dir
+from tests.support.wrapped import unwrap
 from tests.vectors.test_cache_hub import REPO, tree
 
 USAGE_ERROR = 4
@@ -37,7 +38,7 @@ def published(hub: HubStandIn, tmp_path: Path, dataset: Path, tiny_model_dir: Pa
                      str(source), "--no-progress"]) == 0
     assert cli.main(["cache", "push", "--repo", REPO, "--cache", str(source),
                      "--no-progress"]) == 0
-    out = capsys.readouterr().out.strip().splitlines()[-1]
+    out = unwrap(capsys.readouterr().out).strip().splitlines()[-1]
     assert out.startswith("cache push: 4 files sent (") and f"dataset repo {REPO}" in out
     assert "model tiny-model" in out
     return source
@@ -55,12 +56,12 @@ def test_cli_pull_then_nothing_more(published: Path, tmp_path: Path,
     target = tmp_path / "copy"
     args = ["cache", "pull", "--repo", REPO, "--cache", str(target), "--no-progress"]
     assert cli.main(args) == 0
-    out = capsys.readouterr().out
+    out = unwrap(capsys.readouterr().out)
     assert out.startswith("cache pull: 1 shard fetched (") and "0 already here" in out
     assert out.count("\n") == 1
     assert tree(target / "vectors") == tree(published / "vectors")
     assert cli.main(args) == 0
-    assert "cache pull: 0 shards fetched (0 B), 1 already here" in capsys.readouterr().out
+    assert "cache pull: 0 shards fetched (0 B), 1 already here" in unwrap(capsys.readouterr().out)
 
 
 def test_cli_errors_are_one_line_and_exit_4(hub: HubStandIn, tmp_path: Path,
@@ -83,7 +84,7 @@ def test_cli_push_include_corpus(hub: HubStandIn, published: Path, dataset: Path
                                  tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["cache", "push", "--repo", REPO, "--cache", str(published), "--data",
                      str(dataset), "--include-corpus", "--no-progress"]) == 0
-    assert "2 files sent" in capsys.readouterr().out  # the corpus and its sidecar only
+    assert "2 files sent" in unwrap(capsys.readouterr().out)  # the corpus and its sidecar only
     target = tmp_path / "copy"
     assert cli.main(["cache", "pull", "--repo", REPO, "--cache", str(target),
                      "--include-corpus", "--no-progress"]) == 0

@@ -20,6 +20,7 @@ from pytest_retrieval_eval.vectors import ray_prep
 from pytest_retrieval_eval.vectors.cache import VectorCache
 from pytest_retrieval_eval.vectors.embedding import EmbedConfig, load_embedder
 from tests.support.lme_factory import small_dataset
+from tests.support.wrapped import unwrap
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
 
@@ -82,7 +83,7 @@ def test_ray_prep_is_bit_identical_to_local_prep(
     assert not [p for p in directory.iterdir() if p.name.startswith(".tmp-")]
     # A second Ray prep finds nothing missing and embeds nothing.
     assert cli.main(prep(dataset, tiny_model_dir, tmp_path / "ray", "--ray")) == 0
-    assert " 0 embedded now" in capsys.readouterr().out
+    assert " 0 embedded now" in unwrap(capsys.readouterr().out)
 
 
 def test_ray_prep_with_a_shard_embeds_that_slice(

@@ -18,6 +18,7 @@ from pytest_retrieval_eval.vectors.embedding import EmbedConfig, load_embedder
 from pytest_retrieval_eval.vectors.merge import merge_caches
 from pytest_retrieval_eval.vectors.prep import shard_of
 from tests.support.lme_factory import small_dataset
+from tests.support.wrapped import unwrap
 
 MERGE = ["cache", "merge", "--no-progress"]
 
@@ -55,11 +56,11 @@ def test_two_shards_merged_equal_one_unsharded_prep(
         dataset: Path, tiny_model_dir: Path, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(prep(dataset, tiny_model_dir, tmp_path / "whole")) == 0
-    whole_out = capsys.readouterr().out
+    whole_out = unwrap(capsys.readouterr().out)
     assert cli.main(prep(dataset, tiny_model_dir, tmp_path / "s1", "--shard", "1/2")) == 0
-    out1 = capsys.readouterr().out
+    out1 = unwrap(capsys.readouterr().out)
     assert cli.main(prep(dataset, tiny_model_dir, tmp_path / "s2", "--shard", "2/2")) == 0
-    out2 = capsys.readouterr().out
+    out2 = unwrap(capsys.readouterr().out)
     whole = cache_of(tmp_path / "whole", tiny_model_dir)
     one, two = cache_of(tmp_path / "s1", tiny_model_dir), cache_of(tmp_path / "s2", tiny_model_dir)
     keys = sorted(whole.keys())
@@ -71,7 +72,7 @@ def test_two_shards_merged_equal_one_unsharded_prep(
     assert "shard 2/2" in out2 and "shard" not in whole_out
     code = cli.main([*MERGE, str(tmp_path / "s1"), str(tmp_path / "s2"), "--into",
                      str(tmp_path / "merged")])
-    out = capsys.readouterr().out
+    out = unwrap(capsys.readouterr().out)
     assert code == 0
     assert out.startswith("merge: model tiny-model (fingerprint ")
     assert f"{len(keys)} vectors copied, 0 already present, from 2 verified shard(s)" in out
@@ -82,11 +83,11 @@ def test_two_shards_merged_equal_one_unsharded_prep(
     assert merged.get(sorted(one.keys())).tobytes() == one.get(sorted(one.keys())).tobytes()
     # A model-free run on the merged cache needs nothing more: prep finds nothing missing.
     assert cli.main(prep(dataset, tiny_model_dir, tmp_path / "merged")) == 0
-    assert " 0 embedded now" in capsys.readouterr().out
+    assert " 0 embedded now" in unwrap(capsys.readouterr().out)
     # Merging again copies nothing.
     assert cli.main([*MERGE, str(tmp_path / "s1"), "--into",
                      str(tmp_path / "merged")]) == 0
-    assert "0 vectors copied" in capsys.readouterr().out
+    assert "0 vectors copied" in unwrap(capsys.readouterr().out)
 
 
 def test_a_corrupt_source_is_one_line_and_nothing_is_written(
@@ -231,7 +232,7 @@ def test_the_readme_merge_on_the_bundled_sample_makes_its_target_and_says_why_it
                          "--offline", "--no-progress"]) == 0
     capsys.readouterr()
     assert cli.main([*MERGE, "c1", "c2", "--into", "merged"]) == 0
-    out = capsys.readouterr().out.splitlines()
+    out = unwrap(capsys.readouterr().out).splitlines()
     assert out[0].startswith(f"merge: model {model} (fingerprint ")
     assert "0 vectors copied" in out[0]
     assert "bundled sample" in out[1]
