@@ -8,14 +8,19 @@ Times (CPU) ``pytest -q`` of one trivial test in an empty folder, as subprocesse
 plugin loaded but off (what every run of a project that installs it pays), the plugin
 disabled with ``-p no:retrieval_eval``, and the difference; each with bytecode caching and
 with ``PYTHONDONTWRITEBYTECODE=1`` (pytest cannot cache its rewritten modules then); the
-first row drops that variable from the environment, where a machine sets it. The
-runs of a cell are interleaved and their medians print as a table; nothing in the
-repository is written. Run it with the Python of a *wheel* install: an editable install's
-modules are never rewritten for assertions, so it cannot show that part of the cost."""
+first row drops that variable from the environment, where a machine sets it. Before the
+second row the rewritten bytecode pytest cached for the plugin's modules in the first
+(``__pycache__/*-pytest-*.pyc`` of the installed package) is removed: pytest reads such a
+file even when it may not write one, and a machine that always sets the variable never has
+one, so pytest parses each of those modules from source in every run. The runs of a cell
+are interleaved and their medians print as a table; nothing in the repository is written
+(an installed package inside it keeps its files). Run it with the Python of a *wheel*
+install, as a project that installs the plugin has it."""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import resource
 import statistics
@@ -46,6 +51,23 @@ def _medians_ms(folder: Path, extras: list[list[str]], env: dict[str, str],
     return [statistics.median(cpu) for cpu in cpus]
 
 
+def _drop_rewritten_bytecode() -> int:
+    """Remove pytest's cached rewrites of the installed plugin's modules (what a machine with
+    PYTHONDONTWRITEBYTECODE=1 never has); a package inside this repository is left alone.
+    Returns how many files went."""
+    spec = importlib.util.find_spec("pytest_retrieval_eval")  # finds; imports nothing
+    if spec is None or not spec.submodule_search_locations:
+        return 0
+    package = Path(next(iter(spec.submodule_search_locations))).resolve()
+    if Path(__file__).resolve().parent.parent in package.parents:
+        return 0
+    dropped = 0
+    for pyc in package.rglob("__pycache__/*-pytest-*.pyc"):
+        pyc.unlink()
+        dropped += 1
+    return dropped
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=15, help="runs per cell (default: 15)")
@@ -59,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
             env = {k: v for k, v in os.environ.items()
                    if not k.startswith("PYTEST_") and k != "PYTHONDONTWRITEBYTECODE"}
             env.update(extra_env)
+            if extra_env:
+                _drop_rewritten_bytecode()
             off, disabled = _medians_ms(folder, [[], ["-p", "no:retrieval_eval"]], env,
                                         args.repeat)
             print(f"{label:<22} {off:>9.1f}ms {disabled:>7.1f}ms {off - disabled:>+6.1f}ms")
