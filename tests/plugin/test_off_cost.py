@@ -50,6 +50,8 @@ def test_off_registers_no_hook_of_an_enabled_run(pytester: pytest.Pytester) -> N
     off = pytester.parseconfigure("-p", "no:cacheprovider")
     assert off.pluginmanager.get_plugin("retrieval-eval-run") is None
     assert off.pluginmanager.get_plugin("retrieval-eval-fixtures") is not None
+    on = pytester.parseconfigure("-p", "no:cacheprovider", "--retrieval-eval", "--no-model")
+    assert on.pluginmanager.get_plugin("retrieval-eval-run") is not None
 
 
 def test_network_deadline_default_is_the_hub_calls() -> None:
