@@ -39,12 +39,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .errors import RetrievalEvalError
+from .fixtures import MARKER
 
 if TYPE_CHECKING:
     from .session import EvalSession
 
 ROOT_NAME = "retrieval-eval"
-MARKER = "retrieval_eval"
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,8 @@ method (``store_path``, ``passage_vectors``, ``query_vector``).
 ``retrieval_eval_embedder``      (session) the model lane's embedder; an error with --no-model
 ``retrieval_eval_record``        ``record(ranked)``: the test's ranking is scored and shown in
                                  the run's summary as a retriever named after the test
+``retrieval_eval_custom_retriever``  (session) override it in your root ``conftest.py`` to
+                                 score your own store as retriever ``custom``
 
 PYTEST_DONT_REWRITE: loaded while the plugin is off; holds no test asserts.
 """
@@ -32,6 +34,7 @@ if TYPE_CHECKING:  # numpy and the data wings load only in an enabled run (off m
     import numpy as np
 
     from .data.corpus import Corpus, PairRecord
+    from .retrievers import Retriever
     from .session import EvalSession
     from .vectors.embedding import Embedder
 
@@ -39,6 +42,7 @@ __all__ = [
     "PassageVectors",
     "record_ranking",
     "retrieval_eval_corpus",
+    "retrieval_eval_custom_retriever",
     "retrieval_eval_embedder",
     "retrieval_eval_pair",
     "retrieval_eval_query_vector",
@@ -50,6 +54,8 @@ __all__ = [
 #: Where the run's EvalSession lives (``config.stash``); the plugin puts it there.
 SESSION_KEY = pytest.StashKey["EvalSession"]()
 PAIR_FIXTURE = "retrieval_eval_pair"
+#: The marker of the plugin's pair items (registered by the plugin in every run).
+MARKER = "retrieval_eval"
 OFF = "retrieval_eval_pair needs --retrieval-eval (or retrieval_eval = true in the ini file)"
 
 
@@ -90,6 +96,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     positions = state.scored_positions()  # the usable pairs, or --retrieval-eval-subset's
     metafunc.parametrize(PAIR_FIXTURE, positions, indirect=True,
                          ids=[pair_id(state.corpus.pairs[i]) for i in positions])
+
+
+@pytest.fixture(scope="session")
+def retrieval_eval_custom_retriever() -> Retriever:
+    """Override in your root ``conftest.py`` to score your own store as retriever ``custom``."""
+    from .errors import RetrievalEvalError
+
+    raise RetrievalEvalError(
+        "retriever 'custom' needs a session fixture named retrieval_eval_custom_retriever in "
+        "your root conftest.py returning an object with rank(persona, query, limit)"
+    )
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,8 @@ from .data import corpus as corpus_mod
 from .data import subset as subset_mod
 from .errors import CacheError, RetrievalEvalError
 from .io.checksums import MEMO_DIR
-from .options import DEFAULT_DATA, DEFAULT_DATA_REPO, DEFAULT_MODEL, RECIPE_OPTIONS, Settings
+from .options import DEFAULT_DATA, DEFAULT_DATA_REPO, DEFAULT_MODEL
+from .settings import RECIPE_OPTIONS, Settings
 from .vectors import cache as cache_mod
 from .vectors import model_files
 from .vectors import prep as prep_mod

@@ -1,40 +1,24 @@
-"""pytest hooks: a thin layer over :mod:`.session`, :mod:`.collection`, :mod:`.options` and
-:mod:`.reporting`.
+"""pytest hooks: the thin module pytest loads through the plugin's entry point in every run
+of an environment that installs it, whether the run asks for the plugin or not.
 
-Without ``--retrieval-eval`` (or ``retrieval_eval = true`` in the ini file) every hook returns
-at once: no item, no file touched, nothing printed, and none of the heavy modules (numpy,
-sqlite3, pyarrow, onnxruntime) imported.
+It registers the options and the fixtures, and reads the on/off switch. Without
+``--retrieval-eval`` (or ``retrieval_eval = true`` in the ini file) that is all: no item, no
+file read or written, nothing printed, and of the plugin's modules only this one,
+:mod:`.options` and :mod:`.fixtures` loaded (``tests/plugin/test_off_cost.py`` pins the set).
+An enabled run registers :mod:`.run_hooks`, the hooks that collect, score and report, so a run
+with the plugin off never calls them (no hook wrapper around each of its tests).
 
 PYTEST_DONT_REWRITE: loaded while the plugin is off; holds no test asserts.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Generator
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
-from .collection import MARKER, PairItem, Selection
-from .errors import RetrievalEvalError, one_line
-from .options import CUSTOM_RETRIEVER, add_no_model_alias, add_options, read_settings
-
-if TYPE_CHECKING:  # the heavy modules (onnxruntime, pyarrow) load only when enabled
-    from .retrievers import Retriever
-    from .session import EvalSession
-
-BASE_KEY = pytest.StashKey[dict[str, Any]]()  # the --retrieval-eval-compare report, loaded
-PUBLISHED_KEY = pytest.StashKey[list[str]]()  # where the Markdown went (terminal lines)
-_THIS_MODULE = sys.modules[__name__]
-WORKER_PLAN = "retrieval_eval_plan"
-WORKER_SELECTION = "retrieval_eval_selection"
-WORKER_OUTPUT = "retrieval_eval"
-#: Attributes of a pair item's test report carrying its result, error or skip.
-RESULT_ATTR = "retrieval_eval_result"
-ERROR_ATTR = "retrieval_eval_error"
-SKIP_ATTR = "retrieval_eval_skip"
+from .options import OPTIONS, SWITCH, add_no_model_alias, add_options
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -57,24 +41,6 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(RetrievalEvalHooks)
 
 
-def _named_stores(config: pytest.Config) -> list[Any]:
-    """What every ``pytest_retrieval_eval_retrievers`` returned, described (not built)."""
-    from collections.abc import Mapping
-
-    from .retrievers.loader import describe_object
-
-    origin = "pytest_retrieval_eval_retrievers"
-    stores: list[Any] = []
-    for returned in config.hook.pytest_retrieval_eval_retrievers(config=config):
-        if isinstance(returned, Mapping):
-            stores.extend(describe_object(str(k), v, origin) for k, v in returned.items())
-        elif isinstance(returned, (list, tuple)):
-            stores.extend(describe_object(None, v, origin) for v in returned)
-        else:
-            stores.append(describe_object(None, returned, origin))
-    return stores
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser,
                                   args: list[str]) -> Generator[None, None, None]:
@@ -86,397 +52,72 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
 
 
 def _check_rootdir(config: pytest.Config) -> None:
-    """A space-form path option that pytest took for a test path: one line, the = form."""
-    from .options import OPTIONS
+    """A space-form path option that pytest took for a test path: one line, the = form.
+    Only a run whose arguments hold such an option (the flag as a word of its own) loads the
+    check."""
+    args = config.invocation_params.args
+    flags = [o.flag for o in OPTIONS if not o.is_flag]
+    if not set(flags).intersection(args):
+        return
     from .rootdir_guard import moved_rootdir_line
 
-    line = moved_rootdir_line(config.invocation_params.args,
-                              [o.flag for o in OPTIONS if not o.is_flag],
-                              config.invocation_params.dir, config.rootpath,
+    line = moved_rootdir_line(args, flags, config.invocation_params.dir, config.rootpath,
                               config.inipath)
     if line is not None:
         raise pytest.UsageError(line)
-
-
-def _session(config: pytest.Config) -> EvalSession | None:
-    from .fixtures import SESSION_KEY
-
-    return config.stash.get(SESSION_KEY, None)
 
 
 def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
-def _collect_only(config: pytest.Config) -> bool:
-    """``--co``, ``--setup-plan``, ``--setup-only``: nothing is scored, so nothing is written."""
-    return any(bool(config.getoption(name, False))
-               for name in ("collectonly", "setupplan", "setuponly"))
+def switched_on(config: pytest.Config) -> bool:
+    """Whether the run asks for the plugin: ``--retrieval-eval``, or ``retrieval_eval = true``
+    in the ini file. All that a run reads of the options while the plugin is off; any other
+    value, good or bad, is read (and refused in one line) by :func:`.settings.read_settings`
+    of an enabled run only. An ini value that pytest's own ``bool`` reader does not give as a
+    boolean (a string of a TOML-mode file, or a bad one) is read by the settings' reader,
+    which says in one line what is wrong with it."""
+    if config.getoption(SWITCH, None):
+        return True
+    try:
+        raw = config.getini(SWITCH)
+    except (ValueError, TypeError, pytest.UsageError):
+        raw = ...  # refused by pytest: the settings' reader words it
+    if isinstance(raw, bool):
+        return raw
+    if raw is None or raw == []:  # unset (pytest < 9 gives [] for a None default)
+        return False
+    from .settings import read_switch
+
+    return read_switch(config)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", f"{MARKER}: a LongMemEval pair scored by pytest-retrieval-eval")
     from . import fixtures
-    from .fixtures import SESSION_KEY
 
+    config.addinivalue_line(
+        "markers", f"{fixtures.MARKER}: a LongMemEval pair scored by pytest-retrieval-eval")
     if not config.pluginmanager.is_registered(fixtures):
         config.pluginmanager.register(fixtures, "retrieval-eval-fixtures")
     if not _is_worker(config):
         _check_rootdir(config)
-    settings = read_settings(config)
-    if settings.enabled:
-        from .session import EvalSession
+    if switched_on(config):
+        # By name: `from . import run_hooks` may give the package's attribute, a module that
+        # an in-process pytester run has since taken out of sys.modules (its classes stale).
+        from .run_hooks import start
 
-        state = EvalSession(settings, read_only=_collect_only(config))
-        state.junit_properties = bool(getattr(config.option, "xmlpath", None)) and (
-            config.getini("junit_family") == "xunit1")
-        config.stash[SESSION_KEY] = state
-        if not _is_worker(config):
-            config.pluginmanager.register(_ReportedResults(state), "retrieval-eval-results")
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_sessionstart(session: pytest.Session) -> None:
-    state = _session(session.config)
-    if state is None:
-        return
-    from .session import Plan
-
-    config = session.config
-    try:
-        state.add_stores(_named_stores(config))  # on every process: the same items
-        if _is_worker(config):
-            workerinput = config.workerinput  # type: ignore[attr-defined]
-            state.attach(Plan.from_dict(workerinput[WORKER_PLAN]))
-            state.selection = Selection.from_dict(workerinput[WORKER_SELECTION])
-            from .collection import claim_arguments
-
-            # xdist builds a worker's args from the controller's command line again: take
-            # the plugin's node ids off them here too (the selection is the controller's).
-            claim_arguments(config)
-        else:
-            from .collection import claim_arguments
-
-            state.selection = claim_arguments(config)
-            if CUSTOM_RETRIEVER in state.settings.retrievers and \
-                    not _custom_fixture_given(config):  # before any work, not once an item
-                raise pytest.UsageError(
-                    "retriever 'custom' needs a session fixture named "
-                    "retrieval_eval_custom_retriever in your root conftest.py returning an "
-                    "object with rank(persona, query, limit) (README, \"Retrievers and your "
-                    "own store\")")
-            if state.settings.compare is not None:  # an unreadable base fails before work
-                from .reporting.compare import load_report
-
-                config.stash[BASE_KEY] = load_report(state.settings.compare)
-            _prepare(state, config)
-            from .collection import check_selection
-
-            check_selection(state, state.selection)
-        state.finish_setup()
-    except RetrievalEvalError as exc:
-        raise pytest.UsageError(str(exc)) from None
-
-
-def _prepare(state: EvalSession, config: pytest.Config) -> None:
-    """Prepare, showing the cache's repair notices as one terminal line each."""
-    import warnings
-
-    from .terminal_progress import Progress
-    from .vectors.cache import CacheWarning
-
-    caught: list[warnings.WarningMessage] = []
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", CacheWarning)
-            state.prepare(Progress(config))
-    finally:
-        tr = config.pluginmanager.get_plugin("terminalreporter")
-        for w in caught:
-            if issubclass(w.category, CacheWarning) and tr is not None:
-                tr.write_line(f"retrieval-eval: warning: {one_line(w.message)}")
-            else:
-                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-
-
-def pytest_report_header(config: pytest.Config) -> list[str] | None:
-    """One line of what the run scores, under pytest's own header."""
-    state = _session(config)
-    if state is None or state.plan is None or state.corpus is None:
-        return None
-    from .reporting.report import fit_lines
-
-    model = state.plan.model
-    settings = state.settings
-    return fit_lines([  # pytest prints header lines as given: fitted to its width here
-        f"retrieval-eval: {state.corpus.dataset_name}, {len(state.scored_positions())} "
-        f"usable pairs, lane {state.plan.lane}, model "
-        f"{model['name'] if model else _unloaded(state.plan.model_spec)}, retrievers "
-        f"{', '.join(settings.retrievers)}, k {','.join(map(str, settings.ks))}",
-        *_repeat_note(config)], config.get_terminal_writer().fullwidth)
-
-
-def _unloaded(spec: str | None) -> str:
-    """The header's model when none was loaded: none needed, or a listing run (``--co``),
-    which loads none."""
-    return "none" if spec is None else f"{spec} (not loaded: nothing is scored)"
-
-
-def _repeat_note(config: pytest.Config) -> list[str]:
-    """pytest-repeat's ``--count N`` parametrizes test functions, which the pair items are
-    not (ARCHITECTURE.md): said where it is seen, not left to a silent one-time run."""
-    count = getattr(config.option, "count", None)
-    if not isinstance(count, int) or count < 2:
-        return []
-    return [f"retrieval-eval: pytest-repeat's --count {count} repeats your own tests, not the "
-            "pair items: a pair's ranking is deterministic, so each is scored once"]
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: Any) -> None:
-    """xdist controller: hand the prepared plan and the collection rule to each worker."""
-    state = _session(node.config)
-    if state is not None and state.plan is not None and state.selection is not None:
-        node.workerinput[WORKER_PLAN] = state.plan.to_dict()
-        node.workerinput[WORKER_SELECTION] = state.selection.to_dict()
-
-
-def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """Given only plugin node ids, pytest collects nothing else in the rootdir."""
-    state = _session(config)
-    if state is None:
-        return None
-    from .collection import ignores
-
-    return True if ignores(config, state.selection, collection_path) else None
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, Any, Any]:
-    """The plugin's node joins the rootdir's ``Dir`` when pytest collects it; and the
-    session's collection when no path argument reaches the rootdir but the run asks for the
-    plugin's items (no path named, or a plugin node id named)."""
-    report = yield
-    state = _session(collector.config)
-    if state is None or state.corpus is None or state.selection is None or not report.passed:
-        return report
-    from . import collection
-
-    if isinstance(collector, pytest.Directory) and collector.path == collector.config.rootpath:
-        collection.attach_collector(state, collector, report.result)
-    elif isinstance(collector, pytest.Session) and state.selection.forced and \
-            not collection.reaches_rootdir(collector.config, report.result):
-        report.result.append(collection.rootdir_collector(collector, state))
-    return report
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    """Each pair item's result, error or skip rides on its test report (xdist sends it to the
-    controller with the report, so what a worker finished is kept even when it is interrupted
-    before it can publish its output). The controller keeps them as the reports are logged
-    (:class:`_ReportedResults`), so a report that a plugin turns into a rerun never counts."""
-    report = yield
-    state = _session(item.config)
-    if not isinstance(item, PairItem) or state is None or state.corpus is None:
-        return report
-    question_id = state.corpus.pairs[item.position].question_id
-    if report.skipped:
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(
-            report.longrepr)
-        setattr(report, SKIP_ATTR, {"retriever": item.retriever, "question_id": question_id,
-                                    "reason": str(reason).removeprefix("Skipped: ")})
-    elif report.failed and call.excinfo is not None:
-        exc = call.excinfo.value
-        message = str(exc) if isinstance(exc, RetrievalEvalError) else (
-            f"{type(exc).__name__}: {one_line(exc)}")
-        setattr(report, ERROR_ATTR, {"retriever": item.retriever, "question_id": question_id,
-                                     "error": message})
-    elif report.when == "call" and report.passed and getattr(
-            item, "retrieval_eval_results", None):
-        setattr(report, RESULT_ATTR, item.retrieval_eval_results)  # type: ignore[attr-defined]
-    elif report.when == "call" and report.passed and state.results:
-        last = state.results[-1]
-        if (last.get("selector", last["retriever"]), last["index"]) == (item.retriever,
-                                                  state.corpus.pairs[item.position].index):
-            setattr(report, RESULT_ATTR, last)
-    return report
-
-
-class _ReportedResults:
-    """Registered on the controller of an enabled run: keeps each item's result, error or
-    skip as its report is logged (from an xdist worker too). A report marked for a rerun
-    (pytest-rerunfailures) is not the item's outcome and is passed over; the later one is."""
-
-    def __init__(self, state: EvalSession) -> None:
-        self.state = state
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if str(report.outcome) == "rerun":
-            return
-        result = getattr(report, RESULT_ATTR, None)
-        for one in result if isinstance(result, list) else [] if result is None else [result]:
-            self.state.add_result(one)
-        error = getattr(report, ERROR_ATTR, None)
-        if error is None and report.failed:
-            error = self._lost_item(report)
-        if error is not None:
-            self.state.add_error(error)
-        skip = getattr(report, SKIP_ATTR, None)
-        if skip is not None:
-            self.state.add_skip(skip)
-
-    def _lost_item(self, report: pytest.TestReport) -> dict[str, Any] | None:
-        """A pair item's failure that carries no error of the plugin: the report xdist makes
-        for the item a crashed worker was running ("worker 'gw0' crashed while running
-        ..."). Its retriever and question id come from the node id
-        (``retrieval-eval::<type>::<question_id>::<retriever>``)."""
-        head = "retrieval-eval::"
-        if not report.nodeid.startswith(head):
-            return None
-        rest = report.nodeid[len(head):]
-        _qtype, _, rest = rest.partition("::")
-        for name in sorted(self.state.settings.retrievers, key=len, reverse=True):
-            if rest.endswith(f"::{name}") and len(rest) > len(name) + 2:
-                return {"retriever": name, "question_id": rest[:-len(name) - 2],
-                        "error": one_line(str(report.longrepr))}
-        return None
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """The items left after ``-k``/``-m``: an interrupted run says how many of them ran."""
-    state = _session(session.config)
-    if state is not None and state.corpus is not None:
-        state.select([(i.position, i.retriever) for i in session.items
-                      if isinstance(i, PairItem)])
-        from .fixtures import pair_id
-        from .record_columns import column_names
-
-        corpus = state.corpus
-        state.record_columns = column_names(
-            session.items, lambda position: pair_id(corpus.pairs[position]),
-            [*state.settings.retrievers, *state.columns.values()])
-
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
-    """xdist controller (which collects nothing itself): the selection, from a worker."""
-    state = _session(node.config)
-    if state is not None and state.corpus is not None and state.selected is None:
-        state.select_node_ids(ids)
-
-
-def _custom_fixture_given(config: pytest.Config) -> bool:
-    """Whether a conftest (or another plugin) defines ``retrieval_eval_custom_retriever``,
-    overriding this plugin's, which only says it is missing."""
-    return any(getattr(plugin, "retrieval_eval_custom_retriever", None) is not None
-               for plugin in config.pluginmanager.get_plugins() if plugin is not _THIS_MODULE)
-
-
-@pytest.fixture(scope="session")
-def retrieval_eval_custom_retriever() -> Retriever:
-    """Override in your root ``conftest.py`` to score your own store as retriever ``custom``."""
-    raise RetrievalEvalError(
-        "retriever 'custom' needs a session fixture named retrieval_eval_custom_retriever in "
-        "your root conftest.py returning an object with rank(persona, query, limit)"
-    )
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist shuts its workers down: a Ctrl-C there
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:  # costs no report
-    config = session.config
-    state = _session(config)
-    if state is None or state.plan is None or _collect_only(config):
-        return
-    state.close_retrievers()  # each process closes what it ranked with
-    if _is_worker(config):
-        config.workeroutput[WORKER_OUTPUT] = state.worker_output()  # type: ignore[attr-defined]
-        return
-    from .reporting import publish, report
-
-    info = state.run_info(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED,
-                          stopped=bool(session.shouldstop or session.shouldfail))
-    errors = [{**e, "retriever": state.display_name(str(e.get("retriever")))}
-              for e in state.errors]
-    state.report = report.build_report(info, state.results, errors)
-    base = config.stash.get(BASE_KEY, None)
-    if base is not None and state.settings.compare is not None:
-        publish.attach_comparison(state.report, base, state.settings.compare,  # never raises
-                                  state.settings.compare_retrievers)
-    # The JSON report first: a Markdown target that blocks or fails cannot cost it.
-    if state.settings.json_path is not None:
-        try:
-            report.write_json(state.report, state.settings.json_path)
-        except RetrievalEvalError as exc:  # checked up front; the disk can still fail
-            state.json_error = str(exc)
-            session.exitstatus = pytest.ExitCode.USAGE_ERROR
-    config.stash[PUBLISHED_KEY] = publish.publish_markdown(
-        state.report, state.settings.markdown, not state.settings.no_step_summary)
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    """Each process (controller, serial run, xdist worker) closes its corpus connection,
-    after the terminal summary has read the corpus."""
-    state = _session(config)
-    if state is not None:
-        state.close_corpus()
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node: Any, error: Any) -> None:
-    """xdist controller: merge what a worker scored."""
-    state = _session(node.config)
-    output = getattr(node, "workeroutput", {}).get(WORKER_OUTPUT)
-    if state is not None and output:
-        state.merge_worker_output(output)
+        start(config)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
                             config: pytest.Config) -> None:
-    state = _session(config)
-    if state is None and not _is_worker(config) and getattr(
+    """``--no-model`` without ``--retrieval-eval``: one line saying the lane is off (an enabled
+    run's summary is :func:`.run_hooks.pytest_terminal_summary`'s)."""
+    from .fixtures import SESSION_KEY
+
+    if config.stash.get(SESSION_KEY, None) is None and not _is_worker(config) and getattr(
             config.option, "retrieval_eval_no_model", False):
         terminalreporter.write_line(
             "retrieval-eval: --no-model picks the model-free lane of the evaluation, which "
             "is off: add --retrieval-eval (or retrieval_eval = true in the ini file)")
-    if state is None or state.report is None or _is_worker(config):
-        return
-    from .reporting.publish import comparison_lines
-    from .reporting.report import fit_lines, terminal_lines
-
-    terminalreporter.write_sep("=", "retrieval-eval")
-    width = config.get_terminal_writer().fullwidth
-    verbosity = config.get_verbosity()
-    for line in terminal_lines(state.report, width, verbose=verbosity > 0,
-                               overall_only=verbosity < -1):
-        terminalreporter.write_line(line)
-    for line in comparison_lines(state.report, verbosity > 0, width):
-        terminalreporter.write_line(line)
-    if verbosity > 0:  # why: each failed item's question, and the items a run picked out
-        from .reporting.explain import run_explanations
-
-        corpus = state.corpus
-        assert corpus is not None
-        chosen = [(corpus.pairs[i].question_id, state.display_name(name))
-                  for i, name in state.selected or []]
-        failed = [(str(e.get("question_id")), str(e.get("retriever")))
-                  for e in state.report.get("errors") or []]
-        for line in run_explanations(state.report, chosen, failed, width):
-            terminalreporter.write_line(line)
-    for line in config.stash.get(PUBLISHED_KEY, []):  # where it went; an error: one line
-        for part in [line] if line.startswith("retrieval-eval: ") else fit_lines([line], width):
-            terminalreporter.write_line(part)
-    for line in state.close_errors:
-        terminalreporter.write_line(f"retrieval-eval: warning: {line}")
-    if state.json_error is not None:
-        terminalreporter.write_line(f"retrieval-eval: error: {state.json_error}")
-    elif state.settings.json_path is not None:
-        for line in fit_lines([f"JSON report: {state.settings.json_path}"], width):
-            terminalreporter.write_line(line)
-    if getattr(config.option, "xmlpath", None) and not state.junit_properties:
-        terminalreporter.write_line(
-            "retrieval-eval: the JUnit XML holds no per-pair metrics: junit_family "
-            f"{config.getini('junit_family')} forbids testcase properties; set "
-            "junit_family = xunit1 in the ini file to get them")

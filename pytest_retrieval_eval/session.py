@@ -32,13 +32,7 @@ from .data import subset as subset_mod
 from .data.protocol import LONGMEMEVAL, NO_USER_EVIDENCE, REPEATED_SLOTS_KEPT, View
 from .errors import CacheError, DataError, ModelError
 from .io.checksums import MEMO_DIR
-from .options import (
-    BUILTIN_RETRIEVERS,
-    COMMAND_PREFIX,
-    CUSTOM_RETRIEVER,
-    DEFAULT_MODEL,
-    Settings,
-)
+from .options import BUILTIN_RETRIEVERS, COMMAND_PREFIX, CUSTOM_RETRIEVER, DEFAULT_MODEL
 from .reporting.report import NOTE_TEXT, PairResult
 from .retrievers import terms as terms_mod
 from .retrievers.loader import UserRetriever, describe_dotted, is_dotted, usable_name
@@ -48,6 +42,7 @@ from .scoring import diagnostics
 from .scoring import longmemeval_metrics as lme_metrics
 from .scoring.metrics import score_rankings, session_recall
 from .scoring.ties import pair_ties
+from .settings import Settings
 from .vectors import cache as cache_mod
 from .vectors import prep as prep_mod
 from .vectors.embedding import EmbedConfig, Embedder, load_embedder

@@ -36,9 +36,10 @@ from pytest_retrieval_eval.cli import console as cli
 from pytest_retrieval_eval.data.dataset import DatasetSource
 from pytest_retrieval_eval.data.ingest import load_corpus
 from pytest_retrieval_eval.errors import RetrievalEvalError
-from pytest_retrieval_eval.options import OPTIONS, Settings
+from pytest_retrieval_eval.options import OPTIONS
 from pytest_retrieval_eval.reporting.report import build_report, terminal_lines
 from pytest_retrieval_eval.session import EvalSession
+from pytest_retrieval_eval.settings import Settings
 from pytest_retrieval_eval.vectors.cache import VectorCache
 from pytest_retrieval_eval.vectors.embedding import EmbedConfig, load_embedder, resolve_model
 from tests.data.test_pairs import mutated_instances

@@ -161,7 +161,7 @@ def _store_error(name: str, query: Query, exc: Exception) -> RetrieverError:
 
 
 def _option(options: object, names: Sequence[str], default: object) -> object:
-    """The first of ``names`` in a mapping or as an attribute (``options.Settings``, a model
+    """The first of ``names`` in a mapping or as an attribute (``settings.Settings``, a model
     description), else ``default``."""
     for name in names:
         if isinstance(options, Mapping):

@@ -281,7 +281,7 @@ def get_retriever(name: str, options: object = None) -> Retriever:
 
     ``"cmd:COMMAND"`` is a store run as a command (:mod:`.command`, docs/cmd-protocol.md).
 
-    ``options``: a mapping or an object (``options.Settings``); the vipune retriever reads
+    ``options``: a mapping or an object (``settings.Settings``); the vipune retriever reads
     ``binary``/``vipune`` and ``timeout``/``vipune_timeout`` from it, ``cmd:`` ones
     ``cmd_timeout``, ``cmd_index_timeout`` and ``rootdir`` (the command's folder).
     """

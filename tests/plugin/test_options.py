@@ -124,7 +124,7 @@ def test_plugin_off_imports_no_heavy_module(tmp_path: Path) -> None:
 def test_settings_record_which_recipe_options_were_set(
         pytester: pytest.Pytester, args: tuple[str, ...], ini: str,
         explicit: frozenset[str]) -> None:
-    from pytest_retrieval_eval.options import read_settings
+    from pytest_retrieval_eval.settings import read_settings
 
     pytester.makeini("[pytest]\n" + ini)
     settings = read_settings(pytester.parseconfig(*args))

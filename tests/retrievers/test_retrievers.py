@@ -565,7 +565,7 @@ def test_vipune_from_registry_on_path(
     with pytest.raises(RetrievalEvalError, match="must be a number"):
         r.get_retriever("vipune", {"timeout": "soon"})
 
-    class Settings:  # options.Settings-like object
+    class Settings:  # settings.Settings-like object
         vipune = "vipune"
         vipune_timeout = 7.5
 
