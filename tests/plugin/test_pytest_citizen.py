@@ -504,11 +504,15 @@ def pytest_unconfigure(config):
 
 @pytest.mark.parametrize("extra", [(), ("-n", "2")], ids=["serial", "xdist"])
 def test_the_corpus_connection_is_closed_at_the_end(pytester: pytest.Pytester, data: Path,
-                                                    extra: tuple[str, ...]) -> None:
+                                                    extra: tuple[str, ...],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 29.2: each process closes its corpus connection when pytest unconfigures (on
-    Python 3.13+ an unclosed one is a ``ResourceWarning: unclosed database``)."""
+    Python 3.13+ an unclosed one is a ``ResourceWarning: unclosed database``), and in
+    Python's development mode (``-X dev``: every ResourceWarning shown, an unclosed file's
+    too) nothing is left open."""
     if extra:
         pytest.importorskip("xdist")
+    monkeypatch.setenv("PYTHONDEVMODE", "1")  # -X dev, for the run and its workers
     pytester.makeconftest(OPEN_CONNECTIONS)
     result = pytester.runpytest_subprocess(
         *IN_ORDER, "-p", "no:cacheprovider", "-W", "error::ResourceWarning",
