@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from .options import OPTIONS, SWITCH, add_no_model_alias, add_options
+from .options import NO_MODEL_ALIAS, OPTIONS, SWITCH, add_no_model_alias, add_options
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -112,12 +112,28 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
                             config: pytest.Config) -> None:
-    """``--no-model`` without ``--retrieval-eval``: one line saying the lane is off (an enabled
-    run's summary is :func:`.run_hooks.pytest_terminal_summary`'s)."""
+    """A plugin option given on the command line while the evaluation is off (``--no-model``
+    without ``--retrieval-eval``): one note saying it does nothing, and how to switch the
+    evaluation on (an enabled run's summary is :func:`.run_hooks.pytest_terminal_summary`'s)."""
     from .fixtures import SESSION_KEY
 
-    if config.stash.get(SESSION_KEY, None) is None and not _is_worker(config) and getattr(
-            config.option, "retrieval_eval_no_model", False):
-        terminalreporter.write_line(
-            "retrieval-eval: --no-model picks the model-free lane of the evaluation, which "
-            "is off: add --retrieval-eval (or retrieval_eval = true in the ini file)")
+    if config.stash.get(SESSION_KEY, None) is not None or _is_worker(config):
+        return
+    given = [opt.flag for opt in OPTIONS
+             if opt.dest != SWITCH and getattr(config.option, opt.dest, None) is not None]
+    if not given:
+        return
+    no_model = [NO_MODEL_ALIAS] if "--retrieval-eval-no-model" in given else []
+    named = [f for f in given if f != "--retrieval-eval-no-model"]
+    if no_model and not named:
+        what = "--no-model picks the model-free lane of the evaluation, which is off"
+    else:
+        shown = [*no_model, *named]
+        listed = ", ".join(shown[:3]) + (f" and {len(shown) - 3} more" if len(shown) > 3 else "")
+        what = f"{listed} {'is an option' if len(shown) == 1 else 'are options'} of the " \
+               "evaluation, which is off, so nothing reads them"
+    from .reporting.report import fit_lines
+
+    for line in fit_lines([f"retrieval-eval: {what}: add --retrieval-eval (or retrieval_eval "
+                           "= true in the ini file)"], config.get_terminal_writer().fullwidth):
+        terminalreporter.write_line(line)

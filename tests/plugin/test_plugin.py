@@ -82,13 +82,31 @@ def test_a_k_selecting_nothing_points_to_the_item_list(pytester: pytest.Pytester
 
 
 def test_no_model_without_the_plugin_on_says_what_is_missing(
-        pytester: pytest.Pytester) -> None:
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
     result = run(pytester, "--no-model")
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
-    result.stdout.fnmatch_lines(["retrieval-eval: --no-model picks the model-free lane*add "
-                                 "--retrieval-eval*"])
+    result.stdout.fnmatch_lines([
+        "retrieval-eval: --no-model picks the model-free lane of the evaluation, which is",
+        "  off: add --retrieval-eval (or retrieval_eval = true in the ini file)"])
     plain = run(pytester)
     assert "--no-model picks" not in plain.stdout.str()
+
+
+def test_any_plugin_option_without_the_plugin_on_says_nothing_reads_it(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    result = run(pytester, "--no-model", "--retrieval-eval-k=3", "--retrieval-eval-subset=2")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    result.stdout.fnmatch_lines([
+        "retrieval-eval: --no-model, --retrieval-eval-k, --retrieval-eval-subset are",
+        "  options of the evaluation, which is off, so nothing reads them: add",
+        "  --retrieval-eval (or retrieval_eval = true in the ini file)"])
+    assert all(len(line) <= 80 for line in result.stdout.lines  # pytest's own header aside
+               if not line.startswith(("platform ", "rootdir: ", "plugins: ")))
+    one = run(pytester, "--retrieval-eval-json=r.json")
+    one.stdout.fnmatch_lines(["retrieval-eval: --retrieval-eval-json is an option of the*"])
+    assert not (pytester.path / "r.json").exists()
 
 
 def test_k_selects_one_pair(pytester: pytest.Pytester) -> None:
