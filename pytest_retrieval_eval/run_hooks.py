@@ -414,7 +414,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
         for line in fit_lines([f"JSON report: {state.settings.json_path}"], width):
             terminalreporter.write_line(line)
     if getattr(config.option, "xmlpath", None) and not state.junit_properties:
-        terminalreporter.write_line(
-            "retrieval-eval: the JUnit XML holds no per-pair metrics: junit_family "
-            f"{config.getini('junit_family')} forbids testcase properties; set "
-            "junit_family = xunit1 in the ini file to get them")
+        for line in fit_lines([
+                "retrieval-eval: the JUnit XML holds no per-pair metrics: junit_family "
+                f"{config.getini('junit_family')} forbids testcase properties; set "
+                "junit_family = xunit1 in the ini file to get them"], width):
+            terminalreporter.write_line(line)
