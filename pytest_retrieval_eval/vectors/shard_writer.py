@@ -153,6 +153,10 @@ class ShardWriter:
         except BaseException:
             _unlink(tmp)
             _unlink(side_tmp)
+            # An interrupt raised as the sidecar's rename returns (Python runs a signal's
+            # handler between bytecodes) comes after the commit point: this shard's name is
+            # new, so a sidecar under it is its own. Kept and counted, not unlinked under it.
+            committed = committed or (final.exists() and sidecar_path(final).exists())
             if not committed:
                 _unlink(final)
             raise

@@ -267,6 +267,33 @@ def test_interrupted_add_leaves_nothing(tmp_path: Path, monkeypatch: pytest.Monk
     assert open_cache(tmp_path).missing([key("a"), key("b")]) == [key("b")]
 
 
+def test_an_interrupt_right_after_the_commit_point_keeps_the_shard(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C delivered as the sidecar's rename returns: the shard is committed, so it stays,
+    is counted as saved, and leaves no orphan sidecar (it used to be unlinked under it)."""
+    from pytest_retrieval_eval.vectors import shard_writer
+
+    cache = open_cache(tmp_path)
+    fill(cache, ["a"])
+    real = shard_writer.write_sidecar
+
+    def write_then_interrupt(*args: object, **kwargs: object) -> None:
+        real(*args, **kwargs)  # type: ignore[arg-type]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(shard_writer, "write_sidecar", write_then_interrupt)
+    added = cache.added
+    with pytest.raises(KeyboardInterrupt):
+        fill(cache, ["b"])
+    monkeypatch.undo()
+    assert cache.added == added + 1
+    directory = tmp_path / "vectors" / FP_A
+    names = {p.name for p in directory.iterdir() if p.name not in (".lock", "manifest.json")}
+    parquets = {n for n in names if n.endswith(".parquet")}
+    assert len(parquets) == 2 and names == parquets | {n + ".sha256" for n in parquets}
+    assert open_cache(tmp_path).missing([key("a"), key("b")]) == []
+
+
 # --------------------------------------------------------------------------- read-only roots
 
 
