@@ -101,6 +101,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def _cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from ..reporting import compare as cmp_mod
+    from ..reporting.compare_lines import comparison_lines
     from ..reporting.report import write_json
 
     paths = [Path(p) for p in args.reports]
@@ -121,7 +122,7 @@ def _cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                                          allow_different_data=args.allow_different_data,
                                          retrievers=chosen)
     width = shutil.get_terminal_size().columns
-    for line in cmp_mod.comparison_lines(result, verbose=args.verbose, width=width):
+    for line in comparison_lines(result, verbose=args.verbose, width=width):
         out.write(line + "\n")
     if args.json is not None:
         write_json({"comparison": result}, args.json, option="--json")

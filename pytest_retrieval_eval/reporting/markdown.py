@@ -23,7 +23,13 @@ from typing import Any
 
 from ..errors import printable
 from .agreement_lines import agreement_markdown
-from .compare import UNREACHABLE_MARK, detectable_words, format_p, unreachable, unreachable_lines
+from .compare_lines import (
+    UNREACHABLE_MARK,
+    detectable_words,
+    format_p,
+    unreachable,
+    unreachable_lines,
+)
 from .report import families_for, type_order
 
 #: The step-summary file GitHub Actions reads after each step.

@@ -53,7 +53,7 @@ def comparison_lines(report: Mapping[str, Any], verbose: bool,
 
     if "refused" in cmp:
         return fit_lines([f"comparison refused: {cmp['refused']}"], width)
-    from .compare import comparison_lines as lines
+    from .compare_lines import comparison_lines as lines
 
     return lines(cmp, verbose, width)
 

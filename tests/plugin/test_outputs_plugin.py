@@ -155,6 +155,7 @@ def test_code_span_in_a_table_escapes_the_pipe() -> None:
 def test_terminal_lines_escape_control_characters(tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     from pytest_retrieval_eval.reporting import compare as cmp_mod
+    from pytest_retrieval_eval.reporting.compare_lines import comparison_lines
     from pytest_retrieval_eval.reporting.report import rejection_lines
 
     lines = rejection_lines([{"index": 3, "question_id": "x\x1b]0;pwned\x07\n",
@@ -164,7 +165,7 @@ def test_terminal_lines_escape_control_characters(tmp_path: Path,
     result = cmp_mod.compare_reports(make_report({"h": rows}, ks=(5,)),
                                      make_report({"h": [(rows[0][0], rows[0][1], 1.0)]},
                                                  ks=(5,)))
-    shown = "\n".join(cmp_mod.comparison_lines(result, verbose=True))
+    shown = "\n".join(comparison_lines(result, verbose=True))
     assert "\x1b" not in shown and "esc\\x1b[2J" in shown
 
 

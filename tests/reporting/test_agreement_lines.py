@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_retrieval_eval.reporting import compare
+from pytest_retrieval_eval.reporting import compare, compare_lines
 from pytest_retrieval_eval.reporting.markdown import comparison_markdown
 from tests.support.compare_factory import make_report
 
@@ -38,11 +38,11 @@ def test_two_reports_agreement_by_hand() -> None:
     assert got["overall"]["1"] == {"identical": 1, "overlap": pytest.approx(1 / 3)}
     assert got["overall"]["3"] == {"identical": 1, "overlap": pytest.approx(2 / 3)}
     assert got["by_type"]["multi-session"]["3"] == {"identical": 1, "overlap": 1.0}
-    lines = compare.comparison_lines(cmp)
+    lines = compare_lines.comparison_lines(cmp)
     assert ("agreement hybrid: top 1/3 identical in 1/1 of 3 pairs, mean overlap@1/3 "
             "0.333/0.667") in lines
     assert not any(line.startswith("  multi-session:") for line in lines)
-    verbose = compare.comparison_lines(cmp, verbose=True)
+    verbose = compare_lines.comparison_lines(cmp, verbose=True)
     i = verbose.index("agreement hybrid: top 1/3 identical in 1/1 of 3 pairs, mean "
                       "overlap@1/3 0.333/0.667")
     assert verbose[i + 1:i + 3] == [  # the question types in the tables' (card) order
@@ -61,7 +61,7 @@ def test_reports_without_ranked_have_no_agreement_line() -> None:
         del pair["ranked"]
     cmp = compare.compare_reports(base, new)
     assert cmp["agreement"] == {}
-    assert not any(line.startswith("agreement") for line in compare.comparison_lines(cmp))
+    assert not any(line.startswith("agreement") for line in compare_lines.comparison_lines(cmp))
     assert "Agreement" not in comparison_markdown(cmp)
     new["pairs"][0]["ranked"] = "not a list"  # an odd report: no line, no crash
     assert compare.compare_reports(new, reports()[1])["agreement"] == {}

@@ -11,6 +11,7 @@ import pytest
 
 from pytest_retrieval_eval.cli import console as cli
 from pytest_retrieval_eval.reporting import compare as cmp
+from pytest_retrieval_eval.reporting import compare_lines
 from pytest_retrieval_eval.scoring import significance as sig
 from tests.support.compare_factory import make_report, write_report
 
@@ -70,7 +71,7 @@ def test_pairs_on_one_side_only_are_counted_and_named() -> None:
     result = cmp.compare_reports(*two_reports())
     assert result["only_in_base"] == ["q5[hybrid]"]
     assert result["only_in_new"] == ["q6[hybrid]"]
-    text = "\n".join(cmp.comparison_lines(result))
+    text = "\n".join(compare_lines.comparison_lines(result))
     assert "6 matched, 1 only in base, 1 only in new" in text
     assert "only in base (1, not compared): q5[hybrid]" in text
     assert "only in new (1, not compared): q6[hybrid]" in text
@@ -80,10 +81,10 @@ def test_gained_and_lost_pairs_per_k() -> None:
     result = cmp.compare_reports(*two_reports())
     assert result["changes"]["hybrid"]["1"] == {"gained": ["q1", "q4"], "lost": ["q3"]}
     assert result["changes"]["semantic"]["5"] == {"gained": ["q1", "q2"], "lost": []}
-    quiet = cmp.comparison_lines(result)
+    quiet = compare_lines.comparison_lines(result)
     assert "hybrid: pairs whose recall@k rose (+) or fell (-): @1 +2/-1, @5 +2/-1" in quiet
     assert not any("gained: q1" in line for line in quiet)
-    loud = cmp.comparison_lines(result, verbose=True)
+    loud = compare_lines.comparison_lines(result, verbose=True)
     assert "  @1 gained: q1, q4" in loud and "  @1 lost: q3" in loud
 
 
@@ -94,7 +95,7 @@ def test_a_clear_improvement_is_significant_after_holm() -> None:
     overall = row(result, "recall@1", "hybrid", "overall")
     assert overall["significant"] and overall["p"] < 0.001
     assert 0.6 < overall["ci_low"] < overall["delta"] < overall["ci_high"] <= 1.0
-    assert any(line.rstrip().endswith("*") for line in cmp.table_lines(result))
+    assert any(line.rstrip().endswith("*") for line in compare_lines.table_lines(result))
 
 
 def test_metric_choice() -> None:
@@ -120,7 +121,7 @@ def test_retrievers_of_one_report() -> None:
     overall = row(result, "recall@1", "hybrid vs semantic", "overall")
     assert (overall["base"], overall["new"]) == (0.0, 0.25)
     assert result["only_in_new"] == ["q3[hybrid]", "q4[hybrid]", "q5[hybrid]"]
-    assert "paired on (question_id): 2 matched" in "\n".join(cmp.header_lines(result))
+    assert "paired on (question_id): 2 matched" in "\n".join(compare_lines.header_lines(result))
     with pytest.raises(cmp.CompareError, match=r"retriever 'bm25' is not in report r.json"):
         cmp.compare_retrievers(base, "bm25", "hybrid", name="r.json")
     with pytest.raises(cmp.CompareError, match="twice"):
@@ -138,7 +139,7 @@ def test_refuses_another_dataset_unless_allowed() -> None:
     result = cmp.compare_reports(base, new, allow_different_data=True)
     assert result["different_data"] and result["matched"] == 6
     assert any(line.startswith("different data (--allow-different-data)")
-               for line in cmp.header_lines(result))
+               for line in compare_lines.header_lines(result))
 
 
 @pytest.mark.parametrize("key", ["protocol", "granularity"])
@@ -279,7 +280,8 @@ def test_protocol_picks_the_default_metric_and_a_missing_key_is_not_a_refusal() 
     result = cmp.compare_reports(base, new)
     assert result["metrics"] == ["recall_any@1", "recall_any@5"]
     assert result["primary"] == "recall_any"
-    assert any("pairs whose recall_any@k rose" in line for line in cmp.change_lines(result))
+    assert any("pairs whose recall_any@k rose" in line
+               for line in compare_lines.change_lines(result))
     older, _ = two_reports()  # written before reports recorded a protocol
     _, current = two_reports()
     current["protocol"], current["granularity"] = "vipune", "session"
@@ -305,7 +307,7 @@ def test_rows_that_could_not_reach_significance_are_marked_with_how_many_pairs_d
     assert (overall["differing"], overall["least_p"]) == (3, 0.25)  # (1, 0, -1, 1): 3 differ
     tr = row(result, "recall@1", "hybrid", "temporal-reasoning")
     assert (tr["differing"], tr["least_p"]) == (2, 0.5)
-    lines = cmp.table_lines(result, 80)
+    lines = compare_lines.table_lines(result, 80)
     head = next(line for line in lines if line.startswith("question type"))
     assert head.split() == ["question", "type", "n", "m", "base", "new", "Δ", "95%", "CI",
                             "of", "Δ", "p", "Holm"]
@@ -313,18 +315,19 @@ def test_rows_that_could_not_reach_significance_are_marked_with_how_many_pairs_d
     rows = {line.split()[0]: line for line in block}
     assert rows["temporal-reasoning"].split()[1:3] == ["2", "2"]  # n 2 (q5, q6 unmatched), m 2
     assert rows["overall"].split()[1:3] == ["4", "3"]
-    assert all(r.endswith(cmp.UNREACHABLE_MARK) for r in rows.values())
+    assert all(r.endswith(compare_lines.UNREACHABLE_MARK) for r in rows.values())
     m_end = head.index(" m ") + 2  # the m column sits under its heading
     assert rows["overall"][:m_end].endswith("3") and rows["overall"][m_end] == " "
-    notes = [line for line in lines if line.startswith(cmp.UNREACHABLE_MARK)]
-    assert notes == [f"{cmp.UNREACHABLE_MARK} too few pairs differ to reach p <= 0.05: the "
+    mark = compare_lines.UNREACHABLE_MARK
+    notes = [line for line in lines if line.startswith(mark)]
+    assert notes == [f"{mark} too few pairs differ to reach p <= 0.05: the "
                      "least p is 2/2^m (m >= 6 can)"] * 4  # under each block
     assert all(len(line) <= 80 for line in lines)
     qids = [(f"q{i}", "multi-session", 0.0) for i in range(30)]  # 25 differ: it could tell
     better = [(q, t, 1.0 if i < 25 else 0.0) for i, (q, t, _) in enumerate(qids)]
     clear = cmp.compare_reports(make_report({"hybrid": qids}), make_report({"hybrid": better}))
-    lines = cmp.table_lines(clear, 80)
-    assert not [x for x in lines if cmp.UNREACHABLE_MARK in x]
+    lines = compare_lines.table_lines(clear, 80)
+    assert not [x for x in lines if compare_lines.UNREACHABLE_MARK in x]
     assert next(x for x in lines if x.startswith("overall ")).endswith("*")
 
 
@@ -350,20 +353,20 @@ def test_the_overall_row_says_what_its_pairs_could_detect() -> None:
     assert "detectable_delta" not in row(result, "recall@1", "hybrid", "multi-session")
     assert (f"overall: smallest Δ these 30 pairs could detect at p <= 0.05 with 80% power ≈ "
             f"±{dd['estimate']:.2f} (estimate: normal approximation from the paired "
-            "differences)") in cmp.table_lines(result)
-    assert all(len(line) <= 80 for line in cmp.table_lines(result, 80))
+            "differences)") in compare_lines.table_lines(result)
+    assert all(len(line) <= 80 for line in compare_lines.table_lines(result, 80))
     few = compare([1.0] * 5 + [0.5] * 25)
     assert row(few, "recall@1", "hybrid", "overall")["detectable_delta"]["estimate"] is None
     assert ("overall: smallest Δ these 30 pairs could detect at p <= 0.05 with 80% power: "
-            "none, too few differ (5; the test needs 6)") in cmp.table_lines(few)
+            "none, too few differ (5; the test needs 6)") in compare_lines.table_lines(few)
     equal = compare([1.0] * 30)  # 30 differ, all by +0.5: no spread to size a test by
     assert row(equal, "recall@1", "hybrid", "overall")["significant"]
     assert any(line.endswith("cannot be estimated (all differences equal)")
-               for line in cmp.table_lines(equal))
+               for line in compare_lines.table_lines(equal))
     saved = json.loads(json.dumps(result))  # a comparison written before the estimate
     for r in saved["rows"]["recall@1"]:
         r.pop("detectable_delta", None)
-    assert not [x for x in cmp.table_lines(saved) if "could detect" in x]
+    assert not [x for x in compare_lines.table_lines(saved) if "could detect" in x]
 
 
 def test_the_table_fits_80_columns_with_long_types_and_three_digit_n() -> None:
@@ -380,7 +383,7 @@ def test_the_table_fits_80_columns_with_long_types_and_three_digit_n() -> None:
             new_rows.append((qid, qtype, 1.0 if i % 3 else 0.0))
     result = cmp.compare_reports(make_report({"hybrid": base_rows}),
                                  make_report({"hybrid": new_rows}))
-    lines = cmp.comparison_lines(result, width=80)
+    lines = compare_lines.comparison_lines(result, width=80)
     assert max(len(line) for line in lines) <= 80
     overall = [x for x in lines if x.startswith("overall ")]
     assert overall and all(x.endswith("*") and " 500 " in x and "<0.001" in x for x in overall)
