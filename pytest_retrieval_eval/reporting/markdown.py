@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import printable
 from .agreement_lines import agreement_markdown
 from .compare import UNREACHABLE_MARK, detectable_words, format_p, unreachable, unreachable_lines
-from .report import families_for, type_order
+from .summary_table import families_for, type_order
 
 #: The step-summary file GitHub Actions reads after each step.
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
