@@ -132,7 +132,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
         listed = ", ".join(shown[:3]) + (f" and {len(shown) - 3} more" if len(shown) > 3 else "")
         what = f"{listed} {'is an option' if len(shown) == 1 else 'are options'} of the " \
                "evaluation, which is off, so nothing reads them"
-    from .reporting.report import fit_lines
+    from .reporting.text_width import fit_lines
 
     for line in fit_lines([f"retrieval-eval: {what}: add --retrieval-eval (or retrieval_eval "
                            "= true in the ini file)"], config.get_terminal_writer().fullwidth):

@@ -160,7 +160,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     state = _session(config)
     if state is None or state.plan is None or state.corpus is None:
         return None
-    from .reporting.report import fit_lines
+    from .reporting.text_width import fit_lines
 
     model = state.plan.model
     settings = state.settings
@@ -382,7 +382,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
     if state is None or state.report is None or _is_worker(config):
         return
     from .reporting.publish import comparison_lines
-    from .reporting.report import fit_lines, terminal_lines
+    from .reporting.report import terminal_lines
+    from .reporting.text_width import fit_lines
 
     terminalreporter.write_sep("=", "retrieval-eval")
     width = config.get_terminal_writer().fullwidth

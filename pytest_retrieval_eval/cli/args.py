@@ -42,9 +42,9 @@ def terminal_width() -> int:
 
 def write_fitted(out: TextIO, lines: Iterable[str], width: int | None = None) -> None:
     """Write summary ``lines`` cut at spaces to ``width`` (default: :func:`terminal_width`),
-    continuations indented (``reporting.report.fit_lines``). Never for an error or a
+    continuations indented (``reporting.text_width.fit_lines``). Never for an error or a
     warning: those stay one line (``PROG: error: ...``), whatever the width."""
-    from ..reporting.report import fit_lines
+    from ..reporting.text_width import fit_lines
 
     for line in fit_lines(lines, terminal_width() if width is None else width):
         out.write(line + "\n")

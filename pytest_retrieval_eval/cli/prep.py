@@ -255,7 +255,7 @@ def _scale_lines(args: argparse.Namespace, stats: Any) -> list[str]:
 
 
 def _cmd_models(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from ..reporting.report import fit_fields
+    from ..reporting.text_width import fit_fields
     from ..vectors import cache as cache_mod
 
     root: Path = args.cache if args.cache is not None else cache_mod.default_cache_dir()

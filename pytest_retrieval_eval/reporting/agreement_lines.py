@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..scoring.agreement import agreement, ranked_of
-from .report import type_order
+from .summary_table import type_order
 
 __all__ = ["agreement_lines", "agreement_markdown", "lane_agreement"]
 

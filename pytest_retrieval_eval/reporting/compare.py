@@ -36,12 +36,12 @@ import numpy as np
 
 from ..scoring import significance as sig
 from .agreement_lines import lane_agreement
-from .report import families_for, type_order
 from .report_file import MAX_REPORT_BYTES as MAX_REPORT_BYTES
 from .report_file import PAIR_FIELDS as PAIR_FIELDS
 from .report_file import CompareError as CompareError
 from .report_file import check_report as check_report
 from .report_file import load_report as load_report
+from .summary_table import families_for, type_order
 
 OVERALL = "overall"
 #: Metric families a pair's ``metrics`` may hold at each k (metrics.score_ranking, and the

@@ -22,7 +22,7 @@ from ..errors import printable
 from ..scoring import significance as sig
 from .agreement_lines import agreement_lines
 from .compare import OVERALL
-from .report import fit_lines
+from .text_width import fit_lines
 
 #: Pairs named on one line of the terminal output before "... and N more" (without -v).
 SHOWN_NAMES = 8

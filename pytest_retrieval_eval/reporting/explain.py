@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import RetrievalEvalError, printable
-from .report import fit_lines
+from .text_width import fit_lines
 
 __all__ = ["ExplainError", "diff_lines", "explain_lines", "lane_diff_lines", "pair_lines"]
 

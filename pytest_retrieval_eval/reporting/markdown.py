@@ -30,7 +30,7 @@ from .compare_lines import (
     unreachable,
     unreachable_lines,
 )
-from .report import families_for, type_order
+from .summary_table import families_for, type_order
 
 #: The step-summary file GitHub Actions reads after each step.
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"

@@ -49,7 +49,7 @@ def comparison_lines(report: Mapping[str, Any], verbose: bool,
     cmp = report.get("comparison")
     if not isinstance(cmp, Mapping):
         return []
-    from .report import fit_lines
+    from .text_width import fit_lines
 
     if "refused" in cmp:
         return fit_lines([f"comparison refused: {cmp['refused']}"], width)

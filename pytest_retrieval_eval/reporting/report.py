@@ -1,4 +1,5 @@
-"""Summaries of a run: per-type aggregation, the terminal table, and the JSON report.
+"""Summaries of a run: per-type aggregation, the terminal lines around the summary table
+(header, notes, diagnostics, timing), and the JSON report.
 
 Everything here is a pure function of plain data (dicts and lists that cross xdist's wire
 unchanged), so a serial run and a ``-n 2`` run that scored the same pairs print the same
@@ -7,61 +8,21 @@ numbers: results are sorted by (retriever order, pair index) before anything is 
 
 from __future__ import annotations
 
-import re
 import statistics
-import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..data.pairs import QUESTION_TYPES
 from ..data.subset import subset_info, subset_lines
 from ..errors import CacheError, printable
 from ..io import user_files
 from ..scoring import ties
-from ..scoring.metrics import mean_metrics, metric_key
+from ..scoring.metrics import mean_metrics
 from . import diagnostic_lines
+from .summary_table import families_for, table_lines, type_order
+from .text_width import fit_lines
 
 SCHEMA_VERSION = 1
-FAMILIES: tuple[tuple[str, str], ...] = (
-    ("recall", "R"),
-    ("recall_any", "any"),
-    ("recall_all", "all"),
-    ("ndcg_any", "ndcg"),
-)
-
-#: The columns under ``--retrieval-eval-protocol longmemeval``: upstream's three metrics.
-LME_FAMILIES: tuple[tuple[str, str], ...] = (
-    ("recall_any", "any"),
-    ("recall_all", "all"),
-    ("ndcg_any", "ndcg"),
-)
-#: At turn granularity: session metrics derived from the turn ranking.
-SESSION_FAMILIES: dict[str, tuple[tuple[str, str], ...]] = {
-    "vipune": (("session_recall", "sR"),),
-    "longmemeval": tuple((f"session_{name}", f"s{short}") for name, short in LME_FAMILIES),
-}
-#: A single retriever's table holds at most this many metric columns in one row; more are
-#: shown one block per metric family (so six ks stay within a terminal's width).
-MAX_ROW_COLUMNS = 12
-
-
-def families_for(protocol: str = "vipune", granularity: str = "session",
-                 summary: Mapping[str, Any] | None = None) -> tuple[tuple[str, str], ...]:
-    """The metric families the table shows for a protocol and granularity: every family the
-    run computes. With a ``summary``, a family found in it but not named here (a newer
-    metric, an older report) gets a table too, under its own name."""
-    base = LME_FAMILIES if protocol == "longmemeval" else FAMILIES
-    extra = SESSION_FAMILIES.get(protocol, ()) if granularity == "turn" else ()
-    known = (*base, *extra)
-    names = {family for family, _ in known}
-    found: dict[str, None] = {}
-    for entry in (summary or {}).values():
-        for key in entry.get("overall", {}):
-            family, at, k = str(key).rpartition("@")
-            if at and k.isdigit() and family not in names:
-                found[family] = None
-    return (*known, *((family, family) for family in found))
 
 
 PairResult = dict[str, Any]
@@ -76,11 +37,6 @@ def sort_results(results: Iterable[PairResult], retrievers: Sequence[str]) -> li
     order = {name: i for i, name in enumerate(retrievers)}
     return sorted(results, key=lambda r: (order.get(r["retriever"], len(order)),
                                           r["retriever"], r["index"]))
-
-
-def type_order(qtype: str) -> tuple[int, str]:
-    return (QUESTION_TYPES.index(qtype) if qtype in QUESTION_TYPES else len(QUESTION_TYPES),
-            qtype)
 
 
 def summarize(results: Sequence[PairResult], retrievers: Sequence[str]) -> dict[str, Any]:
@@ -181,137 +137,6 @@ def timing_lines(timing: Mapping[str, Mapping[str, Any]]) -> list[str]:
     if overhead:
         lines.append("harness overhead per item (median): " + ", ".join(overhead))
     return lines
-
-
-def _fmt(value: float | None) -> str:
-    return "   -  " if value is None else f"{value:6.3f}"
-
-
-#: Where a retriever's name may continue on the next heading line: after a space or one of
-#: ``+ : , / = -``, or after a ``.`` that no digit follows (``mypkg.`` / ``Store``, never
-#: ``0.`` / ``5``).
-_NAME_BREAKS = re.compile(r"(?<=[ +:,/=-])|(?<=\.)(?!\d)")
-
-
-def heading_pieces(name: str, room: int) -> list[str]:
-    """A retriever's name over its columns: whole when it fits ``room``, else wrapped onto
-    lines of at most ``room`` at its breaks (:data:`_NAME_BREAKS`); never cut inside a
-    run of other characters (a piece with no break stays whole, and the columns under it
-    widen to it). Joined back together, the pieces give the name."""
-    pieces: list[str] = []
-    for token in _NAME_BREAKS.split(name):
-        if pieces and len((pieces[-1] + token).rstrip(" ")) <= room:
-            pieces[-1] += token
-        elif token:
-            pieces.append(token)
-    return pieces or [name]
-
-
-def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
-                ks: Sequence[int],
-                families: Sequence[tuple[str, str]] = FAMILIES,
-                width: int | None = None, overall_only: bool = False) -> list[str]:
-    """The summary table: one row per question type present, then ``overall`` (only that
-    row with ``overall_only``: ``-qq``).
-
-    One retriever: one table with recall@k and its any/all variants. Several: one block per
-    metric family, the retrievers side by side under a second header row. With a ``width``
-    (the terminal's), no row is wider: one retriever's families go one block each, several
-    retrievers are split into blocks of as many as fit (the header rows repeated), and a
-    retriever with more ks than fit has them split over blocks too. A heading is never
-    cut: columns are as wide as their widest ``@k``, and a retriever's name wider than its
-    columns wraps at its breaks (:func:`heading_pieces`) or widens them.
-    """
-    qtypes = [] if overall_only else sorted(
-        {t for name in retrievers for t in summary[name]["by_type"]}, key=type_order)
-    label_w = max([len("question type"), *(len(t) for t in qtypes),
-                   *(len(f"{family}@k") for family, _ in families)])
-    largest = max([int(summary[name]["overall"].get("n", 0)) for name in retrievers] or [0])
-    n_w = max(4, len(f"{largest}*"))
-    cell_w = max([6, *(len(f"@{k}") for k in ks)])
-
-    def row(label: str, n: str, cells: Sequence[str]) -> str:
-        return "  ".join([f"{label:<{label_w}}", f"{n:>{n_w}}", *cells]).rstrip()
-
-    def body(columns: Sequence[tuple[str, str, int, int]]) -> list[str]:
-        lines = []
-        for qtype in [*qtypes, "overall"]:
-            entries = {name: summary[name]["overall"] if qtype == "overall"
-                       else summary[name]["by_type"].get(qtype) for name in retrievers}
-            shown = dict.fromkeys(name for name, _, _, _ in columns)
-            ns = {int(entries[name]["n"]) if entries[name] is not None else 0
-                  for name in shown}
-            uneven.append(len(ns) > 1)
-            n_text = str(max(ns)) + ("*" if len(ns) > 1 else "")
-            cells = [_fmt(None if entries[name] is None
-                          else entries[name].get(metric_key(family, k))).rjust(w)
-                     for name, family, k, w in columns]
-            lines.append(row(qtype, n_text, cells))
-        return lines
-
-    uneven: list[bool] = []
-    footnote = fit_lines(["*: the retrievers of this row scored different numbers of pairs "
-                          "(items deselected, skipped or failed); n is the largest, each "
-                          "one's is in the JSON summary"], width)
-
-    fixed = label_w + 2 + n_w  # label, gap, n
-    one = [(fam, k, max(cell_w, len(f"{short}@{k}"))) for fam, short in families for k in ks]
-    if len(retrievers) == 1 and len(one) <= MAX_ROW_COLUMNS and (
-            width is None or fixed + sum(w + 2 for _, _, w in one) <= width):
-        name = retrievers[0]
-        heads = [f"{short}@{k}".rjust(max(cell_w, len(f"{short}@{k}")))
-                 for _, short in families for k in ks]
-        return [row("question type", "n", heads),  # one retriever: even
-                *body([(name, fam, k, w) for fam, k, w in one])]
-    lines: list[str] = []
-    for family, _ in families:
-        for block in _blocks(retrievers, ks, cell_w, None if width is None else width - fixed):
-            if lines:
-                lines.append("")
-            depth = max(len(pieces) for _, _, _, pieces in block)
-            for i in range(depth):
-                names = [(pieces[i] if i < len(pieces) else "").center(sum(widths)
-                                                                       + 2 * len(widths) - 2)
-                         for _, _, widths, pieces in block]
-                lines.append(row(f"{family}@k" if i == 0 else "", "", names))
-            heads = [f"@{k}".rjust(w) for _, chunk, widths, _ in block
-                     for k, w in zip(chunk, widths, strict=True)]
-            lines.append(row("question type", "n", heads))
-            lines.extend(body([(name, family, k, w) for name, chunk, widths, _ in block
-                               for k, w in zip(chunk, widths, strict=True)]))
-    return [*lines, "", *footnote] if any(uneven) else lines
-
-
-def _blocks(retrievers: Sequence[str], ks: Sequence[int], cell_w: int, room: int | None
-            ) -> list[list[tuple[str, list[int], list[int], list[str]]]]:
-    """The retrievers' column groups, packed into blocks of at most ``room`` columns past
-    the label and n (``None``: one block): each group is (name, its ks, each column's
-    width, the name's heading lines). A retriever whose ks do not fit together gets a
-    group per slice of them that fits."""
-    per_group = len(ks) if room is None else max(1, min(len(ks), room // (cell_w + 2)))
-    groups = []
-    for name in retrievers:
-        for at in range(0, len(ks), per_group):
-            chunk = list(ks[at:at + per_group])
-            natural = len(chunk) * (cell_w + 2) - 2
-            # Columns widened to a piece that has no break: the rest packed to that width.
-            room_of_name = max(natural, *(len(p.strip(" "))
-                                          for p in heading_pieces(name, natural)))
-            pieces = [p.strip(" ") for p in heading_pieces(name, room_of_name)]
-            extra = room_of_name - natural
-            widths = [cell_w + (extra if i == 0 else 0) for i in range(len(chunk))]
-            groups.append((name, chunk, widths, pieces))
-    blocks: list[list[tuple[str, list[int], list[int], list[str]]]] = []
-    used = 0
-    for group in groups:
-        wide = sum(group[2]) + 2 * len(group[2])
-        if not blocks or (room is not None and used + wide > room):
-            blocks.append([])
-            used = 0
-        blocks[-1].append(group)
-        used += wide
-    return blocks
-
 
 #: How the header words each data note (counts over the whole dataset).
 NOTE_TEXT: dict[str, str] = {
@@ -438,53 +263,6 @@ def terminal_lines(report: Mapping[str, Any], width: int = 80, *,
         tail.append("median latency per query: " + ", ".join(parts))
     tail.extend(timing_lines(report.get("timing") or {}))
     return [*lines, *fit_lines([*tail, *_error_lines(report)], width)]
-
-
-#: Stands in for each space of a run of two or more while a line is wrapped, so that a break
-#: falls only at a single space and the run survives intact (never a character of our text).
-_HELD_SPACE = "\x00"
-
-
-def fit_lines(lines: Iterable[str], width: int | None) -> list[str]:
-    """``lines`` cut at single spaces to at most ``width`` columns each (``None``: unchanged).
-
-    A line that fits is kept as it is. A longer one continues on lines indented two spaces
-    past its own leading indent; runs of two or more spaces inside it are kept (never a
-    break point), and a word longer than the room is left whole rather than split, so
-    joining each continuation to the line before with one space gives the original back.
-    """
-    out: list[str] = []
-    for line in lines:
-        if width is None or len(line) <= width:
-            out.append(line)
-            continue
-        body = line.lstrip(" ")
-        indent = line[:len(line) - len(body)]
-        held = re.sub(r" {2,}", lambda m: _HELD_SPACE * len(m.group()), body)
-        wrapped = textwrap.wrap(held, width=max(width, len(indent) + 3),
-                                initial_indent=indent, subsequent_indent=indent + "  ",
-                                break_long_words=False, break_on_hyphens=False,
-                                expand_tabs=False, replace_whitespace=False)
-        out.extend(w.replace(_HELD_SPACE, " ") for w in wrapped or [line])
-    return out
-
-
-def fit_fields(fields: Sequence[str], width: int | None, sep: str = "  ") -> list[str]:
-    """``fields`` joined by ``sep`` on one line; where that is wider than ``width``, broken
-    only between fields (a field such as ``dim 384`` stays together), each continuation
-    indented two spaces. A field wider than a whole line is cut at its own spaces
-    (:func:`fit_lines`)."""
-    whole = sep.join(fields)
-    if width is None or len(whole) <= width:
-        return [whole]
-    rows: list[str] = []
-    for field in fields:
-        indent = "  " if rows else ""
-        if rows and len(rows[-1] + sep + field) <= width:
-            rows[-1] += sep + field
-        else:
-            rows.append(indent + field)
-    return fit_lines(rows, width)
 
 
 def _nothing_scored(info: Mapping[str, Any]) -> str:

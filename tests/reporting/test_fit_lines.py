@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pytest_retrieval_eval.cli import console as cli
 from pytest_retrieval_eval.reporting.compare import compare_reports
 from pytest_retrieval_eval.reporting.compare_lines import comparison_lines, header_lines
-from pytest_retrieval_eval.reporting.report import fit_lines
+from pytest_retrieval_eval.reporting.text_width import fit_lines
 from tests.support.compare_factory import make_report, write_report
 from tests.support.wrapped import fits, join
 

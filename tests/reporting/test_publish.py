@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_retrieval_eval.reporting import markdown
-from pytest_retrieval_eval.reporting.report import table_lines
+from pytest_retrieval_eval.reporting.summary_table import table_lines
 from tests.support.compare_factory import make_report, write_report
 from tests.support.wrapped import join
 

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from pytest_retrieval_eval.reporting.report import fit_fields, heading_pieces, table_lines
+from pytest_retrieval_eval.reporting.summary_table import heading_pieces, table_lines
+from pytest_retrieval_eval.reporting.text_width import fit_fields
 from tests.support.compare_factory import make_report
 
 FIVE = ["hybrid", "semantic", "fts", "bm25", "oracle"]

@@ -1,5 +1,5 @@
 """Output wrapped to the terminal's width, read back: :func:`join` undoes the wrapping of
-``reporting.report.fit_lines`` (a line indented two spaces past the line it continues),
+``reporting.text_width.fit_lines`` (a line indented two spaces past the line it continues),
 written without fit_lines' help so that the two cannot share a mistake; :func:`fits` says
 whether a line is within a width; :func:`words` is what a narrow and a wide run must share."""
 
