@@ -267,6 +267,21 @@ def pair_lines(pair: Mapping[str, Any], top: int) -> list[str]:
     return lines
 
 
+def _question_head(pair: Mapping[str, Any], question_id: str, *,
+                   say_missing: bool) -> list[str]:
+    """The question's lines: its id, type and date, its text (or, with ``say_missing``, a
+    line saying the report lacks it), its gold sessions."""
+    gold = [str(g) for g in pair.get("gold") or []]
+    lines = [f"question {question_id} ({pair.get('question_type', '?')}"
+             + (f", asked {pair['question_date']}" if pair.get("question_date") else "") + ")"]
+    if "question" in pair:
+        lines.append(f"  {pair['question']}")
+    elif say_missing:
+        lines.append(f"  (the question's text and date are not in this report; {RECORD_HINT})")
+    lines.append(f"gold: {', '.join(gold) if gold else 'none'}")
+    return lines
+
+
 def explain_lines(report: Mapping[str, Any], question_id: str, retriever: str | None = None,
                   width: int | None = 80, source: str = "the report") -> list[str]:
     """The explanation of ``question_id`` (every retriever of the report, or ``retriever``),
@@ -281,18 +296,8 @@ def explain_lines(report: Mapping[str, Any], question_id: str, retriever: str | 
                 f"retriever {retriever!r} did not rank question {question_id} in {source} "
                 f"(it has: {_listing(names)}); give one of them with --retriever")
         pairs = mine
-    first = pairs[0]
     top = max(int(k) for k in report.get("ks") or [10])
-    gold = [str(g) for g in first.get("gold") or []]
-    head = [f"question {question_id} ({first.get('question_type', '?')}"
-            + (f", asked {first['question_date']}" if first.get("question_date") else "")
-            + ")"]
-    if "question" in first:
-        head.append(f"  {first['question']}")
-    else:
-        head.append(f"  (the question's text and date are not in this report; {RECORD_HINT})")
-    head.append(f"gold: {', '.join(gold) if gold else 'none'}")
-    lines = list(head)
+    lines = _question_head(pairs[0], question_id, say_missing=True)
     for pair in pairs:
         lines.append("")
         lines.extend(pair_lines(pair, top))
@@ -446,15 +451,8 @@ def diff_lines(base: Mapping[str, Any], new: Mapping[str, Any], question_id: str
         retrievers = [(retriever, retriever)]
     lanes = _lanes(b_pairs, n_pairs, question_id, retrievers, base_source, new_source)
     top = max(int(k) for k in [*(base.get("ks") or [10]), *(new.get("ks") or [10])])
-    first = n_pairs[0]
-    gold = [str(g) for g in first.get("gold") or []]
-    lines = [f"question {question_id} ({first.get('question_type', '?')}"
-             + (f", asked {first['question_date']}" if first.get("question_date") else "")
-             + ")"]
-    if "question" in first:
-        lines.append(f"  {first['question']}")
-    lines += [f"gold: {', '.join(gold) if gold else 'none'}", f"base: {base_source}",
-              f"new:  {new_source}"]
+    lines = [*_question_head(n_pairs[0], question_id, say_missing=False),
+             f"base: {base_source}", f"new:  {new_source}"]
     for b, n in lanes:
         lines.append("")
         lines.extend(lane_diff_lines(b, n, top))
