@@ -387,6 +387,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
 
     terminalreporter.write_sep("=", "retrieval-eval")
     width = config.get_terminal_writer().fullwidth
+
+    def write_fitted(text: str) -> None:
+        for line in fit_lines([text], width):
+            terminalreporter.write_line(line)
+
     verbosity = config.get_verbosity()
     for line in terminal_lines(state.report, width, verbose=verbosity > 0,
                                overall_only=verbosity < -1):
@@ -405,18 +410,17 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
         for line in run_explanations(state.report, chosen, failed, width):
             terminalreporter.write_line(line)
     for line in config.stash.get(PUBLISHED_KEY, []):  # where it went; an error: one line
-        for part in [line] if line.startswith("retrieval-eval: ") else fit_lines([line], width):
-            terminalreporter.write_line(part)
+        if line.startswith("retrieval-eval: "):
+            terminalreporter.write_line(line)
+        else:
+            write_fitted(line)
     for line in state.close_errors:
         terminalreporter.write_line(f"retrieval-eval: warning: {line}")
     if state.json_error is not None:
         terminalreporter.write_line(f"retrieval-eval: error: {state.json_error}")
     elif state.settings.json_path is not None:
-        for line in fit_lines([f"JSON report: {state.settings.json_path}"], width):
-            terminalreporter.write_line(line)
+        write_fitted(f"JSON report: {state.settings.json_path}")
     if getattr(config.option, "xmlpath", None) and not state.junit_properties:
-        for line in fit_lines([
-                "retrieval-eval: the JUnit XML holds no per-pair metrics: junit_family "
-                f"{config.getini('junit_family')} forbids testcase properties; set "
-                "junit_family = xunit1 in the ini file to get them"], width):
-            terminalreporter.write_line(line)
+        write_fitted("retrieval-eval: the JUnit XML holds no per-pair metrics: junit_family "
+                     f"{config.getini('junit_family')} forbids testcase properties; set "
+                     "junit_family = xunit1 in the ini file to get them")
