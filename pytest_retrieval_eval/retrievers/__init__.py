@@ -33,7 +33,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .base import LazyTexts, Persona, Query, Retriever
+    from .base import LazyTexts, Memory, Persona, Query, Retriever
     from .bm25 import BM25Retriever, DocTermCache, LongMemEvalBM25Retriever
     from .bm25_index import BM25Index
     from .loader import REGISTRY, FunctionRetriever, get_retriever, load_dotted
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 #: Each public name and the module that defines it.
 _HOMES: dict[str, str] = {
     "LazyTexts": "base",
+    "Memory": "base",
     "Persona": "base",
     "Query": "base",
     "Retriever": "base",
@@ -77,6 +78,7 @@ __all__ = [
     "HybridRetriever",
     "LazyTexts",
     "LongMemEvalBM25Retriever",
+    "Memory",
     "OracleRetriever",
     "Persona",
     "Query",

@@ -17,7 +17,7 @@ import numpy as np
 from .. import vipune
 from ..errors import RetrieverError, one_line
 
-__all__ = ["LazySequence", "LazyTexts", "Persona", "Query", "Retriever"]
+__all__ = ["LazySequence", "LazyTexts", "Memory", "Persona", "Query", "Retriever"]
 
 T = TypeVar("T")
 
@@ -54,6 +54,25 @@ class Query:
     question_date: str
     vector: np.ndarray | None  # None only for retrievers that embed themselves (vipune)
     gold: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Memory:
+    """One item a memory store ranks: a turn, a chunk, an extracted fact, a summary.
+
+    ``sessions`` and ``turns`` are its provenance: session ids of the persona, and turn ids
+    named as the turn granularity names them, ``<session_id>_<n>`` with ``n`` LongMemEval's
+    1-based turn number (``data/protocol.py``). A turn implies its session. ``text`` is what a
+    reader would be handed (None: the text of its turns, else of its sessions). ``score``:
+    higher is better (None: the order alone). A store's ``rank`` may return these in place of
+    session ids; the harness derives the session ranking (docs/memories.md).
+    """
+
+    id: str
+    score: float | None = None
+    sessions: tuple[str, ...] = ()
+    turns: tuple[str, ...] = ()
+    text: str | None = None
 
 
 class LazySequence(Sequence[T]):
