@@ -4,17 +4,15 @@
 *prepares*: resolves the dataset, loads or builds the compact corpus, chooses the lane and the
 model, preps missing vectors, and fixes a JSON-able :class:`Plan`. xdist workers receive that
 plan through ``workerinput`` and only *attach* to it, so the dataset is read once and the model
-is never loaded twice for prep. Each item then calls :meth:`EvalSession.run_pair`.
+is never loaded twice for prep. Each item then calls :meth:`EvalSession.run_pair`, whose walk
+is :mod:`.pair_run`'s; columns are named in :mod:`.columns`, results kept in :mod:`.worker_results`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
 import shutil
 import tempfile
-import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
@@ -23,8 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from . import lanes, personas
+from . import lanes, pair_run
 from . import retrievers as retrievers_mod
+from .columns import Columns, stores_in_place
 from .data import corpus as corpus_mod
 from .data import dataset as dataset_mod
 from .data import ingest
@@ -32,22 +31,19 @@ from .data import subset as subset_mod
 from .data.protocol import LONGMEMEVAL, NO_USER_EVIDENCE, REPEATED_SLOTS_KEPT, View
 from .errors import CacheError, DataError, ModelError
 from .io.checksums import MEMO_DIR
-from .options import BUILTIN_RETRIEVERS, COMMAND_PREFIX, CUSTOM_RETRIEVER, DEFAULT_MODEL
+from .options import CUSTOM_RETRIEVER, DEFAULT_MODEL
+from .pair_run import PairInputs, PairMemo
 from .reporting.report import NOTE_TEXT, PairResult
 from .retrievers import terms as terms_mod
-from .retrievers.loader import UserRetriever, describe_dotted, is_dotted, usable_name
-from .retrievers.ranking import Scored, check_haystack, explain_facts, rank_all, rank_per_k
-from .retrievers.variants import is_variant
-from .scoring import diagnostics
-from .scoring import longmemeval_metrics as lme_metrics
-from .scoring.metrics import score_rankings, session_recall
-from .scoring.ties import pair_ties
+from .retrievers.loader import UserRetriever, describe_dotted, is_dotted
 from .settings import Settings
 from .vectors import cache as cache_mod
 from .vectors import prep as prep_mod
 from .vectors.embedding import EmbedConfig, Embedder, load_embedder
-from .vipune import exports as store_exports
 from .vipune import store as store_mod
+from .worker_results import WorkerResults
+
+__all__ = ["EvalSession", "PairInputs", "Plan", "Progress"]
 
 Progress = Callable[[str, int, "int | None"], None]
 
@@ -71,17 +67,6 @@ class Plan:
         return cls(**data)
 
 
-@dataclass(frozen=True)
-class PairInputs:
-    """What one pair item hands its retriever besides the pair: the values of the public
-    fixtures ``retrieval_eval_vectors``, ``retrieval_eval_query_vector`` and
-    ``retrieval_eval_store`` (None: the run holds no vectors; the retriever reads no store)."""
-
-    vectors: np.ndarray | None
-    query_vector: np.ndarray | None
-    store: Path | None
-
-
 @dataclass
 class EvalSession:
     """One run's settings, plan, loaded resources and results."""
@@ -89,8 +74,6 @@ class EvalSession:
     settings: Settings
     plan: Plan | None = None
     corpus: corpus_mod.Corpus | None = None
-    results: list[PairResult] = field(default_factory=list)
-    errors: list[dict[str, Any]] = field(default_factory=list)
     embedder: Embedder | None = None
     vectors: cache_mod.VectorCache | None = None
     dataset_info: dict[str, Any] = field(default_factory=dict)
@@ -100,23 +83,15 @@ class EvalSession:
     #: User retrievers by selector (dotted paths, a conftest's named stores): described on
     #: every process, built only where an item uses one (never on the xdist controller).
     _users: dict[str, UserRetriever] = field(default_factory=dict)
-    #: Every selector's column (its retriever's ``name`` where usable and free).
-    columns: dict[str, str] = field(default_factory=dict)
-    #: column -> the retriever this process ranked with (closed at session end).
-    _used: dict[str, Any] = field(default_factory=dict)
-    #: column -> persona keys this process has called ``index`` for.
-    _indexed: dict[str, set[str]] = field(default_factory=dict)
-    #: One line per ``close()`` that raised (shown as a warning on the controller).
-    close_errors: list[str] = field(default_factory=list)
+    #: The column and store naming (:mod:`.columns`).
+    names: Columns = field(default_factory=Columns)
+    #: Results, errors, skips and close() failures, each kept once (:mod:`.worker_results`).
+    outcomes: WorkerResults = field(init=False)
+    #: The last few personas and queries, what was indexed and used (:mod:`.pair_run`).
+    pairs: PairMemo = field(default_factory=PairMemo)
     _stores: store_mod.StoreCache | None = None
     #: (pair position, retriever) of every item selected to run; None until collected.
     selected: list[tuple[int, str]] | None = None
-    _seen_results: set[tuple[str, int]] = field(default_factory=set)
-    _seen_errors: set[tuple[str, str]] = field(default_factory=set)
-    _personas: OrderedDict[int, retrievers_mod.Persona] = field(default_factory=OrderedDict)
-    _queries: OrderedDict[int, retrievers_mod.Query] = field(default_factory=OrderedDict)
-    #: pair index -> the live query embedding's milliseconds, until its first scored item.
-    _embed_ms: dict[int, float] = field(default_factory=dict)
     #: --retrieval-eval-subset: the chosen pairs (None: every usable pair).
     subset: subset_mod.Subset | None = None
     #: Which plugin items pytest collects (collection.Selection); set at session start.
@@ -125,19 +100,43 @@ class EvalSession:
     collector: Any = None
     #: Whether pair items carry JUnit properties (--junitxml under junit_family=xunit1).
     junit_properties: bool = False
-    #: Recording tests' columns: node id -> retriever name (record_columns.column_names).
-    record_columns: dict[str, str] = field(default_factory=dict)
-    #: The custom retriever's own name, once an item has used it (its column and JSON name).
-    custom_name: str | None = None
-    #: Every column the custom fixture's stores filled (it may return several), in order.
-    custom_names: list[str] = field(default_factory=list)
-    #: Pair items skipped (a skip mark, pytest.skip in a fixture, a plugin's skip).
-    skips: list[dict[str, Any]] = field(default_factory=list)
     #: ``--co``, ``--setup-plan``, ``--setup-only``: nothing under the cache is created,
     #: changed or locked; a corpus the cache lacks is built in :attr:`_scratch` instead.
     read_only: bool = False
     #: The temp folder (outside the cache) of a read-only run; removed at close_corpus.
     _scratch: Path | None = None
+
+    def __post_init__(self) -> None:
+        self.outcomes = WorkerResults(self.names)
+
+    # -- what other modules read: kept by the parts ---------------------------------------
+
+    @property
+    def results(self) -> list[PairResult]:
+        return self.outcomes.results
+
+    @property
+    def errors(self) -> list[dict[str, Any]]:
+        return self.outcomes.errors
+
+    @property
+    def close_errors(self) -> list[str]:
+        """One line per ``close()`` that raised (shown as a warning on the controller)."""
+        return self.outcomes.close_errors
+
+    @property
+    def columns(self) -> dict[str, str]:
+        """Every selector's column (its retriever's ``name`` where usable and free)."""
+        return self.names.by_selector
+
+    @property
+    def record_columns(self) -> dict[str, str]:
+        """Recording tests' columns: node id -> retriever name (record_columns.py)."""
+        return self.names.record
+
+    @record_columns.setter
+    def record_columns(self, value: dict[str, str]) -> None:
+        self.names.record = value
 
     # -- preparing (controller or serial run) ---------------------------------------------
 
@@ -260,43 +259,17 @@ class EvalSession:
                 self._retrievers[name] = retrievers_mod.LongMemEvalBM25Retriever()
             else:
                 self._retrievers[name] = retrievers_mod.get_retriever(name, self.settings)
-        self._name_columns()
+        self.names.name_all(self.settings.retrievers, self._users, self._retrievers)
 
     def add_stores(self, stores: Sequence[UserRetriever]) -> None:
         """A conftest's named stores (``pytest_retrieval_eval_retrievers``) take the place of
         ``custom`` in the retriever list: each its own column and item per pair."""
         if not stores or CUSTOM_RETRIEVER not in self.settings.retrievers:
             return
-        names = [store.selector for store in stores]
-        others = [r for r in self.settings.retrievers if r != CUSTOM_RETRIEVER]
-        clash = next((n for i, n in enumerate(names) if n in names[:i] or n in others
-                      or n in BUILTIN_RETRIEVERS), None)
-        if clash is not None:
-            raise DataError(
-                f"store name {clash!r} is given twice (by pytest_retrieval_eval_retrievers, "
-                "or as another retriever of the run); give each store a name of its own")
-        where = self.settings.retrievers.index(CUSTOM_RETRIEVER)
-        listed = list(self.settings.retrievers)
-        listed[where:where + 1] = names
-        self.settings = replace(self.settings, retrievers=tuple(listed))
+        listed = stores_in_place([store.selector for store in stores], self.settings.retrievers)
+        self.settings = replace(self.settings, retrievers=listed)
         for store in stores:
             self._users[store.selector] = store
-
-    def _name_columns(self) -> None:
-        """Each selector's column: its retriever's ``name`` when that is usable and no
-        other retriever's selector, column or a built-in; else the selector."""
-        taken = {*self.settings.retrievers, *BUILTIN_RETRIEVERS, CUSTOM_RETRIEVER}
-        columns: dict[str, str] = {}
-        for selector in self.settings.retrievers:
-            user = self._users.get(selector)
-            if user is not None:  # its name read without building it ("Class+ef:10" too)
-                own = user.name
-            else:
-                own = usable_name(getattr(self._retrievers.get(selector), "name", None))
-            free = own is not None and (own == selector or (
-                own not in taken and own not in columns.values()))
-            columns[selector] = own if free and own is not None else selector
-        self.columns = columns
 
     def retriever(self, selector: str) -> retrievers_mod.Retriever:
         """The retriever of a selector, built on first use in this process."""
@@ -305,20 +278,8 @@ class EvalSession:
             return built
         return self._users[selector].build()
 
-    def _named_late(self, selector: str, retriever: retrievers_mod.Retriever) -> str:
-        """The column of a retriever that learns its ``name`` as it runs (``cmd:``, from its
-        hello): that name where it is usable and free, else the selector."""
-        own = usable_name(getattr(retriever, "name", None))
-        taken = {*self.settings.retrievers, *BUILTIN_RETRIEVERS, CUSTOM_RETRIEVER,
-                 *self.record_columns.values(),
-                 *(c for s, c in self.columns.items() if s != selector)}
-        if own is not None and own != selector and own not in taken:
-            self.columns[selector] = own
-            return own
-        return selector
-
     def column(self, selector: str) -> str:
-        return self.columns.get(selector, selector)
+        return self.names.column(selector)
 
     def _needs_vectors(self) -> bool:
         """Whether any retriever reads vectors (``needs_vectors``, default yes: the custom
@@ -364,38 +325,15 @@ class EvalSession:
 
     def persona(self, pair: corpus_mod.PairRecord) -> retrievers_mod.Persona:
         """The pair's memory rows, vectors and (lazily built) store; the last few are kept."""
-        cached = self._personas.get(pair.index)
-        if cached is not None:
-            self._personas.move_to_end(pair.index)
-            return cached
-        assert self.corpus is not None and self._stores is not None
-        fingerprint = str(self.plan.model["fingerprint"]) if self.plan and self.plan.model else ""
-        persona = personas.build_persona(pair, self.corpus, self.vectors, self._stores,
-                                         fingerprint, self.settings.store_dir)
-        self._personas[pair.index] = persona
-        while len(self._personas) > 4:
-            self._personas.popitem(last=False)
-        return persona
+        model = self.plan.model if self.plan else None
+        return self.pairs.persona(pair, self.corpus, self.vectors, self._stores, model,
+                                  self.settings.store_dir)
 
     def query(self, pair: corpus_mod.PairRecord) -> retrievers_mod.Query:
-        """The pair's query; its vector is embedded live (model lane) or read from the cache.
-
-        A live embedding is timed here, whoever asks (a pair item, through the
-        ``retrieval_eval_query_vector`` fixture, or a user's test): the time waits for the
-        pair's next scored item (:meth:`run_pair`), so each question is embedded, and its
-        latency reported, once however many retrievers rank it.
-        """
-        cached = self._queries.get(pair.index)
-        if cached is not None:
-            return cached
+        """The pair's query, its vector embedded live (timed: :meth:`.PairMemo.query`) or
+        read from the cache."""
         model = self.plan.model if self.plan is not None else None
-        query, embed_ms = personas.build_query(pair, self.embedder, self.vectors, model)
-        if embed_ms is not None:
-            self._embed_ms[pair.index] = embed_ms
-        self._queries[pair.index] = query
-        while len(self._queries) > 4:
-            self._queries.popitem(last=False)
-        return query
+        return self.pairs.query(pair, self.embedder, self.vectors, model)
 
     def holds_vectors(self) -> bool:
         """Whether this run holds passage and query vectors (some retriever reads them)."""
@@ -417,12 +355,7 @@ class EvalSession:
     def needs_store(self, retriever_name: str,
                     custom: retrievers_mod.Retriever | None = None) -> bool:
         """Whether the retriever searches the persona's vipune store (``needs_store``)."""
-        if custom is not None:
-            return bool(getattr(custom, "needs_store", False))
-        user = self._users.get(retriever_name)
-        if user is not None:
-            return user.needs_store
-        return bool(getattr(self._retrievers[retriever_name], "needs_store", False))
+        return pair_run.needs_store(retriever_name, custom, self._users, self._retrievers)
 
     def pair_inputs(self, pair: corpus_mod.PairRecord, retriever_name: str,
                     custom: retrievers_mod.Retriever | None = None) -> PairInputs:
@@ -437,7 +370,8 @@ class EvalSession:
                  custom: retrievers_mod.Retriever | None = None,
                  inputs: PairInputs | None = None,
                  started: float | None = None, column: str | None = None) -> PairResult:
-        """Rank one pair with one retriever, score it, and keep the result.
+        """Rank one pair with one retriever, score it, and keep the result (the walk:
+        :class:`.pair_run.PairRun`).
 
         ``inputs``: the pair's vectors, query vector and store as the public fixtures gave
         them (a pair item's); by default from :meth:`pair_inputs`, the methods those fixtures
@@ -448,106 +382,21 @@ class EvalSession:
         """
         assert self.corpus is not None
         pair = self.corpus.pairs[index]
-        user = self._users.get(retriever_name) if custom is None else None
-        startup_ms = None
-        if user is not None and user.built is None:  # its constructor: once per process
-            begun = time.perf_counter()
-            user.build()
-            startup_ms = (time.perf_counter() - begun) * 1000.0
+        # A user retriever's constructor: once per process, timed as the item's startup.
+        startup_ms = pair_run.build_once(
+            self._users.get(retriever_name) if custom is None else None)
         retriever = custom if custom is not None else self.retriever(retriever_name)
         if column is None:
-            column = self._custom_column(custom) if custom is not None else self.column(
-                retriever_name)
-        self._used.setdefault(column, retriever)
+            column = self.names.custom_column(custom, self.settings.retrievers) \
+                if custom is not None else self.column(retriever_name)
+        self.pairs.used.setdefault(column, retriever)
         if inputs is None:
             inputs = self.pair_inputs(pair, retriever_name, custom)
-        persona, query = self.persona(pair), self.query(pair)
-        if inputs.vectors is not None:
-            persona = replace(persona, vectors=inputs.vectors)
-        if inputs.store is not None:
-            store = inputs.store
-            persona = replace(persona, store_path=lambda: store)
-        if inputs.query_vector is not None:
-            query = replace(query, vector=inputs.query_vector)
-        embed_ms = self._embed_ms.pop(pair.index, None)  # the pair's first scored item's
-        indexes, ingest_ms = self._index(retriever, column, persona)
-        if indexes:
-            persona = replace(persona, workdir=self.workdir(column, persona.key))
-        start = time.perf_counter()
-        components: dict[int, Mapping[str, Sequence[str]]] = {}
-        scored: Scored = {}  # the ids and scores ties are judged on, per k
-        if self.settings.protocol == LONGMEMEVAL:
-            rankings = rank_all(retriever, persona, query, self.settings.ks,
-                                len(pair.session_ids), scored)
-        else:
-            rankings, components = rank_per_k(retriever, persona, query, self.settings.ks,
-                                              scored)
-        retrieval_ms = (time.perf_counter() - start) * 1000.0
-        if custom is None and column == retriever_name and \
-                retriever_name.startswith(COMMAND_PREFIX):  # cmd: knows its name once started
-            column = self._named_late(retriever_name, retriever)
-        check_haystack(pair.question_id, rankings, pair.session_ids)
-        rankable = set(pair.session_ids)
-        metrics = self.score(pair, rankings, rankable)
-        result: PairResult = {
-            "retriever": column,
-            **({"selector": retriever_name} if column != retriever_name else {}),
-            "index": pair.index,
-            "question_id": pair.question_id,
-            "question_type": pair.question_type,
-            "question": pair.question,
-            "question_date": pair.question_date,
-            "gold": list(pair.gold),
-            "gold_source": pair.gold_source,
-            "ranked": rankings[self.settings.max_k][: self.settings.max_k],
-            "metrics": metrics,
-            "notes": {k: v for k, v in pair.notes.items() if v},
-            "latency_ms": {"query_embedding": embed_ms, "retrieval": retrieval_ms,
-                           **({"ingest": ingest_ms} if indexes else {}),
-                           **({} if startup_ms is None else {"startup": startup_ms})},
-            **diagnostics.pair_facts(components, rankings, self.settings.ks),
-            "ties": pair_ties(scored or None, pair.gold, self.settings.ks,
-                              protocol=self.settings.protocol, rankable=rankable,
-                              corpus_ids=pair.session_ids),
-            "explain": explain_facts(retriever, query, pair.gold, rankings, components,
-                                     self.settings.ks, scored),
-        }
-        if started is not None:  # the item's own wall time less the store's and the model's
-            total = (time.perf_counter() - started) * 1000.0
-            result["latency_ms"]["overhead"] = max(0.0, total - retrieval_ms - (
-                ingest_ms or 0.0) - (embed_ms or 0.0) - (startup_ms or 0.0))
+        walk = pair_run.PairRun(self.settings, self.cache_root, self.pairs, self.names, pair,
+                                retriever_name, retriever, column, custom=custom is not None)
+        result = walk.walk(self.persona(pair), self.query(pair), inputs, startup_ms, started)
         self.add_result(result)
         return result
-
-    def workdir(self, column: str, persona_key: str) -> Path:
-        """A persona's own folder for one retriever, kept across runs:
-        ``<cache>/workdirs/<column>/<persona key>/`` (a column that is no short, safe file
-        name, a ``cmd:`` selector say, is named as store exports are: a prefix and a hash)."""
-        plain = re.fullmatch(r"[A-Za-z0-9_+-][A-Za-z0-9._+-]{0,63}", column) is not None
-        folder = column if plain else store_exports.unique_stem(column)
-        return self.cache_root / "workdirs" / folder / persona_key
-
-    def _index(self, retriever: Any, column: str,
-               persona: retrievers_mod.Persona) -> tuple[bool, float | None]:
-        """Call the retriever's ``index(persona)`` once per persona in this process, its
-        workdir made first: whether it has ``index``, and the milliseconds this call took
-        (None: the persona was indexed already)."""
-        index = getattr(retriever, "index", None)
-        if not callable(index):
-            return False, None
-        done = self._indexed.setdefault(column, set())
-        if persona.key in done:
-            return True, None
-        workdir = self.workdir(column, persona.key)
-        try:
-            workdir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise CacheError(f"{column}: cannot make its workdir {workdir} ({exc}); pass a "
-                             "writable --retrieval-eval-cache DIR") from None
-        start = time.perf_counter()
-        index(replace(persona, workdir=workdir))
-        done.add(persona.key)
-        return True, (time.perf_counter() - start) * 1000.0
 
     def close_corpus(self) -> None:
         """Close this process's corpus connection (at pytest's unconfigure, on the
@@ -561,114 +410,34 @@ class EvalSession:
     def close_retrievers(self) -> None:
         """``close()`` of each retriever this process ranked with, once; one that raises is a
         warning line (:attr:`close_errors`), never a crash."""
-        used, self._used = self._used, {}
-        for column, retriever in used.items():
-            close = getattr(retriever, "close", None)
-            if not callable(close):
-                continue
-            try:
-                close()
-            except Exception as exc:  # user code: a warning, the run's results stand
-                self.close_errors.append(
-                    f"{column}: close() failed ({type(exc).__name__}: {exc})"[:300])
+        self.pairs.close_used(self.close_errors)
+
+    # -- delegated to the parts: pair_run.py, columns.py, worker_results.py -------------
 
     def score(self, pair: corpus_mod.PairRecord, rankings: Mapping[int, list[str]],
-               rankable: set[str]) -> dict[str, float]:
-        """The pair's metrics under the run's protocol and granularity."""
-        ks = self.settings.ks
-        if self.settings.protocol == LONGMEMEVAL:
-            return lme_metrics.score_ranking(rankings[ks[0]], pair.gold, pair.session_ids, ks,
-                                             self.settings.granularity)
-        metrics = score_rankings(rankings, pair.gold, ks, rankable)
-        if self.settings.granularity == "turn":
-            metrics.update(session_recall(rankings, pair.gold, ks))
-        return metrics
+              rankable: set[str]) -> dict[str, float]:
+        return pair_run.score(self.settings, pair, rankings, rankable)
 
     def worker_output(self) -> dict[str, Any]:
-        """xdist worker side: what goes into ``config.workeroutput``."""
-        return {"results": self.results, "errors": self.errors,
-                "close_errors": self.close_errors}
-
-    def _custom_column(self, custom: retrievers_mod.Retriever) -> str:
-        """The custom retriever's column: its own ``name`` when that is free (no other
-        retriever or recording test of the run has it), else ``custom``."""
-        own = getattr(custom, "name", None)
-        taken = {*self.settings.retrievers, *self.record_columns.values(), *BUILTIN_RETRIEVERS,
-                 *self.columns.values()}
-        if isinstance(own, str) and own.strip() and own == own.strip() and own not in taken \
-                and "," not in own and not is_variant(own):
-            return own
-        return CUSTOM_RETRIEVER
+        return self.outcomes.worker_output()
 
     def custom_stores(self, value: Any) -> list[tuple[str, Any]]:
-        """The custom fixture's value as (column, retriever) pairs: one retriever (its column
-        as :meth:`_custom_column` names it), or a list (each named by its ``name``) or a
-        mapping name -> retriever, each its own column. Raises :class:`DataError` (one line)
-        for a store without a usable, free name, or two of one name."""
-        if isinstance(value, Mapping):
-            named = [(str(k), v) for k, v in value.items()]
-        elif isinstance(value, (list, tuple)):
-            named = [(str(getattr(v, "name", "")), v) for v in value]
-        else:
-            return [(self._custom_column(value), value)]
-        taken = {*self.settings.retrievers, *self.record_columns.values(), *BUILTIN_RETRIEVERS,
-                 *self.columns.values()}
-        seen: set[str] = set()
-        for name, store in named:
-            if not callable(getattr(store, "rank", None)):
-                raise DataError(f"retrieval_eval_custom_retriever: store {name!r} has no "
-                                "rank(persona, query, limit); return retrievers")
-            if usable_name(name) is None or name in taken or name in seen:
-                raise DataError(
-                    f"retrieval_eval_custom_retriever: store name {name!r} is "
-                    f"{'given twice' if name in seen else 'not usable or taken'}; give each "
-                    "store a name of its own (no ',' or '+', none of the run's retrievers)")
-            seen.add(name)
-        return named
+        return self.names.custom_stores(value, self.settings.retrievers)
 
     def display_name(self, retriever: str) -> str:
-        """A retriever's column: the custom retriever's own name once known."""
-        if retriever == CUSTOM_RETRIEVER:
-            return self.custom_name or retriever
-        return self.column(retriever)
+        return self.names.display_name(retriever)
 
     def add_result(self, result: PairResult) -> None:
-        """Keep a scored (pair, retriever) once, however it arrived (its own item here, an
-        xdist item report, a worker's final output)."""
-        if result.get("selector") == CUSTOM_RETRIEVER:
-            self.custom_name = self.custom_name or str(result["retriever"])
-            if result["retriever"] not in self.custom_names:
-                self.custom_names.append(str(result["retriever"]))
-        selector = result.get("selector")
-        if isinstance(selector, str) and selector.startswith(COMMAND_PREFIX) and \
-                self.columns.get(selector, selector) == selector:
-            self.columns[selector] = str(result["retriever"])  # named as it ran (cmd:)
-        key = (result["retriever"], result["index"])
-        if key not in self._seen_results:
-            self._seen_results.add(key)
-            self.results.append(result)
+        self.outcomes.add_result(result)
 
     def add_error(self, error: Mapping[str, Any]) -> None:
-        """Keep a failed (pair, retriever) once."""
-        key = (str(error.get("retriever")), str(error.get("question_id")))
-        if key not in self._seen_errors:
-            self._seen_errors.add(key)
-            self.errors.append(dict(error))
+        self.outcomes.add_error(error)
 
     def add_skip(self, skip: Mapping[str, Any]) -> None:
-        """Keep a skipped (pair, retriever) once: not scored, named in the report."""
-        if not any(s["retriever"] == skip.get("retriever")
-                   and s["question_id"] == skip.get("question_id") for s in self.skips):
-            self.skips.append(dict(skip))
+        self.outcomes.add_skip(skip)
 
     def merge_worker_output(self, output: Mapping[str, Any]) -> None:
-        """xdist controller side: add what one worker published (most of it arrived already
-        with the items' reports: an interrupted worker publishes nothing)."""
-        for result in output.get("results", []):
-            self.add_result(result)
-        for error in output.get("errors", []):
-            self.add_error(error)
-        self.close_errors.extend(str(e) for e in output.get("close_errors", []))
+        self.outcomes.merge_worker_output(output)
 
     def select(self, items: Sequence[tuple[int, str]]) -> None:
         """The (pair position, retriever) items left after ``-k``/``-m`` deselection."""
@@ -695,9 +464,7 @@ class EvalSession:
         if self.selected is not None:
             selection["selected"] = [[corpus.pairs[i].question_id, self.display_name(name)]
                                      for i, name in self.selected]
-        selection["skipped_items"] = sorted(
-            ({**s, "retriever": self.display_name(s["retriever"])} for s in self.skips),
-            key=lambda s: (s["retriever"], s["question_id"]))
+        selection["skipped_items"] = self.outcomes.skipped_items()
         abstention = sum(1 for p in corpus.pairs if p.abstention)
         no_evidence = sum(1 for p in corpus.pairs if p.notes.get(NO_USER_EVIDENCE))
         stats = dict(corpus.stats)
@@ -713,8 +480,7 @@ class EvalSession:
             "lane": self.plan.lane,
             "model": self.plan.model,
             "ks": list(self.settings.ks),
-            "retrievers": [name for r in self.settings.retrievers for name in (
-                self.custom_names or [r] if r == CUSTOM_RETRIEVER else [self.column(r)])],
+            "retrievers": self.names.listed(self.settings.retrievers),
             "protocol": self.settings.protocol,
             "granularity": self.settings.granularity,
             "usable": len(self.scored_positions()),

@@ -1,0 +1,292 @@
+"""The per-pair pipeline: what one (pair, retriever) item does, step by step.
+
+:class:`PairRun` walks one item top to bottom (:meth:`PairRun.walk`): the inputs the fixtures
+gave, the retriever's ``index`` once per persona, the ranking each k is scored on (timed), the
+late name of a ``cmd:`` retriever, the haystack check, the metrics, and the result with its
+facts (diagnostics, ties, explain). A new step is a line of ``walk`` and, where it needs one,
+a method of its own. :class:`PairMemo` is what the items of one process share (the last few
+personas and queries, the live query embeddings' times, the personas indexed, the retrievers
+used). :class:`~pytest_retrieval_eval.session.EvalSession` makes one ``PairRun`` per item.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import personas
+from .columns import Columns
+from .data.corpus import Corpus, PairRecord
+from .data.protocol import LONGMEMEVAL
+from .errors import CacheError
+from .options import COMMAND_PREFIX
+from .reporting.report import PairResult
+from .retrievers.base import Persona, Query
+from .retrievers.loader import UserRetriever
+from .retrievers.ranking import Scored, check_haystack, explain_facts, rank_all, rank_per_k
+from .scoring import diagnostics
+from .scoring import longmemeval_metrics as lme_metrics
+from .scoring.metrics import score_rankings, session_recall
+from .scoring.ties import pair_ties
+from .settings import Settings
+from .vectors.cache import VectorCache
+from .vectors.embedding import Embedder
+from .vipune import exports as store_exports
+from .vipune.store import StoreCache
+
+#: How many personas, and queries, a process keeps built (the pairs it ranks now).
+KEPT = 4
+
+
+@dataclass(frozen=True)
+class PairInputs:
+    """What one pair item hands its retriever besides the pair: the values of the public
+    fixtures ``retrieval_eval_vectors``, ``retrieval_eval_query_vector`` and
+    ``retrieval_eval_store`` (None: the run holds no vectors; the retriever reads no store)."""
+
+    vectors: np.ndarray | None
+    query_vector: np.ndarray | None
+    store: Path | None
+
+
+@dataclass
+class PairMemo:
+    """What the items of one process share."""
+
+    _personas: OrderedDict[int, Persona] = field(default_factory=OrderedDict)
+    _queries: OrderedDict[int, Query] = field(default_factory=OrderedDict)
+    #: pair index -> the live query embedding's milliseconds, until its first scored item.
+    embed_ms: dict[int, float] = field(default_factory=dict)
+    #: column -> persona keys this process has called ``index`` for.
+    indexed: dict[str, set[str]] = field(default_factory=dict)
+    #: column -> the retriever this process ranked with (closed at session end).
+    used: dict[str, Any] = field(default_factory=dict)
+
+    def persona(self, pair: PairRecord, corpus: Corpus | None, vectors: VectorCache | None,
+                stores: StoreCache | None, model: Mapping[str, Any] | None,
+                store_dir: Path | None) -> Persona:
+        """The pair's memory rows, vectors and (lazily built) store; the last few are kept."""
+        cached = self._personas.get(pair.index)
+        if cached is not None:
+            self._personas.move_to_end(pair.index)
+            return cached
+        assert corpus is not None and stores is not None
+        fingerprint = str(model["fingerprint"]) if model else ""
+        persona = personas.build_persona(pair, corpus, vectors, stores, fingerprint, store_dir)
+        self._personas[pair.index] = persona
+        while len(self._personas) > KEPT:
+            self._personas.popitem(last=False)
+        return persona
+
+    def query(self, pair: PairRecord, embedder: Embedder | None, vectors: VectorCache | None,
+              model: dict[str, Any] | None) -> Query:
+        """The pair's query; its vector is embedded live (model lane) or read from the cache.
+
+        A live embedding is timed here, whoever asks (a pair item, through the
+        ``retrieval_eval_query_vector`` fixture, or a user's test): the time waits in
+        :attr:`embed_ms` for the pair's next scored item (:meth:`PairRun.walk`), so each
+        question is embedded, and its latency reported, once however many retrievers rank it.
+        """
+        cached = self._queries.get(pair.index)
+        if cached is not None:
+            return cached
+        query, embed_ms = personas.build_query(pair, embedder, vectors, model)
+        if embed_ms is not None:
+            self.embed_ms[pair.index] = embed_ms
+        self._queries[pair.index] = query
+        while len(self._queries) > KEPT:
+            self._queries.popitem(last=False)
+        return query
+
+    def close_used(self, errors: list[str]) -> None:
+        """``close()`` of each retriever this process ranked with, once; one that raises is a
+        warning line appended to ``errors``, never a crash."""
+        used, self.used = self.used, {}
+        for column, retriever in used.items():
+            close = getattr(retriever, "close", None)
+            if not callable(close):
+                continue
+            try:
+                close()
+            except Exception as exc:  # user code: a warning, the run's results stand
+                errors.append(f"{column}: close() failed ({type(exc).__name__}: {exc})"[:300])
+
+
+def needs_store(selector: str, custom: Any, users: Mapping[str, UserRetriever],
+                built: Mapping[str, Any]) -> bool:
+    """Whether the retriever searches the persona's vipune store (``needs_store``): the
+    custom fixture's, else the selector's user retriever (described) or built-in one."""
+    if custom is not None:
+        return bool(getattr(custom, "needs_store", False))
+    user = users.get(selector)
+    if user is not None:
+        return user.needs_store
+    return bool(getattr(built[selector], "needs_store", False))
+
+
+def build_once(user: UserRetriever | None) -> float | None:
+    """Construct a user retriever not yet built in this process: the constructor's
+    milliseconds (the item's ``startup``), or None when there was nothing to build."""
+    if user is None or user.built is not None:
+        return None
+    begun = time.perf_counter()
+    user.build()
+    return (time.perf_counter() - begun) * 1000.0
+
+
+def workdir(cache_root: Path, column: str, persona_key: str) -> Path:
+    """A persona's own folder for one retriever, kept across runs:
+    ``<cache>/workdirs/<column>/<persona key>/`` (a column that is no short, safe file
+    name, a ``cmd:`` selector say, is named as store exports are: a prefix and a hash)."""
+    plain = re.fullmatch(r"[A-Za-z0-9_+-][A-Za-z0-9._+-]{0,63}", column) is not None
+    folder = column if plain else store_exports.unique_stem(column)
+    return cache_root / "workdirs" / folder / persona_key
+
+
+def score(settings: Settings, pair: PairRecord, rankings: Mapping[int, list[str]],
+          rankable: set[str]) -> dict[str, float]:
+    """The pair's metrics under the run's protocol and granularity."""
+    ks = settings.ks
+    if settings.protocol == LONGMEMEVAL:
+        return lme_metrics.score_ranking(rankings[ks[0]], pair.gold, pair.session_ids, ks,
+                                         settings.granularity)
+    metrics = score_rankings(rankings, pair.gold, ks, rankable)
+    if settings.granularity == "turn":
+        metrics.update(session_recall(rankings, pair.gold, ks))
+    return metrics
+
+
+def given(persona: Persona, query: Query, inputs: PairInputs) -> tuple[Persona, Query]:
+    """The persona and query as the item's fixtures gave their parts (vectors, store,
+    query vector)."""
+    if inputs.vectors is not None:
+        persona = replace(persona, vectors=inputs.vectors)
+    if inputs.store is not None:
+        store = inputs.store
+        persona = replace(persona, store_path=lambda: store)
+    if inputs.query_vector is not None:
+        query = replace(query, vector=inputs.query_vector)
+    return persona, query
+
+
+@dataclass
+class PairRun:
+    """One (pair, retriever) item: :meth:`walk` ranks, scores and describes it."""
+
+    settings: Settings
+    cache_root: Path
+    memo: PairMemo
+    names: Columns
+    pair: PairRecord
+    selector: str
+    retriever: Any
+    column: str
+    #: The custom fixture's retriever: its column fixed by the item, never named late.
+    custom: bool = False
+
+    def walk(self, persona: Persona, query: Query, inputs: PairInputs,
+             startup_ms: float | None = None, started: float | None = None) -> PairResult:
+        """The item's steps, in order. ``started``: when the item's call began
+        (``time.perf_counter``), for the harness's overhead per item."""
+        pair = self.pair
+        persona, query = given(persona, query, inputs)
+        embed_ms = self.memo.embed_ms.pop(pair.index, None)  # the pair's first scored item's
+        indexes, ingest_ms = self.index(persona)
+        if indexes:
+            persona = replace(persona, workdir=self.workdir(persona.key))
+        start = time.perf_counter()
+        rankings, components, scored = self.rank(persona, query)
+        retrieval_ms = (time.perf_counter() - start) * 1000.0
+        self.name_late()
+        check_haystack(pair.question_id, rankings, pair.session_ids)
+        rankable = set(pair.session_ids)
+        metrics = score(self.settings, pair, rankings, rankable)
+        latency = {"query_embedding": embed_ms, "retrieval": retrieval_ms,
+                   **({"ingest": ingest_ms} if indexes else {}),
+                   **({} if startup_ms is None else {"startup": startup_ms})}
+        result = self.result(query, rankings, components, scored, rankable, metrics, latency)
+        if started is not None:  # the item's own wall time less the store's and the model's
+            total = (time.perf_counter() - started) * 1000.0
+            result["latency_ms"]["overhead"] = max(0.0, total - retrieval_ms - (
+                ingest_ms or 0.0) - (embed_ms or 0.0) - (startup_ms or 0.0))
+        return result
+
+    def workdir(self, persona_key: str) -> Path:
+        return workdir(self.cache_root, self.column, persona_key)
+
+    def index(self, persona: Persona) -> tuple[bool, float | None]:
+        """Call the retriever's ``index(persona)`` once per persona in this process, its
+        workdir made first: whether it has ``index``, and the milliseconds this call took
+        (None: the persona was indexed already)."""
+        index = getattr(self.retriever, "index", None)
+        if not callable(index):
+            return False, None
+        done = self.memo.indexed.setdefault(self.column, set())
+        if persona.key in done:
+            return True, None
+        folder = self.workdir(persona.key)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise CacheError(f"{self.column}: cannot make its workdir {folder} ({exc}); pass "
+                             "a writable --retrieval-eval-cache DIR") from None
+        start = time.perf_counter()
+        index(replace(persona, workdir=folder))
+        done.add(persona.key)
+        return True, (time.perf_counter() - start) * 1000.0
+
+    def rank(self, persona: Persona, query: Query) -> tuple[
+            dict[int, list[str]], dict[int, Mapping[str, Sequence[str]]], Scored]:
+        """The ranking each k is scored on, the fused lists per k (diagnostics) and the ids
+        and scores ties are judged on, per k."""
+        components: dict[int, Mapping[str, Sequence[str]]] = {}
+        scored: Scored = {}
+        if self.settings.protocol == LONGMEMEVAL:
+            rankings = rank_all(self.retriever, persona, query, self.settings.ks,
+                                len(self.pair.session_ids), scored)
+        else:
+            rankings, components = rank_per_k(self.retriever, persona, query,
+                                              self.settings.ks, scored)
+        return rankings, components, scored
+
+    def name_late(self) -> None:
+        """A ``cmd:`` retriever knows its name once started: its column from then on."""
+        if not self.custom and self.column == self.selector and \
+                self.selector.startswith(COMMAND_PREFIX):
+            self.column = self.names.named_late(self.selector, self.retriever,
+                                                self.settings.retrievers)
+
+    def result(self, query: Query, rankings: dict[int, list[str]],
+               components: dict[int, Mapping[str, Sequence[str]]], scored: Scored,
+               rankable: set[str], metrics: dict[str, float],
+               latency: dict[str, float | None]) -> PairResult:
+        """The item's result: the pair, its ranking and metrics, and the facts the report's
+        diagnostics, ties and explain read."""
+        pair, ks = self.pair, self.settings.ks
+        return {
+            "retriever": self.column,
+            **({"selector": self.selector} if self.column != self.selector else {}),
+            "index": pair.index,
+            "question_id": pair.question_id,
+            "question_type": pair.question_type,
+            "question": pair.question,
+            "question_date": pair.question_date,
+            "gold": list(pair.gold),
+            "gold_source": pair.gold_source,
+            "ranked": rankings[self.settings.max_k][: self.settings.max_k],
+            "metrics": metrics,
+            "notes": {k: v for k, v in pair.notes.items() if v},
+            "latency_ms": latency,
+            **diagnostics.pair_facts(components, rankings, ks),
+            "ties": pair_ties(scored or None, pair.gold, ks, protocol=self.settings.protocol,
+                              rankable=rankable, corpus_ids=pair.session_ids),
+            "explain": explain_facts(self.retriever, query, pair.gold, rankings, components,
+                                     ks, scored),
+        }
