@@ -190,6 +190,8 @@ class PairRun:
     column: str
     #: The custom fixture's retriever: its column fixed by the item, never named late.
     custom: bool = False
+    #: The ids the retriever returned again (``repeated_ids``, only when some), for the result.
+    counts: dict[str, int] = field(default_factory=dict)
 
     def walk(self, persona: Persona, query: Query, inputs: PairInputs,
              startup_ms: float | None = None, started: float | None = None) -> PairResult:
@@ -253,7 +255,7 @@ class PairRun:
                                 len(self.pair.session_ids), scored)
         else:
             rankings, components = rank_per_k(self.retriever, persona, query,
-                                              self.settings.ks, scored)
+                                              self.settings.ks, scored, self.counts)
         return rankings, components, scored
 
     def name_late(self) -> None:
@@ -285,6 +287,7 @@ class PairRun:
             "notes": {k: v for k, v in pair.notes.items() if v},
             "latency_ms": latency,
             **diagnostics.pair_facts(components, rankings, ks),
+            **self.counts,
             "ties": pair_ties(scored or None, pair.gold, ks, protocol=self.settings.protocol,
                               rankable=rankable, corpus_ids=pair.session_ids),
             "explain": explain_facts(self.retriever, query, pair.gold, rankings, components,

@@ -27,9 +27,7 @@ import os
 import re
 import selectors
 import shlex
-import signal
 import subprocess
-import sys
 import time
 import weakref
 from collections.abc import Mapping
@@ -40,6 +38,16 @@ import numpy as np
 
 from ..errors import RetrievalEvalError, RetrieverError, one_line
 from .base import Persona, Query, _check_limit, _option
+from .command_process import (
+    CHUNK,
+    CLOSE_GRACE_S,
+    close_pipes,
+    copy_stderr,
+    exit_status,
+    kill_group,
+    shutdown,
+)
+from .ranked_output import read_distinct
 
 __all__ = ["MAX_ANSWER_BYTES", "PREFIX", "PROTOCOL", "CommandRetriever", "parse_command"]
 
@@ -47,9 +55,6 @@ PREFIX = "cmd:"
 PROTOCOL = 1
 #: The longest answer line read (bytes); a longer one fails the item, never fills memory.
 MAX_ANSWER_BYTES = 8 * 1024 * 1024
-#: Seconds ``close`` waits for the command to exit after its stdin closed, before killing it.
-CLOSE_GRACE_S = 2.0
-_CHUNK = 65536
 _ROLE_LINE = re.compile(r"^(user|assistant|system): ", re.MULTILINE)
 
 
@@ -85,38 +90,6 @@ def _turns_of(text: str) -> list[dict[str, str]]:
 
 def _vector(values: Any) -> list[float]:
     return [float(x) for x in np.asarray(values, dtype=np.float32).tolist()]
-
-
-def _shutdown(proc: subprocess.Popen[bytes]) -> None:
-    """Close the command's stdin, give it :data:`CLOSE_GRACE_S` to exit, then kill its
-    process group. Safe to call twice; used by ``close`` and at garbage collection."""
-    with contextlib.suppress(OSError, ValueError):
-        if proc.stdin is not None:
-            proc.stdin.close()
-    if proc.poll() is None:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(CLOSE_GRACE_S)
-    _kill(proc)
-    _close_pipes(proc)
-
-
-def _close_pipes(proc: subprocess.Popen[bytes]) -> None:
-    for pipe in (proc.stdin, proc.stdout, proc.stderr):
-        with contextlib.suppress(OSError, ValueError):
-            if pipe is not None:
-                pipe.close()
-
-
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    """Kill the command and its process group (a shell script's jq too) unless it has been
-    reaped already (its group id could then be another's), and reap it."""
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError, OSError):
-            proc.kill()
-    with contextlib.suppress(subprocess.TimeoutExpired, OSError):
-        proc.wait(CLOSE_GRACE_S)
 
 
 class CommandRetriever:
@@ -180,9 +153,14 @@ class CommandRetriever:
             if vectors is not None:
                 session["vector"] = _vector(vectors[i])
             sessions.append(session)
-        self._ask({"op": "index", "persona": persona.key, "sessions": sessions},
-                  f"index of persona {persona.key[:12]} ({len(sessions)} sessions)",
-                  self.index_timeout)
+        what = f"index of persona {persona.key[:12]} ({len(sessions)} sessions)"
+        answer = self._ask({"op": "index", "persona": persona.key, "sessions": sessions},
+                           what, self.index_timeout)
+        if set(answer) != {"ok"} or answer["ok"] is not True:  # {"ids": []} is no index
+            raise RetrieverError(
+                f"{self.selector}: {what}: the answer {one_line(json.dumps(answer), 120)} is "
+                "not {\"ok\": true}; answer exactly {\"ok\": true} once the persona is "
+                "indexed, or {\"error\": MESSAGE}")
         self._indexed.add(persona.key)
 
     def rank(self, persona: Persona, query: Query, limit: int) -> list[str]:
@@ -201,7 +179,7 @@ class CommandRetriever:
                                  "has none in this run")
             request["vector"] = _vector(query.vector)
         answer = self._ask(request, f"rank of question {query.question_id}", self.timeout)
-        return self._ranking(answer, query.question_id, lim)
+        return self._ranking(answer, persona, query.question_id, lim)
 
     def close(self) -> None:
         """Close the command's stdin (its end of session), wait briefly, then kill it."""
@@ -212,22 +190,25 @@ class CommandRetriever:
             with contextlib.suppress(OSError, ValueError):
                 if proc.stdin is not None:
                     proc.stdin.close()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(CLOSE_GRACE_S)
-            _kill(proc)
-            self._copy_stderr(proc, wait=True)
-            _close_pipes(proc)
+            exit_status(proc, CLOSE_GRACE_S)  # left unreaped: its group is killed next
+            kill_group(proc)
+            copy_stderr(proc, wait=True)
+            close_pipes(proc)
         self._indexed.clear()
 
     # -- answers --------------------------------------------------------------------------
 
-    def _ranking(self, answer: Mapping[str, Any], question_id: str, limit: int) -> list[str]:
-        """The answer's first ``limit`` ids; its scores (every id's) in ``last_scores``."""
+    def _ranking(self, answer: Mapping[str, Any], persona: Persona, question_id: str,
+                 limit: int) -> list[str]:
+        """The answer's ids up to the ``limit``-th distinct one (repeats kept: the ranking
+        drops them and counts them, :func:`.ranking.rank_per_k`), every id checked to be
+        the persona's; its scores (every id's) in ``last_scores``."""
         where = f"{self.selector}: question {question_id}: the rank answer"
         ids = answer.get("ids")
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
             raise RetrieverError(f"{where} has no \"ids\" list of strings; answer "
                                  "{\"ids\": [\"session id\", ...]}")
+        _check_persona_ids(ids, persona, where)
         scores = answer.get("scores")
         facts = answer.get("facts")
         if facts is not None:
@@ -235,15 +216,16 @@ class CommandRetriever:
                 raise RetrieverError(f"{where}: \"facts\" must be a list as long as \"ids\"")
             self.last_facts = {i: f for i, f in zip(ids, facts, strict=True)
                                if isinstance(f, dict)}
+        ranked = _to_limit(ids, self.selector, question_id, limit, persona)
         if scores is None:
-            return ids[:limit]
+            return ranked
         if not isinstance(scores, list) or len(scores) != len(ids) or not all(
                 isinstance(s, (int, float)) and not isinstance(s, bool) and math.isfinite(s)
                 for s in scores):
             raise RetrieverError(f"{where}: \"scores\" must be finite numbers, one per id")
         # Ids past the limit count only for ties at the cut (ranking.rank_per_k).
         self.last_scores = [(i, float(s)) for i, s in zip(ids, scores, strict=True)]
-        return ids[:limit]
+        return ranked
 
     # -- the process ----------------------------------------------------------------------
 
@@ -254,9 +236,9 @@ class CommandRetriever:
         if proc is not None:
             if self._finalizer is not None:
                 self._finalizer.detach()
-            _kill(proc)
-            self._copy_stderr(proc, wait=True)
-            _close_pipes(proc)
+            kill_group(proc)
+            copy_stderr(proc, wait=True)
+            close_pipes(proc)
         return RetrieverError(self._broken)
 
     def _start(self) -> None:
@@ -278,7 +260,7 @@ class CommandRetriever:
             assert pipe is not None
             os.set_blocking(pipe.fileno(), False)
         self._proc = proc
-        self._finalizer = weakref.finalize(self, _shutdown, proc)
+        self._finalizer = weakref.finalize(self, shutdown, proc)
         answer = self._ask({"op": "hello", "protocol": PROTOCOL}, "hello", self.timeout)
         name, vectors = answer.get("name"), answer.get("vectors", False)
         if not isinstance(name, str) or not name.strip() or one_line(name) != name \
@@ -312,9 +294,17 @@ class CommandRetriever:
         try:
             raw = self._exchange(proc, line, timeout)
         finally:
-            self._copy_stderr(proc)
+            copy_stderr(proc)
         try:
-            answer = json.loads(raw.decode("utf-8"))
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            shown = one_line(raw[:120].decode("utf-8", "backslashreplace"))
+            raise self._fail(f"command `{shlex.join(self.argv)}` answered {what} with "
+                             f"'{shown}', which is not UTF-8 (byte 0x{raw[exc.start]:02x} at "
+                             f"offset {exc.start}); write each answer as UTF-8 JSON (log to "
+                             "stderr)") from None
+        try:
+            answer = json.loads(text)
         except ValueError:
             shown = one_line(raw[:120].decode("utf-8", "replace")) or "an empty line"
             raise self._fail(f"command `{shlex.join(self.argv)}` answered {what} with "
@@ -365,24 +355,29 @@ class CommandRetriever:
                             sent = os.write(proc.stdin.fileno(), pending)
                         except BlockingIOError:
                             continue
-                        except (BrokenPipeError, OSError):  # it exited: stdout says how
-                            sent = len(pending)
+                        except OSError:  # it closed stdin (exited?): stdout says how
+                            sel.unregister(proc.stdin)
+                            writing = False
+                            continue
                         pending = pending[sent:]
                         if not pending and writing:
                             sel.unregister(proc.stdin)
                             writing = False
                         continue
                     if key.fileobj is proc.stderr:
-                        if not self._copy_stderr(proc, once=True):
+                        if not copy_stderr(proc, once=True):
                             sel.unregister(proc.stderr)
                         continue
                     try:
-                        chunk = os.read(proc.stdout.fileno(), _CHUNK)
+                        chunk = os.read(proc.stdout.fileno(), CHUNK)
                     except BlockingIOError:
                         continue
                     if not chunk:
                         raise self._fail(self._exit_line(proc))
                     self._out += chunk
+                    if pending and self._out.strip():  # before it could have read it all
+                        raise self._fail(self._early_line(len(line) - len(pending),
+                                                          len(line)))
         finally:
             sel.close()
 
@@ -392,19 +387,24 @@ class CommandRetriever:
         assert proc.stdout is not None
         while len(self._out) <= MAX_ANSWER_BYTES:
             try:
-                chunk = os.read(proc.stdout.fileno(), _CHUNK)
+                chunk = os.read(proc.stdout.fileno(), CHUNK)
             except (BlockingIOError, OSError):
                 return
             if not chunk:
                 return  # at its end: the exchange says how it exited
             self._out += chunk
 
+    def _early_line(self, sent: int, size: int) -> str:
+        """An answer begun before its request was written whole: a line nothing asked for
+        (the rest of the request would follow it, the next request glued to it)."""
+        shown = one_line(bytes(self._out[:80]).decode("utf-8", "replace"))
+        return (f"command `{shlex.join(self.argv)}` wrote {shown!r} to stdout before "
+                f"{self._last} was written whole ({sent:,} of {size:,} bytes sent), a line "
+                "nothing asked for; read each request to its newline before answering it")
+
     def _exit_line(self, proc: subprocess.Popen[bytes]) -> str:
         command = shlex.join(self.argv)
-        try:
-            status: int | None = proc.wait(CLOSE_GRACE_S)
-        except subprocess.TimeoutExpired:
-            status = None
+        status = exit_status(proc, CLOSE_GRACE_S)  # unreaped: _fail kills its group
         if status is None:
             return (f"command `{command}` closed its stdout while answering {self._last}; "
                     "keep it open until stdin closes")
@@ -413,37 +413,26 @@ class CommandRetriever:
         return (f"command `{command}` {how} while answering {self._last} (its stderr is in "
                 "the captured output)")
 
-    def _copy_stderr(self, proc: subprocess.Popen[bytes], wait: bool = False,
-                     once: bool = False) -> bool:
-        """What the command wrote to stderr so far, onto ``sys.stderr`` (pytest captures it
-        as the item's). ``wait``: read to its end (the command is gone); ``once``: one read.
-        False once stderr is at its end (or closed)."""
-        if proc.stderr is None or proc.stderr.closed:
-            return False
-        fd = proc.stderr.fileno()
-        deadline = time.monotonic() + CLOSE_GRACE_S
-        got = bytearray()
-        open_ = True
-        while len(got) < MAX_ANSWER_BYTES:
-            try:
-                chunk = os.read(fd, _CHUNK)
-            except BlockingIOError:
-                if not wait or time.monotonic() > deadline:
-                    break
-                time.sleep(0.01)
-                continue
-            except OSError:
-                chunk = b""
-            if not chunk:
-                open_ = False
-                break
-            got += chunk
-            if once:
-                break
-        if got:
-            sys.stderr.write(got.decode("utf-8", "replace"))
-            sys.stderr.flush()
-        return open_
+
+def _check_persona_ids(ids: list[str], persona: Persona, where: str) -> None:
+    """Every id of an answer, past the limit too, is one of the persona's sessions: an id
+    that does not exist never reaches a ranking, a tie or explain (issue 34.3)."""
+    known = set(persona.session_ids)
+    strangers = [i for i in ids if i not in known]
+    if strangers:
+        more = f" and {len(strangers) - 1} more id(s)" if len(strangers) > 1 else ""
+        raise RetrieverError(
+            f"{where} holds {one_line(strangers[0], 80)!r}{more}, not a session of persona "
+            f"{persona.key[:12]} ({len(known)} sessions); answer only ids that its index "
+            "request sent")
+
+
+def _to_limit(ids: list[str], selector: str, question_id: str, limit: int,
+              persona: Persona) -> list[str]:
+    """The ids up to the ``limit``-th distinct one, read as a Python store's ranking is
+    (:func:`.ranked_output.read_distinct`): repeats never cost the ranking a session."""
+    got = read_distinct(ids, selector, question_id, limit, len(persona.session_ids))
+    return [str(i) for i in got]
 
 
 def make_command_retriever(selector: str, options: object) -> CommandRetriever:

@@ -40,7 +40,11 @@ from .ranked_output import read_all_positions, read_distinct
 from .reference import FtsRetriever, HybridRetriever
 from .row_facts import row_facts
 
-__all__ = ["check_haystack", "explain_facts", "rank_all", "rank_per_k", "split_scored"]
+__all__ = ["REPEATED_IDS", "check_haystack", "explain_facts", "rank_all", "rank_per_k",
+           "split_scored"]
+
+#: The result record's count of ids a retriever returned again (:func:`rank_per_k`).
+REPEATED_IDS = "repeated_ids"
 
 #: ``scored[k]``: the ids a tie at k is judged on and their scores, or (a fused retriever
 #: whose input lists hold ties) the fused rankings it is judged over, or a zero-argument
@@ -74,6 +78,18 @@ def _last_scores(retriever: object) -> list[tuple[str, float]] | None:
     if not isinstance(value, Sequence) or not all(_is_pair(x) for x in value):
         return None
     return [(str(i), float(s)) for i, s in value]
+
+
+def _checked_scores(retriever: object, persona: Persona,
+                    query: Query) -> list[tuple[str, float]] | None:
+    """:func:`_last_scores`, every id checked to be one of the persona's sessions: ids past
+    the cut decide ties and explain's gold ranks, so one that does not exist is refused as in
+    a ranking (issue 34.3)."""
+    full = _last_scores(retriever)
+    if full is not None:
+        check_haystack(query.question_id, {0: [i for i, _ in full]}, persona.session_ids,
+                       holder="last_scores")
+    return full
 
 
 def _tie_list(ranked: Sequence[str], own: Sequence[float] | None,
@@ -117,10 +133,13 @@ def _dedupe_scored(ids: Sequence[str], scores: Sequence[float] | None,
 
 
 def rank_per_k(retriever: Retriever, persona: Persona, query: Query, ks: Sequence[int],
-               scored: Scored | None = None,
+               scored: Scored | None = None, counts: dict[str, int] | None = None,
                ) -> tuple[dict[int, list[str]], dict[int, Mapping[str, Sequence[str]]]]:
     """The ranking of each cut-off (deduplicated, at most k ids), and the fused lists;
-    ``scored[k]`` filled when the retriever gave scores (see the module's docstring)."""
+    ``scored[k]`` filled when the retriever gave scores (see the module's docstring).
+    ``counts[REPEATED_IDS]``: how many of the ids the largest k's call was read to (up to its
+    ``limit``-th distinct id) repeat an earlier one, set only when some do (issue 34.15).
+    Every id of ``last_scores`` must be the persona's (:func:`check_haystack`)."""
     if getattr(retriever, "limit_sensitive", False):
         groups: dict[int, list[int]] = {}
         for k in ks:
@@ -136,14 +155,16 @@ def rank_per_k(retriever: Retriever, persona: Persona, query: Query, ks: Sequenc
                             limit, len(persona.session_ids))
         ids, own = split_scored(got, name, query.question_id)
         ranked, own = _dedupe_scored(ids, own)
+        if counts is not None and limit == max(ks) and len(ranked) < len(ids):
+            counts[REPEATED_IDS] = len(ids) - len(ranked)
         ranked = ranked[:limit]
+        full = _checked_scores(retriever, persona, query)
         out.update(dict.fromkeys(group, ranked))
         lists = fused_lists(retriever)
         if lists is not None:
             fused.update(dict.fromkeys(group, lists))
         if scored is not None:
             own_cut = None if own is None else own[:limit]
-            full = _last_scores(retriever)
             past = getattr(retriever, "last_tied_past", None)
             fusion = getattr(retriever, "last_fusion", None)
             if callable(past) or callable(fusion):  # judged after the timing (pair_ties)
@@ -196,8 +217,9 @@ def rank_all(retriever: Retriever, persona: Persona, query: Query, ks: Sequence[
     name = str(getattr(retriever, "name", "retriever"))
     got = read_all_positions(retriever.rank(persona, query, n), name, query.question_id, n)
     whole, own = split_scored(got, name, query.question_id)
+    full = _checked_scores(retriever, persona, query)
     if scored is not None:
-        tie = _tie_list(whole, own, _last_scores(retriever), dedup=False)
+        tie = _tie_list(whole, own, full, dedup=False)
         if tie is not None:
             scored.update(dict.fromkeys(ks, tie))
     return dict.fromkeys(ks, whole)
@@ -305,15 +327,16 @@ def _word(word: str) -> str:
 
 
 def check_haystack(question_id: str, rankings: Mapping[int, Sequence[str]],
-                   session_ids: Sequence[str]) -> None:
-    """Refuse (one :class:`RetrieverError` line) a ranking holding an id that is not one of
-    the pair's sessions: another persona's store, or a retriever's bug, is never scored."""
+                   session_ids: Sequence[str], holder: str = "the ranking") -> None:
+    """Refuse (one :class:`RetrieverError` line) a ranking (or, ``holder``, the
+    ``last_scores`` ties are judged on) holding an id that is not one of the pair's sessions:
+    another persona's store, or a retriever's bug, is never scored."""
     rankable = set(session_ids)
     for ranked in rankings.values():
         strangers = [x for x in ranked if x not in rankable]
         if strangers:
             raise RetrieverError(
-                f"question {question_id}: the ranking holds {strangers[0]!r}"
+                f"question {question_id}: {holder} holds {strangers[0]!r}"
                 f"{f' and {len(strangers) - 1} more id(s)' if len(strangers) > 1 else ''}"
                 f", not a session of this question's haystack "
                 f"({len(session_ids)} sessions); a retriever must rank only "

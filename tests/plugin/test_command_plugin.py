@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.processes import kill_left, wait_gone
+
 ROOT = Path(__file__).resolve().parents[2]
 NODE_STORE = ROOT / "examples" / "stores" / "node" / "store.js"
 FAKE = ROOT / "tests" / "support" / "fake_store.py"
@@ -184,3 +186,55 @@ def test_the_jq_store_ranks_as_its_python_twin(pytester: pytest.Pytester) -> Non
     for qid, both in ranked.items():
         assert both[selector] == both["custom"], qid
     assert len({tuple(b["custom"]) for b in ranked.values()}) > 1  # it ranks something
+
+
+# -- issue 34 ----------------------------------------------------------------------------
+
+
+def test_made_up_ids_past_the_limit_fail_each_item_and_decide_no_tie(
+        pytester: pytest.Pytester) -> None:
+    """Three made-up ids tied with the last row past the limit: each item fails in one line
+    (the store goes on serving the next), and no tie figure is reported for it (34.3)."""
+    result, report = run(pytester, "--retrieval-eval-retriever", f"bm25,{fake('strangers')}")
+    assert result.ret == 1
+    result.assert_outcomes(passed=SAMPLE_PAIRS, failed=SAMPLE_PAIRS)
+    errors = [e["error"] for e in report["errors"]]
+    assert len(errors) == SAMPLE_PAIRS
+    assert all("the rank answer holds 'made-up-1' and 2 more id(s), not a session of persona"
+               in e and "\n" not in e for e in errors), errors[0]
+    assert not any("stopped at an earlier item" in e for e in errors)
+    assert {p["retriever"] for p in report["pairs"]} == {"bm25"}
+
+
+def test_repeated_ids_rank_max_k_distinct_sessions_and_are_counted(
+        pytester: pytest.Pytester) -> None:
+    """A store answering every id twice ranks max(k) distinct sessions, as a Python store
+    would, and each result record counts the repeats it dropped (34.15)."""
+    result, report = run(pytester, "--retrieval-eval-retriever", fake("repeats"))
+    assert result.ret == 0, result.stdout.str()
+    top = max(report["ks"])
+    pairs = report["pairs"]
+    assert len(pairs) == SAMPLE_PAIRS
+    for pair in pairs:
+        ranked = pair["ranked"]
+        assert len(ranked) == top == len(set(ranked)), pair["question_id"]
+        # read to the top-th distinct id of s0, s0, s1, s1, ...: top - 1 repeats
+        assert pair["repeated_ids"] == top - 1, pair["question_id"]
+
+
+def test_a_helper_of_the_store_does_not_outlive_the_run(pytester: pytest.Pytester) -> None:
+    """`sleep 300 &` in a shell wrapper: gone when the run ends (34.8)."""
+    pids = pytester.path / "helpers.txt"
+    wrapper = (f"sh -c 'sleep 300 & echo $! >> {shlex.quote(str(pids))}; "
+               "exec \"$0\" \"$@\"'")
+    selector = f"cmd:{wrapper} {shlex.quote(sys.executable)} {shlex.quote(str(FAKE))} ok"
+    try:
+        result, _ = run(pytester, "--retrieval-eval-retriever", selector,
+                        "--retrieval-eval-subset", "6")
+        assert result.ret == 0, result.stdout.str()
+        started = [int(x) for x in pids.read_text(encoding="utf-8").split()]
+        assert len(started) == 1  # one store, started once
+        assert all(wait_gone(pid) for pid in started), started
+    finally:
+        if pids.exists():
+            kill_left(int(x) for x in pids.read_text(encoding="utf-8").split())

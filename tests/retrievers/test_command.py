@@ -3,6 +3,7 @@ can fail, as one line naming the command and its last request, never a hang."""
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 import time
@@ -15,6 +16,8 @@ from pytest_retrieval_eval.errors import RetrievalEvalError, RetrieverError
 from pytest_retrieval_eval.retrievers import Persona, Query, SemanticRetriever
 from pytest_retrieval_eval.retrievers.command import CommandRetriever, _turns_of, parse_command
 from pytest_retrieval_eval.retrievers.loader import get_retriever
+from pytest_retrieval_eval.retrievers.ranking import REPEATED_IDS, rank_per_k
+from tests.support.processes import kill_left, wait_gone
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE = ROOT / "tests" / "support" / "fake_store.py"
@@ -140,6 +143,8 @@ def test_the_node_example_ranks_as_semantic(closing: list[CommandRetriever]) -> 
     ("array", r"answered rank of question q1 with a JSON list, not an object"),
     ("huge", r"answered rank of question q1 with a line longer than 8 MiB"),
     ("badname", r"hello's answer .* needs a \"name\""),
+    ("latin1", r"answered rank of question q1 with '\{\"ids\": \[\"caf\\xe9\"\]\}', which is "
+               r"not UTF-8 \(byte 0xe9 at offset 13\); write each answer as UTF-8 JSON"),
 ])
 def test_a_broken_store_fails_in_one_line_and_stays_stopped(
         closing: list[CommandRetriever], mode: str, match: str) -> None:
@@ -222,3 +227,99 @@ def test_the_docs_transcript_is_what_the_node_store_answers() -> None:
                           capture_output=True, text=True, timeout=60, check=True)
     assert [json.loads(line) for line in done.stdout.splitlines()] == said
     assert "indexed 3 sessions" in done.stderr  # its log went to stderr, not stdout
+
+
+# -- issue 34: ids checked past the limit, repeats, early answers, index answers, helpers ---
+
+
+def test_every_id_is_checked_past_the_limit(closing: list[CommandRetriever]) -> None:
+    """Three made-up ids tied with the last row past the limit once decided the tie report:
+    the item fails in one line, and the store goes on (34.3)."""
+    r = make(fake("strangers"), closing)
+    with pytest.raises(RetrieverError) as caught:
+        r.rank(persona(), query(), 3)
+    assert str(caught.value) == (
+        f"{fake('strangers')}: question q1: the rank answer holds 'made-up-1' and 2 more "
+        "id(s), not a session of persona p1 (5 sessions); answer only ids that its index "
+        "request sent")
+    assert r.last_scores is None
+    assert r._proc is not None and r._proc.poll() is None  # only the item failed
+
+
+def test_repeated_ids_are_read_to_limit_distinct_and_counted(
+        closing: list[CommandRetriever]) -> None:
+    """A store answering every id twice ranks ``limit`` distinct sessions, as a Python store
+    does; the repeats are counted for the result record (34.15)."""
+    r = make(fake("repeats"), closing)
+    assert r.rank(persona(), query(), 3) == ["s0", "s0", "s1", "s1", "s2"]
+    counts: dict[str, int] = {}
+    rankings, _ = rank_per_k(r, persona(), query(), [1, 3], {}, counts)
+    assert rankings == {1: ["s0", "s1", "s2"], 3: ["s0", "s1", "s2"]}
+    assert counts == {REPEATED_IDS: 2}
+    counts.clear()
+    rank_per_k(make(fake("ok"), closing), persona(), query(), [3], {}, counts)
+    assert counts == {}  # no repeats: no count
+
+
+def test_an_index_answer_other_than_ok_is_refused(closing: list[CommandRetriever]) -> None:
+    r = make(fake("indexids"), closing)
+    for _ in range(2):  # not indexed: asked again at the next item
+        with pytest.raises(RetrieverError) as caught:
+            r.rank(persona(), query(), 3)
+        assert str(caught.value) == (
+            f"{fake('indexids')}: index of persona p1 (5 sessions): the answer "
+            '{"ids": []} is not {"ok": true}; answer exactly {"ok": true} once the persona '
+            'is indexed, or {"error": MESSAGE}')
+
+
+def test_an_answer_before_its_request_was_written_whole_stops_the_command(
+        closing: list[CommandRetriever]) -> None:
+    """The store answers the index request after its first 4 KiB and reads no more: the
+    answer is a line nothing asked for, and no later request is glued to the half-written
+    one (34.7). The request (about 1 MB) cannot fit the pipe, so this never races."""
+    r = make(fake("early"), closing)
+    big = persona(n=200)
+    big.texts = ["user: " + "word " * 1000] * 200
+    with pytest.raises(RetrieverError) as caught:
+        r.index(big)
+    message = str(caught.value)
+    assert re.fullmatch(
+        re.escape(f"{fake('early')}: command `") + r".*` wrote '\{\"ok\": true\}' to stdout "
+        r"before index of persona p1 \(200 sessions\) was written whole \([\d,]+ of "
+        r"[\d,]+ bytes sent\), a line nothing asked for; read each request to its newline "
+        r"before answering it", message), message
+    assert r._proc is None  # stopped
+    with pytest.raises(RetrieverError, match="stopped at an earlier item"):
+        r.rank(persona(), query(), 3)
+
+
+SHELL_HELPER = ("sh -c 'sleep 300 {redirect}& echo \"fake-store helper $!\" >&2; "
+                "exec \"$0\" \"$@\"'")
+
+
+@pytest.mark.parametrize(("wrapper", "mode"), [
+    ("", "helper"),  # a forked grandchild holding the pipes; the store exits at close
+    (SHELL_HELPER.format(redirect=""), "ok"),  # `sleep 300 &` in a shell wrapper
+    # the store exits mid-run; its helper holds no pipe, so the exit is seen at once
+    (SHELL_HELPER.format(redirect=">/dev/null 2>&1 </dev/null "), "exit"),
+])
+def test_the_stores_helpers_are_killed_after_it_exits(
+        closing: list[CommandRetriever], capsys: pytest.CaptureFixture[str],
+        wrapper: str, mode: str) -> None:
+    """The process group is killed also when its leader exited by itself (34.8)."""
+    selector = fake(mode) if not wrapper else \
+        f"cmd:{wrapper} {shlex.quote(sys.executable)} {shlex.quote(str(FAKE))} {mode}"
+    r = make(selector, closing)
+    if mode == "exit":
+        with pytest.raises(RetrieverError, match="exited with status 3"):
+            r.rank(persona(), query(), 3)
+    else:
+        assert r.rank(persona(), query(), 3) == ["s0", "s1", "s2"]
+        r.close()
+    found = re.search(r"fake-store helper (\d+)", capsys.readouterr().err)
+    assert found is not None
+    pid = int(found.group(1))
+    try:
+        assert wait_gone(pid), f"helper {pid} outlived the store"
+    finally:
+        kill_left([pid])  # never left behind, whatever the code under test did

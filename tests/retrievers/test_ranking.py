@@ -202,3 +202,33 @@ def test_none_or_a_wrong_type_is_one_line_naming_the_retriever(
         rank_per_k(retriever, persona, make_query("x", None), [1])
     with pytest.raises(RetrieverError, match=message):
         rank_all(retriever, persona, make_query("x", None), [1], 3)
+
+
+class MadeUpTies:
+    """A Python store whose ``last_scores`` ties three ids that do not exist with its last
+    row past the cut (issue 34.3): they once decided the expected recall over tie orders."""
+
+    name = "made-up"
+
+    def __init__(self, ids: list[str]) -> None:
+        self.ids = ids
+        self.last_scores: list[tuple[str, float]] | None = None
+
+    def rank(self, persona: object, query: object, limit: int) -> list[str]:
+        ranked = self.ids[:limit]
+        scores = [float(-i) for i in range(len(ranked))]
+        self.last_scores = [*zip(ranked, scores, strict=True),
+                            *((f"made-up-{i}", scores[-1]) for i in range(3))]
+        return ranked
+
+
+def test_last_scores_ids_are_checked_as_a_ranking_is(tmp_path: Path) -> None:
+    persona = make_persona(tmp_path)
+    query = make_query("x", None, gold=("sess_02",))
+    line = (r"^question q1: last_scores holds 'made-up-0' and 2 more id\(s\), not a session "
+            rf"of this question's haystack \({len(persona.session_ids)} sessions\)")
+    with pytest.raises(RetrieverError, match=line):
+        rank_per_k(MadeUpTies(list(persona.session_ids)), persona, query, [1, 3], {})
+    with pytest.raises(RetrieverError, match=line):
+        rank_all(MadeUpTies(list(persona.session_ids)), persona, query, [1, 3],
+                 len(persona.session_ids), {})

@@ -5,18 +5,49 @@ says: ``ok`` (rows in order, scores falling), ``error`` (an ``{"error"}`` answer
 (exits with status 3), ``notjson`` (prints a log line), ``array`` (a JSON list), ``sleep``
 (never answers), ``huge`` (an endless line), ``extra`` (two lines for one request),
 ``badname`` (hello without a name), ``blanks`` (blank lines and CRLF line ends, else as
-``ok``), ``novectors`` (hello says vectors: false, and rank fails if a vector came). Every
-request is logged to stderr as ``fake-store got OP``.
+``ok``), ``novectors`` (hello says vectors: false, and rank fails if a vector came),
+``strangers`` (as ``ok``, then three made-up ids past the limit tied with the last row),
+``repeats`` (every id twice), ``indexids`` (index answered ``{"ids": []}``), ``latin1`` (a
+rank answer that is not UTF-8), ``early`` (index answered after reading only its first bytes,
+then nothing more read), ``helper`` (as ``ok``, with a forked child that sleeps 300 s and
+holds the pipes; its pid logged as ``fake-store helper PID``). Every request is logged to
+stderr as ``fake-store got OP``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
 
+def early() -> int:
+    """Hello as asked; then the index request's first bytes only, answered at once."""
+    sys.stdin.buffer.readline()
+    sys.stdout.write(json.dumps({"name": "fake-early", "vectors": True}) + "\n")
+    sys.stdout.flush()
+    sys.stdin.buffer.read1(4096)
+    sys.stdout.write(json.dumps({"ok": True}) + "\n")
+    sys.stdout.flush()
+    time.sleep(30)  # reads nothing more: the rest of the request stays unwritten
+    return 0
+
+
+def helper() -> None:
+    """A forked child that outlives this process unless its group is killed."""
+    child = os.fork()
+    if child == 0:
+        time.sleep(300)
+        os._exit(0)
+    print(f"fake-store helper {child}", file=sys.stderr, flush=True)
+
+
 def main(mode: str) -> int:
+    if mode == "early":
+        return early()
+    if mode == "helper":
+        helper()
     personas: dict[str, list[str]] = {}
     for line in sys.stdin:
         request = json.loads(line)
@@ -28,7 +59,7 @@ def main(mode: str) -> int:
                 "name": f"fake-{mode}", "vectors": mode != "novectors"}
         elif op == "index":
             personas[request["persona"]] = [s["id"] for s in request["sessions"]]
-            answer = {"ok": True}
+            answer = {"ids": []} if mode == "indexids" else {"ok": True}
         elif mode == "error":
             answer = {"error": "the index is\nnot ready"}
         elif mode == "exit":
@@ -48,6 +79,18 @@ def main(mode: str) -> int:
                 sys.stdout.write(chunk)
         elif mode == "novectors" and "vector" in request:
             answer = {"error": "a vector came though hello said vectors: false"}
+        elif mode == "latin1":
+            sys.stdout.buffer.write(b'{"ids": ["caf\xe9"]}\n')
+            sys.stdout.flush()
+            continue
+        elif mode == "repeats":
+            ids = [i for i in personas[request["persona"]] for _ in range(2)]
+            answer = {"ids": ids}
+        elif mode == "strangers":
+            ids = personas[request["persona"]][: request["limit"]]
+            scores = [float(-i) for i in range(len(ids))]
+            answer = {"ids": [*ids, "made-up-1", "made-up-2", "made-up-3"],
+                      "scores": [*scores, *[scores[-1]] * 3]}
         else:
             ids = personas[request["persona"]][: request["limit"]]
             answer = {"ids": ids, "scores": [float(-i) for i in range(len(ids))],

@@ -1,0 +1,43 @@
+"""Whether a process is gone, by pid: for tests that check a store's helpers end (issue
+34.8), and the cleanup that never leaves one behind whatever the code under test did."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+
+def gone(pid: int) -> bool:
+    """Whether process ``pid`` is gone (a zombie nobody reaped yet counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return True
+    except OSError:  # no /proc: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] in ("Z", "X")
+
+
+def wait_gone(pid: int) -> bool:
+    """SIGKILL is delivered at once, but the process ends a moment later: look for up to 5 s
+    (the passing case returns at the first or second look). No timing is asserted."""
+    deadline = time.monotonic() + 5.0
+    while not gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return gone(pid)
+
+
+def kill_left(pids: Iterable[int]) -> None:
+    """SIGKILL whichever of ``pids`` is still running."""
+    for pid in pids:
+        if not gone(pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
