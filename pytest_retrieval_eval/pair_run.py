@@ -192,6 +192,8 @@ class PairRun:
     custom: bool = False
     #: The ids the retriever returned again (``repeated_ids``, only when some), for the result.
     counts: dict[str, int] = field(default_factory=dict)
+    #: --retrieval-eval-budget's counts (vectors/token_counts.TokenCounts); None: no budget.
+    token_counts: Any = None
 
     def walk(self, persona: Persona, query: Query, inputs: PairInputs,
              startup_ms: float | None = None, started: float | None = None) -> PairResult:
@@ -210,10 +212,15 @@ class PairRun:
         check_haystack(pair.question_id, rankings, pair.session_ids)
         rankable = set(pair.session_ids)
         metrics = score(self.settings, pair, rankings, rankable)
+        budget = self.budget(persona, rankings)
+        if budget is not None:
+            metrics.update(budget[0])
         latency = {"query_embedding": embed_ms, "retrieval": retrieval_ms,
                    **({"ingest": ingest_ms} if indexes else {}),
                    **({} if startup_ms is None else {"startup": startup_ms})}
         result = self.result(query, rankings, components, scored, rankable, metrics, latency)
+        if budget is not None:
+            result["budget"] = budget[1]
         if started is not None:  # the item's own wall time less the store's and the model's
             total = (time.perf_counter() - started) * 1000.0
             result["latency_ms"]["overhead"] = max(0.0, total - retrieval_ms - (
@@ -257,6 +264,18 @@ class PairRun:
             rankings, components = rank_per_k(self.retriever, persona, query,
                                               self.settings.ks, scored, self.counts)
         return rankings, components, scored
+
+    def budget(self, persona: Persona, rankings: Mapping[int, list[str]]
+               ) -> tuple[dict[str, float], dict[str, Any]] | None:
+        """``recall@<B>tok`` and ``tokens@k`` and the pair's budget facts, only with a budget
+        asked (None, at the cost of one test, otherwise): the context is the ranking of the
+        largest k, tokens@k each k's own ranking (docs/budget.md)."""
+        if self.token_counts is None:
+            return None
+        from .retrievers.memory_tokens import budget_step
+
+        return budget_step(rankings[self.settings.max_k], rankings, persona, self.pair.gold,
+                           self.settings.budgets, self.token_counts)
 
     def name_late(self) -> None:
         """A ``cmd:`` retriever knows its name once started: its column from then on."""
