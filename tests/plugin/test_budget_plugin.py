@@ -74,8 +74,9 @@ def test_budget_numbers_by_hand(pytester: pytest.Pytester, tmp_path: Path) -> No
         c2 + c0 + c3 + c1: 1.0,   # every memory: the ranking ran out, not the budget
     }
     out = tmp_path / "r.json"
-    result = _run(pytester, f"--retrieval-eval-data={data}", f"--retrieval-eval-retriever=run:{run}",
-                  "--retrieval-eval-k=1,2,5", f"--retrieval-eval-json={out}",
+    result = _run(pytester, f"--retrieval-eval-data={data}",
+                  f"--retrieval-eval-retriever=run:{run}", "--retrieval-eval-k=1,2,5",
+                  f"--retrieval-eval-json={out}",
                   "--retrieval-eval-budget=" + ",".join(map(str, budgets)))
     assert result.ret == 0, result.stdout.str()
     report: dict[str, Any] = json.loads(out.read_text())
@@ -131,8 +132,8 @@ def test_ini_twins_and_a_tokenizer_json(pytester: pytest.Pytester, tmp_path: Pat
         retrieval_eval_budget_tokenizer = tok/tokenizer.json
     """))
     out = tmp_path / "r.json"
-    result = _run(pytester, f"--retrieval-eval-data={data}", f"--retrieval-eval-retriever=run:{run}",
-                  f"--retrieval-eval-json={out}")
+    result = _run(pytester, f"--retrieval-eval-data={data}",
+                  f"--retrieval-eval-retriever=run:{run}", f"--retrieval-eval-json={out}")
     assert result.ret == 0, result.stdout.str()
     report = json.loads(out.read_text())
     assert report["budget"]["budgets"] == [20, 50]

@@ -78,7 +78,7 @@ def test_missing_file_and_bad_file(tmp_path: Path) -> None:
         tc.load_counter(str(tmp_path / "nope.json"))
     bad = tmp_path / "bad.json"
     bad.write_text("{not json", encoding="utf-8")
-    with pytest.raises(ModelError, match="not a tokenizer.json") as caught:
+    with pytest.raises(ModelError, match=r"not a tokenizer\.json") as caught:
         tc.load_counter(str(bad))
     assert "\n" not in str(caught.value)
 
