@@ -198,3 +198,35 @@ def test_a_run_without_a_budget_loads_no_tokenizer(pytester: pytest.Pytester,
     assert "budget" not in report and "budget" not in report["pairs"][0]
     assert not any(k.startswith("tokens@") or k.endswith("tok")
                    for k in report["pairs"][0]["metrics"])
+
+
+def test_toml_list_and_xdist_equal_serial(pytester: pytest.Pytester, tmp_path: Path,
+                                          isolated_cache: Path) -> None:
+    data, run, c = _history(tmp_path)
+    pytester.makefile(".toml", pytest=textwrap.dedent(f"""\
+        [pytest]
+        retrieval_eval_budget = [{c[2]}, 100000]
+    """))
+    reports = []
+    for extra in ((), ("-n", "2")):
+        out = tmp_path / f"r{len(reports)}.json"
+        result = _run(pytester, f"--retrieval-eval-data={data}",
+                      f"--retrieval-eval-retriever=run:{run}", f"--retrieval-eval-json={out}",
+                      *extra)
+        assert result.ret == 0, result.stdout.str()
+        reports.append(json.loads(out.read_text()))
+    serial, parallel = reports
+    assert serial["budget"]["budgets"] == [c[2], 100000]
+    assert serial["pairs"][0]["metrics"] == parallel["pairs"][0]["metrics"]
+    assert serial["pairs"][0]["metrics"][f"recall@{c[2]}tok"] == 0.0  # s2 alone: no gold
+    assert serial["summary"] == parallel["summary"]
+
+
+def test_a_listing_run_counts_nothing_into_the_cache(pytester: pytest.Pytester,
+                                                     tmp_path: Path,
+                                                     isolated_cache: Path) -> None:
+    data, run, _ = _history(tmp_path)
+    result = _run(pytester, f"--retrieval-eval-data={data}",
+                  f"--retrieval-eval-retriever=run:{run}", "--retrieval-eval-budget=100", "--co")
+    assert result.ret == 0, result.stdout.str()
+    assert not (isolated_cache / "tokens").exists()
