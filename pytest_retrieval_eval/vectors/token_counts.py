@@ -189,7 +189,7 @@ def _write_shard(folder: Path, counts: Mapping[str, int],
 def _read_shard(path: Path) -> dict[str, int] | None:
     """A shard's counts, or None when it is damaged (sidecar mismatch, bad JSON)."""
     try:
-        if not matches_sidecar(path):
+        if not matches_sidecar(path, trust_stamp=False, stamp=False):  # small: rehashed
             return None
         data: Any = json.loads(path.read_text(encoding="utf-8"))
         counts = data["counts"]
