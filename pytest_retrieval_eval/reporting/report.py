@@ -246,8 +246,8 @@ def budget_header(budget: Mapping[str, Any] | None) -> list[str]:
 def budget_section(results: Sequence[PairResult], retrievers: Sequence[str],
                    budget: Mapping[str, Any]) -> dict[str, Any]:
     """The JSON's ``budget``: the budgets, the tokenizer, and per retriever how many pairs'
-    rankings ran out before a budget was filled (``ended_by_ranking``: their recall@<B>tok
-    counts a context shorter than B; a larger --retrieval-eval-k reads more memories)."""
+    whole rankings held fewer tokens than a budget (``ended_by_ranking``: their
+    recall@<B>tok counts a context shorter than B)."""
     short: dict[str, dict[str, int]] = {}
     for name in retrievers:
         mine = [r.get("budget") or {} for r in results if r["retriever"] == name]
@@ -263,9 +263,8 @@ def _budget_notes(report: Mapping[str, Any]) -> list[str]:
     lines = []
     for name, counts in short.items():
         worst = max(counts, key=lambda b: (counts[b], int(b)))
-        lines.append(f"budget: {name}'s ranking ran out before {worst} tokens in "
-                     f"{counts[worst]} pair(s): its context there holds every memory read "
-                     "(raise --retrieval-eval-k to read more)")
+        lines.append(f"budget: {name}'s whole ranking holds fewer than {worst} tokens in "
+                     f"{counts[worst]} pair(s): its context there is every memory it ranked")
     return lines
 
 

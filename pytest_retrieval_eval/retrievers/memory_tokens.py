@@ -15,7 +15,7 @@ covers, in order (its ``sessions``, then its turns' sessions, de-duplicated), th
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..data.pairs import render_session, text_key
@@ -106,25 +106,51 @@ def _row_key(persona: Persona, row: int, keyed: bool, row_of_key: dict[str, int]
 
 def budget_step(context: Sequence[str | Memory], per_k: Mapping[int, Sequence[str | Memory]],
                 persona: Persona, gold: Sequence[str], budgets: Sequence[int],
-                counts: TokenCounts) -> tuple[dict[str, float], dict[str, Any]]:
+                counts: TokenCounts,
+                more: Callable[[], Sequence[str | Memory]] | None = None,
+                ) -> tuple[dict[str, float], dict[str, Any]]:
     """A pair's budget metrics and facts: ``recall@<B>tok`` on ``context`` (the memories of
     the ranking read for the largest k), ``tokens@k`` on ``per_k[k]`` (the ranking k is
-    scored on, its first k memories). The facts (the pair's ``budget`` record): ``tokens``,
-    each of the first memories' tokens (as many as the largest k), and ``fit``, how many
-    memories each budget's context holds (``ended``: "budget" when a memory did not fit,
-    "ranking" when the ranking ran out first: recall@<B>tok then counts fewer tokens than B)."""
+    scored on, its first k memories).
+
+    ``more``: the store's ranking read to the persona's size, asked for (once) only when
+    ``context`` holds fewer tokens than the largest budget and was cut by its limit (it
+    covers as many sessions as the largest k asked for, and fewer than the persona holds):
+    the budget's context then goes on past k, as a reader's context of B tokens would.
+
+    The facts (the pair's ``budget`` record): ``tokens``, each of the first memories'
+    tokens (as many as the largest k), ``fit``, how many memories each budget's context
+    holds, ``ended``: "budget" when a memory did not fit, "ranking" when the ranking ran out
+    first (recall@<B>tok then counts fewer tokens than B), and ``read``: the memories read
+    for the contexts (``reread``: whether that took the second, longer read)."""
     memories = as_memories(context)
     tokens = memory_tokens(memories, persona, counts)
     covered = [covered_sessions(m) for m in memories]
+    # Each distinct list counted once, to the largest k cut from it (cut-offs of one call
+    # share its list); each k then sums its own first k.
     own = {id(context): tokens}
+    deepest: dict[int, int] = {}
+    for k, ranked in per_k.items():
+        deepest[id(ranked)] = max(k, deepest.get(id(ranked), 0))
     k_tokens: dict[int, Sequence[int]] = {}
     for k, ranked in per_k.items():
         if id(ranked) not in own:
-            own[id(ranked)] = memory_tokens(as_memories(ranked[:k]), persona, counts)
+            own[id(ranked)] = memory_tokens(as_memories(ranked[:deepest[id(ranked)]]),
+                                            persona, counts)
         k_tokens[k] = own[id(ranked)]
+    distinct = len({s for c in covered for s in c})
+    reread = (more is not None and sum(tokens) < max(budgets, default=0)
+              and distinct >= max(per_k, default=0) and distinct < len(set(persona.session_ids)))
+    if reread and more is not None:
+        longer = as_memories(more())
+        if len(longer) > len(memories):
+            memories = longer
+            tokens = memory_tokens(memories, persona, counts)
+            covered = [covered_sessions(m) for m in memories]
     metrics = score_budget(tokens, covered, gold, budgets, k_tokens)
     fit = {str(b): budget_fit(tokens, b) for b in budgets}
     facts = {"tokens": tokens[:max(per_k, default=len(tokens))],
              "fit": fit,
-             "ended": {b: "ranking" if n == len(tokens) else "budget" for b, n in fit.items()}}
+             "ended": {b: "ranking" if n == len(tokens) else "budget" for b, n in fit.items()},
+             "read": len(tokens), "reread": bool(reread)}
     return metrics, facts

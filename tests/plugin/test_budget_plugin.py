@@ -230,3 +230,21 @@ def test_a_listing_run_counts_nothing_into_the_cache(pytester: pytest.Pytester,
                   f"--retrieval-eval-retriever=run:{run}", "--retrieval-eval-budget=100", "--co")
     assert result.ret == 0, result.stdout.str()
     assert not (isolated_cache / "tokens").exists()
+
+
+def test_the_context_reads_on_past_k(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    # k = 1 reads one session; a budget of every session's tokens reads the store again, to
+    # the history's size: the context holds all four, so recall is 1.0 (not s2's 0.0).
+    data, run, c = _history(tmp_path)
+    out = tmp_path / "r.json"
+    result = _run(pytester, f"--retrieval-eval-data={data}",
+                  f"--retrieval-eval-retriever=run:{run}", "--retrieval-eval-k=1",
+                  f"--retrieval-eval-json={out}", f"--retrieval-eval-budget={sum(c)}")
+    assert result.ret == 0, result.stdout.str()
+    pair = json.loads(out.read_text())["pairs"][0]
+    assert pair["ranked"] == ["q1_s2"] and pair["metrics"]["recall@1"] == 0.0
+    assert pair["metrics"][f"recall@{sum(c)}tok"] == 1.0
+    assert pair["metrics"]["tokens@1"] == c[2]
+    assert pair["budget"]["read"] == 4 and pair["budget"]["reread"] is True
+    assert pair["budget"]["ended"] == {str(sum(c)): "ranking"}
+    assert pair["latency_ms"]["budget"] >= 0.0

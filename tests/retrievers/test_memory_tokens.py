@@ -121,7 +121,7 @@ def test_budget_step_by_hand() -> None:
     }
     assert facts == {"tokens": [11, 7, 7], "fit": {"10": 0, "18": 2, "24": 2, "25": 3},
                      "ended": {"10": "budget", "18": "budget", "24": "budget",
-                               "25": "ranking"}}
+                               "25": "ranking"}, "read": 3, "reread": False}
 
 
 def test_budget_step_per_k_rankings() -> None:
@@ -130,3 +130,34 @@ def test_budget_step_per_k_rankings() -> None:
     metrics, _ = budget_step(["s3", "s1"], {1: ["s2"], 2: ["s3", "s1"]}, _persona(), ["s2"],
                              [100], counts)
     assert metrics == {"recall@100tok": 0.0, "tokens@1": 7.0, "tokens@2": 18.0}
+
+
+def test_budget_step_ks_sharing_one_ranking() -> None:
+    # Cut-offs of one call share its list (rank_per_k): each k still counts its own first k.
+    counts, _ = _counts()
+    pool = ["s1", "s3"]  # the k=1 and k=2 call (one pool of a limit-sensitive store)
+    metrics, _ = budget_step(["s3", "s1", "s2"], {1: pool, 2: pool, 3: ["s3", "s1", "s2"]},
+                             _persona(), ["s2"], [100], counts)
+    assert (metrics["tokens@1"], metrics["tokens@2"], metrics["tokens@3"]) == (7.0, 18.0, 25.0)
+
+
+def test_budget_step_reads_on_past_k() -> None:
+    # k = 1 asked for one session (11 words); a budget of 25 wants more: the store is read
+    # again to the persona's size, once, and the context takes s3, s1, s2.
+    counts, _ = _counts()
+    reads: list[int] = []
+
+    def more() -> list[str]:
+        reads.append(1)
+        return ["s3", "s1", "s2"]
+
+    metrics, facts = budget_step(["s3"], {1: ["s3"]}, _persona(), ["s2"], [11, 25], counts,
+                                 more=more)
+    assert reads == [1]
+    assert metrics == {"recall@11tok": 0.0, "recall@25tok": 1.0, "tokens@1": 11.0}
+    assert facts["read"] == 3 and facts["reread"] is True
+    assert facts["fit"] == {"11": 1, "25": 3} and facts["tokens"] == [11]
+    # Filled already (11 >= the largest budget), or the store ran out (fewer than k): no read.
+    for ranking, ks, budgets in ((["s3"], [1], [11]), (["s3"], [2], [25])):
+        budget_step(ranking, {k: ranking for k in ks}, _persona(), ["s2"], budgets, counts,
+                    more=lambda: pytest.fail("read again"))
