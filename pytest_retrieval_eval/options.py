@@ -77,6 +77,48 @@ def parse_ks(value: str) -> tuple[int, ...]:
     return tuple(sorted(ks))
 
 
+#: The largest context budget taken, in tokens (ten million: far past any reader's window).
+MAX_BUDGET = 10_000_000
+#: The readers' tokenizers counted offline (vectors/token_counts.py's ENCODINGS; a test pins
+#: the two equal: that module is not loaded while the plugin is off).
+BUDGET_ENCODINGS = ("o200k_base", "cl100k_base")
+DEFAULT_BUDGET_TOKENIZER = "o200k_base"
+
+
+def parse_budgets(value: str) -> tuple[int, ...]:
+    """``"500,2000,8000"`` -> ``(500, 2000, 8000)``: context budgets in tokens, each a whole
+    number in 1..10,000,000, sorted, unique."""
+    parts = [p.strip() for p in str(value).split(",") if p.strip()]
+    if not parts:
+        raise argparse.ArgumentTypeError(f"budget list {value!r} is empty; give tokens such as "
+                                         "500,2000,8000")
+    budgets: set[int] = set()
+    for part in parts:
+        try:
+            budget = _whole(part.removesuffix("tok"))
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"budget {part!r} is not a whole number of tokens; give a comma list such as "
+                "500,2000,8000") from None
+        if not 1 <= budget <= MAX_BUDGET:
+            raise argparse.ArgumentTypeError(
+                f"budget {budget} is out of range; each budget must lie in 1..{MAX_BUDGET} "
+                "tokens")
+        budgets.add(budget)
+    return tuple(sorted(budgets))
+
+
+def budget_tokenizer(value: str) -> str:
+    """``o200k_base``, ``cl100k_base`` or the path of a ``tokenizer.json`` (read when the
+    run starts: a missing file is one line then)."""
+    value = str(value).strip()
+    if not value:
+        raise argparse.ArgumentTypeError(
+            f"the value is empty; give {', '.join(BUDGET_ENCODINGS)} or the path of a "
+            "tokenizer.json")
+    return value
+
+
 def parse_retrievers(value: str) -> tuple[str, ...]:
     """A comma list of retriever names or ``package.module:attr`` dotted paths."""
     names = [p.strip() for p in str(value).split(",") if p.strip()]
@@ -357,6 +399,19 @@ OPTIONS: tuple[Option, ...] = (
     Option("--retrieval-eval-cmd-index-timeout", "retrieval_eval_cmd_index_timeout",
             finite_seconds, 600.0, "seconds a cmd: retriever may take to answer one persona's "
             "index request (default: 600)", "SECONDS"),
+    # Recall at a context budget (scoring/budget.py, vectors/token_counts.py).
+    Option("--retrieval-eval-budget", "retrieval_eval_budget", parse_budgets, None,
+            "comma list of context budgets in tokens, each in 1..10000000: recall@<B>tok takes "
+            "a ranking's memories in order while their tokens fit in B (the first that does "
+            "not fit ends the context), and the summary gets a budget table with tokens@k, "
+            "the mean tokens of the first k memories; counting needs the [budget] extra for "
+            "o200k_base and cl100k_base (default: none)", "B[,B...]"),
+    Option("--retrieval-eval-budget-tokenizer", "retrieval_eval_budget_tokenizer",
+            budget_tokenizer, None,
+            "with --retrieval-eval-budget: the reader's tokenizer the budget counts in: "
+            "o200k_base, cl100k_base (bpe-openai, offline) or the path of a tokenizer.json "
+            f"(Hugging Face tokenizers) (default: {DEFAULT_BUDGET_TOKENIZER})",
+            "o200k_base|cl100k_base|PATH"),
     # Stratified subsets (subset.py): N usable pairs, proportional by question type.
     Option("--retrieval-eval-subset", "retrieval_eval_subset", positive_int, None,
             "score (and prep) only N usable pairs, stratified by question type: proportional, "

@@ -192,6 +192,8 @@ class PairRun:
     custom: bool = False
     #: The ids the retriever returned again (``repeated_ids``, only when some), for the result.
     counts: dict[str, int] = field(default_factory=dict)
+    #: --retrieval-eval-budget's counts (vectors/token_counts.TokenCounts); None: no budget.
+    token_counts: Any = None
 
     def walk(self, persona: Persona, query: Query, inputs: PairInputs,
              startup_ms: float | None = None, started: float | None = None) -> PairResult:
@@ -214,10 +216,19 @@ class PairRun:
                    **({"ingest": ingest_ms} if indexes else {}),
                    **({} if startup_ms is None else {"startup": startup_ms})}
         result = self.result(query, rankings, components, scored, rankable, metrics, latency)
+        # After the result's facts (explain reads the retriever's last call): the budget may
+        # read the store once more, past k, untimed as query latency.
+        begun = time.perf_counter()
+        budget = self.budget(persona, query, rankings)
+        if budget is not None:
+            metrics.update(budget[0])
+            result["budget"] = budget[1]
+            latency["budget"] = (time.perf_counter() - begun) * 1000.0
         if started is not None:  # the item's own wall time less the store's and the model's
             total = (time.perf_counter() - started) * 1000.0
             result["latency_ms"]["overhead"] = max(0.0, total - retrieval_ms - (
-                ingest_ms or 0.0) - (embed_ms or 0.0) - (startup_ms or 0.0))
+                ingest_ms or 0.0) - (embed_ms or 0.0) - (startup_ms or 0.0) - (
+                latency.get("budget") or 0.0))
         return result
 
     def workdir(self, persona_key: str) -> Path:
@@ -257,6 +268,35 @@ class PairRun:
             rankings, components = rank_per_k(self.retriever, persona, query,
                                               self.settings.ks, scored, self.counts)
         return rankings, components, scored
+
+    def budget(self, persona: Persona, query: Query, rankings: Mapping[int, list[str]]
+               ) -> tuple[dict[str, float], dict[str, Any]] | None:
+        """``recall@<B>tok`` and ``tokens@k`` and the pair's budget facts, only with a budget
+        asked (None, at the cost of one test, otherwise): the context is the ranking of the
+        largest k, read on to the persona's size when that ends before the largest budget is
+        filled; tokens@k each k's own ranking (docs/budget.md)."""
+        if self.token_counts is None:
+            return None
+        from .retrievers.memory_tokens import budget_step
+
+        return budget_step(rankings[self.settings.max_k], rankings, persona, self.pair.gold,
+                           self.settings.budgets, self.token_counts,
+                           more=lambda: self.read_all(persona, query))
+
+    def read_all(self, persona: Persona, query: Query) -> list[str]:
+        """The store's ranking at the persona's size (the budget's longer read), checked as
+        every ranking is."""
+        from .retrievers.ranked_output import read_distinct
+        from .retrievers.ranking import split_scored
+        from .scoring.metrics import dedupe
+
+        n = len(self.pair.session_ids)
+        name = str(getattr(self.retriever, "name", "retriever"))
+        got = read_distinct(self.retriever.rank(persona, query, n), name, query.question_id,
+                            n, n)
+        ranked = dedupe(split_scored(got, name, query.question_id)[0])[:n]
+        check_haystack(self.pair.question_id, {n: ranked}, self.pair.session_ids)
+        return ranked
 
     def name_late(self) -> None:
         """A ``cmd:`` retriever knows its name once started: its column from then on."""

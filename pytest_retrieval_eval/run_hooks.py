@@ -168,7 +168,9 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         f"retrieval-eval: {state.corpus.dataset_name}, {len(state.scored_positions())} "
         f"usable pairs, lane {state.plan.lane}, model "
         f"{model['name'] if model else _unloaded(state.plan.model_spec)}, retrievers "
-        f"{', '.join(settings.retrievers)}, k {','.join(map(str, settings.ks))}",
+        f"{', '.join(settings.retrievers)}, k {','.join(map(str, settings.ks))}"
+        + (f", budget {','.join(map(str, settings.budgets))} tokens of "
+           f"{state.token_counts.counter.name}" if state.token_counts is not None else ""),
         *_repeat_note(config)], config.get_terminal_writer().fullwidth)
 
 
@@ -334,6 +336,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:  # c
     if state is None or state.plan is None or _collect_only(config):
         return
     state.close_retrievers()  # each process closes what it ranked with
+    state.flush_token_counts()
     if _is_worker(config):
         config.workeroutput[WORKER_OUTPUT] = state.worker_output()  # type: ignore[attr-defined]
         return

@@ -105,6 +105,9 @@ class EvalSession:
     read_only: bool = False
     #: The temp folder (outside the cache) of a read-only run; removed at close_corpus.
     _scratch: Path | None = None
+    #: --retrieval-eval-budget: the reader's tokenizer and its counts (None: no budget asked,
+    #: no tokenizer loaded, nothing counted).
+    token_counts: Any = None
 
     def __post_init__(self) -> None:
         self.outcomes = WorkerResults(self.names)
@@ -320,6 +323,13 @@ class EvalSession:
             bm25.use_table(lambda: terms_mod.open_table(table, corpus_sha))
         if "vipune" in self._retrievers and not (self.read_only and self.plan.model is None):
             retrievers_mod.check_compatible(self.plan.model)
+        if self.settings.budgets and self.token_counts is None:
+            from .vectors import token_counts as tokens_mod  # the tokenizer: only when asked
+
+            counter = tokens_mod.load_counter(self.settings.tokenizer)
+            self.token_counts = tokens_mod.TokenCounts(
+                counter, None if self.read_only else tokens_mod.tokens_dir(
+                    Path(self.plan.cache_root), counter))
 
     # -- items ------------------------------------------------------------------------------
 
@@ -393,10 +403,16 @@ class EvalSession:
         if inputs is None:
             inputs = self.pair_inputs(pair, retriever_name, custom)
         walk = pair_run.PairRun(self.settings, self.cache_root, self.pairs, self.names, pair,
-                                retriever_name, retriever, column, custom=custom is not None)
+                                retriever_name, retriever, column, custom=custom is not None,
+                                token_counts=self.token_counts)
         result = walk.walk(self.persona(pair), self.query(pair), inputs, startup_ms, started)
         self.add_result(result)
         return result
+
+    def flush_token_counts(self) -> None:
+        """Write the token counts this process made (session end, every process)."""
+        if self.token_counts is not None:
+            self.token_counts.flush()
 
     def close_corpus(self) -> None:
         """Close this process's corpus connection (at pytest's unconfigure, on the
@@ -474,8 +490,12 @@ class EvalSession:
             repeats = [p.notes.get(REPEATED_SLOTS_KEPT, 0) for p in corpus.pairs]
             notes = {REPEATED_SLOTS_KEPT: sum(repeats),
                      "histories_with_repeats": sum(1 for n in repeats if n)}
+        budget = {} if self.token_counts is None else {"budget": {
+            "budgets": list(self.settings.budgets),
+            "tokenizer": dict(self.token_counts.counter.identity)}}
         return {
             **subset,
+            **budget,
             "dataset": {**self.dataset_info, "stats": stats},
             "lane": self.plan.lane,
             "model": self.plan.model,

@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 
 from .options import (
+    BUDGET_ENCODINGS,
+    DEFAULT_BUDGET_TOKENIZER,
     DEFAULT_NETWORK_DEADLINE,
     LONGMEMEVAL_KS,
     OPTIONS,
@@ -71,10 +73,22 @@ class Settings:
     cmd_timeout: float = 60.0  # cmd: retrievers (retrievers/command.py)
     cmd_index_timeout: float = 600.0
     rootdir: Path | None = None  # where a cmd: retriever's command runs
+    budget: tuple[int, ...] | None = None  # --retrieval-eval-budget (tokens)
+    budget_tokenizer: str | None = None  # as given; None: DEFAULT_BUDGET_TOKENIZER
 
     @property
     def max_k(self) -> int:
         return max(self.ks)
+
+    @property
+    def budgets(self) -> tuple[int, ...]:
+        """The context budgets asked for, in tokens (empty: none, nothing is counted)."""
+        return self.budget or ()
+
+    @property
+    def tokenizer(self) -> str:
+        """The reader's tokenizer a budget counts in."""
+        return self.budget_tokenizer or DEFAULT_BUDGET_TOKENIZER
 
 
 
@@ -87,7 +101,8 @@ INI_PATHS = ("retrieval_eval_json", "retrieval_eval_compare", "retrieval_eval_ma
              "retrieval_eval_cache", "retrieval_eval_store_dir")
 #: Options whose value may be a path or a name: resolved from the ini file's folder when it
 #: looks like a path (holds a separator, or names something there).
-INI_MAYBE_PATHS = ("retrieval_eval_data", "retrieval_eval_model", "retrieval_eval_vipune")
+INI_MAYBE_PATHS = ("retrieval_eval_data", "retrieval_eval_model", "retrieval_eval_vipune",
+                   "retrieval_eval_budget_tokenizer")
 _DATA_NAMES = ("sample", "longmemeval_s", "longmemeval_m", "longmemeval_oracle")
 
 
@@ -105,6 +120,8 @@ def _ini_takes(opt: Option) -> tuple[str, str]:
         return "a boolean", "true"
     if name == "parse_ks":
         return "a list of whole numbers (or one)", "[1, 5, 10]"
+    if name == "parse_budgets":
+        return "a list of whole numbers of tokens (or one)", "[500, 2000, 8000]"
     if name == "parse_retrievers":
         return "a list of retriever names", '["hybrid", "bm25"]'
     if name == "compare_map":
@@ -132,12 +149,14 @@ def _native_text(opt: Option, raw: Any) -> str:
         if opt.is_flag:
             return "true" if raw else "false"
         raise _type_error(opt, got)
-    if isinstance(raw, int) and name in (*_INT_PARSERS, *_FLOAT_PARSERS, "parse_ks"):
+    if isinstance(raw, int) and name in (*_INT_PARSERS, *_FLOAT_PARSERS, "parse_ks",
+                                         "parse_budgets"):
         return str(raw)
     if isinstance(raw, float) and name in _FLOAT_PARSERS:
         return repr(raw)
-    if isinstance(raw, list) and name in ("parse_ks", "parse_retrievers", "compare_map"):
-        item_type = int if name == "parse_ks" else str
+    if isinstance(raw, list) and name in ("parse_ks", "parse_budgets", "parse_retrievers",
+                                          "compare_map"):
+        item_type = int if name in ("parse_ks", "parse_budgets") else str
         if not raw:
             raise _type_error(opt, "an empty list")
         for index, item in enumerate(raw):
@@ -216,6 +235,8 @@ def _from_ini_folder(config: pytest.Config, dest: str, value: Any) -> Any:
     if dest in INI_MAYBE_PATHS:
         if dest == "retrieval_eval_data" and value in _DATA_NAMES:
             return value
+        if dest == "retrieval_eval_budget_tokenizer" and value in BUDGET_ENCODINGS:
+            return value
         looks_like_path = os.sep in value or "/" in value or (base / path).exists()
         if dest == "retrieval_eval_model" and not (base / path).exists():
             looks_like_path = False  # "ORG/NAME" is a Hub id unless such a folder exists
@@ -285,6 +306,10 @@ def check_combinations(settings: Settings) -> None:
         raise pytest.UsageError(
             "--retrieval-eval-compare-retrievers maps retrievers of a comparison, but no "
             "base is given; add --retrieval-eval-compare=BASE.json")
+    if settings.budget_tokenizer is not None and not settings.budgets:
+        raise pytest.UsageError(
+            "--retrieval-eval-budget-tokenizer names the tokenizer a context budget counts "
+            "in, but no budget is given; add --retrieval-eval-budget=500,2000,8000 (tokens)")
     if settings.no_model and settings.device == "cuda":
         raise pytest.UsageError(
             "--retrieval-eval-device cuda has nothing to run with --no-model "

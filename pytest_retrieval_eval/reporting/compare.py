@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from ..scoring import significance as sig
+from ..scoring.budget import TOKENS, parse_budget_key
 from .agreement_lines import lane_agreement
 from .report_file import MAX_REPORT_BYTES as MAX_REPORT_BYTES
 from .report_file import PAIR_FIELDS as PAIR_FIELDS
@@ -47,7 +48,7 @@ OVERALL = "overall"
 #: Metric families a pair's ``metrics`` may hold at each k (metrics.score_ranking, and the
 #: longmemeval protocol's and turn granularity's families).
 METRIC_FAMILIES = ("recall", "recall_any", "recall_all", "ndcg_any", "session_recall",
-                   "session_recall_any", "session_recall_all", "session_ndcg_any")
+                   "session_recall_any", "session_recall_all", "session_ndcg_any", TOKENS)
 #: Keys that, where a report has them (top level or under "dataset"), must match.
 #: What two compared reports must share, and what a report written before these keys existed
 #: means by its silence (those runs could only be vipune's protocol, session level).
@@ -104,16 +105,22 @@ def primary_family(report: Mapping[str, Any]) -> str:
 def resolve_metrics(specs: Sequence[str] | None, ks: Sequence[int],
                     primary: str = "recall") -> list[str]:
     """``None`` -> ``primary@k`` for each k; a family (``recall_any``) -> it at each k; a
-    name with a k (``recall@5``) -> itself. One line for an unknown name or a k not shared."""
+    name with a k (``recall@5``) -> itself; recall at a budget (``recall@500tok``) -> itself
+    (both reports must hold it). One line for an unknown name or a k not shared."""
     if not specs:
         return [f"{primary}@{k}" for k in ks]
     out: list[str] = []
     for raw in specs:
         for spec in (s.strip() for s in raw.split(",") if s.strip()):
             family, _, k_text = spec.partition("@")
+            budget = parse_budget_key(spec)
+            if budget is not None:
+                out.append(f"recall@{budget}tok")
+                continue
             if family not in METRIC_FAMILIES:
                 raise CompareError(f"metric {spec!r} is unknown; choose from "
-                                   f"{', '.join(METRIC_FAMILIES)}, optionally with @k")
+                                   f"{', '.join(METRIC_FAMILIES)}, optionally with @k, or "
+                                   "recall@<B>tok of a budget both reports hold")
             if not k_text:
                 out.extend(f"{family}@{k}" for k in ks)
                 continue
@@ -322,7 +329,8 @@ def _compare_pairs(base_pairs: Sequence[Mapping[str, Any]],
         lacking = next((bp for _, bp, np_ in common if bp["metrics"].get(metric) is None
                         or np_["metrics"].get(metric) is None), None)
         if lacking is not None:
-            held = sorted({name.partition("@")[0] for name in lacking["metrics"]})
+            held = sorted({name if parse_budget_key(name) is not None
+                           else name.partition("@")[0] for name in lacking["metrics"]})
             raise CompareError(f"metric {metric} is not scored in these reports (pair "
                                f"{lacking['question_id']}[{lacking['retriever']}] holds "
                                f"{', '.join(held)}); pick one of those with --metric")

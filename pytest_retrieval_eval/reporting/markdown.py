@@ -100,27 +100,45 @@ def summary_markdown(report: Mapping[str, Any]) -> str:
     families = families_for(str(report.get("protocol") or "vipune"),
                             str(report.get("granularity") or "session"))
     for family, _ in families:
-        head = ["question type", "n", *(f"{r} @{k}" for r in retrievers for k in ks)]
-        rows = []
-        for qtype in [*qtypes, "overall"]:
-            entries = [summary[r]["overall"] if qtype == "overall"
-                       else summary[r]["by_type"].get(qtype) for r in retrievers]
-            n = max(int(e["n"]) for e in entries if e is not None)
-            best = {k: strict_best([None if e is None else e.get(f"{family}@{k}")
-                                    for e in entries]) for k in ks}
-            cells: list[str] = []
-            for i, e in enumerate(entries):
-                for k in ks:
-                    value = None if e is None else e.get(f"{family}@{k}")
-                    text = "-" if value is None else f"{value:.3f}"
-                    if best[k] == i:
-                        text = f"**{text}**"
-                    cells.append(text)
-            label = f"**{qtype}**" if qtype == "overall" else qtype
-            rows.append([label, str(n), *cells])
-        lines.extend([f"#### {family}@k", "", *_table(head, rows, right_from=1), ""])
+        lines.extend(_family_table(summary, retrievers, qtypes, family, ks, f"{family}@k"))
+    budgets = list((report.get("budget") or {}).get("budgets") or [])
+    if budgets and any(f"recall@{budgets[0]}tok" in summary[r]["overall"] for r in retrievers):
+        tokenizer = (report.get("budget") or {}).get("tokenizer") or {}
+        name = code(tokenizer.get("name", "?"))
+        lines.extend(_family_table(summary, retrievers, qtypes, "recall",
+                                   [f"{b}tok" for b in budgets],
+                                   f"recall@B (B tokens of {name})"))
+        lines.extend(_family_table(summary, retrievers, qtypes, "tokens", ks,
+                                   f"tokens@k (mean tokens of the first k memories, {name})",
+                                   digits=0, bold=False))
     lines.extend(_diagnostics(report, retrievers))
     return "\n".join(lines)
+
+
+def _family_table(summary: Mapping[str, Any], retrievers: Sequence[str],
+                  qtypes: Sequence[str], family: str, cuts: Sequence[int | str], title: str,
+                  *, digits: int = 3, bold: bool = True) -> list[str]:
+    """One family's table: a row per question type and overall, a column per retriever and
+    cut-off (``k``, or a budget ``500tok``), the strictly best value of a column bold."""
+    head = ["question type", "n", *(f"{r} @{k}" for r in retrievers for k in cuts)]
+    rows = []
+    for qtype in [*qtypes, "overall"]:
+        entries = [summary[r]["overall"] if qtype == "overall"
+                   else summary[r]["by_type"].get(qtype) for r in retrievers]
+        n = max(int(e["n"]) for e in entries if e is not None)
+        best = {k: strict_best([None if e is None else e.get(f"{family}@{k}")
+                                for e in entries]) if bold else None for k in cuts}
+        cells: list[str] = []
+        for i, e in enumerate(entries):
+            for k in cuts:
+                value = None if e is None else e.get(f"{family}@{k}")
+                text = "-" if value is None else f"{value:.{digits}f}"
+                if best[k] == i:
+                    text = f"**{text}**"
+                cells.append(text)
+        label = f"**{qtype}**" if qtype == "overall" else qtype
+        rows.append([label, str(n), *cells])
+    return [f"#### {title}", "", *_table(head, rows, right_from=1), ""]
 
 
 def strict_best(values: Sequence[float | None]) -> int | None:

@@ -19,7 +19,7 @@ from ..io import user_files
 from ..scoring import ties
 from ..scoring.metrics import mean_metrics
 from . import diagnostic_lines
-from .summary_table import families_for, table_lines, type_order
+from .summary_table import budget_lines, families_for, table_lines, type_order
 from .text_width import fit_lines
 
 SCHEMA_VERSION = 1
@@ -217,12 +217,54 @@ def header_lines(info: Mapping[str, Any]) -> list[str]:
             if skipped.get("items_skipped") else "")),
     ]
     lines.extend(subset_lines(info.get("subset")))
+    lines.extend(budget_header(info.get("budget")))
     lines.extend(note_lines(info.get("notes") or {}))
     lines.extend(rejection_lines(info.get("rejections") or []))
     if protocol == "vipune" and info.get("granularity", "session") == "session" and \
             ds["gold_source"] != "answer_session_ids":
         lines.append("gold: answer_session_ids absent for some pairs; their gold is the "
                      "sessions with a has_answer turn (an approximation)")
+    return lines
+
+
+def tokenizer_text(tokenizer: Mapping[str, Any]) -> str:
+    """A tokenizer's identity in words: ``o200k_base (bpe-openai 0.1.4)``."""
+    library = tokenizer.get("library", "?")
+    extra = tokenizer.get("version") or str(tokenizer.get("sha256", ""))[:12]
+    return f"{printable(tokenizer.get('name'))} ({library}{' ' + extra if extra else ''})"
+
+
+def budget_header(budget: Mapping[str, Any] | None) -> list[str]:
+    """The header's budget line: the budgets and the tokenizer they count in."""
+    if not budget:
+        return []
+    return [f"budget: {', '.join(map(str, budget['budgets']))} tokens of "
+            f"{tokenizer_text(budget.get('tokenizer') or {})}; recall@<B>tok takes memories "
+            "in rank order while they fit, tokens@k is the mean tokens of the first k"]
+
+
+def budget_section(results: Sequence[PairResult], retrievers: Sequence[str],
+                   budget: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON's ``budget``: the budgets, the tokenizer, and per retriever how many pairs'
+    whole rankings held fewer tokens than a budget (``ended_by_ranking``: their
+    recall@<B>tok counts a context shorter than B)."""
+    short: dict[str, dict[str, int]] = {}
+    for name in retrievers:
+        mine = [r.get("budget") or {} for r in results if r["retriever"] == name]
+        counts = {str(b): sum(1 for f in mine if (f.get("ended") or {}).get(str(b)) == "ranking")
+                  for b in budget["budgets"]}
+        if any(counts.values()):
+            short[name] = counts
+    return {**budget, "ended_by_ranking": short}
+
+
+def _budget_notes(report: Mapping[str, Any]) -> list[str]:
+    short = (report.get("budget") or {}).get("ended_by_ranking") or {}
+    lines = []
+    for name, counts in short.items():
+        worst = max(counts, key=lambda b: (counts[b], int(b)))
+        lines.append(f"budget: {name}'s whole ranking holds fewer than {worst} tokens in "
+                     f"{counts[worst]} pair(s): its context there is every memory it ranked")
     return lines
 
 
@@ -242,10 +284,17 @@ def terminal_lines(report: Mapping[str, Any], width: int = 80, *,
                          families_for(info.get("protocol", "vipune"),
                                       info.get("granularity", "session"), report["summary"]),
                          width, overall_only=overall_only)
+    budget = report.get("budget") or {}
+    budget_table = budget_lines(report["summary"], report["retrievers"],
+                                budget.get("budgets") or [], report["ks"], width,
+                                overall_only=overall_only)
+    if budget_table:
+        tables = [*tables, "", *budget_table]
     if overall_only:
         return [*tables, *fit_lines(_error_lines(report), width)]
     lines.append("")
     lines.extend(tables)
+    lines.extend(fit_lines(_budget_notes(report), width))
     ties_line = diagnostic_lines.tie_line(report.get("ties") or {}, report["retrievers"])
     unscored = diagnostic_lines.no_scores_line(report.get("pairs") or [], report["retrievers"])
     tie_block = [line for line in (ties_line, unscored) if line]
@@ -331,6 +380,8 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
         "rejections": info.get("rejections", []),
         "notes": info.get("notes", {}),
         "subset": full_info.get("subset"),
+        **({"budget": budget_section(ordered, retrievers, info["budget"])}
+           if info.get("budget") else {}),
         "drift": drifts,
         **diagnostic_lines.report_sections(ordered, retrievers, ks, type_order),
         "ties": ties.summarize(ordered, retrievers),

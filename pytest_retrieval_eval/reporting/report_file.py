@@ -22,6 +22,7 @@ from typing import Any
 
 from ..data.json_file import read_json_file
 from ..errors import DataError, RetrievalEvalError
+from ..scoring.budget import is_tokens_key
 from .report import SCHEMA_VERSION
 
 __all__ = ["MAX_REPORT_BYTES", "PAIR_FIELDS", "CompareError", "check_report", "load_report"]
@@ -127,9 +128,23 @@ def check_report(data: object, name: str, *, version: bool = True) -> None:
                                f"once per retriever, and compare never drops one silently; "
                                f"{_FIX}")
         for field, value in pair["metrics"].items():
-            if not _is_score(value):
-                raise CompareError(f"{where}: metrics.{field} is {_show(value)}, not a number "
-                                   f"in [0, 1]; {_FIX}")
+            if not _is_metric(field, value):
+                raise CompareError(f"{where}: metrics.{field} is {_show(value)}, not "
+                                   f"{_wanted(field)}; {_FIX}")
+
+
+def _is_metric(field: object, value: object) -> bool:
+    """A metric's value: a score in [0, 1], or for ``tokens@k`` (a count of tokens, the
+    budget's) a finite number >= 0."""
+    if isinstance(field, str) and is_tokens_key(field):
+        return (not isinstance(value, bool) and isinstance(value, numbers.Real)
+                and math.isfinite(float(value)) and float(value) >= 0.0)
+    return _is_score(value)
+
+
+def _wanted(field: object) -> str:
+    return ("a count of tokens (a number >= 0)" if isinstance(field, str)
+            and is_tokens_key(field) else "a number in [0, 1]")
 
 
 def _is_score(value: object) -> bool:
@@ -158,9 +173,8 @@ def _summary_problem(summary: object) -> str:
             if isinstance(n, bool) or not isinstance(n, int) or n < 0:
                 return f".{retriever}.{where}.n is {_show(n)}, not a count"
             for field, value in cell.items():
-                if field != "n" and not _is_score(value):
-                    return (f".{retriever}.{where}.{field} is {_show(value)}, not a number "
-                            "in [0, 1]")
+                if field != "n" and not _is_metric(field, value):
+                    return f".{retriever}.{where}.{field} is {_show(value)}, not {_wanted(field)}"
     return ""
 
 

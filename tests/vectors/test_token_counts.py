@@ -1,0 +1,165 @@
+"""Token counts (vectors/token_counts.py): bpe-openai's counts against tiktoken's own encoder,
+a tokenizer.json's against the tokenizers library's, and the content-addressed disk cache."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_retrieval_eval.data.pairs import text_key
+from pytest_retrieval_eval.errors import DataError, ModelError
+from pytest_retrieval_eval.options import BUDGET_ENCODINGS, DEFAULT_BUDGET_TOKENIZER
+from pytest_retrieval_eval.vectors import token_counts as tc
+from tests.support.model_factory import build_wordpiece_tokenizer
+
+SAMPLES = [
+    "hello world",
+    "Hello, world!",
+    "user: I bought a   2019 Subaru Outback last week\nassistant: congratulations!",
+    "ünïcødé 日本語のテキスト 🎉🎉 ﷽",
+    "the text of a memory may hold <|endoftext|> as plain characters",
+    "A" * 3000,
+    "  \n\n\t ",
+    "",
+]
+
+
+def _tiktoken(name: str) -> object:
+    """tiktoken's own encoder (its Rust BPE and regex) on the rank file bpe-openai ships:
+    an independent implementation of the same encoding, built offline."""
+    import tiktoken  # the [test] extra's: never skipped
+    from bpe_openai import registry
+
+    spec = getattr(registry, name)()
+    return tiktoken.Encoding(name=name, pat_str=spec["pat_str"],
+                             mergeable_ranks=spec["mergeable_ranks"],
+                             special_tokens=spec["special_tokens"])
+
+
+@pytest.mark.filterwarnings("ignore:open_binary is deprecated:DeprecationWarning")
+@pytest.mark.parametrize("name", BUDGET_ENCODINGS)
+def test_counts_equal_tiktokens(name: str) -> None:
+    counter = tc.load_counter(name)
+    reference = _tiktoken(name)
+    for text in SAMPLES:
+        assert counter.count(text) == len(reference.encode_ordinary(text)), text  # type: ignore[attr-defined]
+    assert counter.identity["name"] == name and counter.identity["library"] == "bpe-openai"
+
+
+@pytest.mark.filterwarnings("ignore:open_binary is deprecated:DeprecationWarning")
+def test_known_ids_of_cl100k() -> None:
+    # tiktoken's published ids of "hello world" in cl100k_base: [15339, 1917].
+    reference = _tiktoken("cl100k_base")
+    assert reference.encode_ordinary("hello world") == [15339, 1917]  # type: ignore[attr-defined]
+    assert tc.load_counter("cl100k_base").count("hello world") == 2
+
+
+def test_options_name_the_same_encodings() -> None:
+    assert BUDGET_ENCODINGS == tc.ENCODINGS
+    assert DEFAULT_BUDGET_TOKENIZER == tc.DEFAULT_TOKENIZER
+
+
+def test_tokenizer_json_counts_as_the_library_does(tmp_path: Path) -> None:
+    path = tmp_path / "tokenizer.json"
+    tokenizer = build_wordpiece_tokenizer(path)
+    counter = tc.load_counter(str(path))
+    for text in ["alpha beta gamma", "nothing known here at all", ""]:
+        want = len(tokenizer.encode(text, add_special_tokens=False).ids)
+        assert counter.count(text) == want
+    assert counter.identity["library"] == "tokenizers"
+    assert len(counter.identity["sha256"]) == 64
+
+
+def test_missing_file_and_bad_file(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="no such file; give o200k_base, cl100k_base"):
+        tc.load_counter(str(tmp_path / "nope.json"))
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json", encoding="utf-8")
+    with pytest.raises(ModelError, match=r"not a tokenizer\.json") as caught:
+        tc.load_counter(str(bad))
+    assert "\n" not in str(caught.value)
+
+
+def test_missing_extra_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "bpe_openai", None)  # import fails as if not installed
+    with pytest.raises(ModelError) as caught:
+        tc.load_counter("o200k_base")
+    assert "pip install 'pytest-retrieval-eval[budget]'" in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def _words() -> tc.TokenCounter:
+    return tc.TokenCounter({"name": "words", "library": "test"}, lambda t: len(t.split()))
+
+
+def _refusing() -> tc.TokenCounter:
+    def count(text: str) -> int:
+        raise AssertionError(f"counted again: {text!r}")
+
+    return tc.TokenCounter({"name": "words", "library": "test"}, count)
+
+
+def test_counted_once_then_read_from_disk(tmp_path: Path) -> None:
+    texts = {text_key(t): t for t in ["one two", "three four five", "six"]}
+    keys = list(texts)
+    asked: list[list[str]] = []
+
+    def loader(missing: list[str]) -> list[str]:
+        asked.append(list(missing))
+        return [texts[k] for k in missing]
+
+    counts = tc.TokenCounts(_words(), tmp_path / "tokens")
+    assert counts.counts([*keys, keys[0]], loader) == [2, 3, 1, 2]
+    assert counts.counts(keys, loader) == [2, 3, 1]  # in memory: no text asked again
+    assert asked == [keys]
+    counts.flush()
+    shards = list((tmp_path / "tokens").glob("counts-*.json"))
+    assert len(shards) == 1 and (shards[0].parent / (shards[0].name + ".sha256")).exists()
+    # Another process (the same tokenizer's identity): every count from disk.
+    again = tc.TokenCounts(_refusing(), tmp_path / "tokens")
+    assert again.counts(keys, lambda m: pytest.fail("texts read")) == [2, 3, 1]
+
+
+def test_a_damaged_shard_is_removed_and_counted_again(tmp_path: Path) -> None:
+    folder = tmp_path / "tokens"
+    first = tc.TokenCounts(_words(), folder)
+    key = text_key("a b c")
+    first.counts([key], lambda m: ["a b c"])
+    first.flush()
+    shard = next(folder.glob("counts-*.json"))
+    data = json.loads(shard.read_text())
+    data["counts"][key] = 99  # a flipped count: the sidecar no longer matches
+    shard.write_text(json.dumps(data))
+    again = tc.TokenCounts(_words(), folder)
+    assert again.counts([key], lambda m: ["a b c"]) == [3]
+    assert not shard.exists()
+
+
+def test_shards_are_merged_past_the_limit(tmp_path: Path) -> None:
+    folder = tmp_path / "tokens"
+    for i in range(tc.MAX_SHARDS + 1):
+        writer = tc.TokenCounts(_words(), folder)
+        writer.counts([text_key(f"w{i} x")], lambda m, i=i: [f"w{i} x"])  # type: ignore[misc]
+        writer.flush()
+    assert len(list(folder.glob("counts-*.json"))) == 1
+    reader = tc.TokenCounts(_refusing(), folder)
+    assert reader.counts([text_key(f"w{i} x") for i in range(tc.MAX_SHARDS + 1)],
+                         lambda m: pytest.fail("texts read")) == [2] * (tc.MAX_SHARDS + 1)
+
+
+def test_no_folder_writes_nothing(tmp_path: Path) -> None:
+    counts = tc.TokenCounts(_words(), None)
+    assert counts.counts([text_key("x y")], lambda m: ["x y"]) == [2]
+    counts.flush()
+    assert not any(tmp_path.iterdir())
+
+
+def test_the_cache_folder_is_keyed_by_the_tokenizer(tmp_path: Path) -> None:
+    a = tc.TokenCounter({"name": "o200k_base", "library": "bpe-openai", "version": "1"}, len)
+    b = tc.TokenCounter({"name": "cl100k_base", "library": "bpe-openai", "version": "1"}, len)
+    c = tc.TokenCounter({"name": "o200k_base", "library": "bpe-openai", "version": "2"}, len)
+    dirs = {tc.tokens_dir(tmp_path, x) for x in (a, b, c)}
+    assert len(dirs) == 3 and all(d.parent == tmp_path / "tokens" for d in dirs)
