@@ -36,6 +36,8 @@ from .pair_run import PairInputs, PairMemo
 from .reporting.report import NOTE_TEXT, PairResult
 from .retrievers import terms as terms_mod
 from .retrievers.loader import UserRetriever, describe_dotted, is_dotted
+from .retrievers.trec_run import PREFIX as RUN_PREFIX
+from .retrievers.trec_run import TrecRunRetriever, is_run
 from .settings import Settings
 from .vectors import cache as cache_mod
 from .vectors import prep as prep_mod
@@ -58,6 +60,9 @@ class Plan:
     model: dict[str, Any] | None  # the embedder's info(): name, fingerprint, dim, pooling…
     model_spec: str | None  # what to load for live query embedding (model lane only)
     dataset_path: str = ""  # the dataset file: where items' reports point (collection.py)
+    #: run:PATH selector -> {"sha256", "tag"} of the bytes the controller read: every worker
+    #: checks its reading against it (retrievers/trec_run.py).
+    runs: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -217,7 +222,9 @@ class EvalSession:
                            fingerprint=embedder.fingerprint, model=embedder.name)
             prep_mod.run_prep(self.vector_corpus(), embedder, self.vectors, progress)
             plan = Plan(str(corpus.path), str(self.cache_root), "model", embedder.info(), spec)
-        plan = replace(plan, dataset_path=str(source.path.resolve()))
+        plan = replace(plan, dataset_path=str(source.path.resolve()), runs={
+            name: r.pin for name, r in self._retrievers.items()
+            if isinstance(r, TrecRunRetriever)})
         self.plan = plan
         # Temp files of store builds killed over an hour ago (live builders are younger).
         if not self.read_only:
@@ -255,6 +262,10 @@ class EvalSession:
                 continue
             if is_dotted(name):
                 self._users[name] = describe_dotted(name)
+            elif is_run(name):  # read once per process, checked against the plan's pin
+                pin = self.plan.runs.get(name) if self.plan is not None else None
+                self._retrievers[name] = TrecRunRetriever(
+                    name[len(RUN_PREFIX):], selector=name, pin=pin)
             elif name == "bm25" and self.settings.protocol == LONGMEMEVAL:
                 self._retrievers[name] = retrievers_mod.LongMemEvalBM25Retriever()
             else:
@@ -277,6 +288,15 @@ class EvalSession:
         if built is not None:
             return built
         return self._users[selector].build()
+
+    def run_files(self) -> dict[str, dict[str, Any]]:
+        """Per ``run:PATH`` selector, what its file held (:meth:`TrecRunRetriever.facts`):
+        lines naming no question of the dataset are counted, never silent."""
+        assert self.corpus is not None
+        qids = {p.question_id for p in self.corpus.pairs} | {
+            r.question_id for r in self.corpus.rejections if r.question_id is not None}
+        return {name: {"retriever": self.column(name), **r.facts(qids)}
+                for name, r in self._retrievers.items() if isinstance(r, TrecRunRetriever)}
 
     def column(self, selector: str) -> str:
         return self.names.column(selector)
@@ -488,6 +508,7 @@ class EvalSession:
                         **({NO_USER_EVIDENCE: no_evidence} if no_evidence else {})},
             "rejections": [asdict(r) for r in corpus.rejections],
             "notes": notes,
+            **({"run_files": runs} if (runs := self.run_files()) else {}),
             "selection": selection,
             # When the report was made (UTC): `retrieval-eval plot` tells BASE from NEW by it.
             "created": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
