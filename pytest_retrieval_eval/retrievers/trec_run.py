@@ -1,27 +1,38 @@
 """``run:PATH``: the rankings of a TREC run file, scored as any retriever's.
 
-A run file holds one line per retrieved document, ``qid Q0 docid rank score tag``,
-whitespace-separated: here ``qid`` is a question id of the dataset and ``docid`` a session id
-(a turn id at ``--retrieval-eval-granularity turn``) of that question's history. The file is
-read once, when the retriever is made (at session start, before any work), streamed line by
+A run file holds one line per retrieved document, ``qid Q0 docid rank score tag``: here
+``qid`` is a question id of the dataset and ``docid`` a session id (a turn id at
+``--retrieval-eval-granularity turn``) of that question's history. The file is read once per
+process, when the retriever is made (at session start, before any work), streamed line by
 line; a line that cannot be read is one usage error naming the file and the line number.
+Under xdist the controller reads it first and pins the sha256 of the bytes it read, and the
+tag (:attr:`TrecRunRetriever.pin`, in the plan); a worker reading other bytes (the file
+replaced as the run starts) scores nothing of it (:class:`RunChangedError`, which stops the
+run), so no run is scored as a mix of two versions nor split into two columns by two tags.
 
 The order is trec_eval's, not the file's: trec_eval ignores the rank column and sorts each
 topic's documents by score descending, ties broken by docno descending (string comparison;
 ``comp_sim_docno`` in ``form_res_rels.c`` of usnistgov/trec_eval at f4253652, lines 111-113
 and 266-275), so two files holding the same lines in any order rank alike. What else follows
 trec_eval's reader (``get_trec_results.c``, the comment at lines 17-30 and
-``parse_results_line``): blank lines and lines starting with ``#`` are skipped, fields after
-the sixth are ignored, and a document given twice for one topic is refused (trec_eval's
-"duplicate docs", ``form_res_rels.c`` lines 128-134). Two choices of ours: the score must be
-a finite number (trec_eval's ``atof`` would read ``abc`` as 0), and every line must carry the
-same tag (trec_eval keeps the last line's without a check; one file here is one column, named
-by its tag: put each run in a file of its own).
+``parse_results_line``, lines 235-290): blank lines and lines starting with ``#`` are
+skipped, fields after the sixth are ignored, a document given twice for one topic is refused
+(trec_eval's "duplicate docs", ``form_res_rels.c`` lines 128-134), and the file holds no NUL
+byte (line 27). trec_eval splits fields on C ``isspace`` (ASCII) and reads the score with
+``atof`` (line 210), which reads the longest prefix that is a number; here fields are split
+on ASCII spaces and tabs only (a CRLF line end is a line end) and the score must be a whole
+ASCII decimal or exponent number: what atof would read a prefix of (``1_0``, Arabic-Indic
+digits), another space (U+00A0, ``\v``) or a NUL byte is refused naming the line, never read
+as another number. Choices of ours: a UTF-8 BOM opening the file is dropped; the score must
+be finite; every line must carry the same tag (trec_eval keeps the last line's without a
+check; one file here is one column, named by its tag: put each run in a file of its own).
 
 The retriever returns the top ids and sets ``last_scores`` to the question's whole scored
 list, so the tie-aware metrics see equal scores, a tie past the cut included. A question of
 the run's selection with no line in the file fails its item, saying so; a docid that is not a
 session of that question's history is refused as a foreign id is (:func:`.check_haystack`).
+Lines whose qid is no question of the dataset are counted (:meth:`TrecRunRetriever.facts`:
+the run's header line and the JSON report's ``run_files``).
 """
 
 from __future__ import annotations
