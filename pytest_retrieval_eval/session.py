@@ -35,9 +35,8 @@ from .options import CUSTOM_RETRIEVER, DEFAULT_MODEL
 from .pair_run import PairInputs, PairMemo
 from .reporting.report import NOTE_TEXT, PairResult
 from .retrievers import terms as terms_mod
+from .retrievers import trec_run
 from .retrievers.loader import UserRetriever, describe_dotted, is_dotted
-from .retrievers.trec_run import PREFIX as RUN_PREFIX
-from .retrievers.trec_run import TrecRunRetriever, is_run
 from .settings import Settings
 from .vectors import cache as cache_mod
 from .vectors import prep as prep_mod
@@ -60,8 +59,7 @@ class Plan:
     model: dict[str, Any] | None  # the embedder's info(): name, fingerprint, dim, pooling…
     model_spec: str | None  # what to load for live query embedding (model lane only)
     dataset_path: str = ""  # the dataset file: where items' reports point (collection.py)
-    #: run:PATH selector -> {"sha256", "tag"} of the bytes the controller read: every worker
-    #: checks its reading against it (retrievers/trec_run.py).
+    #: run:PATH -> {"sha256", "tag"} the controller read: each worker checks (trec_run.py)
     runs: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -222,9 +220,8 @@ class EvalSession:
                            fingerprint=embedder.fingerprint, model=embedder.name)
             prep_mod.run_prep(self.vector_corpus(), embedder, self.vectors, progress)
             plan = Plan(str(corpus.path), str(self.cache_root), "model", embedder.info(), spec)
-        plan = replace(plan, dataset_path=str(source.path.resolve()), runs={
-            name: r.pin for name, r in self._retrievers.items()
-            if isinstance(r, TrecRunRetriever)})
+        plan = replace(plan, dataset_path=str(source.path.resolve()),
+                       runs=trec_run.run_pins(self._retrievers))
         self.plan = plan
         # Temp files of store builds killed over an hour ago (live builders are younger).
         if not self.read_only:
@@ -262,10 +259,9 @@ class EvalSession:
                 continue
             if is_dotted(name):
                 self._users[name] = describe_dotted(name)
-            elif is_run(name):  # read once per process, checked against the plan's pin
-                pin = self.plan.runs.get(name) if self.plan is not None else None
-                self._retrievers[name] = TrecRunRetriever(
-                    name[len(RUN_PREFIX):], selector=name, pin=pin)
+            elif trec_run.is_run(name):  # read once per process, checked against the pin
+                self._retrievers[name] = trec_run.run_retriever(
+                    name, self.plan.runs if self.plan is not None else {})
             elif name == "bm25" and self.settings.protocol == LONGMEMEVAL:
                 self._retrievers[name] = retrievers_mod.LongMemEvalBM25Retriever()
             else:
@@ -290,13 +286,9 @@ class EvalSession:
         return self._users[selector].build()
 
     def run_files(self) -> dict[str, dict[str, Any]]:
-        """Per ``run:PATH`` selector, what its file held (:meth:`TrecRunRetriever.facts`):
-        lines naming no question of the dataset are counted, never silent."""
+        """Per ``run:PATH`` selector, what its file held (:func:`.trec_run.run_files`)."""
         assert self.corpus is not None
-        qids = {p.question_id for p in self.corpus.pairs} | {
-            r.question_id for r in self.corpus.rejections if r.question_id is not None}
-        return {name: {"retriever": self.column(name), **r.facts(qids)}
-                for name, r in self._retrievers.items() if isinstance(r, TrecRunRetriever)}
+        return trec_run.run_files(self._retrievers, self.corpus, self.column)
 
     def column(self, selector: str) -> str:
         return self.names.column(selector)

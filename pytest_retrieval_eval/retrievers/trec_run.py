@@ -42,17 +42,21 @@ import math
 import os
 import re
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import RetrievalEvalError, RetrieverError, printable
 from .base import Persona, Query, _check_limit
 from .ranking import check_haystack
 
+if TYPE_CHECKING:
+    from ..data.corpus import Corpus
+
 __all__ = ["PREFIX", "RunChangedError", "RunFile", "RunFileError", "TrecRunRetriever",
-           "is_run", "read_run", "read_run_file", "unknown_line"]
+           "is_run", "read_run", "read_run_file", "run_files", "run_pins", "run_retriever",
+           "unknown_line"]
 
 #: The selector's prefix: ``--retrieval-eval-retriever run:PATH``.
 PREFIX = "run:"
@@ -297,3 +301,25 @@ class TrecRunRetriever:
             raise RetrieverError(f"{self.selector}: {exc}") from None
         self.last_scores = list(ranking)  # the whole list: a tie past the cut is seen
         return [docid for docid, _ in ranking[:lim]]
+
+
+def run_retriever(selector: str, pins: Mapping[str, Mapping[str, str]]) -> TrecRunRetriever:
+    """The retriever of ``run:PATH`` ``selector``, checked against its pin in ``pins`` (the
+    plan's, selector -> ``{"sha256", "tag"}``) where the plan holds one."""
+    return TrecRunRetriever(selector[len(PREFIX):], selector=selector, pin=pins.get(selector))
+
+
+def run_pins(retrievers: Mapping[str, object]) -> dict[str, dict[str, str]]:
+    """The plan's pins: each ``run:`` selector's sha256 and tag as this process read them."""
+    return {name: r.pin for name, r in retrievers.items() if isinstance(r, TrecRunRetriever)}
+
+
+def run_files(retrievers: Mapping[str, object], corpus: Corpus,
+              column: Callable[[str], str]) -> dict[str, dict[str, Any]]:
+    """Per ``run:`` selector, its column and what its file held (:meth:`TrecRunRetriever.facts`)
+    against the questions of ``corpus`` (a rejected instance's too: a question of the
+    dataset, not a typo): for the header and the JSON report."""
+    qids = {p.question_id for p in corpus.pairs} | {
+        r.question_id for r in corpus.rejections if r.question_id is not None}
+    return {name: {"retriever": column(name), **r.facts(qids)}
+            for name, r in retrievers.items() if isinstance(r, TrecRunRetriever)}
