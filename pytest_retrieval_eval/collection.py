@@ -247,6 +247,7 @@ def pair_test(request: pytest.FixtureRequest) -> None:
     from .fixtures import SESSION_KEY
     from .options import CUSTOM_RETRIEVER
     from .reporting.publish import pair_properties
+    from .retrievers.trec_run import RunChangedError
     from .session import PairInputs
 
     started = time.perf_counter()  # the item's own wall time: the harness's overhead
@@ -271,9 +272,13 @@ def pair_test(request: pytest.FixtureRequest) -> None:
         store = request.getfixturevalue("retrieval_eval_store")
     results = []
     for column, custom in stores:
-        results.append(state.run_pair(item.position, item.retriever, custom=custom,
-                                      inputs=PairInputs(vectors, query_vector, store),
-                                      started=started, column=column))
+        try:
+            results.append(state.run_pair(item.position, item.retriever, custom=custom,
+                                          inputs=PairInputs(vectors, query_vector, store),
+                                          started=started, column=column))
+        except RunChangedError as exc:  # a run file swapped under this process: stop here
+            request.session.shouldfail = str(exc)
+            raise
         started = time.perf_counter()
     item.retrieval_eval_results = results  # ride on its report (plugin.py)
     if state.junit_properties:  # --junitxml under junit_family=xunit1 (xunit2 forbids them)

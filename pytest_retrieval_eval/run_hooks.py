@@ -171,7 +171,15 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         f"{', '.join(settings.retrievers)}, k {','.join(map(str, settings.ks))}"
         + (f", budget {','.join(map(str, settings.budgets))} tokens of "
            f"{state.token_counts.counter.name}" if state.token_counts is not None else ""),
-        *_repeat_note(config)], config.get_terminal_writer().fullwidth)
+        *_run_file_notes(state), *_repeat_note(config)], config.get_terminal_writer().fullwidth)
+
+
+def _run_file_notes(state: EvalSession) -> list[str]:
+    """A line per ``run:PATH`` file whose lines name questions the dataset lacks."""
+    from .retrievers.trec_run import unknown_line
+
+    lines = (unknown_line(name, facts) for name, facts in state.run_files().items())
+    return [f"retrieval-eval: {line}" for line in lines if line is not None]
 
 
 def _unloaded(spec: str | None) -> str:

@@ -35,6 +35,7 @@ from .options import CUSTOM_RETRIEVER, DEFAULT_MODEL
 from .pair_run import PairInputs, PairMemo
 from .reporting.report import NOTE_TEXT, PairResult
 from .retrievers import terms as terms_mod
+from .retrievers import trec_run
 from .retrievers.loader import UserRetriever, describe_dotted, is_dotted
 from .settings import Settings
 from .vectors import cache as cache_mod
@@ -58,6 +59,8 @@ class Plan:
     model: dict[str, Any] | None  # the embedder's info(): name, fingerprint, dim, pooling…
     model_spec: str | None  # what to load for live query embedding (model lane only)
     dataset_path: str = ""  # the dataset file: where items' reports point (collection.py)
+    #: run:PATH -> {"sha256", "tag"} the controller read: each worker checks (trec_run.py)
+    runs: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -220,7 +223,8 @@ class EvalSession:
                            fingerprint=embedder.fingerprint, model=embedder.name)
             prep_mod.run_prep(self.vector_corpus(), embedder, self.vectors, progress)
             plan = Plan(str(corpus.path), str(self.cache_root), "model", embedder.info(), spec)
-        plan = replace(plan, dataset_path=str(source.path.resolve()))
+        plan = replace(plan, dataset_path=str(source.path.resolve()),
+                       runs=trec_run.run_pins(self._retrievers))
         self.plan = plan
         # Temp files of store builds killed over an hour ago (live builders are younger).
         if not self.read_only:
@@ -258,6 +262,9 @@ class EvalSession:
                 continue
             if is_dotted(name):
                 self._users[name] = describe_dotted(name)
+            elif trec_run.is_run(name):  # read once per process, checked against the pin
+                self._retrievers[name] = trec_run.run_retriever(
+                    name, self.plan.runs if self.plan is not None else {})
             elif name == "bm25" and self.settings.protocol == LONGMEMEVAL:
                 self._retrievers[name] = retrievers_mod.LongMemEvalBM25Retriever()
             else:
@@ -280,6 +287,11 @@ class EvalSession:
         if built is not None:
             return built
         return self._users[selector].build()
+
+    def run_files(self) -> dict[str, dict[str, Any]]:
+        """Per ``run:PATH`` selector, what its file held (:func:`.trec_run.run_files`)."""
+        assert self.corpus is not None
+        return trec_run.run_files(self._retrievers, self.corpus, self.column)
 
     def column(self, selector: str) -> str:
         return self.names.column(selector)
@@ -508,6 +520,7 @@ class EvalSession:
                         **({NO_USER_EVIDENCE: no_evidence} if no_evidence else {})},
             "rejections": [asdict(r) for r in corpus.rejections],
             "notes": notes,
+            **({"run_files": runs} if (runs := self.run_files()) else {}),
             "selection": selection,
             # When the report was made (UTC): `retrieval-eval plot` tells BASE from NEW by it.
             "created": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),

@@ -379,6 +379,8 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
         "skipped": full_info["skipped"],
         "rejections": info.get("rejections", []),
         "notes": info.get("notes", {}),
+        # run:PATH files: path, sha256, lines, those naming no question of the dataset
+        **({"run_files": info["run_files"]} if info.get("run_files") else {}),
         "subset": full_info.get("subset"),
         **({"budget": budget_section(ordered, retrievers, info["budget"])}
            if info.get("budget") else {}),

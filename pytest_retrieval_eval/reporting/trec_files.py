@@ -30,7 +30,7 @@ from ..io.user_files import fault, replace_text, same_file
 from ..scoring.metrics import dedupe, recall, recall_any
 
 __all__ = ["QRELS_NAME", "RUN_SUFFIX", "TrecExport", "TrecExportError", "qrels_lines",
-           "run_file_name", "run_lines", "trec_export", "write_trec_files"]
+           "run_file_name", "run_file_names", "run_lines", "trec_export", "write_trec_files"]
 
 #: The qrels file's name in the output folder; run files end in :data:`RUN_SUFFIX`, so no
 #: retriever's run file can take it.
@@ -70,16 +70,37 @@ def _checked(value: object, what: str, where: str) -> str:
     return text
 
 
+def _file_base(retriever: str) -> str:
+    """The retriever's name with characters outside ``[A-Za-z0-9._+=-]`` as ``_`` and no
+    leading dot (no hidden file, no ``..``)."""
+    return _UNSAFE.sub("_", retriever).lstrip(".") or "retriever"
+
+
 def run_file_name(retriever: str, taken: Iterable[str] = ()) -> str:
     """The run file of ``retriever``: its name with characters outside ``[A-Za-z0-9._+=-]``
     as ``_`` (``pkg.mod:attr`` -> ``pkg.mod_attr.run``), numbered when that name is taken."""
-    base = _UNSAFE.sub("_", retriever).lstrip(".") or "retriever"
+    base = _file_base(retriever)
     used = set(taken)
     name, n = base + RUN_SUFFIX, 1
     while name in used or name == QRELS_NAME:
         n += 1
         name = f"{base}-{n}{RUN_SUFFIX}"
     return name
+
+
+def run_file_names(retrievers: Iterable[str]) -> dict[str, str]:
+    """Each retriever's run file. A name that needs no change keeps its own file name
+    (``a_b`` -> ``a_b.run``, whatever comes first); only the changed names (``a:b``,
+    ``a?b``) are numbered where their file name is taken (``a_b-2.run``, ``a_b-3.run``), in
+    the report's order. Names given twice are one retriever (one file)."""
+    names = list(dict.fromkeys(retrievers))
+    files = {name: name + RUN_SUFFIX for name in names if _file_base(name) == name}
+    taken = set(files.values())
+    for name in names:
+        if name not in files:
+            files[name] = run_file_name(name, taken)
+            taken.add(files[name])
+    return {name: files[name] for name in names}
 
 
 def run_lines(pairs: Sequence[Mapping[str, Any]], tag: str, source: str) -> list[str]:
@@ -141,12 +162,14 @@ def trec_export(report: Mapping[str, Any], source: str) -> TrecExport:
     files: dict[str, str] = {}
     other: dict[str, int] = {}
     rankings = 0
+    ranked = {str(p["retriever"]) for p in pairs}
+    file_names = run_file_names(name for name in names if name in ranked)
     for name in names:
         tag = _checked(name, "retriever name", f"report {source}")
         mine = [p for p in pairs if p["retriever"] == name]
         if not mine:
             continue
-        files[run_file_name(name, files)] = "".join(
+        files[file_names[name]] = "".join(
             line + "\n" for line in run_lines(mine, tag, source))
         rankings += len(mine)
         moved = sum(1 for p in mine if _other_answer(p, ks))

@@ -21,6 +21,7 @@ from pytest_retrieval_eval.reporting.trec_files import (
     TrecExportError,
     qrels_lines,
     run_file_name,
+    run_file_names,
     run_lines,
     trec_export,
     write_trec_files,
@@ -105,7 +106,24 @@ def test_run_file_names_are_safe_and_distinct() -> None:
     export = trec_export(_report([_pair("q", "a:b", ["x"], ["x"]),
                                   _pair("q", "a_b", ["x"], ["x"])]), "x.json")
     assert sorted(export.files) == ["a_b-2.run", "a_b.run", QRELS_NAME]
-    assert export.files["a_b.run"].split()[-1] == "a:b"  # the tag is the exact name
+    assert export.files["a_b-2.run"].split()[-1] == "a:b"  # the tag is the exact name
+
+
+def test_a_name_that_needs_no_change_keeps_its_own_file_name() -> None:
+    """Issue 34 item 14: with retrievers a:b, a_b and a?b, a_b.run is a_b's (whatever the
+    order); only the changed names are numbered, in the report's order."""
+    assert run_file_names(["a:b", "a_b", "a?b"]) == {
+        "a:b": "a_b-2.run", "a_b": "a_b.run", "a?b": "a_b-3.run"}
+    assert run_file_names(["a:b", "a?b"]) == {"a:b": "a_b.run", "a?b": "a_b-2.run"}
+    assert run_file_names(["x:y", "x_y-2", "x_y"]) == {
+        "x:y": "x_y-3.run", "x_y-2": "x_y-2.run", "x_y": "x_y.run"}
+    export = trec_export(_report([_pair("q", "a:b", ["x"], ["x"]),
+                                  _pair("q", "a_b", ["y"], ["x"]),
+                                  _pair("q", "a?b", ["z"], ["x"])]), "x.json")
+    assert sorted(export.files) == ["a_b-2.run", "a_b-3.run", "a_b.run", QRELS_NAME]
+    tags = {name: text.split()[-1] for name, text in export.files.items() if name != QRELS_NAME}
+    assert tags == {"a_b.run": "a_b", "a_b-2.run": "a:b", "a_b-3.run": "a?b"}
+    assert export.files["a_b.run"].split()[2] == "y"  # a_b's own ranking
 
 
 def test_another_answer_per_k_is_counted() -> None:

@@ -213,3 +213,67 @@ def test_the_in_run_comparison_shows_the_agreement(
         "identical": n, "overlap": 1.0}
     assert (f"agreement semantic: top 1/5/10 identical in {n}/{n}/{n} of {n} pairs, mean "
             "overlap@1/5/10 1.000/1.000/1.000") in result.stdout.str()
+
+
+SWAP_ON_WORKERS = textwrap.dedent('''
+    import shutil
+
+    def pytest_configure(config):
+        if hasattr(config, "workerinput"):  # the file replaced after the controller read it
+            shutil.copyfile("second.trec", "run.trec")
+''')
+
+
+def test_a_run_file_swapped_under_xdist_is_never_scored_as_a_mix(
+        pytester: pytest.Pytester) -> None:
+    """Issue 34 item 1: each worker read the run file again, so a file replaced as the run
+    started was scored as a mix of versions, and two tags made one selector two columns.
+    Now the controller pins the bytes it read; a worker that reads other bytes scores
+    nothing of it and stops the run in one line."""
+    _, base = run_with_report(pytester, "--retrieval-eval-retriever", "semantic")
+    pytester.path.joinpath("run.trec").write_text(
+        "\n".join(run_lines(base, "semantic", "first")) + "\n")
+    pytester.path.joinpath("second.trec").write_text(
+        "\n".join(run_lines(base, "semantic", "second")[:40]) + "\n")
+    pytester.makeconftest(SWAP_ON_WORKERS)
+    out = pytester.path / "swapped.json"
+    result = pytester.runpytest("-p", "no:randomly", "--retrieval-eval", "--no-model",
+                                "--retrieval-eval-retriever", "run:run.trec", "-n", "2",
+                                "--retrieval-eval-json", str(out))
+    assert result.ret != 0
+    text = result.stdout.str()
+    line = ("run file run.trec changed after the run read it: this process read sha256 ")
+    assert line in text and "no ranking of it is scored, so none mixes two versions" in text
+    assert "Traceback" not in text and "node down" not in text
+    data = json.loads(out.read_text())
+    assert data["retrievers"] == ["first"]  # one column, the pinned tag's
+    assert data["pairs"] == [] and data["errors"]
+    assert {e["retriever"] for e in data["errors"]} == {"first"}
+    assert all("changed after the run read it" in e["error"] for e in data["errors"])
+    # Serially (one reader) the file as it is now is scored: its questions, its one tag.
+    pytester.runpytest("--retrieval-eval", "--no-model", "--retrieval-eval-retriever",
+                       "run:run.trec", "--retrieval-eval-json", str(out))
+    serial = json.loads(out.read_text())
+    assert serial["retrievers"] == ["second"] and serial["pairs"]
+
+
+def test_a_bom_is_dropped_and_unknown_qids_are_counted(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 34 item 2: a BOM glued itself to the first line's qid, which then named no
+    question, silently (recall@10 moved). The BOM is dropped; a qid that is no question of
+    the dataset is counted in the header and the JSON report."""
+    monkeypatch.setenv("COLUMNS", "400")
+    _, base = run_with_report(pytester, "--retrieval-eval-retriever", "semantic")
+    lines = run_lines(base, "semantic", "b")
+    lines.sort(key=lambda line: line.split()[0] != base["pairs"][0]["question_id"])
+    text = "\n".join([*lines, "not_a_question Q0 x 1 1 b", "not_a_question Q0 y 2 0 b"])
+    pytester.path.joinpath("bom.trec").write_bytes(b"\xef\xbb\xbf" + text.encode() + b"\n")
+    result, data = run_with_report(pytester, "--retrieval-eval-retriever", "run:bom.trec")
+    assert data["summary"]["b"] == base["summary"]["semantic"]
+    facts = data["run_files"]["run:bom.trec"]
+    assert facts["retriever"] == "b" and facts["lines"] == len(lines) + 2
+    assert facts["unknown_question_lines"] == 2 and facts["unknown_questions"] == 1
+    assert facts["unknown_question_ids"] == ["not_a_question"]
+    assert (f"retrieval-eval: run:bom.trec: 2 of {len(lines) + 2} line(s) name no question "
+            "of the dataset (qid 'not_a_question'); they are not scored: check those qids "
+            "against the dataset's question_id") in result.stdout.lines

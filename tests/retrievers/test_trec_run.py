@@ -12,7 +12,14 @@ from pytest_retrieval_eval.errors import RetrievalEvalError, RetrieverError
 from pytest_retrieval_eval.retrievers import get_retriever
 from pytest_retrieval_eval.retrievers.base import Persona, Query
 from pytest_retrieval_eval.retrievers.ranking import rank_per_k
-from pytest_retrieval_eval.retrievers.trec_run import RunFileError, TrecRunRetriever, read_run
+from pytest_retrieval_eval.retrievers.trec_run import (
+    RunChangedError,
+    RunFileError,
+    TrecRunRetriever,
+    read_run,
+    read_run_file,
+    unknown_line,
+)
 from pytest_retrieval_eval.scoring.ties import pair_ties
 
 
@@ -139,3 +146,96 @@ def test_missing_question_and_foreign_docid_are_item_errors(tmp_path: Path) -> N
                                              r"'other', not a session of this question's"):
         retriever.rank(persona(("s1", "s2")), query("q1"), 1)
     assert list(retriever.rank(persona(("s1", "s2")), query("q3"), 5)) == ["s1"]
+
+
+def test_a_bom_opening_the_file_is_dropped_and_nul_bytes_refused(tmp_path: Path) -> None:
+    """Issue 34 item 2: a UTF-8 BOM glued itself to the first qid (its line then matched no
+    question, silently); NUL bytes anywhere are refused naming the line."""
+    path = tmp_path / "bom.trec"
+    path.write_bytes(b"\xef\xbb\xbfq1 Q0 a 1 2 t\nq1 Q0 b 2 1 t\n")
+    assert read_run(path) == ("t", {"q1": [("a", 2.0), ("b", 1.0)]})
+    path.write_bytes(b"q1 Q0 a 1 2 t\n\xef\xbb\xbfq2 Q0 b 2 1 t\n")  # not the file's start
+    assert set(read_run(path)[1]) == {"q1", "\ufeffq2"}  # kept: counted as an unknown qid
+    for raw, line in ((b"\x00q1 Q0 a 1 2 t\n", 1), (b"q1 Q0 a 1 2 t\nq1 Q0 b\x00 2 1 t\n", 2),
+                      (b"\xef\xbb\xbf\x00\x00q1 Q0 a 1 2 t\n", 1)):
+        path.write_bytes(raw)
+        with pytest.raises(RunFileError, match=rf"^run file {path} line {line}: holds a NUL "
+                                               r"byte; a run file is text"):
+            read_run(path)
+
+
+@pytest.mark.parametrize("score", ["1", "-3", "+2.", ".5", "0.25", "1e3", "-1.5E-2", "7e+1",
+                                   "007"])
+def test_scores_trec_eval_reads_whole_are_read_as_it_reads_them(
+        tmp_path: Path, score: str) -> None:
+    """What trec_eval's atof reads whole (ASCII digits, sign, point, exponent) is read to
+    the same double; Python's float() of such ASCII text is strtod's correctly rounded
+    value."""
+    path = write(tmp_path, f"q1 Q0 a 1 {score} t\n")
+    assert read_run(path)[1]["q1"] == [("a", float(score))]
+
+
+@pytest.mark.parametrize("score", ["1_0", "\u0669\u0669", "\uff11", "0x1p3", "1e", "1.2.3",
+                                   "--1", "e5", ".", "1e999", "Infinity", "+nan"])
+def test_scores_atof_would_read_a_prefix_of_are_refused(tmp_path: Path, score: str) -> None:
+    """Issue 34 item 4: float() read 1_0 as 10 and Arabic-Indic ٩٩ as 99 where trec_eval's
+    atof reads 1 and 0: such a score is one line naming the line number, never a number."""
+    path = write(tmp_path, f"q1 Q0 a 1 1 t\nq1 Q0 b 2 {score} t\n")
+    with pytest.raises(RunFileError, match=rf"^run file {path} line 2: score .* is not a "
+                                           r"finite number; .* in ASCII digits") as info:
+        read_run(path)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(("space", "code"), [("\u00a0", "00A0"), ("\u3000", "3000"),
+                                             ("\u2009", "2009"), ("\x0b", "000B"),
+                                             ("\x0c", "000C"), ("\x1f", "001F"),
+                                             ("\r", "000D")])
+def test_fields_split_on_ascii_space_and_tab_only(tmp_path: Path, space: str,
+                                                  code: str) -> None:
+    """str.split() split on any Unicode whitespace; now only ASCII spaces and tabs separate
+    fields (a CRLF line end is a line end), and any other space is refused naming the
+    line."""
+    crlf = write(tmp_path, "q1 Q0 a 1 2 t\r\nq1\tQ0\tb\t2\t1\tt\r\n", name="crlf.trec")
+    assert read_run(crlf) == ("t", {"q1": [("a", 2.0), ("b", 1.0)]})
+    path = write(tmp_path, f"q1 Q0 a 1 2 t\nq1 Q0 b{space}c 2 1 t\n")
+    with pytest.raises(RunFileError, match=rf"^run file {path} line 2: holds U\+{code}, a "
+                                           r"space that is not an ASCII space or tab"):
+        read_run(path)
+
+
+def test_the_pinned_bytes_are_checked_by_every_reader(tmp_path: Path) -> None:
+    """Issue 34 item 1: the first reader's sha256 and tag are the pin; a reader that sees
+    other bytes (the file replaced as the run starts) keeps the pinned tag as its name (one
+    column, never two) and refuses every ranking, so nothing is scored from a mix."""
+    path = write(tmp_path, "q1 Q0 s1 1 2 first\nq1 Q0 s2 2 1 first\n")
+    first = TrecRunRetriever(path, selector="run:r.trec")
+    assert first.pin == {"sha256": read_run_file(path).sha256, "tag": "first"}
+    same = TrecRunRetriever(path, selector="run:r.trec", pin=first.pin)
+    assert same.refusal is None
+    assert list(same.rank(persona(("s1", "s2")), query(), 5)) == ["s1", "s2"]
+    write(tmp_path, "q1 Q0 s2 1 2 second\n")
+    for text in ("q1 Q0 s2 1 2 second\n", "q1 Q0 s2 1\n"):  # other bytes; unreadable bytes
+        write(tmp_path, text)
+        swapped = TrecRunRetriever(path, selector="run:r.trec", pin=first.pin)
+        assert swapped.name == "first"
+        with pytest.raises(RunChangedError, match=rf"^run file {path} changed after the run "
+                                                  r"read it: this process read .*; no "
+                                                  r"ranking of it is scored") as info:
+            swapped.rank(persona(("s1", "s2")), query(), 5)
+        assert "\n" not in str(info.value)
+    with pytest.raises(RunFileError, match=r"line 1: 4 field\(s\)"):  # unpinned: as before
+        TrecRunRetriever(path)
+
+
+def test_lines_naming_no_question_of_the_dataset_are_counted(tmp_path: Path) -> None:
+    path = write(tmp_path, "q1 Q0 s1 1 2 t\nq1 Q0 s2 2 1 t\nq9 Q0 s1 1 1 t\nq8 Q0 s1 1 1 t\n"
+                           "q8 Q0 s2 2 0 t\n")
+    facts = TrecRunRetriever(path).facts({"q1", "q2"})
+    assert facts["lines"] == 5 and facts["questions"] == 3
+    assert facts["unknown_question_lines"] == 3 and facts["unknown_questions"] == 2
+    assert facts["unknown_question_ids"] == ["q9", "q8"]
+    assert unknown_line("run:x", facts) == (
+        "run:x: 3 of 5 line(s) name no question of the dataset (qid 'q9', 'q8'); they are "
+        "not scored: check those qids against the dataset's question_id")
+    assert unknown_line("run:x", TrecRunRetriever(path).facts({"q1", "q8", "q9"})) is None
