@@ -49,7 +49,9 @@ from ..io.checksums import (
     matches_sidecar,
     memoised_sha256,
     owner_tag,
+    read_sidecar,
     share_as_umask,
+    stamp_matches,
     write_sidecar,
     write_stamp,
 )
@@ -60,6 +62,7 @@ __all__ = [
     "PROJECT_ID",
     "REFERENCE_USER_VERSION",
     "STORE_FORMAT",
+    "VERIFY_LEVELS",
     "VIPUNE_USER_VERSION",
     "StoreCache",
     "StoreRow",
@@ -67,6 +70,7 @@ __all__ = [
     "build_store",
     "export_name",
     "export_store",
+    "ids_note",
     "is_valid_store",
     "model_mark",
     "persona_key",
@@ -96,6 +100,10 @@ _KEY_RE = re.compile(r"^[0-9a-f]{16,128}$")
 _tmp_counter = itertools.count()
 #: Suffix a store built from another model's vectors is renamed to (with its sidecar).
 FOREIGN_SUFFIX = ".foreign"
+#: ``--retrieval-eval-verify``: ``stamp`` trusts a store version verified before (its
+#: ``.verified`` stamp: size, mtime, ctime, inode, SQLite's change counter, the ids checked);
+#: ``full`` rehashes every store once per process (bit rot beneath the filesystem).
+VERIFY_LEVELS = ("stamp", "full")
 
 
 class StoreWarning(UserWarning):
@@ -377,16 +385,23 @@ def is_valid_store(path: str | Path, *, reference_only: bool | None = None) -> b
         return False
 
 
-def _write_checksum(path: Path) -> None:
+def ids_note(session_ids: Sequence[str] | None) -> str:
+    """What a store's stamp records of the ids it was found to hold, in order: their sha256
+    ("" when none were checked)."""
+    return "" if session_ids is None else "ids:" + _sha256_json(list(session_ids))
+
+
+def _write_checksum(path: Path, session_ids: Sequence[str] | None = None) -> None:
     """Commit a freshly built store: its sha256 in the sidecar beside it (temp file + rename),
-    and this version stamped as verified, so the next run need not hash it."""
+    and this version stamped as verified (with the ids it was built with), so the next run
+    need not hash it."""
     try:
         before = path.stat()
         digest = memoised_sha256(path)
     except OSError:  # pragma: no cover - replaced by a concurrent build and gone
         return
     write_sidecar(path, digest, sync=False)
-    write_stamp(path, before, digest)
+    write_stamp(path, before, digest, ids_note(session_ids))
 
 
 class StoreCache:
@@ -395,14 +410,20 @@ class StoreCache:
     Each store has a ``<key>.sqlite.sha256`` sidecar written after it; a store is reused only
     when it is complete, has vipune's schema and matches that checksum (a truncated or altered
     file, or one without a sidecar, is rebuilt, never trusted).
-    A store version once hashed to its sidecar's value is stamped ``<key>.sqlite.verified``
-    (:func:`checksums.matches_sidecar`), so later runs check the stamp instead of rehashing
-    every store (~3.5 GB of stores for LongMemEval_M); any write to a store moves its ctime,
-    and it is hashed again.
+    A store version once verified (hashed to its sidecar's value, holding the persona's ids)
+    is stamped ``<key>.sqlite.verified`` (:func:`checksums.write_stamp`: size, mtime and ctime
+    in ns, inode, device, SQLite's change counter, the ids' sha256). ``verify`` (the run's
+    ``--retrieval-eval-verify``) says how much a later run trusts it: ``stamp`` (default)
+    re-verifies only a store whose stamp differs, as git trusts its index (a warm run reads
+    no store's bytes beyond page 1 and the pages its searches touch); ``full`` rehashes every
+    store once per process, which also catches a byte changed beneath the filesystem.
     """
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, verify: str = "stamp") -> None:
+        if verify not in VERIFY_LEVELS:
+            raise ValueError(f"verify {verify!r} is not one of {', '.join(VERIFY_LEVELS)}")
         self.root = Path(root)
+        self.verify = verify
 
     def path_for(self, key: str) -> Path:
         """Where the store for ``key`` lives (lower-case hex keys only)."""
@@ -427,26 +448,27 @@ class StoreCache:
         :func:`build_store` (None: any complete store is reused; a new one's kind follows the
         vectors' width).
 
-        Re-verification: a store is reused only when the whole file hashes to its sidecar's
-        value now (once per process and file version: the ``.verified`` stamp is not trusted,
-        as it cannot see bit rot beneath the filesystem; ~8 MB a persona for LongMemEval_M)
-        and, given ``session_ids``, when it holds exactly those ids in that order (a store
-        copied over another persona's, sidecar and all, is rebuilt). Given ``fingerprint`` (the
+        Re-verification: a store is reused only when it is complete with vipune's schema (page
+        1) and its version is verified: under ``verify="stamp"`` its ``.verified`` stamp
+        matches (same size, times, inode, change counter, and the same ``session_ids``
+        checked); otherwise (``full``, or the stamp differs) when the whole file hashes to its
+        sidecar's value now (once per process and file version) and, given ``session_ids``,
+        it holds exactly those ids in that order (a store copied over another persona's,
+        sidecar and all, is rebuilt); that version is then stamped. Given ``fingerprint`` (the
         vectors' model), a store whose :func:`model_mark` is another model's is moved aside
         (``*.foreign``) with a :class:`StoreWarning` line, then rebuilt; a new store records
         ``fingerprint``'s mark.
         """
         target = self.path_for(key)
         if (is_valid_store(target, reference_only=reference_only)
-                and matches_sidecar(target, trust_stamp=False)
-                and (session_ids is None or store_ids(target) == tuple(session_ids))):
+                and self._verified(target, session_ids)):
             if fingerprint is None or store_model_mark(target) == model_mark(fingerprint):
                 return target.resolve()
             self._set_aside(target, fingerprint)
         try:
             build_store(target, rows_fn(), project_id, reference_only=reference_only,
                         fingerprint=fingerprint or "")
-            _write_checksum(target)
+            _write_checksum(target, session_ids)
         except (OSError, sqlite3.Error) as exc:
             raise CacheError(
                 f"persona store {target} cannot be built ({type(exc).__name__}: "
@@ -454,6 +476,24 @@ class StoreCache:
                 f"--retrieval-eval-cache"
             ) from None
         return target.resolve()
+
+    def _verified(self, target: Path, session_ids: Sequence[str] | None) -> bool:
+        """The store's version is verified: by its stamp (``stamp``), else by a rehash and
+        an ids check, which stamp it."""
+        note = ids_note(session_ids)
+        try:
+            st = target.stat()
+            expected = read_sidecar(target)
+        except (OSError, ValueError):
+            return False
+        if self.verify == "stamp" and stamp_matches(target, st, expected, note):
+            return True
+        if not matches_sidecar(target, trust_stamp=False, stamp=False):
+            return False
+        if session_ids is not None and store_ids(target) != tuple(session_ids):
+            return False
+        write_stamp(target, st, expected, note)
+        return True
 
     def _set_aside(self, target: Path, fingerprint: str) -> None:
         """Quarantine a store built from another model's vectors, and say so in one line."""
