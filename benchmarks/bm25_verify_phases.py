@@ -165,7 +165,7 @@ def verify_phase(data: Path, cache: Path, results: Results) -> None:
     for store in stores:
         sha256_file(store)
     stores_s = time.perf_counter() - start
-    results.add(Row("verify: persona stores rehashed, once per process that uses them",
+    results.add(Row("verify: persona stores rehashed (--retrieval-eval-verify full), per process",
                     fmt_s(stores_s), "", f"{size / stores_s / 1e6:.0f} MB/s", "", "",
                     f"{len(stores)} stores, {size / 1e6:.0f} MB; "
                     f"{stores_s / len(stores) * 1000:.1f} ms a store"))

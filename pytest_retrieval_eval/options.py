@@ -412,6 +412,13 @@ OPTIONS: tuple[Option, ...] = (
             "o200k_base, cl100k_base (bpe-openai, offline) or the path of a tokenizer.json "
             f"(Hugging Face tokenizers) (default: {DEFAULT_BUDGET_TOKENIZER})",
             "o200k_base|cl100k_base|PATH"),
+    Option("--retrieval-eval-verify", "retrieval_eval_verify", choice("stamp", "full"),
+            "stamp",
+            "how a run checks the cache files it reuses (persona stores, bm25 term counts): "
+            "stamp trusts a version verified before while its size, mtime, ctime, inode and "
+            "SQLite change counter are unchanged (as git trusts its index); full rehashes "
+            "each of them, which also catches bytes changed beneath the filesystem "
+            "(docs/cache.md) (default: stamp)", "stamp|full"),
     # Stratified subsets (subset.py): N usable pairs, proportional by question type.
     Option("--retrieval-eval-subset", "retrieval_eval_subset", positive_int, None,
             "score (and prep) only N usable pairs, stratified by question type: proportional, "

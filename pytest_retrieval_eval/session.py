@@ -180,7 +180,8 @@ class EvalSession:
         self._choose_subset()
         if "bm25" in s.retrievers and self.view.is_default and not self.read_only:
             # Saved once per corpus, before any worker starts: no process splits texts again.
-            terms_mod.ensure_table(corpus, self.cache_root, progress)
+            terms_mod.ensure_table(corpus, self.cache_root, progress,
+                                   rehash=s.verify == "full")
         if not self._needs_vectors():
             plan = Plan(str(corpus.path), str(self.cache_root),
                         "model-free" if s.no_model else "model", None, None)
@@ -321,7 +322,8 @@ class EvalSession:
         corpus = self.corpus
         if self.plan.model is not None and self.vectors is None:
             self.vectors = lanes.vector_cache(self.cache_root, self.plan.model)
-        self._stores = store_mod.StoreCache(Path(self.plan.cache_root) / "stores")
+        self._stores = store_mod.StoreCache(Path(self.plan.cache_root) / "stores",
+                                            verify=self.settings.verify)
         self.dataset_info = {
             "name": corpus.dataset_name,
             "sha256": corpus.dataset_sha256,

@@ -75,6 +75,7 @@ class Settings:
     rootdir: Path | None = None  # where a cmd: retriever's command runs
     budget: tuple[int, ...] | None = None  # --retrieval-eval-budget (tokens)
     budget_tokenizer: str | None = None  # as given; None: DEFAULT_BUDGET_TOKENIZER
+    verify: str = "stamp"  # --retrieval-eval-verify: stamp | full (vipune/store.py)
 
     @property
     def max_k(self) -> int:

@@ -769,6 +769,8 @@ def test_fault_corpus_file_corrupted_is_rebuilt_never_trusted(
 
 def test_fault_persona_store_corrupted_is_rebuilt_never_trusted(
         pytester: pytest.Pytester, cache: Path, tmp_path: Path) -> None:
+    """Caught at the default ``--retrieval-eval-verify stamp``: the writes moved each store's
+    mtime and ctime, so their stamps no longer match; they are rehashed and rebuilt."""
     data = write_dataset(tmp_path / "lme.json", good_instances())
     args = ("--no-model", "--retrieval-eval-retriever", "fts", "--retrieval-eval-data",
             str(data), "--retrieval-eval-json", str(tmp_path / "r.json"))
@@ -785,6 +787,33 @@ def test_fault_persona_store_corrupted_is_rebuilt_never_trusted(
     strip = [{k: v for k, v in p.items() if k != "latency_ms"} for p in again["pairs"]]
     assert strip == [{k: v for k, v in p.items() if k != "latency_ms"} for p in first["pairs"]]
     assert partials(cache) == []
+
+
+@pytest.mark.parametrize("verify", ["stamp", "full"])
+def test_fault_persona_store_rot_beneath_its_stamp_is_caught_by_verify_full(
+        pytester: pytest.Pytester, cache: Path, tmp_path: Path, verify: str) -> None:
+    """A byte flipped beneath the filesystem keeps the stamp's size, times, inode and change
+    counter (the test re-stamps the flipped store): ``stamp`` trusts it (and reads no store
+    in full), ``--retrieval-eval-verify=full`` rehashes it and rebuilds it bit for bit."""
+    from pytest_retrieval_eval.io.checksums import read_sidecar, write_stamp
+
+    data = write_dataset(tmp_path / "lme.json", good_instances())
+    args = ("--no-model", "--retrieval-eval-retriever", "fts", "--retrieval-eval-data",
+            str(data), f"--retrieval-eval-verify={verify}")
+    assert run_plugin(pytester, *args).ret == 0
+    store = sorted(cache.glob("stores/*/*.sqlite"))[0]
+    pristine = store.read_bytes()
+    note = json.loads(Path(f"{store}.verified").read_text(encoding="ascii"))["note"]
+    flip_bytes(store, b"ok1 topic 1")
+    write_stamp(store, store.stat(), read_sidecar(store), note)  # what bit rot leaves behind
+    assert run_plugin(pytester, *args).ret == 0
+    assert (store.read_bytes() == pristine) is (verify == "full")
+
+
+def test_option_verify_takes_stamp_or_full(pytester: pytest.Pytester, cache: Path) -> None:
+    result = run_plugin(pytester, "--no-model", "--retrieval-eval-verify=quick")
+    assert result.ret != 0
+    result.stderr.fnmatch_lines(["*--retrieval-eval-verify*'quick' is not one of stamp, full*"])
 
 
 # =========================================================================== faults: sharing

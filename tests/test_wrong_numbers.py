@@ -5,9 +5,10 @@ size, times and inode stay as the ``.verified`` stamp recorded them (the test fl
 then re-stamps the new version as if nothing had happened: exactly what the stamp could not
 see). Each check names what it guards: the corpus's pairs (a digest checked at every load),
 its texts (their key is their sha256, checked at every read), the persona stores (rehashed
-once per process, and checked against the persona's session ids), the bm25 terms file
-(rehashed by the controller each run), and the dataset's sha256 memo (checked against a
-sample of the file).
+once per process under ``--retrieval-eval-verify full``, and checked against the persona's
+session ids), the bm25 terms file (rehashed by the controller under ``full``; under the
+default ``stamp``, its members' CRC-32 fail the read), and the dataset's sha256 memo (checked
+against a sample of the file).
 """
 
 from __future__ import annotations
@@ -130,17 +131,22 @@ def _store_rows(n: int, prefix: str) -> tuple[list[str], list[str], np.ndarray, 
     return ids, texts, vectors, [""] * n
 
 
-def test_a_rotted_store_is_rehashed_and_rebuilt_despite_its_stamp(tmp_path: Path) -> None:
-    stores = StoreCache(tmp_path / "stores")
+def test_a_rotted_store_is_trusted_under_stamp_and_rebuilt_under_verify_full(
+        tmp_path: Path) -> None:
+    """Bit rot beneath an unchanged stamp: only ``--retrieval-eval-verify full`` (a rehash)
+    sees it; the default ``stamp`` level trusts the store (docs/reliability.md's policy)."""
     ids, texts, vectors, dates = _store_rows(3, "p")
     key = persona_key(ids, [str(i) for i in range(3)], dates, "f" * 64)
-    path = stores.get_or_build(key, lambda: rows_from_arrays(ids, texts, vectors, dates))
+    path = StoreCache(tmp_path / "stores").get_or_build(
+        key, lambda: rows_from_arrays(ids, texts, vectors, dates))
     pristine = path.read_bytes()
     rot(path, b"p text 1")
     built: list[int] = []
-    again = stores.get_or_build(key, lambda: built.append(1) or rows_from_arrays(
-        ids, texts, vectors, dates))
-    assert built == [1] and again.read_bytes() == pristine
+    for verify in ("stamp", "full"):
+        again = StoreCache(tmp_path / "stores", verify=verify).get_or_build(
+            key, lambda: built.append(1) or rows_from_arrays(ids, texts, vectors, dates))
+        assert built == ([] if verify == "stamp" else [1])
+    assert again.read_bytes() == pristine
 
 
 def test_a_store_copied_over_another_personas_is_rebuilt(tmp_path: Path) -> None:
@@ -163,14 +169,36 @@ def test_a_store_copied_over_another_personas_is_rebuilt(tmp_path: Path) -> None
         assert [r[0] for r in conn.execute("SELECT id FROM memories ORDER BY rowid")] == mine[0]
 
 
-def test_rotted_bm25_terms_are_rehashed_by_the_controller_and_rebuilt(tmp_path: Path) -> None:
+def test_rotted_bm25_terms_are_rehashed_by_the_controller_under_verify_full(
+        tmp_path: Path) -> None:
     data = write_dataset(tmp_path / "lme.json", instances())
     corpus = load_corpus(DatasetSource("lme", data), tmp_path / "cache")
     table = terms.ensure_table(corpus, tmp_path / "cache")
     pristine = table.read_bytes()
     rot(table)
-    assert terms.ensure_table(corpus, tmp_path / "cache") == table
+    assert terms.ensure_table(corpus, tmp_path / "cache", rehash=True) == table
     assert table.read_bytes() == pristine
+
+
+def test_rotted_bm25_terms_under_stamp_fail_on_read_in_one_line(tmp_path: Path) -> None:
+    """Under the default ``stamp`` level the controller trusts the terms file's stamp; the
+    rot is caught when the arrays are read (each .npz member's CRC-32): one line naming the
+    file, never a wrong count."""
+    data = write_dataset(tmp_path / "lme.json", instances())
+    corpus = load_corpus(DatasetSource("lme", data), tmp_path / "cache")
+    table = terms.ensure_table(corpus, tmp_path / "cache")
+    with np.load(table) as z:
+        offset = table.read_bytes().find(np.ascontiguousarray(z["counts"]).tobytes())
+    assert offset > 0
+    data_bytes = bytearray(table.read_bytes())
+    data_bytes[offset] ^= 0x01  # one count changed
+    table.write_bytes(bytes(data_bytes))
+    write_stamp(table, table.stat(), read_sidecar(table))
+    checksums._memo.clear()
+    assert terms.ensure_table(corpus, tmp_path / "cache") == table  # the stamp is trusted
+    with pytest.raises(CacheError, match="are damaged") as exc:
+        terms.open_table(table, terms.corpus_file_sha256(corpus))
+    assert str(table) in str(exc.value) and "\n" not in str(exc.value)
 
 
 CUSTOM = """

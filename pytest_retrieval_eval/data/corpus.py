@@ -54,6 +54,8 @@ __all__ = [
     "PairRecord",
     "Progress",
     "corpus_path",
+    "decode_turns",
+    "encode_turns",
     "gold_source",
     "json_text",
     "open_corpus",
@@ -67,8 +69,9 @@ Progress = Callable[[str, int, "int | None"], None]
 #: Bumped whenever the file layout or the parsing rules change: older files are rebuilt.
 #: 5: an empty session id is rejected; 4: an instance repeating a JSON key is rejected;
 #: 3: undated sessions counted; 2: a repeated question_id is rejected; the .sha256 sidecar.
-#: 6: each text's turns (table ``turns``: key -> [[role, content], ...]).
-FORMAT_VERSION = 6
+#: 6: each text's turns (table ``turns``: key -> [[role, content], ...]); 7: a turn whose
+#: content lies in its text is stored as [role, start, end] (:func:`encode_turns`), not copied.
+FORMAT_VERSION = 7
 _SELECT_CHUNK = 500
 
 SCHEMA_SQL = """
@@ -271,7 +274,8 @@ class Corpus:
 
     def turns(self, keys: Sequence[str]) -> list[list[dict[str, str]]]:
         """Each text's turns as ``{"role", "content"}`` records, in order (``[]`` for a
-        text stored without them: a question)."""
+        text stored without them: a question). Contents are cut from the texts (read and
+        checked against their keys, :meth:`texts`) where :func:`encode_turns` found them."""
         found: dict[str, str] = {}
         unique = list(dict.fromkeys(keys))
         for start in range(0, len(unique), _SELECT_CHUNK):
@@ -279,15 +283,16 @@ class Corpus:
             marks = ",".join("?" * len(chunk))
             found.update(self._query(
                 f"SELECT key, turns FROM turns WHERE key IN ({marks})", chunk))
-        out: list[list[dict[str, str]]] = []
-        for key in keys:
+        held = [key for key in unique if key in found]
+        texts = dict(zip(held, self.texts(held), strict=True))
+        decoded: dict[str, list[dict[str, str]]] = {}
+        for key in held:
             try:
-                pairs = json.loads(found[key]) if key in found else []
+                decoded[key] = decode_turns(texts[key], found[key])
             except ValueError:
                 raise CacheError(f"corpus file {self.path}: the turns under key {key[:16]}… "
                                  "are damaged; delete it and run again to rebuild it") from None
-            out.append([{"role": str(r), "content": str(c)} for r, c in pairs])
-        return out
+        return [list(decoded.get(key, [])) for key in keys]
 
     def texts(self, keys: Sequence[str]) -> list[str]:
         """The texts for ``keys``, in order (duplicates allowed); CacheError if one is missing."""
@@ -322,6 +327,46 @@ class Corpus:
             f"Corpus({self.dataset_name!r}, {len(self.pairs)} pairs, "
             f"{len(self.rejections)} rejections, path={str(self.path)!r})"
         )
+
+
+def encode_turns(text: str, turns: Sequence[tuple[str, str]]) -> str:
+    """A text's turns as the ``turns`` table stores them: JSON, one entry per turn, in order:
+    ``[role, start, end]`` when the content is ``text[start:end]`` (found after the previous
+    turn's, as :func:`.pairs.render_session` and LongMemEval's views join them: the contents
+    are not stored twice), else ``[role, content]``."""
+    entries: list[list[object]] = []
+    at = 0
+    for role, content in turns:
+        # "role: content", joined with "\n" (render_session); else searched for
+        start = at + len(role) + (3 if entries else 2)
+        if not text.startswith(content, start):
+            start = text.find(content, at)
+        if start < 0:
+            entries.append([role, content])
+            continue
+        at = start + len(content)
+        entries.append([role, start, at])
+    return json.dumps(entries, ensure_ascii=False, separators=(",", ":"))
+
+
+def decode_turns(text: str, stored: str) -> list[dict[str, str]]:
+    """The turns :func:`encode_turns` stored for ``text``; ``ValueError`` when ``stored`` is
+    not such an encoding (or its offsets lie outside ``text``)."""
+    entries = json.loads(stored)
+    if not isinstance(entries, list):
+        raise ValueError("not a list of turns")
+    out: list[dict[str, str]] = []
+    for entry in entries:
+        if not isinstance(entry, list) or not entry or not isinstance(entry[0], str):
+            raise ValueError("not a turn")
+        if len(entry) == 2 and isinstance(entry[1], str):
+            out.append({"role": entry[0], "content": entry[1]})
+            continue
+        if (len(entry) != 3 or not all(type(v) is int for v in entry[1:])
+                or not 0 <= entry[1] <= entry[2] <= len(text)):
+            raise ValueError("a turn's offsets lie outside its text")
+        out.append({"role": entry[0], "content": text[entry[1]:entry[2]]})
+    return out
 
 
 def open_if_complete(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from filelock import FileLock
@@ -36,6 +36,7 @@ from .corpus import (
     Corpus,
     Progress,
     corpus_path,
+    encode_turns,
     json_text,
     open_if_complete,
     records_digest,
@@ -61,15 +62,19 @@ class _Builder:
         self.conn = conn
         self.batch: list[tuple[str, str]] = []
         self.turn_batch: list[tuple[str, str]] = []
+        self.seen: set[str] = set()  # text keys already added
         self.batch_bytes = 0
         self.stats = dict.fromkeys(STAT_KEYS, 0)
         self.first_index: dict[str, int] = {}  # question_id -> index of its first instance
 
     def add_text(self, key: str, text: str,
-                 turns: tuple[tuple[str, str], ...] | None = None) -> None:
+                 turns: Sequence[tuple[str, str]] | None = None) -> None:
+        if key in self.seen:  # the first row of a text is kept (as INSERT OR IGNORE would)
+            return
+        self.seen.add(key)  # LongMemEval's haystacks share most sessions: encoded once
         self.batch.append((key, text))
         if turns is not None:
-            self.turn_batch.append((key, json_text([list(t) for t in turns])))
+            self.turn_batch.append((key, encode_turns(text, turns)))
         self.batch_bytes += len(text)
         if len(self.batch) >= _TEXT_BATCH_ROWS or self.batch_bytes >= _TEXT_BATCH_BYTES:
             self.flush()

@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
-from typing import cast
+from typing import cast, overload
 
 from ..errors import one_line
 from ..vipune.limits import MAX_INPUT_LENGTH, rust_trim
@@ -49,6 +49,7 @@ __all__ = [
     "PairFacts",
     "Rejection",
     "Row",
+    "SessionTurns",
     "parse_date",
     "parse_instance",
     "render_session",
@@ -98,7 +99,7 @@ class Row:
     created_at: str
     #: The (role, content) turns the row holds, in order: the session's, or under turn
     #: granularity the row's own one (LongMemEval's views: the user turns its text joins).
-    turns: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    turns: Sequence[tuple[str, str]] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -160,9 +161,32 @@ def text_key(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def session_turns(turns: Sequence[Mapping[str, object]]) -> tuple[tuple[str, str], ...]:
-    """A checked session's turns as (role, content) pairs, in order."""
-    return tuple((str(turn["role"]), str(turn["content"])) for turn in turns)
+class SessionTurns(Sequence[tuple[str, str]]):
+    """A checked session's turns as (role, content) pairs, in order, made on reading: only a
+    text the corpus build has not stored yet is read (most sessions of LongMemEval's
+    haystacks repeat across questions)."""
+
+    __slots__ = ("_turns",)
+
+    def __init__(self, turns: Sequence[Mapping[str, object]]) -> None:
+        self._turns = turns
+
+    def __len__(self) -> int:
+        return len(self._turns)
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[str, str]: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[tuple[str, str]]: ...
+
+    def __getitem__(self, index: int | slice) -> tuple[str, str] | Sequence[tuple[str, str]]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        turn = self._turns[index]
+        return str(turn["role"]), str(turn["content"])
+
+    def __repr__(self) -> str:
+        return f"SessionTurns({list(self)!r})"
 
 
 def render_session(turns: Sequence[Mapping[str, object]]) -> str:
@@ -350,7 +374,7 @@ def _parse(index: int, raw: dict[str, object]) -> Instance:
         ):
             oversize += 1
         checked = cast("Sequence[Mapping[str, object]]", sessions[position])  # _session_text
-        rows.append(Row(sid, content, created_at, session_turns(checked)))
+        rows.append(Row(sid, content, created_at, SessionTurns(checked)))
 
     notes: dict[str, int] = {}
     # Gold rejections come after the haystack's checks: LongMemEval's protocol scores an

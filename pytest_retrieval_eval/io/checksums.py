@@ -9,8 +9,11 @@
 * A cache file is committed by writing ``<file>.sha256`` (``"<hex>  <name>\\n"``) after it
   (:func:`write_sidecar`, atomic). :func:`matches_sidecar` checks a file against it; a version
   once found to match is stamped ``<file>.verified`` (:func:`write_stamp`), so later processes
-  trust the stamp instead of rehashing until something writes to the file (any write moves
-  its ctime, which user space cannot set back).
+  trust the stamp instead of rehashing until something writes to the file, as git trusts its
+  index: the stamp records size, mtime and ctime in ns, inode, device and, for a SQLite file,
+  its change counter (any write moves the ctime, which user space cannot set back; any
+  write through SQLite moves the counter). What a stamp cannot see is a byte that changes
+  beneath the filesystem (bit rot): only a rehash catches that.
 
 Every function raises plain ``OSError``/``ValueError``; callers turn them into their own
 one-line errors.
@@ -50,6 +53,8 @@ __all__ = [
     "sha256_file",
     "share_as_umask",
     "sidecar_path",
+    "sqlite_change_counter",
+    "stamp_matches",
     "temp_path",
     "write_sidecar",
     "write_stamp",
@@ -269,30 +274,60 @@ def write_sidecar(
         raise
 
 
-def _stamp_of(st: os.stat_result) -> list[int]:
-    # The file version less its path: the stamp lies beside the file it vouches for.
-    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+#: The first 16 bytes of every SQLite database file (sqlite.org/fileformat.html, 1.3).
+_SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
-def _stamp_matches(path: Path, st: os.stat_result, digest: str) -> bool:
+def sqlite_change_counter(path: Path) -> int | None:
+    """SQLite's file change counter (header bytes 24..27, big-endian; bumped by every
+    transaction that writes the file), or None when ``path`` is no SQLite file or cannot be
+    read. Reads the first 28 bytes only: page 1, which every open of the database reads."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(28)
+    except OSError:
+        return None
+    if len(head) < 28 or not head.startswith(_SQLITE_MAGIC):
+        return None
+    return int.from_bytes(head[24:28], "big")
+
+
+def _stamp_of(path: Path, st: os.stat_result) -> list[int | None]:
+    # The file version less its path (the stamp lies beside the file it vouches for), and a
+    # SQLite file's change counter: what git's index records of a file, and one more field
+    # that any write through SQLite moves.
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev,
+            sqlite_change_counter(path)]
+
+
+def stamp_matches(path: Path, st: os.stat_result, digest: str, note: str = "") -> bool:
+    """True when ``<path>.verified`` vouches that ``path`` as of ``st`` hashed to ``digest``
+    (and records ``note``: what else was checked of that version, e.g. a store's ids).
+    Reads the stamp and 28 bytes of ``path``; never hashes it."""
+    path = Path(path)
     try:
         stamp = json.loads(path.with_name(path.name + VERIFIED_SUFFIX).read_text("ascii"))
     except (OSError, ValueError):
         return False
-    return bool(stamp == {"stat": _stamp_of(st), "sha256": digest})
+    wanted: dict[str, object] = {"stat": _stamp_of(path, st), "sha256": digest}
+    if note:
+        wanted["note"] = note
+    return bool(stamp == wanted)
 
 
-def write_stamp(path: Path, st: os.stat_result, digest: str) -> None:
+def write_stamp(path: Path, st: os.stat_result, digest: str, note: str = "") -> None:
     """Record in ``<path>.verified`` that ``path`` as of ``st`` (taken before hashing) hashed to
-    ``digest``.
+    ``digest``; ``note`` records what else the caller checked of that version.
 
     Best effort: a torn stamp is not JSON, and a missing one only costs a rehash.
     """
     path = Path(path)
+    record: dict[str, object] = {"stat": _stamp_of(path, st), "sha256": digest}
+    if note:
+        record["note"] = note
     with contextlib.suppress(OSError):
         path.with_name(path.name + VERIFIED_SUFFIX).write_text(
-            json.dumps({"stat": _stamp_of(st), "sha256": digest}, allow_nan=False),
-            encoding="ascii")
+            json.dumps(record, allow_nan=False), encoding="ascii")
 
 
 def matches_sidecar(path: Path, *, trust_stamp: bool = True, stamp: bool = True) -> bool:
@@ -300,8 +335,9 @@ def matches_sidecar(path: Path, *, trust_stamp: bool = True, stamp: bool = True)
     False when it does not, or either file cannot be read.
 
     With ``trust_stamp``, a version stamped ``<path>.verified`` with that digest is trusted
-    without reading the file (a stamp vouches for size, times and inode: it cannot see bit
-    rot beneath the filesystem); otherwise the file is hashed (once per version in this
+    without reading the file (:func:`stamp_matches`: a stamp vouches for size, times, inode
+    and a SQLite file's change counter; it cannot see bit rot beneath the filesystem);
+    otherwise the file is hashed (once per version in this
     process, :func:`memoised_sha256`) and a match is stamped (unless ``stamp`` is False:
     ``--co`` and the other read-only runs write nothing).
     """
@@ -311,7 +347,7 @@ def matches_sidecar(path: Path, *, trust_stamp: bool = True, stamp: bool = True)
         st = path.stat()
     except (OSError, ValueError):
         return False
-    if trust_stamp and _stamp_matches(path, st, expected):
+    if trust_stamp and stamp_matches(path, st, expected):
         return True
     try:
         actual = _memoised(path, st, None, None)

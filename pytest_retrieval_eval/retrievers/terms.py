@@ -236,22 +236,26 @@ def corpus_file_sha256(corpus: Corpus) -> str:
         ) from None
 
 
-def ensure_table(corpus: Corpus, cache_dir: Path, progress: Progress | None = None) -> Path:
+def ensure_table(corpus: Corpus, cache_dir: Path, progress: Progress | None = None, *,
+                 rehash: bool = False) -> Path:
     """Build the table of ``corpus`` unless a valid one is saved; return its path.
 
     One builder at a time (a file lock); a killed build leaves only a temp file, removed by
-    the next builder.
+    the next builder. ``rehash`` (``--retrieval-eval-verify full``) hashes a saved table even
+    when its ``.verified`` stamp vouches for it, so bit rot beneath an unchanged stamp is
+    caught here and the table rebuilt; under the default stamp, such rot is caught when an
+    array is read (each .npz member's CRC-32), as a one-line CacheError naming the file.
     """
     target = table_path(cache_dir, corpus.dataset_sha256)
     corpus_sha = corpus_file_sha256(corpus)
-    if _valid(target, corpus_sha):
+    if _valid(target, corpus_sha, rehash):
         return target
     from filelock import FileLock
 
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(f"{target}.lock"):
-            if _valid(target, corpus_sha):
+            if _valid(target, corpus_sha, rehash):
                 return target
             remove_partials(target)
             _build(corpus, corpus_sha, target, progress)
@@ -263,14 +267,13 @@ def ensure_table(corpus: Corpus, cache_dir: Path, progress: Progress | None = No
     return target
 
 
-def _valid(target: Path, corpus_sha: str) -> bool:
+def _valid(target: Path, corpus_sha: str, rehash: bool) -> bool:
     """A committed, intact table of this format and corpus (its arrays are not loaded).
 
-    Called by the controller once per run: the whole file is hashed (104 MB for
-    LongMemEval_M, about 0.2 s), so bit rot beneath an unchanged stamp is caught and the
-    table rebuilt; the processes that then open it trust the stamp."""
+    Called by the controller once per run; ``rehash`` hashes the whole file (104 MB for
+    LongMemEval_M, about 0.2 s) whatever its stamp says."""
     try:
-        _read(target, corpus_sha, lambda z: None, rehash=True)
+        _read(target, corpus_sha, lambda z: None, rehash=rehash)
     except CacheError:
         return False
     return True

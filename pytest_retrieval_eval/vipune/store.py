@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import itertools
 import json
 import os
 import re
@@ -38,28 +37,38 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-import numpy as np
-
 from .. import vipune
-from ..errors import CacheError, DataError, one_line, write_fault
+from ..errors import CacheError, one_line, write_fault
 from ..io.checksums import (
     SIDECAR_SUFFIX,
     VERIFIED_SUFFIX,
     left_by_dead_builder,
     matches_sidecar,
     memoised_sha256,
-    owner_tag,
-    share_as_umask,
+    read_sidecar,
+    stamp_matches,
     write_sidecar,
     write_stamp,
 )
 from .exports import export_name, export_store  # their home; named here too
+from .store_build import (  # their home; named here too
+    EMPTY_DATE_PLACEHOLDER,
+    PROJECT_ID,
+    REFERENCE_USER_VERSION,
+    STORE_FORMAT,
+    VIPUNE_USER_VERSION,
+    StoreRow,
+    build_store,
+    model_mark,
+    rows_from_arrays,
+)
 
 __all__ = [
     "EMPTY_DATE_PLACEHOLDER",
     "PROJECT_ID",
     "REFERENCE_USER_VERSION",
     "STORE_FORMAT",
+    "VERIFY_LEVELS",
     "VIPUNE_USER_VERSION",
     "StoreCache",
     "StoreRow",
@@ -67,6 +76,7 @@ __all__ = [
     "build_store",
     "export_name",
     "export_store",
+    "ids_note",
     "is_valid_store",
     "model_mark",
     "persona_key",
@@ -77,36 +87,17 @@ __all__ = [
     "store_user_version",
 ]
 
-#: The ``project_id`` of every row of a persona store (vipune's ``--project``).
-PROJECT_ID = "longmemeval"
-#: Bumped whenever the harness changes what it writes into a store (2: the model mark).
-STORE_FORMAT = 2
-#: ``PRAGMA user_version`` of a complete store vipune can search (384-d vectors).
-VIPUNE_USER_VERSION = 0x52450000 + STORE_FORMAT
-#: ``PRAGMA user_version`` of a complete store whose vectors are not vipune's 384-d: the
-#: reference FTS/hybrid searches it, the vipune binary must not be pointed at it.
-REFERENCE_USER_VERSION = 0x52450100 + STORE_FORMAT
-#: ``created_at`` written for a session without a date (only recency > 0 would read it).
-EMPTY_DATE_PLACEHOLDER = "1970-01-01T00:00:00+00:00"
-
-StoreRow = tuple[str, str, np.ndarray, str]
-"""One memory row: (id = session id, content, vector, created_at RFC 3339 or "")."""
-
 _KEY_RE = re.compile(r"^[0-9a-f]{16,128}$")
-_tmp_counter = itertools.count()
 #: Suffix a store built from another model's vectors is renamed to (with its sidecar).
 FOREIGN_SUFFIX = ".foreign"
+#: ``--retrieval-eval-verify``: ``stamp`` trusts a store version verified before (its
+#: ``.verified`` stamp: size, mtime, ctime, inode, SQLite's change counter, the ids checked);
+#: ``full`` rehashes every store once per process (bit rot beneath the filesystem).
+VERIFY_LEVELS = ("stamp", "full")
 
 
 class StoreWarning(UserWarning):
     """A persona store was set aside and rebuilt (it held another model's vectors)."""
-
-
-def model_mark(fingerprint: str) -> int:
-    """The ``PRAGMA application_id`` of a store whose vectors come from model ``fingerprint``:
-    the first 32 bits of the fingerprint's sha256, as SQLite's signed 32-bit integer."""
-    value = int.from_bytes(hashlib.sha256(fingerprint.encode("utf-8")).digest()[:4], "big")
-    return value - (1 << 32) if value >= (1 << 31) else value
 
 
 def _sha256_json(payload: object) -> str:
@@ -139,165 +130,6 @@ def store_key(persona: str, model_fingerprint: str, project_id: str = PROJECT_ID
     """
     ddl = hashlib.sha256(vipune.SCHEMA_SQL.encode("utf-8")).hexdigest()
     return _sha256_json(["store", STORE_FORMAT, ddl, project_id, persona, model_fingerprint])
-
-
-def rows_from_arrays(
-    ids: Sequence[str],
-    contents: Sequence[str],
-    vectors: np.ndarray,
-    created_at: Sequence[str],
-) -> list[StoreRow]:
-    """Zip parallel persona arrays into :data:`StoreRow` tuples (lengths checked)."""
-    mat = np.asarray(vectors)
-    if not len(ids) == len(contents) == len(created_at) == mat.shape[0]:
-        raise ValueError(
-            f"{len(ids)} ids, {len(contents)} contents, {mat.shape[0]} vectors and "
-            f"{len(created_at)} dates: one of each per row"
-        )
-    return [(ids[i], contents[i], mat[i], created_at[i]) for i in range(len(ids))]
-
-
-def _created_at(session_id: str, value: str) -> str:
-    if value == "":
-        return EMPTY_DATE_PLACEHOLDER
-    try:
-        vipune.parse_rfc3339(value)
-    except ValueError:
-        raise DataError(
-            f"session {session_id!r}: created_at {value!r} is not RFC 3339; "
-            "pass dates like 2023-05-30T23:40:00+00:00 (or '' when unknown)"
-        ) from None
-    return value
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def build_store(
-    path: str | Path,
-    rows: Iterable[StoreRow],
-    project_id: str = PROJECT_ID,
-    *,
-    reference_only: bool | None = None,
-    fingerprint: str = "",
-) -> Path:
-    """Write a vipune store at ``path`` atomically and return ``path``.
-
-    Schema: vipune's DDL, statement for statement. Rows are inserted in order in one
-    transaction through vipune's insert statement: ``embedding`` =
-    little-endian float32 bytes, ``metadata`` NULL, ``updated_at`` = ``created_at``. Ids must be
-    unique; vectors finite and all of one width.
-
-    ``reference_only``: False demands vipune's 384-d vectors (a store the binary can search);
-    True allows any width, zero included (a store only the reference FTS/hybrid searches,
-    marked so the vipune binary is never pointed at it); None (default) decides from the first
-    row's width (384 -> vipune store, anything else -> reference-only).
-    ``fingerprint``: the vectors' model, recorded as :func:`model_mark` (``application_id``).
-
-    (The FTS5 index is filled by one ``'rebuild'`` before the triggers are created, which
-    indexes exactly what the insert trigger would; see the module docstring.)
-    """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f"{target.name}.tmp-{owner_tag()}-{next(_tmp_counter)}")
-    if tmp.exists():
-        tmp.unlink()
-    width: list[int] = []
-    kind: list[bool] = [] if reference_only is None else [reference_only]
-
-    def records() -> Iterable[tuple[str, str, str, bytes, None, str, str]]:
-        for n, row in enumerate(rows):
-            if len(row) != 4:
-                raise ValueError(f"store row {n} must be (id, content, vector, created_at)")
-            session_id, content, vector, created = row
-            if not isinstance(session_id, str) or not session_id:
-                raise DataError(f"store row {n}: the session id must be a non-empty string")
-            if not isinstance(content, str):
-                raise DataError(f"session {session_id!r}: content must be a string")
-            vec = np.asarray(vector, dtype=np.float32)
-            if vec.ndim != 1:
-                raise CacheError(
-                    f"session {session_id!r}: vector has shape {vec.shape}, expected one 1-d "
-                    "vector; re-run prep"
-                )
-            if not kind:
-                kind.append(vec.shape[0] != vipune.EMBEDDING_DIM)
-            if not kind[0] and vec.shape[0] != vipune.EMBEDDING_DIM:
-                raise CacheError(
-                    f"session {session_id!r}: vector has {vec.shape[0]} values but vipune stores "
-                    f"exactly {vipune.EMBEDDING_DIM}; use a 384-d model (BAAI/bge-small-en-v1.5)"
-                    " for a vipune store"
-                )
-            if width and vec.shape[0] != width[0]:
-                raise CacheError(
-                    f"session {session_id!r}: vector has {vec.shape[0]} values, earlier rows "
-                    f"{width[0]}; the vectors come from different models, re-run prep"
-                )
-            if not width:
-                width.append(vec.shape[0])
-            if not np.isfinite(vec).all():
-                raise CacheError(
-                    f"session {session_id!r}: vector holds NaN or infinite values (vipune "
-                    "would fail every search); clear the vector cache and re-run prep"
-                )
-            created_text = _created_at(session_id, created)
-            blob = vipune.vector_to_blob(vec, dim=None)
-            yield (session_id, project_id, content, blob, None, created_text, created_text)
-
-    conn = sqlite3.connect(tmp, isolation_level=None)
-    try:
-        conn.execute("PRAGMA journal_mode = MEMORY")
-        conn.execute("PRAGMA synchronous = OFF")
-        conn.execute("BEGIN")
-        # Table, index and FTS5 table first; rows next; then one FTS5 'rebuild' (the index
-        # the triggers would have built, about a third faster); the triggers last. The
-        # schema ends identical to vipune's, sqlite_master order included.
-        for statement in vipune.DDL_STATEMENTS[:3]:
-            conn.execute(statement)
-        try:
-            conn.executemany(vipune.INSERT_SQL, records())
-        except sqlite3.IntegrityError as exc:
-            raise DataError(
-                f"store {target.name}: two rows share a session id ({exc}); "
-                "dedupe the persona's session ids"
-            ) from None
-        conn.execute("INSERT INTO memories_fts(memories_fts) VALUES('rebuild')")
-        for statement in vipune.DDL_STATEMENTS[3:]:
-            conn.execute(statement)
-        reference = kind[0] if kind else False
-        user_version = REFERENCE_USER_VERSION if reference else VIPUNE_USER_VERSION
-        conn.execute(f"PRAGMA user_version = {int(user_version)}")
-        conn.execute(f"PRAGMA application_id = {model_mark(fingerprint)}")
-        conn.execute("COMMIT")
-        conn.close()
-        _fsync(tmp)
-        share_as_umask(tmp)  # SQLite creates 0644 whatever the umask
-        os.replace(tmp, target)
-        _fsync_dir(target.parent)
-    except BaseException:
-        conn.close()
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        raise
-    return target
 
 
 def store_user_version(path: str | Path) -> int | None:
@@ -377,16 +209,23 @@ def is_valid_store(path: str | Path, *, reference_only: bool | None = None) -> b
         return False
 
 
-def _write_checksum(path: Path) -> None:
+def ids_note(session_ids: Sequence[str] | None) -> str:
+    """What a store's stamp records of the ids it was found to hold, in order: their sha256
+    ("" when none were checked)."""
+    return "" if session_ids is None else "ids:" + _sha256_json(list(session_ids))
+
+
+def _write_checksum(path: Path, session_ids: Sequence[str] | None = None) -> None:
     """Commit a freshly built store: its sha256 in the sidecar beside it (temp file + rename),
-    and this version stamped as verified, so the next run need not hash it."""
+    and this version stamped as verified (with the ids it was built with), so the next run
+    need not hash it."""
     try:
         before = path.stat()
         digest = memoised_sha256(path)
     except OSError:  # pragma: no cover - replaced by a concurrent build and gone
         return
     write_sidecar(path, digest, sync=False)
-    write_stamp(path, before, digest)
+    write_stamp(path, before, digest, ids_note(session_ids))
 
 
 class StoreCache:
@@ -395,14 +234,20 @@ class StoreCache:
     Each store has a ``<key>.sqlite.sha256`` sidecar written after it; a store is reused only
     when it is complete, has vipune's schema and matches that checksum (a truncated or altered
     file, or one without a sidecar, is rebuilt, never trusted).
-    A store version once hashed to its sidecar's value is stamped ``<key>.sqlite.verified``
-    (:func:`checksums.matches_sidecar`), so later runs check the stamp instead of rehashing
-    every store (~3.5 GB of stores for LongMemEval_M); any write to a store moves its ctime,
-    and it is hashed again.
+    A store version once verified (hashed to its sidecar's value, holding the persona's ids)
+    is stamped ``<key>.sqlite.verified`` (:func:`checksums.write_stamp`: size, mtime and ctime
+    in ns, inode, device, SQLite's change counter, the ids' sha256). ``verify`` (the run's
+    ``--retrieval-eval-verify``) says how much a later run trusts it: ``stamp`` (default)
+    re-verifies only a store whose stamp differs, as git trusts its index (a warm run reads
+    no store's bytes beyond page 1 and the pages its searches touch); ``full`` rehashes every
+    store once per process, which also catches a byte changed beneath the filesystem.
     """
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, verify: str = "stamp") -> None:
+        if verify not in VERIFY_LEVELS:
+            raise ValueError(f"verify {verify!r} is not one of {', '.join(VERIFY_LEVELS)}")
         self.root = Path(root)
+        self.verify = verify
 
     def path_for(self, key: str) -> Path:
         """Where the store for ``key`` lives (lower-case hex keys only)."""
@@ -427,26 +272,27 @@ class StoreCache:
         :func:`build_store` (None: any complete store is reused; a new one's kind follows the
         vectors' width).
 
-        Re-verification: a store is reused only when the whole file hashes to its sidecar's
-        value now (once per process and file version: the ``.verified`` stamp is not trusted,
-        as it cannot see bit rot beneath the filesystem; ~8 MB a persona for LongMemEval_M)
-        and, given ``session_ids``, when it holds exactly those ids in that order (a store
-        copied over another persona's, sidecar and all, is rebuilt). Given ``fingerprint`` (the
+        Re-verification: a store is reused only when it is complete with vipune's schema (page
+        1) and its version is verified: under ``verify="stamp"`` its ``.verified`` stamp
+        matches (same size, times, inode, change counter, and the same ``session_ids``
+        checked); otherwise (``full``, or the stamp differs) when the whole file hashes to its
+        sidecar's value now (once per process and file version) and, given ``session_ids``,
+        it holds exactly those ids in that order (a store copied over another persona's,
+        sidecar and all, is rebuilt); that version is then stamped. Given ``fingerprint`` (the
         vectors' model), a store whose :func:`model_mark` is another model's is moved aside
         (``*.foreign``) with a :class:`StoreWarning` line, then rebuilt; a new store records
         ``fingerprint``'s mark.
         """
         target = self.path_for(key)
         if (is_valid_store(target, reference_only=reference_only)
-                and matches_sidecar(target, trust_stamp=False)
-                and (session_ids is None or store_ids(target) == tuple(session_ids))):
+                and self._verified(target, session_ids)):
             if fingerprint is None or store_model_mark(target) == model_mark(fingerprint):
                 return target.resolve()
             self._set_aside(target, fingerprint)
         try:
             build_store(target, rows_fn(), project_id, reference_only=reference_only,
                         fingerprint=fingerprint or "")
-            _write_checksum(target)
+            _write_checksum(target, session_ids)
         except (OSError, sqlite3.Error) as exc:
             raise CacheError(
                 f"persona store {target} cannot be built ({type(exc).__name__}: "
@@ -454,6 +300,24 @@ class StoreCache:
                 f"--retrieval-eval-cache"
             ) from None
         return target.resolve()
+
+    def _verified(self, target: Path, session_ids: Sequence[str] | None) -> bool:
+        """The store's version is verified: by its stamp (``stamp``), else by a rehash and
+        an ids check, which stamp it."""
+        note = ids_note(session_ids)
+        try:
+            st = target.stat()
+            expected = read_sidecar(target)
+        except (OSError, ValueError):
+            return False
+        if self.verify == "stamp" and stamp_matches(target, st, expected, note):
+            return True
+        if not matches_sidecar(target, trust_stamp=False, stamp=False):
+            return False
+        if session_ids is not None and store_ids(target) != tuple(session_ids):
+            return False
+        write_stamp(target, st, expected, note)
+        return True
 
     def _set_aside(self, target: Path, fingerprint: str) -> None:
         """Quarantine a store built from another model's vectors, and say so in one line."""

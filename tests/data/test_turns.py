@@ -48,3 +48,41 @@ def test_the_corpus_file_keeps_each_texts_turns(tmp_path: Path) -> None:
     assert turns[0][1] == {"role": "assistant", "content": TRICKY}
     assert [render_session(t) for t in turns] == corpus.texts(list(pair.text_keys))
     assert corpus.turns([pair.question_key]) == [[]]  # a question has none
+
+
+def test_the_turns_table_holds_offsets_not_a_second_copy_of_the_texts(tmp_path: Path) -> None:
+    """Issue 35.4: the turns table doubled the corpus file (each content stored twice). A
+    turn found in its text is stored as [role, start, end]; the table is a few percent of
+    the texts, and the turns read back are the same."""
+    import sqlite3
+
+    instances = [make_instance(f"q{i}", n_sessions=6) for i in range(4)]
+    for instance in instances:  # LongMemEval's turns run to hundreds of characters
+        for session in instance["haystack_sessions"]:  # type: ignore[attr-defined]
+            for turn in session:
+                turn["content"] = " ".join([turn["content"]] * 20)
+    path = write_dataset(tmp_path / "lme.json", instances)
+    corpus = load_corpus(DatasetSource("tiny", path), tmp_path / "cache")
+    with sqlite3.connect(corpus.path) as conn:
+        texts = conn.execute("SELECT SUM(LENGTH(text)) FROM texts").fetchone()[0]
+        turns = conn.execute("SELECT SUM(LENGTH(turns)) FROM turns").fetchone()[0]
+    assert turns < 0.25 * texts, (turns, texts)
+    pair = corpus.pairs[0]
+    assert [render_session(t) for t in corpus.turns(list(pair.text_keys))] == corpus.texts(
+        list(pair.text_keys))
+
+
+def test_turns_not_found_in_their_text_are_stored_whole_and_bad_offsets_refused() -> None:
+    import pytest
+
+    from pytest_retrieval_eval.data.corpus import decode_turns, encode_turns
+
+    text = f"user: hi\nassistant: {TRICKY}"
+    turns = [("user", "hi"), ("assistant", TRICKY), ("user", "elsewhere")]
+    stored = encode_turns(text, turns)
+    assert TRICKY not in stored and "elsewhere" in stored
+    assert decode_turns(text, stored) == [{"role": r, "content": c} for r, c in turns]
+    for bad in ('[["user", 0, 99]]', '[["user", 5, 2]]', '{"a": 1}', '[["user", 1.5, 2]]',
+                "[[1, 2]]"):
+        with pytest.raises(ValueError):
+            decode_turns(text, bad)

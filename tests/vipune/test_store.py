@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import multiprocessing
 import os
 import sqlite3
@@ -245,28 +246,83 @@ def test_cache_builds_once_then_reuses(tmp_path: Path) -> None:
     assert second == first and calls == [1] and first.stat().st_mtime_ns == mtime
 
 
-def test_cache_rehashes_a_store_once_per_process_whatever_its_stamp_says(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Re-verification policy (docs/reliability.md): a stamp cannot see bit rot beneath the
-    filesystem, so each process hashes a store it reuses once (per file version)."""
-    cache = store.StoreCache(tmp_path)
-    key = "9a" * 32
-    path = cache.get_or_build(key, sample_rows)
-    checksums._memo.clear()  # a later process: only what is on disk is left
+def _count_hashes(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     hashed: list[Path] = []
     real = checksums.sha256_file
     monkeypatch.setattr(checksums, "sha256_file", lambda p, *a: hashed.append(p) or real(p, *a))
+    return hashed
+
+
+def test_a_stamped_store_is_reused_without_reading_it_under_verify_stamp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35.1: every warm run re-hashed every store (3.5 GB for LongMemEval_M). Under
+    the default ``stamp`` level a store whose stamp (size, times, inode, change counter, ids)
+    is unchanged is trusted as git trusts its index; a write to it is still caught."""
+    cache = store.StoreCache(tmp_path)
+    key = "9a" * 32
+    ids = [row[0] for row in sample_rows()]
+    path = cache.get_or_build(key, sample_rows, session_ids=ids)
+    checksums._memo.clear()  # a later process: only what is on disk is left
+    hashed = _count_hashes(monkeypatch)
+    calls: list[int] = []
+    assert cache.get_or_build(key, lambda: calls.append(1) or sample_rows(),
+                              session_ids=ids) == path
+    assert calls == [] and hashed == []  # trusted by its stamp: not one byte hashed
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same size, any write moves mtime and ctime
+    path.write_bytes(bytes(data))
+    cache.get_or_build(key, lambda: calls.append(1) or sample_rows(), session_ids=ids)
+    assert hashed[:1] == [path] and calls == [1]  # the stamp differs: rehashed, rebuilt
+
+
+def test_a_stamp_records_sqlites_change_counter_and_the_ids_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stamp whose times match but whose change counter (a write through SQLite) or ids
+    differ does not vouch for the store: it is rehashed (and its ids checked)."""
+    cache = store.StoreCache(tmp_path)
+    key = "9b" * 32
+    ids = [row[0] for row in sample_rows()]
+    path = cache.get_or_build(key, sample_rows, session_ids=ids)
+    stamp_file = path.with_name(path.name + checksums.VERIFIED_SUFFIX)
+    stamp = json.loads(stamp_file.read_text())
+    assert stamp["stat"][-1] == checksums.sqlite_change_counter(path) is not None
+    stamp["stat"][-1] += 1  # another transaction's counter, times the same
+    stamp_file.write_text(json.dumps(stamp))
+    checksums._memo.clear()
+    hashed = _count_hashes(monkeypatch)
+    assert cache.get_or_build(key, sample_rows, session_ids=ids) == path
+    assert hashed == [path]  # rehashed (it matches: reused and stamped again)
+    checksums._memo.clear()
+    hashed.clear()
+    assert cache.get_or_build(key, sample_rows, session_ids=ids) == path and hashed == []
+    calls: list[int] = []
+    cache.get_or_build(key, lambda: calls.append(1) or sample_rows(), session_ids=ids[::-1])
+    assert hashed[:1] == [path] and calls == [1]  # other ids than the stamp's: rebuilt
+
+
+def test_verify_full_rehashes_a_store_once_per_process_whatever_its_stamp_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Re-verification policy (docs/reliability.md): a stamp cannot see bit rot beneath the
+    filesystem, so under ``--retrieval-eval-verify full`` each process hashes a store it
+    reuses once (per file version)."""
+    cache = store.StoreCache(tmp_path, verify="full")
+    key = "9a" * 32
+    path = cache.get_or_build(key, sample_rows)
+    checksums._memo.clear()  # a later process: only what is on disk is left
+    hashed = _count_hashes(monkeypatch)
     calls: list[int] = []
     assert cache.get_or_build(key, lambda: calls.append(1) or sample_rows()) == path
     assert calls == [] and hashed == [path]  # hashed once in this process, not rebuilt
     assert cache.get_or_build(key, lambda: calls.append(1) or sample_rows()) == path
     assert hashed == [path]  # the same version is not hashed twice in one process
-    data = bytearray(path.read_bytes())
-    data[len(data) // 2] ^= 0xFF  # same size, any write moves mtime and ctime
-    path.write_bytes(bytes(data))
-    cache.get_or_build(key, lambda: calls.append(1) or sample_rows())
-    assert calls == [1]  # rehashed, mismatched, rebuilt
+
+
+def test_a_store_cache_refuses_an_unknown_verify_level(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="'some' is not one of stamp, full"):
+        store.StoreCache(tmp_path, verify="some")
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "user_version", "schema", "empty"])

@@ -1,0 +1,216 @@
+"""How a persona store is written: vipune's DDL, the rows in one transaction, the harness's
+marks in the SQLite header, all through a temporary file and ``os.replace``
+(:func:`build_store`); the store format's constants and :func:`model_mark`.
+:mod:`.store` (the cache that addresses, reuses and checks stores) names all of it too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import itertools
+import os
+import sqlite3
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from .. import vipune
+from ..errors import CacheError, DataError
+from ..io.checksums import owner_tag, share_as_umask
+
+__all__ = [
+    "EMPTY_DATE_PLACEHOLDER",
+    "PROJECT_ID",
+    "REFERENCE_USER_VERSION",
+    "STORE_FORMAT",
+    "VIPUNE_USER_VERSION",
+    "StoreRow",
+    "build_store",
+    "model_mark",
+    "rows_from_arrays",
+]
+
+#: The ``project_id`` of every row of a persona store (vipune's ``--project``).
+PROJECT_ID = "longmemeval"
+#: Bumped whenever the harness changes what it writes into a store (2: the model mark).
+STORE_FORMAT = 2
+#: ``PRAGMA user_version`` of a complete store vipune can search (384-d vectors).
+VIPUNE_USER_VERSION = 0x52450000 + STORE_FORMAT
+#: ``PRAGMA user_version`` of a complete store whose vectors are not vipune's 384-d: the
+#: reference FTS/hybrid searches it, the vipune binary must not be pointed at it.
+REFERENCE_USER_VERSION = 0x52450100 + STORE_FORMAT
+#: ``created_at`` written for a session without a date (only recency > 0 would read it).
+EMPTY_DATE_PLACEHOLDER = "1970-01-01T00:00:00+00:00"
+
+StoreRow = tuple[str, str, np.ndarray, str]
+"""One memory row: (id = session id, content, vector, created_at RFC 3339 or "")."""
+
+_tmp_counter = itertools.count()
+
+
+def model_mark(fingerprint: str) -> int:
+    """The ``PRAGMA application_id`` of a store whose vectors come from model ``fingerprint``:
+    the first 32 bits of the fingerprint's sha256, as SQLite's signed 32-bit integer."""
+    value = int.from_bytes(hashlib.sha256(fingerprint.encode("utf-8")).digest()[:4], "big")
+    return value - (1 << 32) if value >= (1 << 31) else value
+
+
+def rows_from_arrays(
+    ids: Sequence[str],
+    contents: Sequence[str],
+    vectors: np.ndarray,
+    created_at: Sequence[str],
+) -> list[StoreRow]:
+    """Zip parallel persona arrays into :data:`StoreRow` tuples (lengths checked)."""
+    mat = np.asarray(vectors)
+    if not len(ids) == len(contents) == len(created_at) == mat.shape[0]:
+        raise ValueError(
+            f"{len(ids)} ids, {len(contents)} contents, {mat.shape[0]} vectors and "
+            f"{len(created_at)} dates: one of each per row"
+        )
+    return [(ids[i], contents[i], mat[i], created_at[i]) for i in range(len(ids))]
+
+
+def _created_at(session_id: str, value: str) -> str:
+    if value == "":
+        return EMPTY_DATE_PLACEHOLDER
+    try:
+        vipune.parse_rfc3339(value)
+    except ValueError:
+        raise DataError(
+            f"session {session_id!r}: created_at {value!r} is not RFC 3339; "
+            "pass dates like 2023-05-30T23:40:00+00:00 (or '' when unknown)"
+        ) from None
+    return value
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def build_store(
+    path: str | Path,
+    rows: Iterable[StoreRow],
+    project_id: str = PROJECT_ID,
+    *,
+    reference_only: bool | None = None,
+    fingerprint: str = "",
+) -> Path:
+    """Write a vipune store at ``path`` atomically and return ``path``.
+
+    Schema: vipune's DDL, statement for statement. Rows are inserted in order in one
+    transaction through vipune's insert statement: ``embedding`` =
+    little-endian float32 bytes, ``metadata`` NULL, ``updated_at`` = ``created_at``. Ids must be
+    unique; vectors finite and all of one width.
+
+    ``reference_only``: False demands vipune's 384-d vectors (a store the binary can search);
+    True allows any width, zero included (a store only the reference FTS/hybrid searches,
+    marked so the vipune binary is never pointed at it); None (default) decides from the first
+    row's width (384 -> vipune store, anything else -> reference-only).
+    ``fingerprint``: the vectors' model, recorded as :func:`model_mark` (``application_id``).
+
+    (The FTS5 index is filled by one ``'rebuild'`` before the triggers are created, which
+    indexes exactly what the insert trigger would; see the module docstring.)
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f"{target.name}.tmp-{owner_tag()}-{next(_tmp_counter)}")
+    if tmp.exists():
+        tmp.unlink()
+    width: list[int] = []
+    kind: list[bool] = [] if reference_only is None else [reference_only]
+
+    def records() -> Iterable[tuple[str, str, str, bytes, None, str, str]]:
+        for n, row in enumerate(rows):
+            if len(row) != 4:
+                raise ValueError(f"store row {n} must be (id, content, vector, created_at)")
+            session_id, content, vector, created = row
+            if not isinstance(session_id, str) or not session_id:
+                raise DataError(f"store row {n}: the session id must be a non-empty string")
+            if not isinstance(content, str):
+                raise DataError(f"session {session_id!r}: content must be a string")
+            vec = np.asarray(vector, dtype=np.float32)
+            if vec.ndim != 1:
+                raise CacheError(
+                    f"session {session_id!r}: vector has shape {vec.shape}, expected one 1-d "
+                    "vector; re-run prep"
+                )
+            if not kind:
+                kind.append(vec.shape[0] != vipune.EMBEDDING_DIM)
+            if not kind[0] and vec.shape[0] != vipune.EMBEDDING_DIM:
+                raise CacheError(
+                    f"session {session_id!r}: vector has {vec.shape[0]} values but vipune stores "
+                    f"exactly {vipune.EMBEDDING_DIM}; use a 384-d model (BAAI/bge-small-en-v1.5)"
+                    " for a vipune store"
+                )
+            if width and vec.shape[0] != width[0]:
+                raise CacheError(
+                    f"session {session_id!r}: vector has {vec.shape[0]} values, earlier rows "
+                    f"{width[0]}; the vectors come from different models, re-run prep"
+                )
+            if not width:
+                width.append(vec.shape[0])
+            if not np.isfinite(vec).all():
+                raise CacheError(
+                    f"session {session_id!r}: vector holds NaN or infinite values (vipune "
+                    "would fail every search); clear the vector cache and re-run prep"
+                )
+            created_text = _created_at(session_id, created)
+            blob = vipune.vector_to_blob(vec, dim=None)
+            yield (session_id, project_id, content, blob, None, created_text, created_text)
+
+    conn = sqlite3.connect(tmp, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode = MEMORY")
+        conn.execute("PRAGMA synchronous = OFF")
+        conn.execute("BEGIN")
+        # Table, index and FTS5 table first; rows next; then one FTS5 'rebuild' (the index
+        # the triggers would have built, about a third faster); the triggers last. The
+        # schema ends identical to vipune's, sqlite_master order included.
+        for statement in vipune.DDL_STATEMENTS[:3]:
+            conn.execute(statement)
+        try:
+            conn.executemany(vipune.INSERT_SQL, records())
+        except sqlite3.IntegrityError as exc:
+            raise DataError(
+                f"store {target.name}: two rows share a session id ({exc}); "
+                "dedupe the persona's session ids"
+            ) from None
+        conn.execute("INSERT INTO memories_fts(memories_fts) VALUES('rebuild')")
+        for statement in vipune.DDL_STATEMENTS[3:]:
+            conn.execute(statement)
+        reference = kind[0] if kind else False
+        user_version = REFERENCE_USER_VERSION if reference else VIPUNE_USER_VERSION
+        conn.execute(f"PRAGMA user_version = {int(user_version)}")
+        conn.execute(f"PRAGMA application_id = {model_mark(fingerprint)}")
+        conn.execute("COMMIT")
+        conn.close()
+        _fsync(tmp)
+        share_as_umask(tmp)  # SQLite creates 0644 whatever the umask
+        os.replace(tmp, target)
+        _fsync_dir(target.parent)
+    except BaseException:
+        conn.close()
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+    return target
