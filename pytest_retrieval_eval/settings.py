@@ -195,6 +195,7 @@ def _ini(config: pytest.Config, opt: Option) -> Any:
     """The ini twin's value (None: not set). A string is read as on the command line; under
     pytest >= 9 a TOML-mode file may give the option's native type instead (a list of ks, a
     whole number, a boolean): :func:`_native_text`."""
+    from_toml = False
     try:
         raw = config.getini(opt.dest)
     except (ValueError, TypeError, pytest.UsageError) as exc:  # pytest's "bool", or TOML types
@@ -204,7 +205,10 @@ def _ini(config: pytest.Config, opt: Option) -> Any:
                 raise pytest.UsageError(f"ini option {opt.dest}: {exc}; give true or false"
                                         ) from None
             raise _type_error(opt, str(exc)) from None
+        from_toml = True
     if opt.is_flag:  # unset: None, or [] under pytest < 9 (its default for a None default)
+        if isinstance(raw, list) and (raw or from_toml):  # TOML's [true]: never read as unset
+            raise _type_error(opt, f"list {raw!r}")
         if not isinstance(raw, (bool, str, list)) and raw is not None:  # TOML's 1, 1.0, ...
             raise _type_error(opt, f"{type(raw).__name__} {raw!r}")
         if isinstance(raw, str):  # a string in a TOML-mode file: read as in an ini file
