@@ -368,12 +368,72 @@ def _check_outputs_apart(settings: Settings) -> None:
     data_path = (SAMPLE_PATH if data == SAMPLE_NAME else None if data in KNOWN
                  else Path(data).expanduser())
     clash = first_clash(outputs, [("--retrieval-eval-data", data_path),
-                                  ("--retrieval-eval-compare", settings.compare)])
+                                  ("--retrieval-eval-compare", settings.compare),
+                                  *retriever_inputs(settings.retrievers, settings.rootdir)])
     if clash is not None:
         option, path, other = clash
         raise pytest.UsageError(
             f"{option} {path} is the file {other} names: writing it would replace that file; "
             f"give {option} a path of its own")
+    from .vectors.cache import bundled_cache_dir, default_cache_dir
+
+    caches: list[tuple[str, Path]] = [
+        ("the run's cache (--retrieval-eval-cache)", settings.cache_dir or default_cache_dir()),
+              ("the bundled sample's read-only cache", bundled_cache_dir())]
+    for option, given in outputs:
+        for what, root in caches:
+            if given is not None and inside_folder(given, root):
+                raise pytest.UsageError(
+                    f"{option} {given} lies inside {what} {root}: writing it could replace a "
+                    f"cache file; give {option} a path outside that folder")
+
+
+def inside_folder(path: Path, folder: Path) -> bool:
+    """Whether ``path`` (symlinks resolved) lies in ``folder`` or below it."""
+    target, root = Path(os.path.realpath(path)), Path(os.path.realpath(folder))
+    return target == root or root in target.parents
+
+
+def retriever_inputs(retrievers: tuple[str, ...],
+                     rootdir: Path | None) -> list[tuple[str, Path]]:
+    """The files the run's retrievers read, labelled as the retriever is named: a
+    ``run:PATH`` file; every word of a ``cmd:`` command that names an existing file (from the
+    rootdir, where the command runs), its executable as found on PATH too; a dotted-path
+    retriever's module file (found without importing the module itself)."""
+    import importlib.util
+    import shutil
+
+    from .retrievers.command import PREFIX as CMD_PREFIX
+    from .retrievers.command import parse_command
+    from .retrievers.loader import is_dotted
+    from .retrievers.variants import split_dotted
+
+    base = rootdir if rootdir is not None else Path.cwd()
+    found: list[tuple[str, Path]] = []
+    for name in retrievers:
+        label = f"--retrieval-eval-retriever {name}"
+        if name.startswith(RUN_PREFIX):
+            found.append((label, Path(name[len(RUN_PREFIX):]).expanduser()))
+        elif name.startswith(CMD_PREFIX):
+            try:
+                argv = parse_command(name)
+            except Exception:
+                continue  # options.py refused it already
+            for index, word in enumerate(argv):
+                path = base / Path(word).expanduser()
+                if path.is_file():
+                    found.append((label, path))
+                elif index == 0 and (which := shutil.which(word)) is not None:
+                    found.append((label, Path(which)))
+        elif is_dotted(name):
+            module = split_dotted(name)[0].partition(":")[0]
+            try:
+                spec = importlib.util.find_spec(module)
+            except Exception:  # ImportError, ValueError: the loader says it at start-up
+                continue
+            if spec is not None and spec.origin and Path(spec.origin).is_file():
+                found.append((label, Path(spec.origin)))
+    return found
 
 
 def _check_regular_target(option: str, value: Path) -> None:
