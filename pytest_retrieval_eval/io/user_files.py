@@ -18,7 +18,8 @@
   run reads or writes otherwise (by resolved path, and by device and inode: a hard link or a
   second mount), so a report never replaces its dataset, its base or another output.
 * A write removes what killed writes to the same target left (:func:`sweep_temps`): the
-  temp names hold the writer's host and pid, so a live writer's temp is never touched.
+  temp names hold the writer's host and pid, so a live writer's temp is never touched;
+  :func:`sweep_dead_temps` removes a folder's temps of dead writers whatever their target.
 * :func:`json_text` is the one JSON encoding of what the plugin writes: ``allow_nan=False``,
   so a NaN or infinity is refused (``ValueError``) instead of written as non-JSON.
 
@@ -45,7 +46,7 @@ from .checksums import file_mode, owner_is_dead, owner_tag
 
 __all__ = ["TargetRefused", "TooLarge", "append_text", "fault", "first_clash", "json_text",
            "parse_json", "read_small", "replace_file", "replace_text", "resolve_target",
-           "same_file", "sweep_temps", "temp_prefix"]
+           "same_file", "sweep_dead_temps", "sweep_temps", "temp_prefix"]
 
 
 class TargetRefused(OSError):
@@ -195,6 +196,36 @@ def sweep_temps(target: Path) -> int:
                         STALE_TEMP_SECONDS:
                     continue
             elif _OLD_TEMP_RE.fullmatch(rest) is None:
+                continue
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            os.unlink(entry.path)
+            removed += 1
+        except OSError:
+            continue
+    return removed
+
+
+#: Any temp name :func:`_new_temp` gives: ``.<target name>.<host>-<pid>-<n>.tmp``.
+_ANY_TEMP_RE = re.compile(r"\..+\.([A-Za-z0-9]+)-(\d+)-\d+\.tmp")
+
+
+def sweep_dead_temps(folder: Path) -> int:
+    """Remove from ``folder`` the temps of writers on this host that are dead, whatever
+    target they were written for (a killed ``generate`` to another name); returns how many.
+    Only names :func:`_new_temp` gives are touched, and only a dead pid's."""
+    this_host = owner_tag().rsplit("-", 1)[0]
+    removed = 0
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0
+    for entry in entries:
+        match = _ANY_TEMP_RE.fullmatch(entry.name)
+        if match is None or match.group(1) != this_host:
+            continue
+        try:
+            if not owner_is_dead(this_host, int(match.group(2))):
                 continue
             if not entry.is_file(follow_symlinks=False):
                 continue
