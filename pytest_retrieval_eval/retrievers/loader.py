@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import RetrievalEvalError, one_line
+from ..errors import RetrievalEvalError, one_line, printable
 from .base import Persona, Query, Retriever, _option
 from .bm25 import BM25Retriever
 from .command import PREFIX as COMMAND_PREFIX
@@ -167,9 +167,10 @@ def load_dotted(path: str) -> Retriever:
 
 def usable_name(name: object) -> str | None:
     """``name`` when it can be a column (a non-empty, stripped string with no ``,`` or
-    ``+``: the list separator and the what-if mark), else None."""
+    ``+``: the list separator and the what-if mark, and no control or format character: a
+    newline would break the terminal's lines, node ids and Markdown rows), else None."""
     if isinstance(name, str) and name.strip() and name == name.strip() and "," not in name \
-            and "+" not in name:
+            and "+" not in name and name.isprintable():
         return name
     return None
 
@@ -243,8 +244,9 @@ def describe_object(name: str | None, obj: object, origin: str) -> UserRetriever
     column = usable_name(own)
     if column is None:
         raise RetrievalEvalError(
-            f"{origin}: a store has no usable name ({own!r}); give it a class attribute "
-            "name = '...' without ',' or '+', or return a mapping name -> store")
+            f"{origin}: a store has no usable name ({printable(repr(own))}); give it a class "
+            "attribute name = '...' without ',', '+' or control characters, or return a "
+            "mapping name -> store")
     if not (isinstance(obj, type) or _has_rank(obj) or (callable(obj) and _is_factory(obj))):
         raise RetrievalEvalError(
             f"{origin}: store {column!r} is not a Retriever: give a class or object with "
