@@ -224,11 +224,35 @@ def describe_dotted(selector: str) -> UserRetriever:
         raise RetrievalEvalError(
             f"retriever '{selector}' takes no parameters: only a class or a factory is given "
             "key:value arguments; drop the +key:value parts")
+    if kwargs:
+        _check_arguments(selector, obj, kwargs)
     name = _static_name(obj)
     if name is not None and rest:
         name = f"{name}+{rest}"
     return UserRetriever(selector, name, obj,
                          lambda: _instantiate(selector, obj, default_name, kwargs))
+
+
+def _check_arguments(selector: str, obj: Any, kwargs: dict[str, Any]) -> None:
+    """Every ``+key:value`` names a parameter of the class (or factory), checked at start-up
+    so a typo is one usage line, not one failure per item. A signature that cannot be read,
+    or one taking ``**kwargs``, lets anything through (the constructor says then)."""
+    try:
+        parameters = inspect.signature(obj).parameters.values()
+    except (TypeError, ValueError):
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return
+    names = [p.name for p in parameters
+             if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                           inspect.Parameter.KEYWORD_ONLY)]
+    unknown = next((key for key in kwargs if key not in names), None)
+    if unknown is not None:
+        what = getattr(obj, "__qualname__", None) or repr(obj)
+        takes = ", ".join(names) if names else "no parameters"
+        raise RetrievalEvalError(
+            f"retriever '{selector}': {what} takes no argument '{unknown}'; it takes "
+            f"{takes}; pass those as module:Class+key:value")
 
 
 def _is_factory_with_kwargs(obj: object) -> bool:
