@@ -362,7 +362,7 @@ def _check_outputs_apart(settings: Settings) -> None:
     if not settings.enabled or all(p is None for _, p in outputs):
         return
     from .data.dataset import KNOWN, SAMPLE_NAME, SAMPLE_PATH
-    from .io.user_files import first_clash
+    from .io.user_files import first_clash, inside_folder
 
     data = settings.data.strip()
     data_path = (SAMPLE_PATH if data == SAMPLE_NAME else None if data in KNOWN
@@ -386,12 +386,6 @@ def _check_outputs_apart(settings: Settings) -> None:
                 raise pytest.UsageError(
                     f"{option} {given} lies inside {what} {root}: writing it could replace a "
                     f"cache file; give {option} a path outside that folder")
-
-
-def inside_folder(path: Path, folder: Path) -> bool:
-    """Whether ``path`` (symlinks resolved) lies in ``folder`` or below it."""
-    target, root = Path(os.path.realpath(path)), Path(os.path.realpath(folder))
-    return target == root or root in target.parents
 
 
 def retriever_inputs(retrievers: tuple[str, ...],

@@ -44,7 +44,8 @@ from typing import Any, BinaryIO
 from ..errors import write_fault
 from .checksums import file_mode, owner_is_dead, owner_tag
 
-__all__ = ["TargetRefused", "TooLarge", "append_text", "fault", "first_clash", "json_text",
+__all__ = ["TargetRefused", "TooLarge", "append_text", "fault", "first_clash", "inside_folder",
+           "json_text",
            "parse_json", "read_small", "replace_file", "replace_text", "resolve_target",
            "same_file", "sweep_dead_temps", "sweep_temps", "temp_prefix"]
 
@@ -101,6 +102,13 @@ def same_file(a: Path, b: Path) -> bool:
     except (OSError, ValueError):
         return False
     return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+def inside_folder(path: Path, folder: Path) -> bool:
+    """Whether ``path`` (symlinks resolved) lies in ``folder`` or below it: an output
+    inside a cache folder could replace a cache file."""
+    target, root = Path(os.path.realpath(path)), Path(os.path.realpath(folder))
+    return target == root or root in target.parents
 
 
 def first_clash(outputs: Sequence[tuple[str, Path | None]],

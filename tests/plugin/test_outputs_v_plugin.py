@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_retrieval_eval.cli import console as cli
 from pytest_retrieval_eval.vectors.cache import bundled_cache_dir
+from tests.support.compare_factory import make_report, write_report
 from tests.support.reliability_support import run_plugin, usage_error_line
 
 
@@ -91,3 +93,21 @@ def test_a_report_inside_the_runs_cache_is_refused(pytester: pytest.Pytester,
     result = run_plugin(pytester, "--no-model", "--retrieval-eval-json",
                         str(default / "r.json"))
     usage_error_line(result, "--retrieval-eval-json", "lies inside the run's cache")
+
+
+@pytest.mark.parametrize("command", ["compare", "plot"])
+def test_compare_and_plot_never_write_inside_the_bundled_cache(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str) -> None:
+    base = write_report(tmp_path / "b.json", make_report({}))
+    new = write_report(tmp_path / "n.json", make_report({}))
+    manifest = sorted(bundled_cache_dir().rglob("manifest.json"))[0]
+    before = manifest.read_bytes()
+    flag = "--json" if command == "compare" else "-o"
+    try:
+        code = cli.main([command, str(base), str(new), flag, str(manifest)])
+        err = capsys.readouterr().err
+        assert code == 4 and len(err.splitlines()) == 1, err
+        assert f"{flag} {manifest} lies inside the bundled sample's read-only cache" in err
+    finally:
+        if manifest.read_bytes() != before:
+            manifest.write_bytes(before)
