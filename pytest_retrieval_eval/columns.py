@@ -119,7 +119,8 @@ class Columns:
                 raise DataError(
                     f"retrieval_eval_custom_retriever: store name {name!r} is "
                     f"{'given twice' if name in seen else 'not usable or taken'}; give each "
-                    "store a name of its own (no ',' or '+', none of the run's retrievers)")
+                    "store a name of its own (no ',', '+' or control characters, none of "
+                    "the run's retrievers)")
             seen.add(name)
         return named
 

@@ -133,6 +133,14 @@ def parse_retrievers(value: str) -> tuple[str, ...]:
     )
 
     valid = (*BUILTIN_RETRIEVERS, CUSTOM_RETRIEVER)
+    cut = next((n for n in names if n.count("[") != n.count("]")
+                or n.count("{") != n.count("}")), None)
+    if cut is not None:  # "pkg:Class+x:[1,2]" split at its comma into "…+x:[1" and "2]"
+        raise argparse.ArgumentTypeError(
+            f"retriever list {str(value).strip()!r}: a comma ends a retriever, so {cut!r} is "
+            "cut there and a list cannot be an argument's value; an argument takes one "
+            "number, boolean or word (module:Class+key:value): pass a list through a "
+            "no-argument factory (module:make_store) or the class's default")
     for name in names:
         if name.startswith(RUN_PREFIX):  # "run:PATH", a TREC run file: read at session start
             if not name[len(RUN_PREFIX):].strip():

@@ -195,6 +195,7 @@ def _ini(config: pytest.Config, opt: Option) -> Any:
     """The ini twin's value (None: not set). A string is read as on the command line; under
     pytest >= 9 a TOML-mode file may give the option's native type instead (a list of ks, a
     whole number, a boolean): :func:`_native_text`."""
+    from_toml = False
     try:
         raw = config.getini(opt.dest)
     except (ValueError, TypeError, pytest.UsageError) as exc:  # pytest's "bool", or TOML types
@@ -204,7 +205,10 @@ def _ini(config: pytest.Config, opt: Option) -> Any:
                 raise pytest.UsageError(f"ini option {opt.dest}: {exc}; give true or false"
                                         ) from None
             raise _type_error(opt, str(exc)) from None
+        from_toml = True
     if opt.is_flag:  # unset: None, or [] under pytest < 9 (its default for a None default)
+        if isinstance(raw, list) and (raw or from_toml):  # TOML's [true]: never read as unset
+            raise _type_error(opt, f"list {raw!r}")
         if not isinstance(raw, (bool, str, list)) and raw is not None:  # TOML's 1, 1.0, ...
             raise _type_error(opt, f"{type(raw).__name__} {raw!r}")
         if isinstance(raw, str):  # a string in a TOML-mode file: read as in an ini file
@@ -358,18 +362,72 @@ def _check_outputs_apart(settings: Settings) -> None:
     if not settings.enabled or all(p is None for _, p in outputs):
         return
     from .data.dataset import KNOWN, SAMPLE_NAME, SAMPLE_PATH
-    from .io.user_files import first_clash
+    from .io.user_files import first_clash, inside_folder
 
     data = settings.data.strip()
     data_path = (SAMPLE_PATH if data == SAMPLE_NAME else None if data in KNOWN
                  else Path(data).expanduser())
     clash = first_clash(outputs, [("--retrieval-eval-data", data_path),
-                                  ("--retrieval-eval-compare", settings.compare)])
+                                  ("--retrieval-eval-compare", settings.compare),
+                                  *retriever_inputs(settings.retrievers, settings.rootdir)])
     if clash is not None:
         option, path, other = clash
         raise pytest.UsageError(
             f"{option} {path} is the file {other} names: writing it would replace that file; "
             f"give {option} a path of its own")
+    from .vectors.cache import bundled_cache_dir, default_cache_dir
+
+    caches: list[tuple[str, Path]] = [
+        ("the run's cache (--retrieval-eval-cache)", settings.cache_dir or default_cache_dir()),
+              ("the bundled sample's read-only cache", bundled_cache_dir())]
+    for option, given in outputs:
+        for what, root in caches:
+            if given is not None and inside_folder(given, root):
+                raise pytest.UsageError(
+                    f"{option} {given} lies inside {what} {root}: writing it could replace a "
+                    f"cache file; give {option} a path outside that folder")
+
+
+def retriever_inputs(retrievers: tuple[str, ...],
+                     rootdir: Path | None) -> list[tuple[str, Path]]:
+    """The files the run's retrievers read, labelled as the retriever is named: a
+    ``run:PATH`` file; every word of a ``cmd:`` command that names an existing file (from the
+    rootdir, where the command runs), its executable as found on PATH too; a dotted-path
+    retriever's module file (found without importing the module itself)."""
+    import importlib.util
+    import shutil
+
+    from .retrievers.command import PREFIX as CMD_PREFIX
+    from .retrievers.command import parse_command
+    from .retrievers.loader import is_dotted
+    from .retrievers.variants import split_dotted
+
+    base = rootdir if rootdir is not None else Path.cwd()
+    found: list[tuple[str, Path]] = []
+    for name in retrievers:
+        label = f"--retrieval-eval-retriever {name}"
+        if name.startswith(RUN_PREFIX):
+            found.append((label, Path(name[len(RUN_PREFIX):]).expanduser()))
+        elif name.startswith(CMD_PREFIX):
+            try:
+                argv = parse_command(name)
+            except Exception:
+                continue  # options.py refused it already
+            for index, word in enumerate(argv):
+                path = base / Path(word).expanduser()
+                if path.is_file():
+                    found.append((label, path))
+                elif index == 0 and (which := shutil.which(word)) is not None:
+                    found.append((label, Path(which)))
+        elif is_dotted(name):
+            module = split_dotted(name)[0].partition(":")[0]
+            try:
+                spec = importlib.util.find_spec(module)
+            except Exception:  # ImportError, ValueError: the loader says it at start-up
+                continue
+            if spec is not None and spec.origin and Path(spec.origin).is_file():
+                found.append((label, Path(spec.origin)))
+    return found
 
 
 def _check_regular_target(option: str, value: Path) -> None:

@@ -5,12 +5,16 @@ runs this same command through :func:`.console.main`."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import RetrievalEvalError, write_fault
-from ..io.user_files import TargetRefused
+from ..io.user_files import TargetRefused, sweep_dead_temps
 from ..options import positive_int
 from .args import file_path, write_fitted
 from .progress_bar import ProgressBar
@@ -62,6 +66,25 @@ def _check_pool(args: argparse.Namespace, preset: GeneratorConfig,
         f"stay unique); {fix}")
 
 
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (``timeout``, a CI cancel, a container stop) handled as Ctrl-C is: raised as
+    ``KeyboardInterrupt``, so the write removes its temp file. The old handler comes back
+    after; off the main thread (where no handler can be set) nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Write the dataset; one summary line on ``out``, the progress bar on ``err``."""
     from ..data.generator import PRESETS, write_dataset
@@ -74,8 +97,10 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     _check_pool(args, preset, config)
     bar = None if args.no_progress else ProgressBar(err)
     began = time.monotonic()
+    sweep_dead_temps(args.out.parent)  # what killed generates left, whatever their OUT
     try:
-        size = write_dataset(config, args.out, bar)
+        with _sigterm_as_interrupt():
+            size = write_dataset(config, args.out, bar)
     except OSError as exc:
         if isinstance(exc, TargetRefused):  # a FIFO, device, socket or folder stands there
             advice = "give the path of a regular file"

@@ -140,6 +140,15 @@ def _check_apart(option: str, output: Path | None, reports: list[Path]) -> None:
     if clash is not None:
         raise CompareError(f"{option} {output} is the report {clash[2]}: writing it would "
                            f"replace that report; give {option} a path of its own")
+    from ..io.user_files import inside_folder
+    from ..vectors.cache import bundled_cache_dir, default_cache_dir
+
+    for what, root in (("the cache", default_cache_dir()),
+                       ("the bundled sample's read-only cache", bundled_cache_dir())):
+        if output is not None and inside_folder(output, root):
+            raise CompareError(f"{option} {output} lies inside {what} {root}: writing it "
+                               f"could replace a cache file; give {option} a path outside "
+                               "that folder")
 
 
 def _compare_two(args: argparse.Namespace, paths: list[Path],

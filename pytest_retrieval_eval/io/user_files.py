@@ -18,7 +18,8 @@
   run reads or writes otherwise (by resolved path, and by device and inode: a hard link or a
   second mount), so a report never replaces its dataset, its base or another output.
 * A write removes what killed writes to the same target left (:func:`sweep_temps`): the
-  temp names hold the writer's host and pid, so a live writer's temp is never touched.
+  temp names hold the writer's host and pid, so a live writer's temp is never touched;
+  :func:`sweep_dead_temps` removes a folder's temps of dead writers whatever their target.
 * :func:`json_text` is the one JSON encoding of what the plugin writes: ``allow_nan=False``,
   so a NaN or infinity is refused (``ValueError``) instead of written as non-JSON.
 
@@ -43,9 +44,10 @@ from typing import Any, BinaryIO
 from ..errors import write_fault
 from .checksums import file_mode, owner_is_dead, owner_tag
 
-__all__ = ["TargetRefused", "TooLarge", "append_text", "fault", "first_clash", "json_text",
+__all__ = ["TargetRefused", "TooLarge", "append_text", "fault", "first_clash", "inside_folder",
+           "json_text",
            "parse_json", "read_small", "replace_file", "replace_text", "resolve_target",
-           "same_file", "sweep_temps", "temp_prefix"]
+           "same_file", "sweep_dead_temps", "sweep_temps", "temp_prefix"]
 
 
 class TargetRefused(OSError):
@@ -100,6 +102,13 @@ def same_file(a: Path, b: Path) -> bool:
     except (OSError, ValueError):
         return False
     return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+def inside_folder(path: Path, folder: Path) -> bool:
+    """Whether ``path`` (symlinks resolved) lies in ``folder`` or below it: an output
+    inside a cache folder could replace a cache file."""
+    target, root = Path(os.path.realpath(path)), Path(os.path.realpath(folder))
+    return target == root or root in target.parents
 
 
 def first_clash(outputs: Sequence[tuple[str, Path | None]],
@@ -195,6 +204,36 @@ def sweep_temps(target: Path) -> int:
                         STALE_TEMP_SECONDS:
                     continue
             elif _OLD_TEMP_RE.fullmatch(rest) is None:
+                continue
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            os.unlink(entry.path)
+            removed += 1
+        except OSError:
+            continue
+    return removed
+
+
+#: Any temp name :func:`_new_temp` gives: ``.<target name>.<host>-<pid>-<n>.tmp``.
+_ANY_TEMP_RE = re.compile(r"\..+\.([A-Za-z0-9]+)-(\d+)-\d+\.tmp")
+
+
+def sweep_dead_temps(folder: Path) -> int:
+    """Remove from ``folder`` the temps of writers on this host that are dead, whatever
+    target they were written for (a killed ``generate`` to another name); returns how many.
+    Only names :func:`_new_temp` gives are touched, and only a dead pid's."""
+    this_host = owner_tag().rsplit("-", 1)[0]
+    removed = 0
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0
+    for entry in entries:
+        match = _ANY_TEMP_RE.fullmatch(entry.name)
+        if match is None or match.group(1) != this_host:
+            continue
+        try:
+            if not owner_is_dead(this_host, int(match.group(2))):
                 continue
             if not entry.is_file(follow_symlinks=False):
                 continue

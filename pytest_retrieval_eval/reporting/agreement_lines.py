@@ -63,16 +63,17 @@ def agreement_lines(cmp: Mapping[str, Any], verbose: bool = False) -> list[str]:
     return lines
 
 
-def agreement_markdown(cmp: Mapping[str, Any], cell: Any) -> list[str]:
+def agreement_markdown(cmp: Mapping[str, Any], cell: Any, span: Any) -> list[str]:
     """The agreement as Markdown lines (a bullet per lane, its question types nested),
-    ``cell`` escaping text for a table cell; [] when the comparison holds none."""
+    ``cell`` escaping text for a table cell, ``span`` making a name a code span; [] when the
+    comparison holds none."""
     found = cmp.get("agreement")
     if not isinstance(found, Mapping) or not found:
         return []
     ks = [int(k) for k in cmp["ks"]]
     body: list[str] = []
     for label, figures in found.items():
-        body.append(f"- `{cell(label)}`: {_words(figures['overall'], ks)}")
+        body.append(f"- {span(label)}: {_words(figures['overall'], ks)}")
         body.extend(f"  - {cell(qtype)}: {_words(f, ks)}"
                     for qtype, f in figures["by_type"].items())
     return body

@@ -40,8 +40,23 @@ _UNREADABLE = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 DIAGNOSTICS_WIDTH = 10_000
 
 
+#: Characters that start Markdown emphasis, code, links, strike-through or a table's cell
+#: break, escaped with a backslash; ``&``, ``<`` and ``>`` become entities (no live HTML).
+_MARKDOWN_MARKS = frozenset("\\`*_[]~|#!")
+_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+
+
+def inert(text: object) -> str:
+    """``text`` as plain Markdown text that renders as written: control characters escaped
+    (no newline ends a table row), Markdown marks backslash-escaped and HTML's ``&<>`` as
+    entities, so ``**c**``, ``<img src=x onerror=…>`` and ``|`` in a retriever's name are shown,
+    never live (in a table cell, a heading and ``$GITHUB_STEP_SUMMARY`` alike)."""
+    return "".join(_ENTITIES.get(c) or (f"\\{c}" if c in _MARKDOWN_MARKS else c)
+                   for c in printable(text))
+
+
 def _cell(text: object) -> str:
-    return str(text).replace("|", "\\|")
+    return inert(text)
 
 
 def code(text: object, in_table: bool = False) -> str:
@@ -64,7 +79,7 @@ def code(text: object, in_table: bool = False) -> str:
 
 def _table(head: Sequence[str], rows: Sequence[Sequence[str]], right_from: int = 1) -> list[str]:
     align = [":--" if i < right_from else "--:" for i in range(len(head))]
-    return ["| " + " | ".join(_cell(h) for h in head) + " |",
+    return ["| " + " | ".join(head) + " |",  # heads hold names made inert where built
             "| " + " | ".join(align) + " |",
             *("| " + " | ".join(row) + " |" for row in rows)]
 
@@ -120,7 +135,7 @@ def _family_table(summary: Mapping[str, Any], retrievers: Sequence[str],
                   *, digits: int = 3, bold: bool = True) -> list[str]:
     """One family's table: a row per question type and overall, a column per retriever and
     cut-off (``k``, or a budget ``500tok``), the strictly best value of a column bold."""
-    head = ["question type", "n", *(f"{r} @{k}" for r in retrievers for k in cuts)]
+    head = ["question type", "n", *(f"{inert(r)} @{k}" for r in retrievers for k in cuts)]
     rows = []
     for qtype in [*qtypes, "overall"]:
         entries = [summary[r]["overall"] if qtype == "overall"
@@ -154,7 +169,10 @@ def strict_best(values: Sequence[float | None]) -> int | None:
 
 def _details(summary: str, body: Sequence[str]) -> list[str]:
     """A collapsed ``<details>`` block (GitHub renders Markdown inside after a blank line)."""
-    return ["<details>", f"<summary>{summary}</summary>", "", *body, "", "</details>", ""]
+    # An HTML block: Markdown (code spans too) is not read inside <summary>, so what it holds
+    # of names is made inert as HTML text.
+    html = "".join(_ENTITIES.get(c, c) for c in summary)
+    return ["<details>", f"<summary>{html}</summary>", "", *body, "", "</details>", ""]
 
 
 def _diagnostics(report: Mapping[str, Any], retrievers: Sequence[str]) -> list[str]:
@@ -206,7 +224,9 @@ def comparison_markdown(cmp: Mapping[str, Any]) -> str:
         qtypes = [t for t in qtypes if t != "overall"] + ["overall"]
         head = ["question type", "n"]
         for r in retrievers:
-            head += [f"{r} m", f"{r} base → new", f"{r} Δ [95% CI]", f"{r} p (Holm)"]
+            name = inert(r)
+            head += [f"{name} m", f"{name} base → new", f"{name} Δ [95% CI]",
+                     f"{name} p (Holm)"]
         table = []
         for qtype in qtypes:
             present = [by[(r, qtype)] for r in retrievers if (r, qtype) in by]
@@ -233,7 +253,7 @@ def comparison_markdown(cmp: Mapping[str, Any]) -> str:
                   and (words := detectable_words(x)) is not None]
         if notes:
             lines.extend([*(f"- {note}" for note in notes), ""])
-    agreement = agreement_markdown(cmp, _cell)
+    agreement = agreement_markdown(cmp, _cell, code)
     if agreement:
         lines.extend(_details("Agreement of the rankings (identical top k, mean overlap@k)",
                               agreement))

@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import RetrievalEvalError, one_line
+from ..errors import RetrievalEvalError, one_line, printable
 from .base import Persona, Query, Retriever, _option
 from .bm25 import BM25Retriever
 from .command import PREFIX as COMMAND_PREFIX
@@ -167,9 +167,10 @@ def load_dotted(path: str) -> Retriever:
 
 def usable_name(name: object) -> str | None:
     """``name`` when it can be a column (a non-empty, stripped string with no ``,`` or
-    ``+``: the list separator and the what-if mark), else None."""
+    ``+``: the list separator and the what-if mark, and no control or format character: a
+    newline would break the terminal's lines, node ids and Markdown rows), else None."""
     if isinstance(name, str) and name.strip() and name == name.strip() and "," not in name \
-            and "+" not in name:
+            and "+" not in name and name.isprintable():
         return name
     return None
 
@@ -223,11 +224,35 @@ def describe_dotted(selector: str) -> UserRetriever:
         raise RetrievalEvalError(
             f"retriever '{selector}' takes no parameters: only a class or a factory is given "
             "key:value arguments; drop the +key:value parts")
+    if kwargs:
+        _check_arguments(selector, obj, kwargs)
     name = _static_name(obj)
     if name is not None and rest:
         name = f"{name}+{rest}"
     return UserRetriever(selector, name, obj,
                          lambda: _instantiate(selector, obj, default_name, kwargs))
+
+
+def _check_arguments(selector: str, obj: Any, kwargs: dict[str, Any]) -> None:
+    """Every ``+key:value`` names a parameter of the class (or factory), checked at start-up
+    so a typo is one usage line, not one failure per item. A signature that cannot be read,
+    or one taking ``**kwargs``, lets anything through (the constructor says then)."""
+    try:
+        parameters = inspect.signature(obj).parameters.values()
+    except (TypeError, ValueError):
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return
+    names = [p.name for p in parameters
+             if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                           inspect.Parameter.KEYWORD_ONLY)]
+    unknown = next((key for key in kwargs if key not in names), None)
+    if unknown is not None:
+        what = getattr(obj, "__qualname__", None) or repr(obj)
+        takes = ", ".join(names) if names else "no parameters"
+        raise RetrievalEvalError(
+            f"retriever '{selector}': {what} takes no argument '{unknown}'; it takes "
+            f"{takes}; pass those as module:Class+key:value")
 
 
 def _is_factory_with_kwargs(obj: object) -> bool:
@@ -243,8 +268,9 @@ def describe_object(name: str | None, obj: object, origin: str) -> UserRetriever
     column = usable_name(own)
     if column is None:
         raise RetrievalEvalError(
-            f"{origin}: a store has no usable name ({own!r}); give it a class attribute "
-            "name = '...' without ',' or '+', or return a mapping name -> store")
+            f"{origin}: a store has no usable name ({printable(repr(own))}); give it a class "
+            "attribute name = '...' without ',', '+' or control characters, or return a "
+            "mapping name -> store")
     if not (isinstance(obj, type) or _has_rank(obj) or (callable(obj) and _is_factory(obj))):
         raise RetrievalEvalError(
             f"{origin}: store {column!r} is not a Retriever: give a class or object with "

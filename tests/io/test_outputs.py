@@ -119,3 +119,46 @@ def test_a_killed_generate_is_swept_by_the_next(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert _temps(tmp_path) == [] and out.stat().st_size > 0
+
+
+def _generate(out: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-m", "pytest_retrieval_eval.generator",
+                             "--preset", "full_m", "--no-progress", str(out)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def test_a_generate_stopped_by_sigterm_removes_its_temp(tmp_path: Path) -> None:
+    """34.9: SIGTERM (``timeout``, CI cancels, container stops) is handled as Ctrl-C is."""
+    out = tmp_path / "m.json"
+    proc = _generate(out)
+    try:
+        deadline = time.monotonic() + 60
+        while not _temps(tmp_path) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _temps(tmp_path), "generate began writing"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    assert proc.returncode == 130, err
+    assert b"interrupted" in err and b"Traceback" not in err, err
+    assert _temps(tmp_path) == [] and not out.exists()
+
+
+def test_generate_sweeps_dead_writers_temps_whatever_their_target(tmp_path: Path) -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    host = checksums.owner_tag().rsplit("-", 1)[0]
+    left = tmp_path / f".big.json.{host}-{dead.pid}-3.tmp"  # a killed `generate big.json`
+    live = tmp_path / f".big.json.{host}-{os.getpid()}-4.tmp"
+    mine = tmp_path / ".notes.tmp"
+    for path in (left, live, mine):
+        path.write_text("partial")
+    done = subprocess.run([sys.executable, "-m", "pytest_retrieval_eval.generator",
+                           "--preset", "sample", "--no-progress", str(tmp_path / "s.json")],
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert not left.exists() and live.exists() and mine.exists()

@@ -118,6 +118,11 @@ def test_toml_strings_are_read_as_in_an_ini_file(pytester: pytest.Pytester) -> N
     ("retrieval_eval_no_model = 1",
      "ini option retrieval_eval_no_model takes a boolean, "
      "e.g. retrieval_eval_no_model = true; got int 1"),
+    ("retrieval_eval_no_model = [true]",
+     "ini option retrieval_eval_no_model takes a boolean, "
+     "e.g. retrieval_eval_no_model = true; got list [True]"),
+    ("retrieval_eval_no_model = []",
+     "ini option retrieval_eval_no_model takes a boolean, *; got list []"),
     ("retrieval_eval_pooling = true",
      "ini option retrieval_eval_pooling takes a string, "
      "e.g. retrieval_eval_pooling = \"mean\"; got bool True"),
@@ -136,6 +141,17 @@ def test_a_wrong_toml_type_is_one_line(pytester: pytest.Pytester, line: str,
     assert len(lines) == 1, lines
     result.stderr.fnmatch_lines([f"ERROR: {message}"])
     assert "true or false" not in lines[0] or "no_model" in line
+
+
+@needs_native_toml
+def test_the_switch_as_a_toml_list_is_one_line(pytester: pytest.Pytester) -> None:
+    """``retrieval_eval = [true]`` is no silent "off": the same one-line type error."""
+    pytester.makefile(".toml", pytest="[pytest]\nretrieval_eval = [true]\n")
+    result = pytester.runpytest("-p", "no:randomly", "-p", "no:cacheprovider")
+    assert result.ret == USAGE_ERROR
+    lines = [text for text in result.stderr.lines if text.strip()]
+    assert lines == ["ERROR: ini option retrieval_eval takes a boolean, e.g. retrieval_eval = "
+                     "true; got list [True]"], lines
 
 
 def test_a_bad_ini_string_names_no_boolean_unless_a_flag(pytester: pytest.Pytester) -> None:

@@ -3,6 +3,8 @@ gained/lost lists folded into <details>."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from pytest_retrieval_eval.reporting import compare as cmp
@@ -72,3 +74,35 @@ def test_diagnostics_fold_in_overall_and_per_question_type() -> None:
     assert seen["verbose"] is True
     assert "- fts: 1 of 1 pairs returned no rows\n  - multi-session: 1 of 1 returned no rows" \
         in text
+
+
+HOSTILE = ("**c**", "<img src=x onerror=alert(1)>", "a|b", "x\ny", "[l](http://e)")
+
+
+def _cells(line: str) -> int:
+    return len(re.findall(r"(?<!\\)\|", line))
+
+
+def test_hostile_retriever_names_reach_the_markdown_inert() -> None:
+    """34.10: emphasis, HTML, a pipe, a newline and a link in a retriever's name are shown as
+    written, in table heads, cells, details summaries and lists: never live."""
+    rows = [("q1", "multi-session", 0.0), ("q2", "multi-session", 1.0)]
+    base = make_report({name: rows for name in HOSTILE}, ks=(1,))
+    new = make_report({name: [("q1", "multi-session", 1.0), ("q2", "multi-session", 1.0)]
+                       for name in HOSTILE}, ks=(1,))
+    texts = [markdown.summary_markdown(base),
+             markdown.comparison_markdown(cmp.compare_reports(base, new))]
+    for text in texts:
+        live = re.sub(r"(`+).*?\1", "", text)  # code spans show their text as written
+        assert "<img" not in live and "**c**" not in live and "[l](http" not in live
+        assert "\\*\\*c\\*\\*" in text and "&lt;img src=x onerror=alert(1)&gt;" in text
+        for table in [t for t in text.split("\n\n") if t.startswith("| ")]:
+            widths = {_cells(line) for line in table.splitlines()}
+            assert len(widths) == 1, table  # a | or a newline split no row
+    details = texts[1].split("<summary>")[1].split("</summary>")[0]
+    assert "<img" not in details and "&lt;img" in details
+
+
+def test_inert_keeps_plain_names_as_they_are() -> None:
+    assert markdown.inert("hybrid+fts:or") == "hybrid+fts:or"
+    assert markdown.inert("a|b") == "a\\|b" and markdown.inert("x\ny") == "x\\\\ny"

@@ -93,8 +93,8 @@ def test_a_class_is_named_and_read_without_being_built(module: types.ModuleType)
 def test_arguments_only_go_to_a_class_or_a_factory(module: types.ModuleType) -> None:
     with pytest.raises(RetrievalEvalError, match="'user_stores_28:fn\\+ef:1' takes no param"):
         describe_dotted("user_stores_28:fn+ef:1")
-    with pytest.raises(RetrievalEvalError, match=r"creating it failed \(TypeError"):
-        get_retriever("user_stores_28:Store+nope:1")
+    with pytest.raises(RetrievalEvalError, match="Store takes no argument 'nope'; it takes "):
+        get_retriever("user_stores_28:Store+nope:1")  # said before anything is built
 
 
 def test_a_hook_store_needs_a_usable_name(module: types.ModuleType) -> None:
@@ -104,3 +104,13 @@ def test_a_hook_store_needs_a_usable_name(module: types.ModuleType) -> None:
         describe_object("a+b", module.Store, "hook")
     with pytest.raises(RetrievalEvalError, match="is not a Retriever"):
         describe_object("x", 42, "hook")
+
+
+@pytest.mark.parametrize("name", ["a\nb", "a\x1b[31mb", "a\u202eb", "a\tb"])
+def test_a_hook_store_name_with_control_characters_is_one_line(module: types.ModuleType,
+                                                                name: str) -> None:
+    """34.10: a newline would break the terminal's lines, the node ids and the Markdown."""
+    with pytest.raises(RetrievalEvalError, match="no usable name") as caught:
+        describe_object(name, module.Store, "hook")
+    message = str(caught.value)
+    assert message.isprintable() and "control characters" in message
