@@ -97,7 +97,7 @@ def test_one_statement_per_call_and_the_and_lists_rows_answered_unasked(
     statements: list[str] = []
 
     class Counting(sqlite3.Connection):
-        def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:  # type: ignore[override]
+        def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
             statements.append(sql)
             return super().execute(sql, *args)
 
