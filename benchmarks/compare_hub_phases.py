@@ -210,11 +210,29 @@ def scaled_report(pairs: int, seed: int, shift: float) -> dict[str, Any]:
                     "notes": {}, "latency_ms": {"query_embedding": None, "retrieval": 1.5},
                     "returned": {"1": 1, "5": 5, "10": 10},
                     "fusion": {k: {"semantic": True, "fts": False} for k in ("1", "5", "10")},
-                    "component_sizes": {"semantic": 40, "fts": 2}})
+                    "component_sizes": {"semantic": 40, "fts": 2},
+                    "explain": _explain_facts(qid)})
     return {"schema_version": SCHEMA_VERSION,
             "dataset": {"name": "synthetic", "sha256": "0" * 64}, "lane": "model-free",
             "model": {"name": "synthetic"}, "ks": [1, 5, 10], "retrievers": ["hybrid"],
             "pairs": out}
+
+
+def _explain_facts(qid: str) -> dict[str, Any]:
+    """A hybrid pair's explain facts as this version records them (about 1 KB compact):
+    compare's slim read skips them while parsing (issue 34, item 16)."""
+    shown = [f"{qid}_s{r}" for r in range(10)] + [f"answer_{qid}_1", f"answer_{qid}_2"]
+    return {"gold_ranks": {shown[-2]: 12, shown[-1]: None}, "searched": 40,
+            "fusion": {"rrf_k": 25, "recency": 0.0, "fts_mode": "and",
+                       "fts_match": '"How" "many" "weeks" "ago" "did" "I" "move?"',
+                       "semantic_rows": 40, "fts_rows": 2,
+                       "gold": {shown[-2]: {"semantic": 12, "fts": None},
+                                shown[-1]: {"semantic": None, "fts": None}},
+                       "rows": [[r + 1, None] for r in range(len(shown))],
+                       "words": ["How", "many", "weeks", "ago", "did", "I", "move?"],
+                       "tokens": [["how"], ["mani"], ["week"], ["ago"], ["did"], ["i"],
+                                  ["move"]],
+                       "words_total": 7, "matched": [r * 7 % 128 for r in range(len(shown))]}}
 
 
 def compare_memory_phase(results: Results) -> None:

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,9 +32,9 @@ from typing import Any
 from ..errors import DataError
 from ..io.user_files import TargetRefused, TooLarge, read_small
 from .dataset import check_regular_file
-from .json_stream import MAX_DEPTH, _NestingGuard, _TooDeep
+from .json_stream import MAX_DEPTH, _ijson, _LoneSurrogate, _NestingGuard, _TooDeep
 
-__all__ = ["MAX_DEPTH", "read_json_file"]
+__all__ = ["MAX_DEPTH", "read_json_file", "stream_json_file"]
 
 _CHUNK = 1 << 20
 
@@ -86,3 +88,52 @@ def read_json_file(path: Path, *, what: str, fix: str, max_bytes: int,
                         f"{exc.colno}: truncated or damaged); {fix}") from None
     except RecursionError:  # pragma: no cover - the depth bound comes first
         raise DataError(f"{what} {path}: nests JSON too deeply; {fix}") from None
+
+
+class _Bounded:
+    """A file read at most ``limit`` bytes: one more is a ``ValueError`` (it grew)."""
+
+    def __init__(self, f: Any, limit: int) -> None:
+        self.f, self.left = f, limit + 1
+
+    def read(self, size: int = -1) -> bytes:
+        chunk: bytes = self.f.read(self.left if size < 0 else min(size, self.left))
+        self.left -= len(chunk)
+        if self.left <= 0:
+            raise ValueError("larger than the bound")
+        return chunk
+
+
+def stream_json_file(path: Path, *, max_bytes: int, max_depth: int = MAX_DEPTH,
+                     map_type: type[dict[str, Any]] = dict) -> object | None:
+    """The JSON value in ``path`` parsed as its bytes are read (ijson's C backend: the text is
+    never held whole), each object built as a ``map_type`` (a dict subclass whose
+    ``__setitem__`` may drop what its caller does not need, so the value's memory depends on
+    what is kept, not on the file's size); None where anything is amiss (not a regular
+    file, larger than ``max_bytes``, nested past ``max_depth``, a lone surrogate escape, not
+    valid JSON or UTF-8, a BOM...): the caller then reads the file with
+    :func:`read_json_file`, which names the fault in one line exactly as before."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
+            return None
+        os.set_blocking(fd, True)
+        with os.fdopen(os.dup(fd), "rb") as f:
+            guard = _NestingGuard(_Bounded(f, max_bytes), 0, limit=max_depth)
+            values = _ijson().items(guard, "", use_float=True, map_type=map_type)
+            value: object = next(values, None)
+            if value is None or next(values, None) is not None:  # pragma: no cover
+                return None
+            return value
+    except (_TooDeep, _LoneSurrogate, ValueError, OSError, RecursionError):
+        return None
+    except Exception as exc:  # ijson's errors (JSONError and its kinds)
+        if type(exc).__module__.startswith("ijson"):
+            return None
+        raise
+    finally:
+        os.close(fd)

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import RetrievalEvalError, printable
+from .explain_facts import full_facts
 from .text_width import fit_lines
 
 __all__ = ["ExplainError", "diff_lines", "explain_lines", "lane_diff_lines", "pair_lines"]
@@ -247,7 +248,7 @@ def pair_lines(pair: Mapping[str, Any], top: int) -> list[str]:
     ranked = [str(x) for x in pair.get("ranked") or []][:top]
     lines = [f"{name}: top {top}" + ("" if len(ranked) >= top else
                                        f" ({len(ranked)} rows returned)")]
-    facts = pair.get("explain")
+    facts = full_facts(pair)
     rows = _rows_of(facts)
     said = [_row_text(rows.get(mem_id), facts, mem_id) for mem_id in ranked]
     # "(gold)" beside a bare id; where the rows' parts stand in a column, "*" alone says it
@@ -392,7 +393,7 @@ def lane_diff_lines(base: Mapping[str, Any], new: Mapping[str, Any], top: int) -
     gold_set = set(gold)
     b_top = [str(x) for x in base.get("ranked") or []][:top]
     n_top = [str(x) for x in new.get("ranked") or []][:top]
-    b_facts, n_facts = base.get("explain"), new.get("explain")
+    b_facts, n_facts = full_facts(base), full_facts(new)
     title = b_name if b_name == n_name else f"{b_name} -> {n_name}"
     lines = [f"{title}: top {top} (base, new rank; + entered, - left; * gold)"]
     order = [*n_top, *(x for x in b_top if x not in set(n_top))]

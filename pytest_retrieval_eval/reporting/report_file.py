@@ -20,7 +20,7 @@ import numbers
 from pathlib import Path
 from typing import Any
 
-from ..data.json_file import read_json_file
+from ..data.json_file import read_json_file, stream_json_file
 from ..errors import DataError, RetrievalEvalError
 from ..scoring.budget import is_tokens_key
 from .report import SCHEMA_VERSION
@@ -48,11 +48,14 @@ def load_report(path: Path, *, slim: bool = False) -> dict[str, Any]:
     dropped as the file is parsed, with equal metric values sharing one float: a 50,000-pair
     report then takes about a fifth of the memory.
     """
-    try:
-        data = read_json_file(Path(path), what="report", fix=_FIX, max_bytes=MAX_REPORT_BYTES,
-                              object_hook=_Slimmer() if slim else None)
-    except DataError as exc:
-        raise CompareError(str(exc)) from None
+    data = _streamed_slim(Path(path)) if slim else None
+    if data is None:
+        try:
+            data = read_json_file(Path(path), what="report", fix=_FIX,
+                                  max_bytes=MAX_REPORT_BYTES,
+                                  object_hook=_Slimmer() if slim else None)
+        except DataError as exc:
+            raise CompareError(str(exc)) from None
     check_report(data, str(path))
     assert isinstance(data, dict)
     return dict(data)
@@ -73,16 +76,65 @@ class _Slimmer:
 
     def __call__(self, obj: dict[str, Any]) -> dict[str, Any]:
         if "question_id" in obj and "retriever" in obj and isinstance(obj.get("metrics"), dict):
-            metrics = obj["metrics"]
-            for key, value in metrics.items():
-                if type(value) is float and value == value:  # NaN is checked and named later
-                    metrics[key] = self.floats.setdefault(value, value)
-            ranked = obj.get("ranked")
-            if isinstance(ranked, list):  # ids repeat across retrievers: one str each
-                obj["ranked"] = [self.ids.setdefault(x, x) if isinstance(x, str) else x
-                                 for x in ranked]
+            for key in ("metrics", "ranked"):
+                if key in obj:
+                    obj[key] = self.shared(key, obj[key])
             return {key: obj[key] for key in PAIR_FIELDS if key in obj}
         return obj
+
+    def share_in_place(self, pair: dict[str, Any]) -> None:
+        """A whole pair's ``ranked`` ids shared (:meth:`shared`), the list kept."""
+        ranked = pair.get("ranked")
+        if isinstance(ranked, list):
+            ranked[:] = self.shared("ranked", ranked)
+
+    def shared(self, key: str, value: Any) -> Any:
+        """A pair's ``metrics`` with equal floats as one object, its ``ranked`` with equal
+        ids as one str (ids repeat across retrievers); any other value as it is."""
+        if key == "metrics" and isinstance(value, dict):
+            return {k: self.floats.setdefault(v, v) if type(v) is float and v == v else v
+                    for k, v in value.items()}  # NaN is checked and named later
+        if key == "ranked" and isinstance(value, list):
+            return [self.ids.setdefault(x, x) if isinstance(x, str) else x for x in value]
+        return value
+
+
+def _streamed_slim(path: Path) -> Any:
+    """The slim report parsed as the file is read (issue 34, item 16): neither the file's
+    bytes nor its text are ever held whole, and each pair's fields past
+    :data:`PAIR_FIELDS` (``explain`` first) are dropped as they are parsed, so the memory
+    depends on the pairs, not on the report's size. None when the stream refuses the file
+    (:func:`..data.json_file.stream_json_file`): the whole read then names the fault."""
+    slimmer = _Slimmer()
+    keys: dict[str, str] = {}
+    last: list[dict[str, Any]] = []  # the pair parsed last: whole once the next one starts
+
+    class SlimDict(dict[str, Any]):
+        """An object as parsed: once it holds ``question_id`` and ``retriever`` (a pair:
+        they come first), a field outside :data:`PAIR_FIELDS` is dropped as it arrives (the
+        parser fills a container after handing it over: a dropped one is freed when
+        done). Keys and floats share one object each as they come; a pair's ``ranked``
+        ids once the next pair starts (:meth:`_Slimmer.share_in_place`)."""
+
+        __slots__ = ()
+
+        def __setitem__(self, key: str, value: Any) -> None:
+            if key in _KEPT or "question_id" not in self or "retriever" not in self:
+                if type(value) is float:
+                    value = slimmer.floats.setdefault(value, value)
+                dict.__setitem__(self, keys.setdefault(key, key), value)
+                if key == "question_id" and "retriever" in self:
+                    if last:
+                        slimmer.share_in_place(last.pop())
+                    last.append(self)
+    data = stream_json_file(path, max_bytes=MAX_REPORT_BYTES, map_type=SlimDict)
+    if not isinstance(data, dict) or not isinstance(data.get("pairs"), list):
+        return data
+    data["pairs"] = [slimmer(dict(p)) if isinstance(p, dict) else p for p in data["pairs"]]
+    return data
+
+
+_KEPT = frozenset(("retriever", "question_id", "question_type", "metrics", "ranked"))
 
 
 def check_report(data: object, name: str, *, version: bool = True) -> None:

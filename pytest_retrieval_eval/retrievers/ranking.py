@@ -24,6 +24,7 @@ ranking inherits, :mod:`.fused_ties`).
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
@@ -40,8 +41,8 @@ from .ranked_output import read_all_positions, read_distinct
 from .reference import FtsRetriever, HybridRetriever
 from .row_facts import row_facts
 
-__all__ = ["REPEATED_IDS", "check_haystack", "explain_facts", "rank_all", "rank_per_k",
-           "split_scored"]
+__all__ = ["REPEATED_IDS", "check_haystack", "compact_facts", "explain_facts", "rank_all",
+           "rank_per_k", "split_scored"]
 
 #: The result record's count of ids a retriever returned again (:func:`rank_per_k`).
 REPEATED_IDS = "repeated_ids"
@@ -247,10 +248,10 @@ def explain_facts(retriever: object, query: Query, gold: Sequence[str],
     "fts": rank}}``, None: not in that list), and for one that exposes ``last_matched``
     (``fts``, ``hybrid`` and their what-ifs) the query words each row matched, as SQLite's
     FTS5 says (:func:`.vipune.fts_matched`): ``words`` (the distinct words asked about),
-    ``tokens`` (each word's FTS5 tokens), ``words_total`` and ``matched`` (``{id: [words]}``,
-    rows that matched none left out), under ``fusion`` or ``fts``, each word cut to
-    :data:`MAX_WORD` characters and :data:`MAX_TOKENS` tokens. All of it is recorded, bounded
-    by the rows shown: explain recomputes nothing."""
+    ``tokens`` (each word's FTS5 tokens), ``words_total`` and ``matched`` (per row a bitmask
+    over ``words``), under ``fusion`` or ``fts``, each word cut to :data:`MAX_WORD`
+    characters and :data:`MAX_TOKENS` tokens. All of it is recorded, bounded by the rows
+    shown, in the compact form of :func:`compact_facts`: explain recomputes nothing."""
     top = max(ks)
     full = _last_scores(retriever)
     searched = dedupe(i for i, _ in full) if full is not None else list(rankings[top])
@@ -289,7 +290,55 @@ def explain_facts(retriever: object, query: Query, gold: Sequence[str],
             "fts_rows": len(rankings[top]),
             **_matched(retriever, shown),
         }
-    return facts
+    return compact_facts(facts, shown)
+
+
+def compact_facts(facts: dict[str, Any], shown: Sequence[str]) -> dict[str, Any]:
+    """``facts`` in the form a report records (issue 35, item 3): what is kept per shown row
+    as lists in the order of ``shown`` (the pair's ``ranked``, then its gold not in it)
+    instead of objects keyed by id. ``rows``: per row null, its score, or ``{"score",
+    "facts"}``, a fused row's score left out where it is the RRF sum of its ranks (what
+    explain adds up); ``fusion.rows``: ``[semantic rank, FTS rank]``; ``matched``: a
+    bitmask over ``words`` (bit n: the row matched ``words[n]``; 0: none).
+    :func:`..reporting.explain.full_facts` gives the long form back."""
+    out = dict(facts)
+    fusion = facts.get("fusion")
+    ranks = fusion.get("rows", {}) if isinstance(fusion, dict) else {}
+    rows = facts.get("rows")
+    if isinstance(rows, dict):
+        kept = [_compact_row(rows.get(mem_id), ranks.get(mem_id), fusion)
+                for mem_id in shown]
+        if any(row is not None for row in kept):
+            out["rows"] = kept
+        else:
+            del out["rows"]
+    for key in ("fusion", "fts"):
+        source = facts.get(key)
+        if not isinstance(source, dict):
+            continue
+        source = out[key] = dict(source)
+        if key == "fusion" and "rows" in source:
+            source["rows"] = [[(ranks.get(i) or {}).get("semantic"),
+                               (ranks.get(i) or {}).get("fts")] for i in shown]
+        if "matched" in source:
+            source["matched"] = [source["matched"].get(i, 0) for i in shown]
+    return out
+
+
+def _compact_row(row: dict[str, Any] | None, ranks: Mapping[str, int | None] | None,
+                 fusion: Mapping[str, Any] | None) -> Any:
+    """One shown row's ``rows`` entry: None (nothing), its score, or the object."""
+    if not row:
+        return None
+    row = dict(row)
+    if ranks is not None and fusion is not None and "score" in row:
+        rrf_k = int(fusion["rrf_k"])
+        total = sum(1.0 / (rrf_k + r) for r in (ranks.get("semantic"), ranks.get("fts")) if r)
+        if math.isclose(row["score"], total, rel_tol=1e-9, abs_tol=1e-12):
+            del row["score"]  # explain adds it up from the ranks
+    if not row:
+        return None
+    return row["score"] if list(row) == ["score"] else row
 
 
 def _list_ranks(lists: Mapping[str, Sequence[str]],
@@ -313,7 +362,13 @@ def _matched(retriever: object, shown: Sequence[str]) -> dict[str, Any]:
     return {"words": [_word(w) for w in got.words],
             "tokens": [[_word(t) for t in tokens[:MAX_TOKENS]] for tokens in got.tokens],
             "words_total": int(got.total),
-            "matched": {i: [_word(w) for w in words] for i, words in got.matched.items()}}
+            "matched": {i: _mask(got.words, words) for i, words in got.matched.items()}}
+
+
+def _mask(asked: Sequence[str], words: Iterable[str]) -> int:
+    """The words a row matched as a bitmask over ``asked`` (bit n: the n-th word)."""
+    position = {w: n for n, w in enumerate(asked)}
+    return sum(1 << position[w] for w in dict.fromkeys(words))
 
 
 #: A recorded word (or token) is cut to this many characters, a word to this many tokens: the

@@ -111,7 +111,9 @@ class HybridRetriever:
         self.last_scores = list(parts.candidates or parts.fused)
         self.last_fusion = partial(self._fusion_inputs, persona, query,
                                    semantic or parts.semantic, parts.fts, lim, recency)
-        self.last_matched = partial(_matched, self.name, self.project_id, persona, query)
+        self.last_matched = partial(_matched, self.name, self.project_id, persona, query,
+                                    [i for i, _ in parts.fts] if self.fts_mode == "and"
+                                    else ())
         return [mem_id for mem_id, _ in parts.fused]
 
     def _fusion_inputs(self, persona: Persona, query: Query,
@@ -209,7 +211,9 @@ class FtsRetriever:
             raise _store_error(self.name, query, exc) from None
         self.last_scores = [(mem_id, -score) for mem_id, score in results]
         self.last_tied_past = partial(self._tied_past, persona, query, results, lim)
-        self.last_matched = partial(_matched, self.name, self.project_id, persona, query)
+        self.last_matched = partial(_matched, self.name, self.project_id, persona, query,
+                                    [mem_id for mem_id, _ in results] if self.mode == "and"
+                                    else ())
         return [mem_id for mem_id, _ in results]
 
     def _tied_past(self, persona: Persona, query: Query, results: list[vipune.SearchResult],
@@ -223,10 +227,12 @@ class FtsRetriever:
 
 
 def _matched(name: str, project_id: str, persona: Persona, query: Query,
-             ids: Sequence[str]) -> vipune.FtsMatch:
+             matched_all: Sequence[str], ids: Sequence[str]) -> vipune.FtsMatch:
     """The query words each of ``ids`` matched in the persona's store, asked after the
-    search's timing (``last_matched``)."""
+    search's timing (``last_matched``); the rows of vipune's AND list (``matched_all``)
+    matched every word, and FTS5 is asked only about the others."""
     try:
-        return vipune.fts_matched(persona.store_path(), query.question, project_id, ids)
+        return vipune.fts_matched(persona.store_path(), query.question, project_id, ids,
+                                  matched_all=matched_all)
     except sqlite3.Error as exc:
         raise _store_error(name, query, exc) from None

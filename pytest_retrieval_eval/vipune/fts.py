@@ -5,7 +5,7 @@ statement, run on SQLite itself (``src/sqlite/fts.rs``).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -143,37 +143,47 @@ class FtsMatch:
 
 
 def fts_matched(conn: Connectable, query: str, project_id: str, ids: Sequence[str], *,
-                max_words: int = MAX_MATCH_WORDS) -> FtsMatch:
+                max_words: int = MAX_MATCH_WORDS, matched_all: Collection[str] = ()) -> FtsMatch:
     """For each of ``ids``, the words of ``query`` (trimmed as vipune does) whose quoted
     FTS5 phrase, exactly as vipune's query holds it, matches that row: SQLite's FTS5 asked
-    each distinct word's own ``MATCH '"word"'`` (one statement, the words' selects joined by
-    UNION ALL), kept for the rows of those ids in the project. A row
-    of vipune's AND query matched every word with a token; one of the OR what-if, any.
-    At most ``max_words`` distinct words are asked about; a word holding a NUL (which
-    vipune's search refuses) never matches. Not vipune's: for ``retrieval-eval explain``."""
+    each distinct word's own ``MATCH '"word"'``, in ONE statement per call that joins the
+    words' hits to the rows of those ids in the project and gives each row's matched words
+    (only those rows' hits reach Python). A row of vipune's AND query matched every word
+    with a token; one of the OR what-if, any. ``matched_all``: ids the caller knows matched
+    every such word (the rows of vipune's AND list: FTS5 ANDs the same phrases), answered
+    without asking. At most ``max_words`` distinct words are asked about; a word holding a
+    NUL (which vipune's search refuses) never matches. Not vipune's: for
+    ``retrieval-eval explain``."""
     distinct = list(dict.fromkeys(fts_words(rust_trim(query))))
     words = distinct[:max_words]
     tokens = fts_tokens(words)
-    asked = [w for w, t in zip(words, tokens, strict=True) if t and "\x00" not in w]
+    asked = [n for n, (w, t) in enumerate(zip(words, tokens, strict=True))
+             if t and "\x00" not in w]
     wanted = list(dict.fromkeys(ids))
-    matched: dict[str, list[str]] = {}
-    if wanted and asked:
+    known = set(matched_all)
+    matched: dict[str, list[int]] = {i: list(asked) for i in wanted if i in known}
+    ask = [i for i in wanted if i not in known]
+    if ask and asked:
         with _Conn(conn) as db:
-            id_of: dict[int, str] = {}
-            for start in range(0, len(wanted), 500):  # under any SQLite variable limit
-                chunk = wanted[start:start + 500]
-                id_of.update((int(r), str(i)) for r, i in db.execute(
-                    "SELECT rowid, id FROM memories WHERE project_id = ? AND id IN "
-                    f"({', '.join('?' * len(chunk))})", (project_id, *chunk)))
-            # One statement: each word's own MATCH (its doclist read whole: a rowid filter
-            # inside FTS5 costs a lookup per row), kept for the rows asked about.
-            sql = " UNION ALL ".join(
-                f"SELECT {n}, rowid FROM memories_fts WHERE memories_fts MATCH ?"
-                for n in range(len(asked)))
-            for n, rowid in (db.execute(sql, [_quoted(w) for w in asked]) if id_of else ()):
-                if int(rowid) in id_of:
-                    matched.setdefault(id_of[int(rowid)], []).append(asked[int(n)])
-    order = {w: i for i, w in enumerate(words)}
+            for start in range(0, len(ask), 500):  # under any SQLite variable limit
+                chunk = ask[start:start + 500]
+                for mem_id, hit in db.execute(_matched_sql(len(asked), len(chunk)),
+                                              (project_id, *chunk,
+                                               *(_quoted(words[n]) for n in asked))):
+                    matched[str(mem_id)] = sorted(asked[int(x)] for x in str(hit).split(","))
     return FtsMatch(words, tokens,
-                    {i: sorted(matched[i], key=order.__getitem__) for i in wanted if i in matched},
+                    {i: [words[n] for n in matched[i]] for i in wanted if matched.get(i)},
                     len(distinct))
+
+
+@lru_cache(maxsize=256)
+def _matched_sql(n_words: int, n_ids: int) -> str:
+    """:func:`fts_matched`'s statement: each word's own MATCH (its doclist read whole, in C:
+    a rowid filter inside FTS5 costs a seek per row and word), joined to the rows asked
+    about, the positions of the words each row matched gathered per row."""
+    hits = " UNION ALL ".join(
+        f"SELECT {n} AS n, rowid AS r FROM memories_fts WHERE memories_fts MATCH ?"
+        for n in range(n_words))
+    return ("WITH shown(r, id) AS (SELECT rowid, id FROM memories WHERE project_id = ? AND "
+            f"id IN ({', '.join('?' * n_ids)})) SELECT shown.id, group_concat(hits.n) "
+            f"FROM ({hits}) AS hits JOIN shown ON shown.r = hits.r GROUP BY shown.id")

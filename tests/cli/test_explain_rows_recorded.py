@@ -16,6 +16,7 @@ import pytest
 import pytest_retrieval_eval.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
 from pytest_retrieval_eval import vipune
 from pytest_retrieval_eval.cli import console as cli
+from pytest_retrieval_eval.reporting.explain_facts import full_facts
 from pytest_retrieval_eval.vipune import store
 from tests.support.plugin_runs import run_with_report
 
@@ -25,7 +26,9 @@ TOP = 50  # past every haystack's FTS list, so the fts retrievers' own lists are
 
 
 def _by(data: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
-    return {(p["retriever"], p["question_id"]): p for p in data["pairs"]}
+    """The pairs by (retriever, question), their explain facts in the long form."""
+    return {(p["retriever"], p["question_id"]): {**p, "explain": full_facts(p)}
+            for p in data["pairs"]}
 
 
 def _store_of(cache: Path, ids: set[str]) -> Path:

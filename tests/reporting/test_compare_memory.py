@@ -109,3 +109,40 @@ def test_a_slim_load_keeps_what_compare_reads_and_changes_no_number(tmp_path: Pa
     assert len(ones) > 2 and all(x is ones[0] for x in ones)
     assert slim[0]["summary"] == whole[0]["summary"]  # what is not a pair is kept whole
     assert compare.compare_reports(*slim) == compare.compare_reports(*whole)
+
+
+def test_the_slim_read_skips_explain_facts_while_parsing(tmp_path: Path) -> None:
+    """Issue 34, item 16: compare needs ids, types, metrics and rankings, not the explain
+    facts. The slim read parses the file as it reads it and drops each pair's other fields
+    as they come, so its memory (Python's allocations, counted by tracemalloc: exact, not
+    timed) stays far below the file's size; the whole read held its bytes and its text at
+    once (about twice the file). The value is the one the whole read's slimmer gives."""
+    import tracemalloc
+
+    from pytest_retrieval_eval.data.json_file import read_json_file
+    from pytest_retrieval_eval.reporting import compare
+    from pytest_retrieval_eval.reporting.report_file import MAX_REPORT_BYTES, _Slimmer
+    from tests.support.compare_factory import make_report, write_report
+
+    rows = [(f"q{i}", "multi-session", float(i % 2)) for i in range(300)]
+    report = make_report({"hybrid": rows, "fts": rows[::-1]}, ks=(1, 5))
+    for i, pair in enumerate(report["pairs"]):
+        pair.update(ranked=[f"s{i % 7}", "s9"], gold=["s9"], question="a question " * 20)
+        pair["explain"] = {"rows": [0.25 + j / 1e4 for j in range(800)],
+                           "fusion": {"words": [f"word{j}" for j in range(400)],
+                                      "matched": list(range(400))}}
+    path = write_report(tmp_path / "big.json", report)
+    size = path.stat().st_size
+    assert size > 7 << 20
+    tracemalloc.start()
+    try:
+        slim = compare.load_report(path, slim=True)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < size // 4, f"the slim read peaked at {peak:,} bytes for a {size:,}-byte file"
+    whole = read_json_file(path, what="report", fix="", max_bytes=MAX_REPORT_BYTES,
+                           object_hook=_Slimmer())
+    assert slim == whole
+    assert all(set(p) == set(compare.PAIR_FIELDS) for p in slim["pairs"])
+    assert slim["pairs"][0]["ranked"][1] is slim["pairs"][1]["ranked"][1]  # ids shared

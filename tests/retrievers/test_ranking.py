@@ -14,6 +14,7 @@ import pytest
 from pytest_retrieval_eval import retrievers as r
 from pytest_retrieval_eval import vipune
 from pytest_retrieval_eval.errors import RetrieverError
+from pytest_retrieval_eval.reporting.explain_facts import full_facts
 from pytest_retrieval_eval.retrievers.ranked_output import REPEATS_READ
 from pytest_retrieval_eval.retrievers.ranking import (
     explain_facts,
@@ -113,7 +114,9 @@ def test_explain_facts_record_every_shown_rows_ranks_and_matched_words(
     retriever = r.get_retriever(name)
     rankings, components = rank_per_k(retriever, persona, query, [1, 5])
     gold = ("sess_00", "sess_07")
-    facts = explain_facts(retriever, query, gold, rankings, components, [1, 5])
+    facts = full_facts({"ranked": rankings[5], "gold": gold,
+                        "explain": explain_facts(retriever, query, gold, rankings, components,
+                                                 [1, 5])})
     shown = list(dict.fromkeys([*rankings[5], *gold]))
     side = facts["fusion"] if name.startswith("hybrid") else facts["fts"]
     if name.startswith("hybrid"):

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_retrieval_eval.reporting.explain_facts import full_facts
 from pytest_retrieval_eval.retrievers.ranking import explain_facts, rank_per_k
 from pytest_retrieval_eval.retrievers.row_facts import (
     MAX_ITEMS,
@@ -84,7 +85,7 @@ def test_explain_facts_records_scores_and_facts_of_top_and_gold(tmp_path: Path) 
     scored: dict[int, tuple[list[str], list[float]]] = {}
     rankings, comps = rank_per_k(retriever, persona, query, [1, 2], scored)
     facts = explain_facts(retriever, query, gold, rankings, comps, [1, 2], scored)
-    rows = facts["rows"]
+    rows = full_facts({"ranked": rankings[2], "gold": gold, "explain": facts})["rows"]
     assert list(rows)[:2] == rankings[2]
     for mem_id in rankings[2]:
         assert rows[mem_id]["score"] == dict(zip(*scored[2], strict=True))[mem_id]

@@ -5,6 +5,7 @@ statement, returns that row; the tokens are the table's tokenizer's; AND and OR 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -83,3 +84,33 @@ def test_the_words_asked_about_are_bounded(tmp_path: Path) -> None:
     assert len(got.words) == vipune.MAX_MATCH_WORDS and got.total == 201
     assert got.matched == {}  # "cat" is past the bound: not asked about
     assert vipune.fts_matched(path, "cat", store.PROJECT_ID, []).matched == {}
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_one_statement_per_call_and_the_and_lists_rows_answered_unasked(
+        tmp_path: Path, query: str) -> None:
+    """Issue 35, item 2: the words of every row come from ONE statement (only the rows asked
+    about reach Python), and the rows of vipune's AND list, which matched every word with a
+    token, are answered without asking FTS5: the same words as asking."""
+    import sqlite3
+
+    statements: list[str] = []
+
+    class Counting(sqlite3.Connection):
+        def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+            statements.append(sql)
+            return super().execute(sql, *args)
+
+    path = make_store(tmp_path)
+    ids = [f"s{i}" for i in range(len(CONTENTS))]
+    asked = vipune.fts_matched(path, query, store.PROJECT_ID, ids)
+    db = sqlite3.connect(path, factory=Counting)
+    try:
+        hinted = vipune.fts_matched(db, query, store.PROJECT_ID, ids,
+                                    matched_all=_fts_rows(path, query))
+    finally:
+        db.close()
+    assert hinted == asked
+    assert len(statements) <= 1, statements
+    if set(_fts_rows(path, query)) >= set(ids):  # pragma: no cover - no query matches all
+        assert statements == []

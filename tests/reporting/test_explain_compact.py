@@ -1,0 +1,123 @@
+"""Issue 35, item 3: the explain facts in a compact form, the report about its size before
+them, and ``retrieval-eval explain`` exactly as complete as it was, for reports written before
+the change too.
+
+``data/explain_pre35.json`` is two questions of the sample's report as main wrote it before
+the change (keyed rows, word lists, hybrid scores recorded beside their ranks), for six
+retrievers; ``data/explain_pre35.txt`` is what that version's ``explain`` (and ``--diff``,
+mapped to the OR what-ifs) printed of it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import pytest_retrieval_eval.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
+from pytest_retrieval_eval.reporting.explain import diff_lines, explain_lines
+from pytest_retrieval_eval.reporting.explain_facts import full_facts
+from pytest_retrieval_eval.reporting.report import report_text
+from pytest_retrieval_eval.retrievers.ranking import compact_facts
+from tests.support.plugin_runs import run_with_report
+
+DATA = Path(__file__).parent / "data"
+RETRIEVERS = "hybrid,semantic,fts,bm25,hybrid+fts:or,fts+mode:or"
+#: The sample's report at fbc1d0f (before the explain facts), in bytes: hybrid alone, and
+#: hybrid, semantic, fts and bm25 (k 1,5,10, serial).
+BEFORE_FACTS = {"hybrid": 37_231, "hybrid,semantic,fts,bm25": 108_228}
+
+
+def _lines(report: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    for qid in dict.fromkeys(p["question_id"] for p in report["pairs"]):
+        diff = diff_lines(report, report, qid,
+                          retrievers=[("hybrid", "hybrid+fts:or"), ("fts", "fts+mode:or")])
+        out += [*explain_lines(report, qid), "", *diff, ""]
+    return out
+
+
+def _golden() -> list[str]:
+    return (DATA / "explain_pre35.txt").read_text(encoding="utf-8").split("\n")
+
+
+def test_a_report_written_before_the_change_explains_as_it_did() -> None:
+    old = json.loads((DATA / "explain_pre35.json").read_text(encoding="utf-8"))
+    assert isinstance(old["pairs"][0]["explain"]["fusion"]["matched"], dict)  # the old form
+    assert _lines(old) == _golden()
+
+
+def test_this_versions_report_explains_exactly_as_the_old_one_did(
+        pytester: pytest.Pytester) -> None:
+    _, data = run_with_report(pytester, "--retrieval-eval-retriever", RETRIEVERS)
+    wanted = {p["question_id"] for p in json.loads(
+        (DATA / "explain_pre35.json").read_text(encoding="utf-8"))["pairs"]}
+    data["pairs"] = [p for p in data["pairs"] if p["question_id"] in wanted]
+    assert _lines(data) == _golden()
+    # and each pair's facts, read back, are the old report's less the scores hybrid's ranks
+    # give (the RRF sums explain adds up)
+    old = {(p["retriever"], p["question_id"]): p["explain"] for p in json.loads(
+        (DATA / "explain_pre35.json").read_text(encoding="utf-8"))["pairs"]}
+    for pair in data["pairs"]:
+        before = old[(pair["retriever"], pair["question_id"])]
+        if "fusion" in before:
+            before = {**before, "rows": {i: row for i, row in before.get("rows", {}).items()
+                                         if set(row) - {"score"}}}
+            if not before["rows"]:
+                del before["rows"]
+        assert full_facts(pair) == before, pair["retriever"]
+
+
+@pytest.mark.parametrize("retrievers", sorted(BEFORE_FACTS))
+def test_the_report_is_at_most_a_quarter_larger_than_before_the_explain_facts(
+        pytester: pytest.Pytester, retrievers: str) -> None:
+    """Issue 35's bound: at equal retrievers, at most 1.25 times the report of fbc1d0f (the
+    sample's was 1.77 times it for four retrievers, 2.2 times for hybrid, before this)."""
+    run_with_report(pytester, "--retrieval-eval-retriever", retrievers)
+    size = (pytester.path / "report.json").stat().st_size
+    assert size <= 1.25 * BEFORE_FACTS[retrievers], (size, BEFORE_FACTS[retrievers])
+
+
+def test_compact_facts_read_back_in_the_long_form() -> None:
+    shown = ["a", "b", "g"]
+    long = {
+        "gold_ranks": {"g": 7}, "searched": 9,
+        "rows": {"a": {"score": 1 / 26}, "b": {"score": 0.5, "facts": {"k": 1}},
+                 "g": {"score": 1 / 28 + 1 / 27}},
+        "fusion": {"rrf_k": 25, "words": ["x", "y", "z"], "tokens": [["x"], ["y"], ["z"]],
+                   "words_total": 3,
+                   "rows": {"a": {"semantic": 1, "fts": None},
+                            "b": {"semantic": 2, "fts": 1},
+                            "g": {"semantic": 3, "fts": 2}},
+                   "matched": {"a": 0b101, "g": 0b010}},
+    }
+    short = compact_facts(long, shown)
+    assert short["fusion"]["rows"] == [[1, None], [2, 1], [3, 2]]
+    assert short["fusion"]["matched"] == [0b101, 0, 0b010]
+    # a's and g's scores are their RRF sums: left out; b's is not (0.5): kept with its facts
+    assert short["rows"] == [None, {"score": 0.5, "facts": {"k": 1}}, None]
+    back = full_facts({"ranked": ["a", "b"], "gold": ["g"], "explain": short})
+    assert back["rows"] == {"b": {"score": 0.5, "facts": {"k": 1}}}
+    assert back["fusion"]["rows"] == long["fusion"]["rows"]
+    assert back["fusion"]["matched"] == {"a": ["x", "z"], "g": ["y"]}
+    fts_only = compact_facts({"rows": {"a": {"score": 2.5}}, "fts": {
+        "words": ["x"], "matched": {"a": 1}}}, ["a", "g"])
+    assert fts_only["rows"] == [2.5, None] and fts_only["fts"]["matched"] == [1, 0]
+    assert full_facts({"ranked": ["a"], "gold": ["g"], "explain": fts_only}) == {
+        "rows": {"a": {"score": 2.5}}, "fts": {"words": ["x"], "matched": {"a": ["x"]}}}
+
+
+def test_report_text_is_the_same_value_with_each_explain_on_one_line() -> None:
+    report = {"schema_version": 1, "ks": [1], "pairs": [
+        {"question_id": "q1", "explain": {"rows": [0.5, None], "fusion": {"matched": [1]}},
+         "metrics": {"recall@1": 1.0}},
+        {"question_id": 'q"2', "metrics": {}},  # an older pair without explain
+    ]}
+    text = report_text(report)
+    assert json.loads(text) == report
+    assert '   "explain": {"rows":[0.5,null],"fusion":{"matched":[1]}},\n' in text
+    assert '    "recall@1": 1.0\n' in text  # the rest indented as before
+    with pytest.raises(ValueError):
+        report_text({"pairs": [{"explain": {"rows": [float("nan")]}}]})
