@@ -1,0 +1,68 @@
+"""Memory stores end to end (issue 36), on the bundled sample.
+
+* a session store returning ``(id, score)`` pairs and the same store returning one-session
+  ``Memory`` items give identical reports;
+* a Python turn store, the same store over ``cmd:``, and its rankings as a ``run:`` file of
+  turn ids give identical metrics, memories and session rankings.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import pytest_retrieval_eval.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
+from tests.support.plugin_runs import run_with_report
+
+pytestmark = pytest.mark.usefixtures("isolated_cache")
+STORE = Path(__file__).resolve().parents[1] / "support" / "memory_store.py"
+VARYING = ("retriever", "selector", "latency_ms")
+
+
+def by_question(report: dict[str, Any], column: str) -> dict[str, dict[str, Any]]:
+    return {p["question_id"]: {k: v for k, v in p.items() if k not in VARYING}
+            for p in report["pairs"] if p["retriever"] == column}
+
+
+def test_one_session_memories_report_as_their_ids(pytester: pytest.Pytester) -> None:
+    _, data = run_with_report(
+        pytester, "--retrieval-eval-retriever",
+        "tests.support.memory_store:SessionIds,tests.support.memory_store:SessionMemories")
+    ids, mems = by_question(data, "session-ids"), by_question(data, "session-memories")
+    assert ids and ids == mems
+    assert all("memories" not in p and "memory_recall@1" not in p["metrics"]
+               for p in ids.values())
+    assert data["summary"]["session-ids"] == data["summary"]["session-memories"]
+    assert data["ties"]["session-ids"] == data["ties"]["session-memories"]
+
+
+def test_a_turn_store_in_python_over_cmd_and_as_a_run_file_agree(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = pytester.path / "memories.jsonl"
+    monkeypatch.setenv("MEMORY_STORE_LOG", str(log))
+    command = f"cmd:{shlex.quote(sys.executable)} {shlex.quote(str(STORE))}"
+    _, data = run_with_report(pytester, "--retrieval-eval-retriever",
+                              f"tests.support.memory_store:TurnStore,{command}")
+    lines = []
+    for row in map(json.loads, log.read_text().splitlines()):
+        for rank, (tid, score) in enumerate(row["memories"], start=1):
+            lines.append(f"{row['question_id']} Q0 {tid} {rank} {score!r} turnrun")
+    pytester.path.joinpath("turns.trec").write_text("\n".join(lines[::-1]) + "\n")
+    _, run = run_with_report(pytester, "--retrieval-eval-retriever", "run:turns.trec")
+    python = by_question(data, "turnstore")
+    over_cmd = by_question(data, "turnstore-cmd")
+    as_run = by_question(run, run["retrievers"][0])
+    assert len(python) == 15
+    for qid, mine in python.items():
+        assert "memory_recall@10" in mine["metrics"], qid
+        for other in (over_cmd[qid], as_run[qid]):
+            assert other["metrics"] == mine["metrics"], qid
+            assert other["ranked"] == mine["ranked"], qid
+            assert other["memories"] == mine["memories"], qid
+    assert data["summary"]["turnstore"] == data["summary"]["turnstore-cmd"] \
+        == run["summary"][run["retrievers"][0]]
