@@ -217,7 +217,8 @@ class PairRun:
         rankable = set(pair.session_ids)
         metrics = score(self.settings, pair, rankings, rankable)
         if self.memories:  # memory_recall@k, turn_recall@k
-            metrics.update(pair_memory_metrics(self.memories, pair.gold, self.settings.ks))
+            metrics.update(pair_memory_metrics(self.memories, pair.gold, self.settings.ks,
+                                               pair.gold_turns))
         latency = {"query_embedding": embed_ms, "retrieval": retrieval_ms,
                    **({"ingest": ingest_ms} if indexes else {}),
                    **({} if startup_ms is None else {"startup": startup_ms})}

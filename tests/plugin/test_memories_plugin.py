@@ -60,9 +60,17 @@ def test_a_turn_store_in_python_over_cmd_and_as_a_run_file_agree(
     assert len(python) == 15
     for qid, mine in python.items():
         assert "memory_recall@10" in mine["metrics"], qid
+        assert mine["memories"][0]["turns"] == [mine["memories"][0]["id"]]
         for other in (over_cmd[qid], as_run[qid]):
             assert other["metrics"] == mine["metrics"], qid
             assert other["ranked"] == mine["ranked"], qid
             assert other["memories"] == mine["memories"], qid
     assert data["summary"]["turnstore"] == data["summary"]["turnstore-cmd"] \
         == run["summary"][run["retrievers"][0]]
+    with_turns = [p for p in python.values() if "turn_recall@10" in p["metrics"]]
+    assert 0 < len(with_turns) < len(python)  # pairs whose gold marks has_answer turns
+    overall = data["summary"]["turnstore"]["overall"]
+    assert overall["turn_recall@10"] == pytest.approx(
+        sum(p["metrics"]["turn_recall@10"] for p in with_turns) / len(with_turns))
+    assert 0 < overall["turn_recall@10"] < overall["memory_recall@10"] <= 1
+    assert overall["recall@10"] >= overall["memory_recall@10"]  # 10 sessions >= 10 turns
