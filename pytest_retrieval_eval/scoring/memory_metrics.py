@@ -20,13 +20,13 @@ retrievers' wing (docs/memories.md gives the definitions):
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from .longmemeval_metrics import strip_turn
 from .metrics import metric_key
 
 __all__ = ["MEMORY_RECALL", "TURN_RECALL", "covered_sessions", "memory_metrics",
-           "memory_recall", "session_ranking", "turn_recall"]
+           "memory_recall", "session_ranking", "turn_recall", "with_memory_recall"]
 
 #: The metric families a memory ranking adds (``memory_recall@k``, ``turn_recall@k``).
 MEMORY_RECALL = "memory_recall"
@@ -76,3 +76,14 @@ def memory_metrics(memories: Sequence[Provenance], gold: Collection[str], ks: Se
         held = [tuple(t) for _, t in memories]
         out.update({metric_key(TURN_RECALL, k): turn_recall(held, gold_turns, k) for k in ks})
     return out
+
+
+def with_memory_recall(metrics: Mapping[str, float]) -> Mapping[str, float]:
+    """A pair's metrics with ``memory_recall@k`` where a session store's pair lacks it: there
+    each memory is one session, so it is that pair's ``recall@k`` (how ``compare`` and
+    ``explain --diff`` set a session store beside a memory store)."""
+    if any(key.startswith(MEMORY_RECALL + "@") for key in metrics):
+        return metrics
+    extra = {MEMORY_RECALL + key[len("recall"):]: value for key, value in metrics.items()
+             if key.startswith("recall@")}
+    return {**metrics, **extra} if extra else metrics

@@ -74,3 +74,47 @@ def test_a_turn_store_in_python_over_cmd_and_as_a_run_file_agree(
         sum(p["metrics"]["turn_recall@10"] for p in with_turns) / len(with_turns))
     assert 0 < overall["turn_recall@10"] < overall["memory_recall@10"] <= 1
     assert overall["recall@10"] >= overall["memory_recall@10"]  # 10 sessions >= 10 turns
+
+
+def test_explain_diff_and_compare_read_a_memory_store_beside_a_session_store(
+        pytester: pytest.Pytester) -> None:
+    from pytest_retrieval_eval.reporting.compare import compare_reports, compare_retrievers
+    from pytest_retrieval_eval.reporting.explain import diff_lines, explain_lines
+
+    _, data = run_with_report(
+        pytester, "--retrieval-eval-retriever",
+        "tests.support.memory_store:SessionIds,tests.support.memory_store:TurnStore")
+    turns = {p["question_id"]: p for p in data["pairs"] if p["retriever"] == "turnstore"}
+    sessions = {p["question_id"]: p for p in data["pairs"] if p["retriever"] == "session-ids"}
+    qid = next(q for q, p in turns.items() if set(p["gold"]) & set(p["ranked"]))
+    pair = turns[qid]
+    lines = explain_lines(data, qid, "turnstore", width=None)
+    head = lines.index(next(x for x in lines if x.startswith("turnstore: memories")))
+    first = pair["memories"][0]
+    assert lines[head + 1].split()[:2] == ["1", first["id"]] or \
+        lines[head + 1].split()[:3] == ["1", "*", first["id"]]
+    assert f"turns {first['turns'][0]}" in lines[head + 1]
+    gold = pair["gold"][0]
+    covering = next(m for m in pair["memories"]
+                    if gold in [t.rsplit("_", 1)[0] for t in m["turns"]])
+    assert f"  gold {gold}: first in memory {covering['rank']} ({covering['id']})" in lines
+    # a session store's explain has no memory part
+    assert not any("memories" in x for x in explain_lines(data, qid, "session-ids", width=None))
+    diff = diff_lines(data, data, qid, retrievers=[("session-ids", "turnstore")], width=None)
+    line = next(x for x in diff if x.startswith("  memory_recall"))
+    b, n = sessions[qid]["metrics"], pair["metrics"]
+    assert f"@10 {b['recall@10']:.3f} -> {n['memory_recall@10']:.3f}" in line
+    # compare: within one report, and across two; a session store's memory_recall is recall
+    within = compare_retrievers(data, "session-ids", "turnstore",
+                                metrics=["memory_recall@10"], permutations=200,
+                                resamples=200)
+    row = next(r for r in within["rows"]["memory_recall@10"] if r["question_type"] == "overall")
+    mean_b = sum(p["metrics"]["recall@10"] for p in sessions.values()) / len(sessions)
+    mean_n = sum(p["metrics"]["memory_recall@10"] for p in turns.values()) / len(turns)
+    assert row["base"] == pytest.approx(mean_b) and row["new"] == pytest.approx(mean_n)
+    across = compare_reports(data, data, metrics=["memory_recall@10"],
+                             retrievers=[("session-ids", "turnstore")], permutations=200,
+                             resamples=200)
+    row2 = next(r for r in across["rows"]["memory_recall@10"]
+                if r["question_type"] == "overall")
+    assert (row2["base"], row2["new"], row2["n"]) == (row["base"], row["new"], row["n"])
