@@ -156,3 +156,65 @@ def test_the_record_keeps_the_top_sessions_memories_and_those_covering_gold() ->
     assert len(record[0]["text"]) == MAX_RECORDED_TEXT and record[0]["text"].endswith("…")
     assert record[1] == {"rank": 2, "id": "b", "score": None, "sessions": ["s_1"],
                          "turns": [], "text": None}
+
+
+def test_a_run_file_of_turn_docnos_is_a_memory_ranking(tmp_path: Path) -> None:
+    from pytest_retrieval_eval.retrievers.trec_run import TrecRunRetriever
+
+    run = tmp_path / "turns.trec"
+    run.write_text("q1 Q0 s_3_1 1 9 t\nq1 Q0 s_3_2 2 8 t\nq1 Q0 s_2 3 7 t\n"
+                   "q1 Q0 s_1_4 4 6 t\nq1 Q0 s_4_1 5 5 t\n")
+    memories: dict[int, list[Memory]] = {}
+    rankings, _ = rank_per_k(TrecRunRetriever(run), persona(), query(), [3], {}, memories)
+    assert rankings[3] == ["s_3", "s_2", "s_1"]  # sessions at their first turn
+    assert [(m.id, m.sessions, m.turns) for m in memories[3]] == [
+        ("s_3_1", (), ("s_3_1",)), ("s_3_2", (), ("s_3_2",)), ("s_2", ("s_2",), ()),
+        ("s_1_4", (), ("s_1_4",))]
+    run.write_text("q1 Q0 s_1_5 1 9 t\n")  # s_1 has four turns
+    with pytest.raises(RetrieverError, match="memory 's_1_5' names turn 's_1_5', not a turn"):
+        rank_per_k(TrecRunRetriever(run), persona(), query(), [3], {}, {})
+    run.write_text("q1 Q0 s_1 1 9 t\nq1 Q0 s_2 1 8 t\n")  # sessions only: as before
+    memories = {}
+    rankings, _ = rank_per_k(TrecRunRetriever(run), persona(), query(), [3], {}, memories)
+    assert rankings[3] == ["s_1", "s_2"] and memories == {}
+
+
+MEMORY_CMD = """
+import json, sys
+for line in sys.stdin:
+    op = json.loads(line)["op"]
+    if op == "hello":
+        answer = {"name": "m", "vectors": False}
+    elif op == "index":
+        answer = {"ok": True}
+    else:
+        memories = [{"id": f"m{i}", "score": 1.0 - i / 10, "turns": [f"s_1_{i}"]}
+                    for i in range(1, 5)] + [{"id": "m9", "score": 0.1, "sessions": ["s_2"]}]
+        answer = {"memories": memories, **({"ids": []} if "both" in sys.argv else {})}
+    print(json.dumps(answer), flush=True)
+"""
+
+
+@pytest.mark.parametrize("mode", ["memories", "both"])
+def test_a_cmd_memory_answer_is_read_whole_and_checked(tmp_path: Path, mode: str) -> None:
+    import shlex
+    import sys
+
+    from pytest_retrieval_eval.retrievers.command import CommandRetriever
+
+    script = tmp_path / "store.py"
+    script.write_text(MEMORY_CMD)
+    store = CommandRetriever(f"cmd:{shlex.quote(sys.executable)} {shlex.quote(str(script))} "
+                             f"{mode}")
+    try:
+        memories: dict[int, list[Memory]] = {}
+        if mode == "both":
+            with pytest.raises(RetrieverError, match='holds both "ids" and "memories"'):
+                rank_per_k(store, persona(), query(), [2], {}, memories)
+            return
+        rankings, _ = rank_per_k(store, persona(), query(), [2], {}, memories)
+        # limit 2: four memories of s_1 are read (never cut at 2 memories), then s_2's
+        assert rankings[2] == ["s_1", "s_2"]
+        assert [m.id for m in memories[2]] == ["m1", "m2", "m3", "m4", "m9"]
+    finally:
+        store.close()
