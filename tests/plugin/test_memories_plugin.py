@@ -118,3 +118,33 @@ def test_explain_diff_and_compare_read_a_memory_store_beside_a_session_store(
     row2 = next(r for r in across["rows"]["memory_recall@10"]
                 if r["question_type"] == "overall")
     assert (row2["base"], row2["new"], row2["n"]) == (row["base"], row["new"], row["n"])
+
+
+RECORDING_TEST = '''
+from types import SimpleNamespace
+
+from tests.support.memory_store import TurnStore
+
+
+def test_turns_recorded(retrieval_eval_pair, retrieval_eval_corpus, retrieval_eval_record):
+    pair = retrieval_eval_pair
+    persona = SimpleNamespace(session_ids=pair.session_ids,
+                              turns=retrieval_eval_corpus.turns(list(pair.text_keys)))
+    memories = TurnStore().rank(persona, SimpleNamespace(question=pair.question,
+                                                         question_id=pair.question_id), 10)
+    retrieval_eval_record(memories)
+'''
+
+
+def test_memories_handed_to_retrieval_eval_record_score_as_the_store(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_user=RECORDING_TEST)
+    _, data = run_with_report(pytester, "--retrieval-eval-retriever",
+                              "tests.support.memory_store:TurnStore")
+    store = by_question(data, "turnstore")
+    recorded = by_question(data, "test_turns_recorded")
+    assert len(recorded) == len(store) == 15
+    for qid, mine in store.items():
+        assert recorded[qid]["metrics"] == mine["metrics"], qid
+        assert recorded[qid]["memories"] == mine["memories"], qid
+        assert recorded[qid]["ranked"] == mine["ranked"], qid
