@@ -148,3 +148,19 @@ def test_memories_handed_to_retrieval_eval_record_score_as_the_store(
         assert recorded[qid]["metrics"] == mine["metrics"], qid
         assert recorded[qid]["memories"] == mine["memories"], qid
         assert recorded[qid]["ranked"] == mine["ranked"], qid
+
+
+def test_a_budget_counts_a_memory_stores_memories(pytester: pytest.Pytester) -> None:
+    _, data = run_with_report(
+        pytester, "--retrieval-eval-budget", "500",
+        "--retrieval-eval-retriever",
+        "tests.support.memory_store:SessionIds,tests.support.memory_store:TurnStore")
+    turns = by_question(data, "turnstore")
+    sessions = by_question(data, "session-ids")
+    for qid, pair in turns.items():
+        # the context is the memories: one token count per memory read (turns, not sessions)
+        assert len(pair["budget"]["tokens"]) <= len(pair["memories"]) + 10, qid
+        assert 0.0 <= pair["metrics"]["recall@500tok"] <= 1.0
+    mean = {name: sum(p["metrics"]["tokens@1"] for p in pairs.values()) / len(pairs)
+            for name, pairs in (("turns", turns), ("sessions", sessions))}
+    assert mean["turns"] < mean["sessions"]  # one turn is less context than one session

@@ -62,7 +62,8 @@ def test_memories_are_read_until_they_cover_limit_sessions_never_limit_memories(
             yield Memory(f"m{n}", turns=(tid,))
 
     memories: dict[int, list[Memory]] = {}
-    rankings, _ = rank_per_k(Store(endless()), persona(), query(), [2], {}, memories)  # type: ignore[arg-type]
+    rankings, _ = rank_per_k(Store(endless()), persona(), query(), [2], {},  # type: ignore[arg-type]
+                             memories=memories)
     # m1, m2 cover s_1; m3..m5 s_2: read stops at the 2nd session, not at 2 memories
     assert rankings[2] == ["s_1", "s_2"]
     assert [m.id for m in memories[2]] == ["m1", "m2", "m3"]
@@ -78,7 +79,7 @@ def test_the_derived_ranking_and_its_scores() -> None:
     memories: dict[int, list[Memory]] = {}
     scored: dict[int, object] = {}
     rankings, _ = rank_per_k(Store(items), persona(), query(), [1, 3], scored,  # type: ignore[arg-type]
-                             memories)
+                             memories=memories)
     # one call at the largest k: a and b cover its 3 sessions, so c and d are never read
     assert rankings[3] == rankings[1] == ["s_3", "s_1", "s_2"]
     assert memories[3] == memories[1] == got[:2]
@@ -93,7 +94,7 @@ def test_ids_pairs_and_plain_memories_mix_and_stay_session_rankings() -> None:
         ("s_2", ("s_2",), ()), ("s_1", ("s_1",), ()), ("m", (), ("s_4_1",))]
     memories: dict[int, list[Memory]] = {}
     rankings, _ = rank_per_k(Store([Memory("s_2", 1.0, ("s_2",)), ("s_1", 0.5)]),  # type: ignore[arg-type]
-                             persona(), query(), [2], {}, memories)
+                             persona(), query(), [2], {}, memories=memories)
     assert rankings[2] == ["s_2", "s_1"] and memories == {}  # ids in disguise: no memories
 
 
@@ -126,7 +127,7 @@ def test_scores_are_all_or_none() -> None:
 def test_memories_are_refused_in_one_line_where_the_view_scores_none() -> None:
     items = [Memory("m", turns=("s_1_1",))]
     with pytest.raises(RetrieverError, match="scored at session granularity under the vipune"):
-        rank_per_k(Store(items), persona(), query(), [2], {}, None)  # type: ignore[arg-type]
+        rank_per_k(Store(items), persona(), query(), [2], {}, memories=None)  # type: ignore[arg-type]
     with pytest.raises(RetrieverError, match="scored at session granularity"):
         rank_all(Store(items), persona(), query(), [2], 4)  # type: ignore[arg-type]
 
@@ -165,17 +166,19 @@ def test_a_run_file_of_turn_docnos_is_a_memory_ranking(tmp_path: Path) -> None:
     run.write_text("q1 Q0 s_3_1 1 9 t\nq1 Q0 s_3_2 2 8 t\nq1 Q0 s_2 3 7 t\n"
                    "q1 Q0 s_1_4 4 6 t\nq1 Q0 s_4_1 5 5 t\n")
     memories: dict[int, list[Memory]] = {}
-    rankings, _ = rank_per_k(TrecRunRetriever(run), persona(), query(), [3], {}, memories)
+    rankings, _ = rank_per_k(TrecRunRetriever(run), persona(), query(), [3], {},
+                             memories=memories)
     assert rankings[3] == ["s_3", "s_2", "s_1"]  # sessions at their first turn
     assert [(m.id, m.sessions, m.turns) for m in memories[3]] == [
         ("s_3_1", (), ("s_3_1",)), ("s_3_2", (), ("s_3_2",)), ("s_2", ("s_2",), ()),
         ("s_1_4", (), ("s_1_4",))]
     run.write_text("q1 Q0 s_1_5 1 9 t\n")  # s_1 has four turns
     with pytest.raises(RetrieverError, match="memory 's_1_5' names turn 's_1_5', not a turn"):
-        rank_per_k(TrecRunRetriever(run), persona(), query(), [3], {}, {})
+        rank_per_k(TrecRunRetriever(run), persona(), query(), [3], {}, memories={})
     run.write_text("q1 Q0 s_1 1 9 t\nq1 Q0 s_2 1 8 t\n")  # sessions only: as before
     memories = {}
-    rankings, _ = rank_per_k(TrecRunRetriever(run), persona(), query(), [3], {}, memories)
+    rankings, _ = rank_per_k(TrecRunRetriever(run), persona(), query(), [3], {},
+                             memories=memories)
     assert rankings[3] == ["s_1", "s_2"] and memories == {}
 
 
@@ -210,9 +213,9 @@ def test_a_cmd_memory_answer_is_read_whole_and_checked(tmp_path: Path, mode: str
         memories: dict[int, list[Memory]] = {}
         if mode == "both":
             with pytest.raises(RetrieverError, match='holds both "ids" and "memories"'):
-                rank_per_k(store, persona(), query(), [2], {}, memories)
+                rank_per_k(store, persona(), query(), [2], {}, memories=memories)
             return
-        rankings, _ = rank_per_k(store, persona(), query(), [2], {}, memories)
+        rankings, _ = rank_per_k(store, persona(), query(), [2], {}, memories=memories)
         # limit 2: four memories of s_1 are read (never cut at 2 memories), then s_2's
         assert rankings[2] == ["s_1", "s_2"]
         assert [m.id for m in memories[2]] == ["m1", "m2", "m3", "m4", "m9"]
