@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # numpy and the data wings load only in an enabled run (off m
     import numpy as np
 
     from .data.corpus import Corpus, PairRecord
-    from .retrievers import Retriever
+    from .retrievers import Memory, Retriever
     from .session import EvalSession
     from .vectors.embedding import Embedder
 
@@ -185,17 +185,21 @@ def record_ranking(state: EvalSession, pair: PairRecord, name: str,
     every k) and keep it in the run's results under retriever ``name``."""
     from .data.protocol import LONGMEMEVAL
     from .errors import RetrieverError
+    from .retrievers import memories as memories_mod
     from .retrievers.ranked_output import read_all_positions, read_distinct
     from .scoring import diagnostics
     from .scoring.metrics import dedupe
 
     n, verb = len(pair.session_ids), "retrieval_eval_record was given"
+    memories = None  # Memory items handed in (issue 36): scored as a memory store's
     try:  # read to a bound, as a retriever's output (an endless iterator never hangs)
         if state.settings.protocol == LONGMEMEVAL:  # positions count as given, as run_pair's
             ranking = [str(x) for x in read_all_positions(ranked, name, pair.question_id, n,
                                                           verb)]
         else:
             got = read_distinct(ranked, name, pair.question_id, state.settings.max_k, n, verb)
+            if memories_mod.has_memories(got):
+                memories, got = recorded_memories(state, pair, name, got)
             ranking = dedupe(str(x) for x in got)[: state.settings.max_k]
     except RetrieverError as exc:
         pytest.fail(str(exc), pytrace=False)
@@ -207,6 +211,9 @@ def record_ranking(state: EvalSession, pair: PairRecord, name: str,
                     "retrieval_eval_pair.session_ids", pytrace=False)
     ks = state.settings.ks
     metrics = state.score(pair, dict.fromkeys(ks, ranking), rankable)
+    if memories:
+        metrics.update(memories_mod.pair_memory_metrics(dict.fromkeys(ks, memories), pair.gold,
+                                                        ks, pair.gold_turns))
     result: dict[str, Any] = {
         "retriever": name,
         "index": pair.index,
@@ -215,6 +222,8 @@ def record_ranking(state: EvalSession, pair: PairRecord, name: str,
         "gold": list(pair.gold),
         "gold_source": pair.gold_source,
         "ranked": ranking[: state.settings.max_k],
+        **({"memories": memories_mod.memory_record(memories, pair.gold, state.settings.max_k)}
+           if memories else {}),
         "metrics": metrics,
         "notes": {k: v for k, v in pair.notes.items() if v},
         "latency_ms": {"query_embedding": None, "retrieval": None},
@@ -222,6 +231,25 @@ def record_ranking(state: EvalSession, pair: PairRecord, name: str,
     }
     state.add_result(result)
     return result
+
+
+def recorded_memories(state: EvalSession, pair: PairRecord, name: str,
+                      got: Sequence[object]) -> tuple[list[Memory] | None, list[object]]:
+    """Memory items a test handed to ``retrieval_eval_record``: checked against the pair's
+    persona, as a retriever's are; the memories (None: ids in disguise) and the ids their
+    derived session ranking gives. One :class:`RetrieverError` line where the run's view
+    scores no memories."""
+    from .errors import RetrieverError
+    from .retrievers import memories as memories_mod
+
+    if not state.view.is_default:
+        raise RetrieverError(f"{name}: question {pair.question_id}: Memory items are scored "
+                             "at session granularity under the vipune protocol only; record "
+                             "session ids")
+    checked = memories_mod.read_memories(got, state.persona(pair), name, pair.question_id)
+    if memories_mod.is_plain(checked):
+        return None, [m.id for m in checked]
+    return checked, list(memories_mod.session_ranking(checked))
 
 
 @pytest.fixture

@@ -24,12 +24,13 @@ import numpy as np
 from . import personas
 from .columns import Columns
 from .data.corpus import Corpus, PairRecord
-from .data.protocol import LONGMEMEVAL
+from .data.protocol import LONGMEMEVAL, View
 from .errors import CacheError
 from .options import COMMAND_PREFIX
 from .reporting.report import PairResult
-from .retrievers.base import Persona, Query
+from .retrievers.base import Memory, Persona, Query
 from .retrievers.loader import UserRetriever
+from .retrievers.memories import memory_record, pair_memory_metrics, read_memories
 from .retrievers.ranking import Scored, check_haystack, explain_facts, rank_all, rank_per_k
 from .scoring import diagnostics
 from .scoring import longmemeval_metrics as lme_metrics
@@ -194,6 +195,9 @@ class PairRun:
     counts: dict[str, int] = field(default_factory=dict)
     #: --retrieval-eval-budget's counts (vectors/token_counts.TokenCounts); None: no budget.
     token_counts: Any = None
+    #: A memory store's memories per k, as :meth:`rank` read them (empty: the store ranked
+    #: session ids, or this view scores no memories): :mod:`.retrievers.memories`.
+    memories: dict[int, list[Memory]] = field(default_factory=dict)
 
     def walk(self, persona: Persona, query: Query, inputs: PairInputs,
              startup_ms: float | None = None, started: float | None = None) -> PairResult:
@@ -212,6 +216,9 @@ class PairRun:
         check_haystack(pair.question_id, rankings, pair.session_ids)
         rankable = set(pair.session_ids)
         metrics = score(self.settings, pair, rankings, rankable)
+        if self.memories:  # memory_recall@k, turn_recall@k
+            metrics.update(pair_memory_metrics(self.memories, pair.gold, self.settings.ks,
+                                               pair.gold_turns))
         latency = {"query_embedding": embed_ms, "retrieval": retrieval_ms,
                    **({"ingest": ingest_ms} if indexes else {}),
                    **({} if startup_ms is None else {"startup": startup_ms})}
@@ -265,8 +272,10 @@ class PairRun:
             rankings = rank_all(self.retriever, persona, query, self.settings.ks,
                                 len(self.pair.session_ids), scored)
         else:
-            rankings, components = rank_per_k(self.retriever, persona, query,
-                                              self.settings.ks, scored, self.counts)
+            rankings, components = rank_per_k(
+                self.retriever, persona, query, self.settings.ks, scored, self.counts,
+                memories=self.memories if View(self.settings.protocol,
+                                               self.settings.granularity).is_default else None)
         return rankings, components, scored
 
     def budget(self, persona: Persona, query: Query, rankings: Mapping[int, list[str]]
@@ -279,13 +288,15 @@ class PairRun:
             return None
         from .retrievers.memory_tokens import budget_step
 
-        return budget_step(rankings[self.settings.max_k], rankings, persona, self.pair.gold,
+        # a memory store's context is its memories; a session store's its session ranking
+        per_k: Mapping[int, Sequence[str | Memory]] = self.memories or rankings
+        return budget_step(per_k[self.settings.max_k], per_k, persona, self.pair.gold,
                            self.settings.budgets, self.token_counts,
                            more=lambda: self.read_all(persona, query))
 
-    def read_all(self, persona: Persona, query: Query) -> list[str]:
+    def read_all(self, persona: Persona, query: Query) -> list[str] | list[Memory]:
         """The store's ranking at the persona's size (the budget's longer read), checked as
-        every ranking is."""
+        every ranking is: a memory store's memories, read to cover every session."""
         from .retrievers.ranked_output import read_distinct
         from .retrievers.ranking import split_scored
         from .scoring.metrics import dedupe
@@ -294,6 +305,8 @@ class PairRun:
         name = str(getattr(self.retriever, "name", "retriever"))
         got = read_distinct(self.retriever.rank(persona, query, n), name, query.question_id,
                             n, n)
+        if self.memories:  # checked as rank_per_k checks them
+            return read_memories(got, persona, name, query.question_id)
         ranked = dedupe(split_scored(got, name, query.question_id)[0])[:n]
         check_haystack(self.pair.question_id, {n: ranked}, self.pair.session_ids)
         return ranked
@@ -323,6 +336,8 @@ class PairRun:
             "gold": list(pair.gold),
             "gold_source": pair.gold_source,
             "ranked": rankings[self.settings.max_k][: self.settings.max_k],
+            **({"memories": memory_record(self.memories[self.settings.max_k], pair.gold,
+                                          self.settings.max_k)} if self.memories else {}),
             "metrics": metrics,
             "notes": {k: v for k, v in pair.notes.items() if v},
             "latency_ms": latency,

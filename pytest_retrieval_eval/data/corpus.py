@@ -71,7 +71,8 @@ Progress = Callable[[str, int, "int | None"], None]
 #: 3: undated sessions counted; 2: a repeated question_id is rejected; the .sha256 sidecar.
 #: 6: each text's turns (table ``turns``: key -> [[role, content], ...]); 7: a turn whose
 #: content lies in its text is stored as [role, start, end] (:func:`encode_turns`), not copied.
-FORMAT_VERSION = 7
+#: 8: each pair's gold turns (``gold_turns``: the has_answer turns of its gold sessions).
+FORMAT_VERSION = 8
 _SELECT_CHUNK = 500
 
 SCHEMA_SQL = """
@@ -90,14 +91,15 @@ CREATE TABLE pairs (
     session_ids TEXT NOT NULL,
     text_keys TEXT NOT NULL,
     created_at TEXT NOT NULL,
-    notes TEXT NOT NULL
+    notes TEXT NOT NULL,
+    gold_turns TEXT NOT NULL
 );
 CREATE TABLE rejections (idx INTEGER PRIMARY KEY, question_id TEXT, reason TEXT NOT NULL);
 """
 
 PAIR_COLUMNS = (
     "idx, question_id, question_type, question, question_date, gold, gold_source, abstention, "
-    "session_ids, text_keys, created_at, notes"
+    "session_ids, text_keys, created_at, notes, gold_turns"
 )
 
 #: The stats keys, in report order.
@@ -153,6 +155,7 @@ def _record_from_row(row: Sequence[Any]) -> PairRecord:
         text_keys=tuple(json.loads(row[9])),
         created_at=tuple(json.loads(row[10])),
         notes={str(k): int(v) for k, v in json.loads(row[11]).items()},
+        gold_turns=tuple(json.loads(row[12])),
     )
 
 

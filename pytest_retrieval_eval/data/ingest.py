@@ -127,7 +127,7 @@ class _Builder:
         stats["gold_not_in_haystack"] += 1 if notes.get("gold_not_in_haystack") else 0
         stats["gold_from_has_answer"] += 1 if parsed.gold_source == GOLD_FROM_HAS_ANSWER else 0
         self.conn.execute(
-            f"INSERT INTO pairs({PAIR_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            f"INSERT INTO pairs({PAIR_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 parsed.index,
                 parsed.question_id,
@@ -141,6 +141,7 @@ class _Builder:
                 json_text(keys),
                 json_text([row.created_at for row in parsed.rows]),
                 json_text(dict(notes)),
+                json_text(list(parsed.gold_turns)),
             ),
         )
 

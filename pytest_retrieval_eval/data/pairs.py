@@ -119,6 +119,10 @@ class PairFacts:
     gold_source: str
     abstention: bool
     notes: Mapping[str, int] = field(default_factory=dict)
+    #: The turns holding the evidence: ``<session_id>_<n>`` (``n`` 1-based among the
+    #: session's turns, as the turn granularity names them) of each gold session's turns with
+    #: ``has_answer: true``, gold order; what ``turn_recall@k`` of a memory store is scored on.
+    gold_turns: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -333,6 +337,7 @@ def _parse(index: int, raw: dict[str, object]) -> Instance:
     rows: list[Row] = []
     first_content: dict[str, str | None] = {}  # session id -> content (None when dropped)
     evidence: dict[str, None] = {}
+    answer_turns: dict[str, tuple[str, ...]] = {}  # per kept session, its has_answer turns
     repeated = conflicting = oversize = empty = undated = 0
     for position, sid in enumerate(ids):
         if not isinstance(sid, str):
@@ -375,6 +380,8 @@ def _parse(index: int, raw: dict[str, object]) -> Instance:
             oversize += 1
         checked = cast("Sequence[Mapping[str, object]]", sessions[position])  # _session_text
         rows.append(Row(sid, content, created_at, SessionTurns(checked)))
+        answer_turns[sid] = tuple(f"{sid}_{n}" for n, turn in enumerate(checked, start=1)
+                                  if turn.get("has_answer") is True)
 
     notes: dict[str, int] = {}
     # Gold rejections come after the haystack's checks: LongMemEval's protocol scores an
@@ -414,6 +421,7 @@ def _parse(index: int, raw: dict[str, object]) -> Instance:
         abstention=question_id.endswith(ABSTENTION_SUFFIX),
         rows=tuple(rows),
         notes=notes,
+        gold_turns=tuple(t for gid in dict.fromkeys(gold) for t in answer_turns.get(gid, ())),
     )
 
 

@@ -36,6 +36,7 @@ import numpy as np
 
 from ..scoring import significance as sig
 from ..scoring.budget import TOKENS, parse_budget_key
+from ..scoring.memory_metrics import MEMORY_RECALL, with_memory_recall
 from .agreement_lines import lane_agreement
 from .report_file import MAX_REPORT_BYTES as MAX_REPORT_BYTES
 from .report_file import PAIR_FIELDS as PAIR_FIELDS
@@ -48,7 +49,8 @@ OVERALL = "overall"
 #: Metric families a pair's ``metrics`` may hold at each k (metrics.score_ranking, and the
 #: longmemeval protocol's and turn granularity's families).
 METRIC_FAMILIES = ("recall", "recall_any", "recall_all", "ndcg_any", "session_recall",
-                   "session_recall_any", "session_recall_all", "session_ndcg_any", TOKENS)
+                   "session_recall_any", "session_recall_all", "session_ndcg_any", TOKENS,
+                   "memory_recall", "turn_recall")
 #: Keys that, where a report has them (top level or under "dataset"), must match.
 #: What two compared reports must share, and what a report written before these keys existed
 #: means by its silence (those runs could only be vipune's protocol, session level).
@@ -298,6 +300,10 @@ def _compare_pairs(base_pairs: Sequence[Mapping[str, Any]],
                    permutations: int, resamples: int, seed: int) -> dict[str, Any]:
     """Pairs matched on ``question_id`` within each lane ``(base retriever, new retriever,
     label)``; rows per label and question type."""
+    if any(m.startswith(MEMORY_RECALL + "@") for m in [*metrics, f"{primary}@"]):
+        # a session store's memory_recall@k is its recall@k (each memory one session)
+        base_pairs, new_pairs = ([{**p, "metrics": with_memory_recall(p["metrics"])}
+                                  for p in pairs] for pairs in (base_pairs, new_pairs))
     wanted_base = {b for b, _, _ in lanes}
     wanted_new = {n for _, n, _ in lanes}
     base_of: dict[str, dict[str, Mapping[str, Any]]] = {r: {} for r in wanted_base}

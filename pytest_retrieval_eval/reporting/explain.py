@@ -24,6 +24,7 @@ from typing import Any
 
 from ..errors import RetrievalEvalError, printable
 from .explain_facts import full_facts
+from .memory_lines import memory_diff_lines, memory_lines
 from .text_width import fit_lines
 
 __all__ = ["ExplainError", "diff_lines", "explain_lines", "lane_diff_lines", "pair_lines"]
@@ -265,6 +266,7 @@ def pair_lines(pair: Mapping[str, Any], top: int) -> list[str]:
     if facts is not None:
         lines.extend(_fts_lines(facts, gold))
     lines.extend(_ties_lines(pair))
+    lines.extend(memory_lines(pair))  # a memory store's memories (none for a session store)
     return lines
 
 
@@ -434,6 +436,9 @@ def lane_diff_lines(base: Mapping[str, Any], new: Mapping[str, Any], top: int) -
              if key.startswith("recall@") and key in n_metrics
              and b_metrics[key] != n_metrics[key]]
     lines.append("  " + ("; ".join(moved) if moved else "recall@k: unchanged at every k"))
+    ks = sorted({int(key.partition("@")[2]) for key in b_metrics
+                 if key.startswith("recall@") and key.partition("@")[2].isdigit()})
+    lines.extend(memory_diff_lines(base, new, ks))  # a session store beside a memory store
     return lines
 
 

@@ -129,6 +129,10 @@ class Retriever(Protocol):
     ``(id, score)`` list it ranked, best first, of which the returned ids are the first (the
     built-in retrievers do, so that a tie running past the cut is seen).
 
+    Memories (issue 36, docs/memories.md): ``rank`` may return :class:`Memory` items (a
+    turn, a chunk, a fact, with the sessions and turns it came from) until they cover
+    ``limit`` distinct sessions; the harness derives the session ranking from them.
+
     Lifecycle (optional, docs/design.md "A store's lifecycle"): ``index(persona)`` is called
     once per persona (by :attr:`Persona.key`), before that persona's first ``rank``, in the
     process that ranks it, with ``persona.workdir`` made; its time is reported as ingest,
@@ -138,7 +142,8 @@ class Retriever(Protocol):
 
     name: str
 
-    def rank(self, persona: Persona, query: Query, limit: int) -> Sequence[str]: ...
+    def rank(self, persona: Persona, query: Query,
+             limit: int) -> Sequence[str] | Sequence[Memory]: ...
 
 
 def _check_limit(limit: int) -> int:

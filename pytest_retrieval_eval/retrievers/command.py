@@ -7,7 +7,8 @@ one JSON line on its stdout (``docs/cmd-protocol.md`` holds the protocol):
 - ``{"op": "hello", "protocol": 1}`` -> ``{"name": NAME, "vectors": true|false}``;
 - ``{"op": "index", "persona": KEY, "sessions": [...]}`` -> ``{"ok": true}``, once per persona;
 - ``{"op": "rank", "persona": KEY, ...}`` -> ``{"ids": [...], "scores"?: [...], "facts"?:
-  [...]}``;
+  [...]}``, or a memory store's ``{"memories": [{"id", "score"?, "sessions"?, "turns"?,
+  "text"?}, ...]}`` (:func:`.memories.memories_from_json`);
 - any answer may be ``{"error": MESSAGE}``: that item fails with MESSAGE, the store goes on.
 
 A command that does not start, exits, answers a line that is not a JSON object, a line past
@@ -37,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import RetrievalEvalError, RetrieverError, one_line
-from .base import Persona, Query, _check_limit, _option
+from .base import Memory, Persona, Query, _check_limit, _option
 from .command_process import (
     CHUNK,
     CLOSE_GRACE_S,
@@ -47,6 +48,7 @@ from .command_process import (
     kill_group,
     shutdown,
 )
+from .memories import memories_from_json
 from .ranked_output import read_distinct
 
 __all__ = ["MAX_ANSWER_BYTES", "PREFIX", "PROTOCOL", "CommandRetriever", "parse_command"]
@@ -163,7 +165,7 @@ class CommandRetriever:
                 "indexed, or {\"error\": MESSAGE}")
         self._indexed.add(persona.key)
 
-    def rank(self, persona: Persona, query: Query, limit: int) -> list[str]:
+    def rank(self, persona: Persona, query: Query, limit: int) -> list[str] | list[Memory]:
         lim = _check_limit(limit)
         self.last_scores = None
         self.last_facts = None
@@ -179,6 +181,8 @@ class CommandRetriever:
                                  "has none in this run")
             request["vector"] = _vector(query.vector)
         answer = self._ask(request, f"rank of question {query.question_id}", self.timeout)
+        if "memories" in answer:  # a memory store's answer (docs/cmd-protocol.md)
+            return self._memories(answer, query.question_id)
         return self._ranking(answer, persona, query.question_id, lim)
 
     def close(self) -> None:
@@ -197,6 +201,15 @@ class CommandRetriever:
         self._indexed.clear()
 
     # -- answers --------------------------------------------------------------------------
+
+    def _memories(self, answer: Mapping[str, Any], question_id: str) -> list[Memory]:
+        """A ``{"memories": [...]}`` answer as memories, all of them (the harness reads them
+        until they cover the limit's sessions, and checks their provenance)."""
+        where = f"{self.selector}: question {question_id}: the rank answer"
+        if "ids" in answer:
+            raise RetrieverError(f"{where} holds both \"ids\" and \"memories\"; answer "
+                                 "one of them")
+        return memories_from_json(answer["memories"], where)
 
     def _ranking(self, answer: Mapping[str, Any], persona: Persona, question_id: str,
                  limit: int) -> list[str]:

@@ -25,6 +25,8 @@ import numbers
 from collections.abc import Iterable, Mapping
 
 from ..errors import RetrieverError, one_line
+from .base import Memory
+from .memories import covered
 
 __all__ = ["REPEATS_READ", "read_all_positions", "read_distinct"]
 
@@ -44,6 +46,14 @@ def _checked(result: object, name: str, question_id: str,
     return result
 
 
+def _ids_of(item: object) -> tuple[str, ...]:
+    """The ids an item counts as: a memory the sessions it covers (issue 36: memories are
+    read until they cover ``limit`` sessions), an ``(id, score)`` pair its id."""
+    if isinstance(item, Memory):
+        return covered(item)
+    return (_id_of(item),)
+
+
 def _id_of(item: object) -> str:
     if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], numbers.Real):
         return str(item[0])
@@ -53,14 +63,15 @@ def _id_of(item: object) -> str:
 def read_distinct(result: object, name: str, question_id: str, limit: int,
                   persona_size: int, verb: str = "rank returned") -> list[object]:
     """The items of ``result`` up to the ``limit``-th distinct id (an ``(id, score)`` pair
-    counts by its id), at most ``REPEATS_READ * max(limit, persona_size)`` items."""
+    counts by its id, a :class:`.Memory` by the sessions it covers), at most
+    ``REPEATS_READ * max(limit, persona_size)`` items."""
     items = _checked(result, name, question_id, verb)
     cap = REPEATS_READ * max(limit, persona_size, 1)
     out: list[object] = []
     seen: set[str] = set()
     for item in itertools.islice(items, cap):
         out.append(item)
-        seen.add(_id_of(item))
+        seen.update(_ids_of(item))
         if len(seen) >= limit:
             break
     return out

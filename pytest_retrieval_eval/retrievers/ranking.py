@@ -35,14 +35,15 @@ from ..errors import RetrieverError
 from ..scoring.diagnostics import fused_lists
 from ..scoring.metrics import dedupe
 from ..scoring.ties import TieOrders
-from .base import Persona, Query, Retriever
+from .base import Memory, Persona, Query, Retriever
 from .fused_ties import FusionInputs, tie_orders
+from .memories import has_memories, is_plain, read_memories, session_ranking, session_scores
 from .ranked_output import read_all_positions, read_distinct
 from .reference import FtsRetriever, HybridRetriever
 from .row_facts import row_facts
 
 __all__ = ["REPEATED_IDS", "check_haystack", "compact_facts", "explain_facts", "rank_all",
-           "rank_per_k", "split_scored"]
+           "rank_per_k", "ranked_ids", "split_scored"]
 
 #: The result record's count of ids a retriever returned again (:func:`rank_per_k`).
 REPEATED_IDS = "repeated_ids"
@@ -133,14 +134,46 @@ def _dedupe_scored(ids: Sequence[str], scores: Sequence[float] | None,
     return out_ids, out_scores
 
 
+def ranked_ids(got: Sequence[object], persona: Persona, name: str, question_id: str,
+               memories: dict[int, list[Memory]] | None, ks: Sequence[int],
+               ) -> tuple[list[str], list[float] | None, bool]:
+    """What ``rank`` returned as session ids and their scores, and whether it ranked
+    memories. A ranking holding :class:`.Memory` items is checked (:mod:`.memories`) and
+    turned into its derived session ranking (each session's score its first memory's);
+    ``memories[k]`` gets the memories of each of ``ks``, unless they are session ids in
+    disguise (:func:`.memories.is_plain`: then scored exactly as those ids). ``memories``
+    None: this run's view scores no memories (one line)."""
+    if not has_memories(got):
+        ids, own = split_scored(got, name, question_id)
+        return ids, own, False
+    if memories is None:
+        raise RetrieverError(
+            f"{name}: question {question_id}: rank returned Memory items, which are scored "
+            "at session granularity under the vipune protocol only; drop "
+            "--retrieval-eval-protocol longmemeval / --retrieval-eval-granularity turn, or "
+            "return ids")
+    mems = read_memories(got, persona, name, question_id)
+    if is_plain(mems):
+        ids = [m.id for m in mems]
+        own = None if not mems or mems[0].score is None else [float(m.score or 0.0)
+                                                            for m in mems]
+        return ids, own, False
+    memories.update(dict.fromkeys(ks, mems))
+    return session_ranking(mems), session_scores(mems), True
+
+
 def rank_per_k(retriever: Retriever, persona: Persona, query: Query, ks: Sequence[int],
-               scored: Scored | None = None, counts: dict[str, int] | None = None,
+               scored: Scored | None = None, counts: dict[str, int] | None = None, *,
+               memories: dict[int, list[Memory]] | None = None,
                ) -> tuple[dict[int, list[str]], dict[int, Mapping[str, Sequence[str]]]]:
     """The ranking of each cut-off (deduplicated, at most k ids), and the fused lists;
     ``scored[k]`` filled when the retriever gave scores (see the module's docstring).
     ``counts[REPEATED_IDS]``: how many of the ids the largest k's call was read to (up to its
     ``limit``-th distinct id) repeat an earlier one, set only when some do (issue 34.15).
-    Every id of ``last_scores`` must be the persona's (:func:`check_haystack`)."""
+    Every id of ``last_scores`` must be the persona's (:func:`check_haystack`).
+    A memory store's ranking (:mod:`.memories`) is read until its memories cover the
+    limit's sessions; its derived session ranking is each k's, and ``memories[k]`` (when
+    a dict is given; None: memories are refused in one line) its memories."""
     if getattr(retriever, "limit_sensitive", False):
         groups: dict[int, list[int]] = {}
         for k in ks:
@@ -154,12 +187,14 @@ def rank_per_k(retriever: Retriever, persona: Persona, query: Query, ks: Sequenc
         limit = max(group)
         got = read_distinct(retriever.rank(persona, query, limit), name, query.question_id,
                             limit, len(persona.session_ids))
-        ids, own = split_scored(got, name, query.question_id)
+        ids, own, of_memories = ranked_ids(got, persona, name, query.question_id, memories,
+                                           group)
         ranked, own = _dedupe_scored(ids, own)
         if counts is not None and limit == max(ks) and len(ranked) < len(ids):
             counts[REPEATED_IDS] = len(ids) - len(ranked)
         ranked = ranked[:limit]
-        full = _checked_scores(retriever, persona, query)
+        # a memory store's scores are its memories' (last_scores is not read for it)
+        full = None if of_memories else _checked_scores(retriever, persona, query)
         out.update(dict.fromkeys(group, ranked))
         lists = fused_lists(retriever)
         if lists is not None:
@@ -168,7 +203,8 @@ def rank_per_k(retriever: Retriever, persona: Persona, query: Query, ks: Sequenc
             own_cut = None if own is None else own[:limit]
             past = getattr(retriever, "last_tied_past", None)
             fusion = getattr(retriever, "last_fusion", None)
-            if callable(past) or callable(fusion):  # judged after the timing (pair_ties)
+            # judged after the timing (pair_ties)
+            if not of_memories and (callable(past) or callable(fusion)):
                 scored.update(dict.fromkeys(group, partial(
                     _judged, ranked, own_cut, full, past, fusion, query, limit)))
                 continue
@@ -217,7 +253,7 @@ def rank_all(retriever: Retriever, persona: Persona, query: Query, ks: Sequence[
     same ranking for every k (its turn metrics grow k past the cut-off)."""
     name = str(getattr(retriever, "name", "retriever"))
     got = read_all_positions(retriever.rank(persona, query, n), name, query.question_id, n)
-    whole, own = split_scored(got, name, query.question_id)
+    whole, own, _ = ranked_ids(got, persona, name, query.question_id, None, ks)
     full = _checked_scores(retriever, persona, query)
     if scored is not None:
         tie = _tie_list(whole, own, full, dedup=False)

@@ -33,6 +33,11 @@ the run's selection with no line in the file fails its item, saying so; a docid 
 session of that question's history is refused as a foreign id is (:func:`.check_haystack`).
 Lines whose qid is no question of the dataset are counted (:meth:`TrecRunRetriever.facts`:
 the run's header line and the JSON report's ``run_files``).
+
+Turn docnos (issue 36): where a question's lines name turns of its sessions (``<session_id>_<n>``,
+as the turn granularity names them) beside or instead of session ids, each line is a memory,
+of that turn or of that session (:func:`turn_memories`), and the run is scored as a memory
+store: its derived session ranking, ``memory_recall@k`` and ``turn_recall@k``.
 """
 
 from __future__ import annotations
@@ -48,7 +53,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import RetrievalEvalError, RetrieverError, printable
-from .base import Persona, Query, _check_limit
+from ..scoring.longmemeval_metrics import strip_turn
+from .base import Memory, Persona, Query, _check_limit
 from .ranking import check_haystack
 
 if TYPE_CHECKING:
@@ -56,7 +62,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PREFIX", "RunChangedError", "RunFile", "RunFileError", "TrecRunRetriever",
            "is_run", "read_run", "read_run_file", "run_files", "run_pins", "run_retriever",
-           "unknown_line"]
+           "turn_memories", "unknown_line"]
 
 #: The selector's prefix: ``--retrieval-eval-retriever run:PATH``.
 PREFIX = "run:"
@@ -284,7 +290,8 @@ class TrecRunRetriever:
             "unknown_question_ids": unknown[:SHOWN_QIDS],
         }
 
-    def rank(self, persona: Persona, query: Query, limit: int) -> Sequence[str]:
+    def rank(self, persona: Persona, query: Query,
+             limit: int) -> Sequence[str] | Sequence[Memory]:
         lim = _check_limit(limit)
         if self.refusal is not None:
             raise RunChangedError(self.refusal)
@@ -294,6 +301,10 @@ class TrecRunRetriever:
             raise RetrieverError(
                 f"{self.selector}: question {query.question_id} has no line in run file "
                 f"{self.path}; add its ranking to the file, or deselect the question (-k)")
+        rows = set(persona.session_ids)
+        turns = [docid for docid, _ in ranking if docid not in rows]
+        if turns and all(strip_turn(docid) in rows for docid in turns):
+            return turn_memories(ranking, rows)
         try:
             check_haystack(query.question_id, {0: [docid for docid, _ in ranking]},
                            persona.session_ids)
@@ -323,3 +334,11 @@ def run_files(retrievers: Mapping[str, object], corpus: Corpus,
         r.question_id for r in corpus.rejections if r.question_id is not None}
     return {name: {"retriever": column(name), **r.facts(qids)}
             for name, r in retrievers.items() if isinstance(r, TrecRunRetriever)}
+
+
+def turn_memories(ranking: Ranking, sessions: set[str]) -> list[Memory]:
+    """A question's run lines naming turns (``<session_id>_<n>``) as memories, in trec_eval's
+    order: a turn docno is the memory of that turn, a session docno that of its session (the
+    harness reads them until they cover the limit's sessions and checks each turn)."""
+    return [Memory(docid, score, (docid,)) if docid in sessions
+            else Memory(docid, score, turns=(docid,)) for docid, score in ranking]

@@ -121,11 +121,14 @@ def session_recall(rankings: Mapping[int, Sequence[str]], gold_turns: Collection
 
 
 def mean_metrics(rows: Iterable[Mapping[str, float]]) -> dict[str, float]:
-    """Average each metric over pairs (macro average, as the scope document specifies)."""
+    """Average each metric over the pairs that hold it (macro average, as the scope document
+    specifies). Every pair of a retriever holds the same metrics, except ``turn_recall@k``
+    (only pairs whose gold sessions mark ``has_answer`` turns) and a store that returned
+    memories for some questions only (``memory_recall@k`` of those)."""
     totals: dict[str, float] = {}
-    n = 0
+    counts: dict[str, int] = {}
     for row in rows:
-        n += 1
         for key, value in row.items():
             totals[key] = totals.get(key, 0.0) + value
-    return {key: value / n for key, value in totals.items()} if n else {}
+            counts[key] = counts.get(key, 0) + 1
+    return {key: value / counts[key] for key, value in totals.items()}
