@@ -35,8 +35,8 @@ def turn_corpus(tmp_path_factory: pytest.TempPathFactory) -> corpus.Corpus:
 def test_shipped_vectors_cover_exactly_the_shipped_texts(
         sample_corpus: corpus.Corpus, turn_corpus: corpus.Corpus) -> None:
     """Sessions and turns (the vipune protocol's two granularities: what --no-model reads
-    with the default retrievers, and the +unit:turn what-ifs), and the questions; LongMemEval's protocol ranks with bm25
-    by default, which reads no vector."""
+    with the default retrievers, and the +unit:turn what-ifs), and the questions;
+    LongMemEval's protocol ranks with bm25 by default, which reads no vector."""
     models = cache.list_models([cache.bundled_cache_dir()])
     assert [m["name"] for m in models] == [MINILM]
     model = models[0]
