@@ -50,3 +50,32 @@ def test_prep_embeds_the_turn_texts_only_when_a_unit_turn_retriever_runs(
     vector = persona.embed([fresh])
     assert vector.shape == (1, 8)
     assert turned.vectors.missing([text_key(fresh)]) == []
+
+
+def test_retrieval_eval_prep_turns_embeds_what_unit_turn_reads(tmp_path: Path) -> None:
+    """`retrieval-eval prep --turns` fills the cache a --no-model run of +unit:turn needs,
+    and the model-free lane's refusal suggests that very prep."""
+    import pytest
+
+    from pytest_retrieval_eval import lanes
+    from pytest_retrieval_eval.cli import console
+    from pytest_retrieval_eval.errors import RetrievalEvalError
+
+    model = make_model_dir(tmp_path / "models", dim=8).path
+    cache = tmp_path / "cache"
+    settings: Any = run_settings(enabled=True, no_model=True, data="sample", model=str(model),
+                                 retrievers=("semantic+unit:turn",), cache_dir=cache)
+    assert lanes.view_args(settings) == " --turns"
+    assert lanes.view_args(run_settings(retrievers=("semantic", "fts+mode:or"))) == ""
+    base = ["prep", "--data", "sample", "--model", str(model), "--cache", str(cache),
+            "--no-progress", "--offline"]
+    assert console.main(base) == 0  # sessions only
+    with pytest.raises(RetrievalEvalError, match=r"retrieval-eval prep .* --turns`"):
+        EvalSession(settings).prepare()
+    assert console.main([*base, "--turns"]) == 0
+    session = EvalSession(settings)
+    session.prepare()
+    session.finish_setup()
+    assert session.corpus is not None and session.vectors is not None
+    wanted = {k for p in WithTurnTexts(session.corpus).pairs for k in p.text_keys}
+    assert session.vectors.missing(sorted(wanted)) == []
