@@ -46,8 +46,6 @@ class TurnUnit:
         self.base = base
         self.params = dict(getattr(base, "params", {}))
         self.needs_vectors = bool(getattr(base, "needs_vectors", True))
-        #: The turns and scores of the last ``rank``, best first.
-        self.last_turns: list[tuple[str, float | None]] | None = None
 
     def _turns(self, persona: Persona) -> Persona:
         if persona.turn_rows is None:
@@ -71,7 +69,6 @@ class TurnUnit:
         ids = self.base.rank(turns, query, len(turns.session_ids))
         scores = {i: s for i, s in (getattr(self.base, "last_scores", None) or [])}
         ranked = [(str(i), scores.get(str(i))) for i in ids]
-        self.last_turns = ranked
         session_of = dict(zip(turns.session_ids, _sessions(persona, turns), strict=True))
         return turn_memories(ranked, session_of, lim)
 
