@@ -21,6 +21,7 @@ from .data import subset as subset_mod
 from .errors import CacheError, RetrievalEvalError
 from .io.checksums import MEMO_DIR
 from .options import DEFAULT_DATA, DEFAULT_DATA_REPO, DEFAULT_MODEL
+from .retrievers.variants import is_variant
 from .settings import RECIPE_OPTIONS, Settings
 from .vectors import cache as cache_mod
 from .vectors import model_files
@@ -230,7 +231,13 @@ def other_recipe(settings: Settings, cache_root: Path, corpus: AnyCorpus,
 def view_args(s: Settings) -> str:
     """prep's flags for the run's protocol and granularity (none at the defaults)."""
     return ((f" --protocol {s.protocol}" if s.protocol != "vipune" else "")
-            + (f" --granularity {s.granularity}" if s.granularity != "session" else ""))
+            + (f" --granularity {s.granularity}" if s.granularity != "session" else "")
+            + (" --turns" if any(is_unit_turn(name) for name in s.retrievers) else ""))
+
+
+def is_unit_turn(name: str) -> bool:
+    """Whether a retriever name is a ``+unit:turn`` what-if (its prep embeds turns)."""
+    return is_variant(name) and "+unit:turn+" in f"{name}+"
 
 
 def no_cached_model(settings: Settings, cache_root: Path, corpus: AnyCorpus,

@@ -39,6 +39,7 @@ from .scoring.ties import pair_ties
 from .settings import Settings
 from .vectors.cache import VectorCache
 from .vectors.embedding import Embedder
+from .vectors.store_embedding import StoreEmbedding
 from .vipune import exports as store_exports
 from .vipune.store import StoreCache
 
@@ -69,10 +70,12 @@ class PairMemo:
     indexed: dict[str, set[str]] = field(default_factory=dict)
     #: column -> the retriever this process ranked with (closed at session end).
     used: dict[str, Any] = field(default_factory=dict)
+    #: ``persona.embed`` of this process (None: the run holds no vectors).
+    embedding: StoreEmbedding | None = None
 
     def persona(self, pair: PairRecord, corpus: Corpus | None, vectors: VectorCache | None,
                 stores: StoreCache | None, model: Mapping[str, Any] | None,
-                store_dir: Path | None) -> Persona:
+                store_dir: Path | None, *, session_rows: bool = True) -> Persona:
         """The pair's memory rows, vectors and (lazily built) store; the last few are kept."""
         cached = self._personas.get(pair.index)
         if cached is not None:
@@ -80,7 +83,8 @@ class PairMemo:
             return cached
         assert corpus is not None and stores is not None
         fingerprint = str(model["fingerprint"]) if model else ""
-        persona = personas.build_persona(pair, corpus, vectors, stores, fingerprint, store_dir)
+        persona = personas.build_persona(pair, corpus, vectors, stores, fingerprint, store_dir,
+                                         embed=self.embedding, session_rows=session_rows)
         self._personas[pair.index] = persona
         while len(self._personas) > KEPT:
             self._personas.popitem(last=False)
@@ -206,12 +210,19 @@ class PairRun:
         pair = self.pair
         persona, query = given(persona, query, inputs)
         embed_ms = self.memo.embed_ms.pop(pair.index, None)  # the pair's first scored item's
+        spent = self.embedding_spent()
         indexes, ingest_ms = self.index(persona)
+        spent_indexing = self.embedding_spent()
         if indexes:
             persona = replace(persona, workdir=self.workdir(persona.key))
         start = time.perf_counter()
         rankings, components, scored = self.rank(persona, query)
         retrieval_ms = (time.perf_counter() - start) * 1000.0
+        store_embedding = self.embedding_spent() - spent
+        if store_embedding:  # what the store embedded: apart from its ingest and query time
+            if ingest_ms is not None:
+                ingest_ms = max(0.0, ingest_ms - (spent_indexing - spent))
+            retrieval_ms = max(0.0, retrieval_ms - (store_embedding - spent_indexing + spent))
         self.name_late()
         check_haystack(pair.question_id, rankings, pair.session_ids)
         rankable = set(pair.session_ids)
@@ -221,7 +232,8 @@ class PairRun:
                                                pair.gold_turns))
         latency = {"query_embedding": embed_ms, "retrieval": retrieval_ms,
                    **({"ingest": ingest_ms} if indexes else {}),
-                   **({} if startup_ms is None else {"startup": startup_ms})}
+                   **({} if startup_ms is None else {"startup": startup_ms}),
+                   **({"store_embedding": store_embedding} if store_embedding else {})}
         result = self.result(query, rankings, components, scored, rankable, metrics, latency)
         # After the result's facts (explain reads the retriever's last call): the budget may
         # read the store once more, past k, untimed as query latency.
@@ -235,8 +247,13 @@ class PairRun:
             total = (time.perf_counter() - started) * 1000.0
             result["latency_ms"]["overhead"] = max(0.0, total - retrieval_ms - (
                 ingest_ms or 0.0) - (embed_ms or 0.0) - (startup_ms or 0.0) - (
-                latency.get("budget") or 0.0))
+                latency.get("budget") or 0.0) - store_embedding)
         return result
+
+    def embedding_spent(self) -> float:
+        """Milliseconds ``persona.embed`` has spent in this process so far."""
+        embedding = self.memo.embedding
+        return 0.0 if embedding is None else embedding.spent_ms
 
     def workdir(self, persona_key: str) -> Path:
         return workdir(self.cache_root, self.column, persona_key)

@@ -29,7 +29,8 @@ from .data import dataset as dataset_mod
 from .data import ingest
 from .data import subset as subset_mod
 from .data.protocol import LONGMEMEVAL, NO_USER_EVIDENCE, REPEATED_SLOTS_KEPT, View
-from .errors import CacheError, DataError, ModelError
+from .data.turn_texts import WithTurnTexts
+from .errors import CacheError, DataError, ModelError, RetrievalEvalError
 from .io.checksums import MEMO_DIR
 from .options import CUSTOM_RETRIEVER, DEFAULT_MODEL
 from .pair_run import PairInputs, PairMemo
@@ -41,6 +42,7 @@ from .settings import Settings
 from .vectors import cache as cache_mod
 from .vectors import prep as prep_mod
 from .vectors.embedding import EmbedConfig, Embedder, load_embedder
+from .vectors.store_embedding import StoreEmbedding
 from .vipune import store as store_mod
 from .worker_results import WorkerResults
 
@@ -111,6 +113,8 @@ class EvalSession:
     #: --retrieval-eval-budget: the reader's tokenizer and its counts (None: no budget asked,
     #: no tokenizer loaded, nothing counted).
     token_counts: Any = None
+    #: The corpus prep embeds with its turn texts (:meth:`prep_corpus`), made once.
+    _turn_corpus: WithTurnTexts | None = None
 
     def __post_init__(self) -> None:
         self.outcomes = WorkerResults(self.names)
@@ -187,13 +191,13 @@ class EvalSession:
                         "model-free" if s.no_model else "model", None, None)
         elif s.no_model:
             try:
-                model = lanes.choose_cached_model(s, self.cache_root, self.vector_corpus())
+                model = lanes.choose_cached_model(s, self.cache_root, self.prep_corpus())
             except CacheError:
                 if s.cache_repo is None:
                     raise
                 # What the repo has, then choose again.
                 lanes.pull(s, self.cache_root, progress, model=s.model)
-                model = lanes.choose_cached_model(s, self.cache_root, self.vector_corpus())
+                model = lanes.choose_cached_model(s, self.cache_root, self.prep_corpus())
             # Every shard checked now: a corrupt one is a usage error naming the file, never
             # a vector served (the model lane's prep quarantines and re-embeds).
             self.vectors = lanes.vector_cache(self.cache_root, model)
@@ -219,10 +223,10 @@ class EvalSession:
             self.embedder = embedder
             self.vectors = lanes.vector_cache(self.cache_root, embedder.info())
             if s.cache_repo is not None and self.vectors.missing(
-                    prep_mod.needed_keys(self.vector_corpus(), embedder)):
+                    prep_mod.needed_keys(self.prep_corpus(), embedder)):
                 lanes.pull(s, self.cache_root, progress,
                            fingerprint=embedder.fingerprint, model=embedder.name)
-            prep_mod.run_prep(self.vector_corpus(), embedder, self.vectors, progress)
+            prep_mod.run_prep(self.prep_corpus(), embedder, self.vectors, progress)
             plan = Plan(str(corpus.path), str(self.cache_root), "model", embedder.info(), spec)
         plan = replace(plan, dataset_path=str(source.path.resolve()),
                        runs=trec_run.run_pins(self._retrievers))
@@ -245,6 +249,16 @@ class EvalSession:
         if self.subset is None:
             return self.corpus
         return subset_mod.SubsetCorpus(self.corpus, self.subset)
+
+    def prep_corpus(self) -> Any:
+        """The corpus whose texts prep embeds: :meth:`vector_corpus`, with its sessions' turn
+        texts when a ``+unit:turn`` retriever ranks turns (:mod:`.data.turn_texts`)."""
+        corpus = self.vector_corpus()
+        if not any(getattr(r, "unit", None) == "turn" for r in self._retrievers.values()):
+            return corpus
+        if self._turn_corpus is None or self._turn_corpus.corpus is not corpus:
+            self._turn_corpus = WithTurnTexts(corpus)
+        return self._turn_corpus
 
     def scored_positions(self) -> list[int]:
         """Positions (into ``corpus.pairs``) of the pairs this run scores: the usable ones,
@@ -271,6 +285,13 @@ class EvalSession:
             else:
                 self._retrievers[name] = retrievers_mod.get_retriever(name, self.settings)
         self.names.name_all(self.settings.retrievers, self._users, self._retrievers)
+        turned = [n for n, r in self._retrievers.items() if getattr(r, "unit", None) == "turn"]
+        if turned and not self.view.is_default:
+            raise RetrievalEvalError(
+                f"retriever {turned[0]!r} ranks the turns of session rows, but under "
+                f"--retrieval-eval-protocol {self.settings.protocol} --retrieval-eval-"
+                f"granularity {self.settings.granularity} the rows are not vipune sessions; "
+                f"drop +unit:turn there, or score the vipune protocol's sessions")
 
     def add_stores(self, stores: Sequence[UserRetriever]) -> None:
         """A conftest's named stores (``pytest_retrieval_eval_retrievers``) take the place of
@@ -324,6 +345,9 @@ class EvalSession:
             self.vectors = lanes.vector_cache(self.cache_root, self.plan.model)
         self._stores = store_mod.StoreCache(Path(self.plan.cache_root) / "stores",
                                             verify=self.settings.verify)
+        if self.vectors is not None and self.pairs.embedding is None:
+            name = str((self.plan.model or {}).get("name", "the run's model"))
+            self.pairs.embedding = StoreEmbedding(self.vectors, self.embedder, name)
         self.dataset_info = {
             "name": corpus.dataset_name,
             "sha256": corpus.dataset_sha256,
@@ -351,7 +375,7 @@ class EvalSession:
         """The pair's memory rows, vectors and (lazily built) store; the last few are kept."""
         model = self.plan.model if self.plan else None
         return self.pairs.persona(pair, self.corpus, self.vectors, self._stores, model,
-                                  self.settings.store_dir)
+                                  self.settings.store_dir, session_rows=self.view.is_default)
 
     def query(self, pair: corpus_mod.PairRecord) -> retrievers_mod.Query:
         """The pair's query, its vector embedded live (timed: :meth:`.PairMemo.query`) or

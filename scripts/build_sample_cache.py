@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from export_minilm_onnx import main as export_main
 
-    from pytest_retrieval_eval.data import dataset, ingest
+    from pytest_retrieval_eval.data import dataset, ingest, turn_texts
     from pytest_retrieval_eval.data.protocol import View
     from pytest_retrieval_eval.vectors import cache, embedding, prep
 
@@ -87,7 +87,10 @@ def main(argv: list[str] | None = None) -> int:
         for protocol, granularity in args.views:
             data = ingest.load_corpus(source, Path(tmp) / "work",
                                       view=View(protocol, granularity))
-            stats = prep.run_prep(data, embedder, vectors, chunk_size=1 << 20)
+            # The session view's pairs with their turns' texts too: what the +unit:turn
+            # what-ifs read (a rejected turn-view pair's turns included).
+            corpus = turn_texts.WithTurnTexts(data) if granularity == "session" else data
+            stats = prep.run_prep(corpus, embedder, vectors, chunk_size=1 << 20)
             embedded += stats.embedded_now
             print(f"{protocol}:{granularity}: {stats.unique_texts} texts, "
                   f"{stats.embedded_now} embedded now")

@@ -66,6 +66,9 @@ def add_commands(sub: argparse._SubParsersAction[Any], default_cache: Path) -> N
     prep.add_argument("--granularity", type=_choice("session", "turn"), default="session",
                       help="sessions or turns, as --retrieval-eval-granularity (default: "
                            "session)")
+    prep.add_argument("--turns", action="store_true",
+                      help="also every session's turns, as the +unit:turn retrievers read "
+                           "them (docs/memories.md)")
     prep.add_argument("--no-progress", action="store_true", help="draw no progress bar")
     _add_scale_arguments(prep)
 
@@ -219,13 +222,18 @@ def _cmd_prep(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _subset_corpus(args: argparse.Namespace, corpus: Any) -> Any:
-    """The corpus prep sees: under --subset, the chosen pairs only."""
-    if args.subset is None:
-        return corpus
-    from ..data import subset as subset_mod
+    """The corpus prep sees: under --subset, the chosen pairs only; with --turns, their
+    sessions' turn texts too."""
+    if args.subset is not None:
+        from ..data import subset as subset_mod
 
-    chosen = subset_mod.choose(corpus, args.subset, args.subset_seed, flag="--subset")
-    return subset_mod.SubsetCorpus(corpus, chosen)
+        chosen = subset_mod.choose(corpus, args.subset, args.subset_seed, flag="--subset")
+        corpus = subset_mod.SubsetCorpus(corpus, chosen)
+    if getattr(args, "turns", False):
+        from ..data.turn_texts import WithTurnTexts
+
+        corpus = WithTurnTexts(corpus)
+    return corpus
 
 
 def _ray_embed(args: argparse.Namespace, config: Any, embedder: Any, vectors: Any,

@@ -157,6 +157,10 @@ class SubsetCorpus:
         result: list[str] = self.corpus.texts(keys)
         return result
 
+    def turns(self, keys: Sequence[str]) -> list[list[dict[str, str]]]:
+        result: list[list[dict[str, str]]] = self.corpus.turns(keys)
+        return result
+
 
 def worst_case_ci95_width(n: int) -> float:
     """The widest :func:`ci95_width` of ``n`` values in 0..1 can be: half of them 0, half 1,

@@ -42,6 +42,28 @@ class Persona:
     #: the retriever's column and :attr:`key`, kept across runs (so a store may reuse an
     #: expensive ingest); made by the harness before ``index`` is called; None otherwise.
     workdir: Path | None = None
+    #: The run's model for a store's own texts (:meth:`embed`); None where the run holds no
+    #: vectors.
+    text_vectors: Callable[[Sequence[str]], np.ndarray] | None = None
+    #: This persona's turns as rows (the ``+unit:turn`` what-ifs rank them): ids
+    #: ``<session_id>_<n>``, texts ``role: content``, their vectors and a store of turn rows,
+    #: built on first call; None where the rows are not sessions (turn granularity, the
+    #: longmemeval protocol).
+    turn_rows: Callable[[], Persona] | None = None
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of ``texts`` by the run's model and recipe, ``(len(texts), dim)`` float32.
+
+        Read from the run's content-addressed vector cache; in the model lane a text the
+        cache lacks is embedded once and cached (a later ``--no-model`` run finds it), under
+        ``--no-model`` it fails the item in one line. Embedded as passages (no query
+        prefix). The time spent here is reported as ``latency_ms.store_embedding``, apart from
+        the store's ingest and query times."""
+        if self.text_vectors is None:
+            raise RetrieverError(
+                "persona.embed: this run holds no vectors (no retriever of the run reads "
+                "them); give the store needs_vectors = True (the default) to embed its texts")
+        return self.text_vectors(list(texts))
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ import numpy as np
 
 from ..errors import RetrievalEvalError, RetrieverError, one_line
 from .base import Memory, Persona, Query, _check_limit, _option
+from .command_embed import Embed, embed_reply, embed_texts, is_embed_request
 from .command_process import (
     CHUNK,
     CLOSE_GRACE_S,
@@ -157,7 +158,7 @@ class CommandRetriever:
             sessions.append(session)
         what = f"index of persona {persona.key[:12]} ({len(sessions)} sessions)"
         answer = self._ask({"op": "index", "persona": persona.key, "sessions": sessions},
-                           what, self.index_timeout)
+                           what, self.index_timeout, embed=persona.text_vectors)
         if set(answer) != {"ok"} or answer["ok"] is not True:  # {"ids": []} is no index
             raise RetrieverError(
                 f"{self.selector}: {what}: the answer {one_line(json.dumps(answer), 120)} is "
@@ -180,7 +181,8 @@ class CommandRetriever:
                 raise self._fail(f"hello asked for vectors, but question {query.question_id} "
                                  "has none in this run")
             request["vector"] = _vector(query.vector)
-        answer = self._ask(request, f"rank of question {query.question_id}", self.timeout)
+        answer = self._ask(request, f"rank of question {query.question_id}", self.timeout,
+                           embed=persona.text_vectors)
         if "memories" in answer:  # a memory store's answer (docs/cmd-protocol.md)
             return self._memories(answer, query.question_id)
         return self._ranking(answer, persona, query.question_id, lim)
@@ -284,10 +286,13 @@ class CommandRetriever:
             raise self._fail(f"hello's \"vectors\" is {vectors!r}; answer true or false")
         self.name, self.wants_vectors = name, vectors
 
-    def _ask(self, request: Mapping[str, Any], what: str, timeout: float) -> dict[str, Any]:
+    def _ask(self, request: Mapping[str, Any], what: str, timeout: float,
+             embed: Embed | None = None) -> dict[str, Any]:
         """Send one request line, read one answer line: the answer as a dict. ``{"error"}``
         answers raise a plain :class:`RetrieverError`; everything else that goes wrong stops
-        the command (``_fail``)."""
+        the command (``_fail``). An embed request the command sends while it owes the answer
+        is answered with ``embed`` (``persona.embed``, :mod:`.command_embed`), and the wait
+        goes on."""
         if self._proc is None:
             self._start()
         proc = self._proc
@@ -304,6 +309,28 @@ class CommandRetriever:
                              f"unasked after {self._last}; answer each request with exactly "
                              "one line (log to stderr)")
         self._last = what
+        answer = self._answer(proc, line, what, timeout)
+        refused: str | None = None
+        while is_embed_request(answer):  # the store asks for the run's model first
+            texts = embed_texts(answer)
+            if texts is None:
+                raise self._fail(f"command `{shlex.join(self.argv)}` sent an embed request "
+                                 f"during {what} without a \"texts\" list of strings; send "
+                                 "{\"op\": \"embed\", \"texts\": [\"...\"]}")
+            reply, refusal = embed_reply(embed, texts)
+            refused = refused or refusal
+            answer = self._answer(proc, (json.dumps(reply) + "\n").encode(), what, timeout)
+        if refused is not None:  # the store was told; its answer to the request is past
+            raise RetrieverError(f"{self.selector}: {what}: {refused}")
+        if "error" in answer:
+            raise RetrieverError(f"{self.selector}: {what}: "
+                                 f"{one_line(answer['error'], 500)}")
+        return answer
+
+    def _answer(self, proc: subprocess.Popen[bytes], line: bytes, what: str,
+                timeout: float) -> dict[str, Any]:
+        """Write ``line``, read the next line: one JSON object (anything else stops the
+        command)."""
         try:
             raw = self._exchange(proc, line, timeout)
         finally:
@@ -326,9 +353,6 @@ class CommandRetriever:
         if not isinstance(answer, dict):
             raise self._fail(f"command `{shlex.join(self.argv)}` answered {what} with a JSON "
                              f"{type(answer).__name__}, not an object")
-        if "error" in answer:
-            raise RetrieverError(f"{self.selector}: {what}: "
-                                 f"{one_line(answer['error'], 500)}")
         return answer
 
     def _exchange(self, proc: subprocess.Popen[bytes], line: bytes, timeout: float) -> bytes:

@@ -68,6 +68,12 @@ class _Param:
     means: str
 
 
+def _unit() -> _Param:
+    return _Param(_one_of("session", "turn"), "session",
+                  "the unit ranked: the persona's sessions, or its turns (returned as turn "
+                  "memories, docs/memories.md)")
+
+
 #: Every parameter each base retriever takes, with vipune's value and what it changes.
 PARAMETERS: Mapping[str, Mapping[str, _Param]] = {
     "hybrid": {
@@ -85,11 +91,16 @@ PARAMETERS: Mapping[str, Mapping[str, _Param]] = {
     "fts": {
         "mode": _Param(_one_of("and", "or"), "and",
                        "FTS5 operator between the quoted words (vipune: and, src/sqlite/fts.rs)"),
+        "unit": _unit(),
     },
     "semantic": {
         "dtype": _Param(_one_of("float64", "float32"), "float64",
                         "cosine arithmetic (vipune: float64 sums of float32 values, "
                         "src/sqlite/embedding.rs)"),
+        "unit": _unit(),
+    },
+    "bm25": {
+        "unit": _unit(),
     },
 }
 

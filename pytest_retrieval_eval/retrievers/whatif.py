@@ -9,14 +9,16 @@ arithmetic.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from .. import vipune
 from ..data.pairs import parse_date
 from .base import Persona, Query, Retriever, _query_vector, _vipune_limit
+from .bm25 import BM25Retriever
 from .reference import FtsRetriever, HybridRetriever, SemanticRetriever
+from .units import TurnUnit
 from .variants import VariantSpec, parse_variant
 
 __all__ = ["FtsVariant", "HybridVariant", "SemanticFloat32", "build", "float32_search"]
@@ -101,7 +103,18 @@ class SemanticFloat32(SemanticRetriever):
 
 
 def build(spec: VariantSpec) -> Retriever:
-    """The retriever of a parsed what-if name."""
+    """The retriever of a parsed what-if name (``+unit:turn``: the base ranks the persona's
+    turns, :class:`.units.TurnUnit`)."""
+    if spec.params.get("unit") == "turn":
+        inner = {k: v for k, v in spec.params.items() if k != "unit"}
+        base = build(VariantSpec(spec.name, spec.base, inner))
+        unit = TurnUnit(spec.name, base)
+        unit.params = dict(spec.params)
+        return cast("Retriever", unit)  # rank returns Memory items (docs/memories.md)
+    if spec.base == "bm25":
+        bm25 = BM25Retriever()
+        bm25.name = spec.name
+        return bm25
     if spec.base == "hybrid":
         return HybridVariant(spec)
     if spec.base == "fts":

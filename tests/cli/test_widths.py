@@ -92,7 +92,7 @@ def test_models_breaks_an_entry_between_its_fields(offline: None, tmp_path: Path
     assert all(len(line) <= columns for line in narrow.splitlines()), narrow
     assert words(narrow) == words(wide)
     (entry,) = wide.splitlines()  # the bundled model, one line when there is room
-    assert entry == (f"{MINILM}  fingerprint 627066fc5224  dim 384  2434 vectors  pooling "
+    assert entry == (f"{MINILM}  fingerprint 627066fc5224  dim 384  2500 vectors  pooling "
                      "mean  max_length 512  query_prefix ''  (bundled)")
     fields = entry.split("  ")
     rows = narrow.splitlines()

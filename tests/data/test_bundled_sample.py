@@ -13,6 +13,7 @@ import pytest
 from pytest_retrieval_eval.data import corpus, dataset, ingest
 from pytest_retrieval_eval.data.pairs import text_key
 from pytest_retrieval_eval.data.protocol import View
+from pytest_retrieval_eval.data.turn_texts import WithTurnTexts
 from pytest_retrieval_eval.vectors import cache, prep
 from tests.support import sample_figures
 
@@ -34,8 +35,8 @@ def turn_corpus(tmp_path_factory: pytest.TempPathFactory) -> corpus.Corpus:
 def test_shipped_vectors_cover_exactly_the_shipped_texts(
         sample_corpus: corpus.Corpus, turn_corpus: corpus.Corpus) -> None:
     """Sessions and turns (the vipune protocol's two granularities: what --no-model reads
-    with the default retrievers), and the questions; LongMemEval's protocol ranks with bm25
-    by default, which reads no vector."""
+    with the default retrievers, and the +unit:turn what-ifs), and the questions;
+    LongMemEval's protocol ranks with bm25 by default, which reads no vector."""
     models = cache.list_models([cache.bundled_cache_dir()])
     assert [m["name"] for m in models] == [MINILM]
     model = models[0]
@@ -46,6 +47,10 @@ def test_shipped_vectors_cover_exactly_the_shipped_texts(
         wanted |= {k for p in view.pairs for k in p.text_keys}
         wanted |= {prep.query_key(p.question, model) for p in view.pairs}
     assert len(wanted) == 467 + 1967  # the sessions' 467 texts, then the turns' new ones
+    # The +unit:turn what-ifs read every turn of the session view's pairs: also those of the
+    # pair the turn view rejects (no has_answer turn to be its gold).
+    wanted |= {k for p in WithTurnTexts(sample_corpus).pairs for k in p.text_keys}
+    assert len(wanted) == 467 + 1967 + 66
     assert set(vectors.keys()) == wanted  # nothing missing, nothing stale
     matrix = vectors.get(sorted(wanted))
     norms = np.linalg.norm(matrix.astype(np.float64), axis=1)

@@ -48,7 +48,8 @@ def test_names_parse(name: str, base: str, params: dict[str, Any]) -> None:
     ("fts+mode:xor", "mode must be and|or"),
     ("fts+rrf_k:3", "unknown parameter 'rrf_k'; fts takes mode (and|or)"),
     ("semantic+dtype:float16", "dtype must be float64|float32"),
-    ("bm25+k1:2", "'bm25' takes no parameters; what-if parameters go on hybrid, fts, semantic"),
+    ("oracle+k1:2", "'oracle' takes no parameters; what-if parameters go on hybrid, fts, semantic"),
+    ("bm25+k1:2", "unknown parameter 'k1'; bm25 takes unit (session|turn)"),
     ("hybrid+pool", "'pool' is not param:value"),
     ("hybrid+pool:5+pool:6", "parameter 'pool' is given twice"),
 ])

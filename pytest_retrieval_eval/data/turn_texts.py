@@ -1,0 +1,87 @@
+"""A session's turns as memory units: turn ids and texts, as the turn granularity names them.
+
+The ``+unit:turn`` what-ifs (``semantic+unit:turn``, ``bm25+unit:turn``, ``fts+unit:turn``)
+rank the turns of a session-granularity persona. Each turn is named and rendered exactly as
+the vipune protocol's turn granularity makes its rows (:mod:`.protocol`): id
+``<session_id>_<n>`` with ``n`` the turn's 1-based position among all turns of the session
+(LongMemEval's numbering, run_retrieval.py lines 217 and 222), text ``role: content``
+(:func:`pairs.render_session` of the one turn), and a turn with blank content left out (vipune
+refuses empty content). So a turn's text key is the one the turn granularity's corpus holds,
+and its vector is the one the bundled sample ships for that view.
+
+:class:`WithTurnTexts` is the corpus as prep sees it when a ``+unit:turn`` retriever runs:
+each pair's text keys followed by its turns' keys, the turns' texts served from the turns the
+corpus holds per session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from .pairs import render_session, text_key
+
+__all__ = ["WithTurnTexts", "turn_items"]
+
+
+def turn_items(session_id: str,
+               turns: Sequence[Mapping[str, str]]) -> list[tuple[str, str]]:
+    """``(turn id, text)`` of each turn of one session that the turn granularity keeps."""
+    items: list[tuple[str, str]] = []
+    for i, turn in enumerate(turns):
+        if not str(turn["content"]).strip():
+            continue  # as the turn view: vipune refuses empty content
+        items.append((f"{session_id}_{i + 1}", render_session([turn])))
+    return items
+
+
+class WithTurnTexts:
+    """A corpus (or subset) whose pairs also carry their sessions' turn texts, for prep.
+
+    ``pairs``: each pair with ``text_keys`` extended by the keys of its sessions' turns (in
+    session order, then turn order); ``texts(keys)`` serves a turn's text or, for any other
+    key, the corpus's. The turns are read from the corpus once, when ``pairs`` is first read.
+    """
+
+    def __init__(self, corpus: Any) -> None:
+        self.corpus = corpus
+        self.dataset_name: str = corpus.dataset_name
+        self.dataset_sha256: str = corpus.dataset_sha256
+        self._pairs: list[Any] | None = None
+        self._turn_texts: dict[str, str] = {}
+
+    @property
+    def pairs(self) -> list[Any]:
+        if self._pairs is None:
+            self._pairs = self._extended()
+        return self._pairs
+
+    @property
+    def stats(self) -> Mapping[str, int]:
+        return {**self.corpus.stats, "slots": sum(len(p.text_keys) for p in self.pairs)}
+
+    def _extended(self) -> list[Any]:
+        by_session: dict[str, tuple[str, ...]] = {}
+        out: list[Any] = []
+        for pair in self.corpus.pairs:
+            fresh = [k for k in dict.fromkeys(pair.text_keys) if k not in by_session]
+            if fresh:
+                for key, turns in zip(fresh, self.corpus.turns(fresh), strict=True):
+                    keys: list[str] = []
+                    for _, text in turn_items("", turns):
+                        turn_key = text_key(text)
+                        self._turn_texts.setdefault(turn_key, text)
+                        keys.append(turn_key)
+                    by_session[key] = tuple(keys)
+            turn_keys = [k for key in pair.text_keys for k in by_session[key]]
+            out.append(replace(pair, text_keys=(*pair.text_keys, *turn_keys)))
+        return out
+
+    def texts(self, keys: Sequence[str]) -> list[str]:
+        if not self._turn_texts:
+            self.pairs  # noqa: B018 - reads the turns
+        own = self._turn_texts
+        others = [k for k in keys if k not in own]
+        found = dict(zip(others, self.corpus.texts(others), strict=True)) if others else {}
+        return [own[k] if k in own else found[k] for k in keys]

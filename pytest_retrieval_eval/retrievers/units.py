@@ -1,0 +1,85 @@
+"""Built-in references at another unit: ``semantic+unit:turn``, ``bm25+unit:turn``,
+``fts+unit:turn`` rank the persona's turns and return turn memories.
+
+The base retriever ranks the persona's turns as rows (:attr:`.Persona.turn_rows`: ids
+``<session_id>_<n>`` as the turn granularity names them, texts ``role: content``, their
+vectors through ``persona.embed``, a vipune store of turn rows for FTS5), exactly as it ranks
+sessions: cosine over turn vectors, BM25Okapi over turn texts, vipune's FTS5 over turn rows.
+Each ranked turn becomes ``Memory(id=turn_id, score=..., turns=(turn_id,))``, read until the
+turns cover ``limit`` distinct sessions (``limit`` keeps its meaning in sessions,
+docs/memories.md); the harness derives the session ranking from them, as LongMemEval's
+``evaluate_retrieval_turn2session`` does (src/retrieval/eval_utils.py lines 32-46).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import RetrieverError
+from .base import Memory, Persona, Query, _check_limit
+
+__all__ = ["TurnUnit", "turn_memories"]
+
+
+def turn_memories(ranked: list[tuple[str, float | None]], session_of: dict[str, str],
+                  limit: int) -> list[Memory]:
+    """Turn memories in rank order until they cover ``limit`` distinct sessions."""
+    out: list[Memory] = []
+    covered: set[str] = set()
+    for turn_id, score in ranked:
+        if len(covered) >= limit:
+            break
+        covered.add(session_of[turn_id])
+        out.append(Memory(id=turn_id, score=score, turns=(turn_id,)))
+    return out
+
+
+class TurnUnit:
+    """A built-in retriever ranking the persona's turns (see the module's docstring)."""
+
+    unit = "turn"
+    #: The turn rows (vectors read, store built) are made in ``index``, timed as ingest.
+    needs_store = False
+
+    def __init__(self, name: str, base: Any) -> None:
+        self.name = name
+        self.base = base
+        self.params = dict(getattr(base, "params", {}))
+        self.needs_vectors = bool(getattr(base, "needs_vectors", True))
+
+    def _turns(self, persona: Persona) -> Persona:
+        if persona.turn_rows is None:
+            raise RetrieverError(
+                f"{self.name}: this persona's rows are not sessions, so it has no turns to "
+                f"rank; drop +unit:turn, or score the vipune protocol's sessions")
+        return persona.turn_rows()
+
+    def index(self, persona: Persona) -> None:
+        """The persona's turn rows: texts read, vectors read (or embedded), the turn store
+        built when FTS5 searches it; once per persona, before its first query."""
+        turns = self._turns(persona)
+        if getattr(self.base, "needs_store", False):
+            turns.store_path()
+
+    def rank(self, persona: Persona, query: Query, limit: int) -> list[Memory]:
+        lim = _check_limit(limit)
+        turns = self._turns(persona)
+        if not turns.session_ids:
+            return []
+        ids = self.base.rank(turns, query, len(turns.session_ids))
+        scores = {i: s for i, s in (getattr(self.base, "last_scores", None) or [])}
+        ranked = [(str(i), scores.get(str(i))) for i in ids]
+        session_of = dict(zip(turns.session_ids, _sessions(persona, turns), strict=True))
+        return turn_memories(ranked, session_of, lim)
+
+
+def _sessions(persona: Persona, turns: Persona) -> list[str]:
+    """The session of each turn row, in row order (a turn id is ``<session_id>_<n>``)."""
+    known = set(persona.session_ids)
+    out: list[str] = []
+    for turn_id in turns.session_ids:
+        session = turn_id.rpartition("_")[0]
+        if session not in known:  # pragma: no cover - turn rows are made from the sessions
+            raise RetrieverError(f"turn {turn_id!r} names no session of the persona")
+        out.append(session)
+    return out

@@ -1,0 +1,81 @@
+"""The model lane for +unit:turn and persona.embed (issue 36 sections 4, 5): prep embeds the
+sessions' turn texts when a +unit:turn retriever runs (and only then), and persona.embed
+embeds what the cache lacks once, into the run's cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pytest_retrieval_eval.data.pairs import text_key
+from pytest_retrieval_eval.data.turn_texts import WithTurnTexts
+from pytest_retrieval_eval.session import EvalSession
+from pytest_retrieval_eval.vectors.store_embedding import StoreEmbedding
+from tests.support.model_factory import make_model_dir
+from tests.test_reliability import run_settings
+
+
+def _session(tmp_path: Path, model: Path, *retrievers: str) -> EvalSession:
+    settings: Any = run_settings(enabled=True, retrievers=retrievers, data="sample",
+                                 model=str(model), cache_dir=tmp_path / "cache")
+    session = EvalSession(settings)
+    session.prepare()
+    session.finish_setup()
+    return session
+
+
+def test_prep_embeds_the_turn_texts_only_when_a_unit_turn_retriever_runs(
+        tmp_path: Path) -> None:
+    model = make_model_dir(tmp_path / "models", dim=8).path
+    plain = _session(tmp_path / "plain", model, "semantic")
+    assert plain.corpus is not None and plain.vectors is not None
+    turn_keys = {k for p in WithTurnTexts(plain.corpus).pairs for k in p.text_keys} - {
+        k for p in plain.corpus.pairs for k in p.text_keys}
+    assert len(turn_keys) > 1000
+    assert set(plain.vectors.missing(sorted(turn_keys))) == turn_keys  # no turn embedded
+    turned = _session(tmp_path / "turned", model, "semantic", "semantic+unit:turn")
+    assert turned.vectors is not None
+    assert turned.vectors.missing(sorted(turn_keys)) == []
+    # persona.embed reads them from the cache: nothing left for the model to embed.
+    embedding = turned.pairs.embedding
+    assert isinstance(embedding, StoreEmbedding) and embedding.embedder is not None
+    pair = next(p for p in turned.corpus.pairs if not p.abstention)  # type: ignore[union-attr]
+    persona = turned.persona(pair)
+    rows = persona.turn_rows()  # type: ignore[misc]
+    assert rows.vectors.shape == (len(rows.session_ids), 8)
+    # A text no prep saw is embedded once, into the run's cache (a later --no-model run
+    # finds it).
+    fresh = "user: a fact no session holds"
+    assert turned.vectors.missing([text_key(fresh)]) == [text_key(fresh)]
+    vector = persona.embed([fresh])
+    assert vector.shape == (1, 8)
+    assert turned.vectors.missing([text_key(fresh)]) == []
+
+
+def test_retrieval_eval_prep_turns_embeds_what_unit_turn_reads(tmp_path: Path) -> None:
+    """`retrieval-eval prep --turns` fills the cache a --no-model run of +unit:turn needs,
+    and the model-free lane's refusal suggests that very prep."""
+    import pytest
+
+    from pytest_retrieval_eval import lanes
+    from pytest_retrieval_eval.cli import console
+    from pytest_retrieval_eval.errors import RetrievalEvalError
+
+    model = make_model_dir(tmp_path / "models", dim=8).path
+    cache = tmp_path / "cache"
+    settings: Any = run_settings(enabled=True, no_model=True, data="sample", model=str(model),
+                                 retrievers=("semantic+unit:turn",), cache_dir=cache)
+    assert lanes.view_args(settings) == " --turns"
+    assert lanes.view_args(run_settings(retrievers=("semantic", "fts+mode:or"))) == ""
+    base = ["prep", "--data", "sample", "--model", str(model), "--cache", str(cache),
+            "--no-progress", "--offline"]
+    assert console.main(base) == 0  # sessions only
+    with pytest.raises(RetrievalEvalError, match=r"retrieval-eval prep .* --turns`"):
+        EvalSession(settings).prepare()
+    assert console.main([*base, "--turns"]) == 0
+    session = EvalSession(settings)
+    session.prepare()
+    session.finish_setup()
+    assert session.corpus is not None and session.vectors is not None
+    wanted = {k for p in WithTurnTexts(session.corpus).pairs for k in p.text_keys}
+    assert session.vectors.missing(sorted(wanted)) == []

@@ -1,0 +1,175 @@
+"""The ``+unit:turn`` what-ifs (issue 36 section 4): the persona's turns, named and rendered as
+the turn granularity's rows, ranked by the base retriever, returned as turn memories read until
+they cover ``limit`` sessions.
+
+The reference is the turn granularity itself: the same base retriever on the bundled sample's
+turn-view persona (its own corpus, its own store, its shipped turn vectors) must rank the very
+turns ``+unit:turn`` ranks on the session view.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_retrieval_eval import personas
+from pytest_retrieval_eval.data import dataset, ingest
+from pytest_retrieval_eval.data.protocol import View
+from pytest_retrieval_eval.data.turn_texts import WithTurnTexts, turn_items
+from pytest_retrieval_eval.errors import RetrievalEvalError
+from pytest_retrieval_eval.retrievers import Memory, get_retriever
+from pytest_retrieval_eval.retrievers.units import TurnUnit, turn_memories
+from pytest_retrieval_eval.retrievers.variants import VariantError, parse_variant
+from pytest_retrieval_eval.vectors import cache, prep
+from pytest_retrieval_eval.vectors.store_embedding import StoreEmbedding
+from pytest_retrieval_eval.vipune import store as store_mod
+
+
+@pytest.fixture(scope="module")
+def views(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    root = tmp_path_factory.mktemp("units")
+    source = dataset.resolve_dataset("sample")
+    sessions = ingest.load_corpus(source, root, view=View("vipune", "session"))
+    turns = ingest.load_corpus(source, root, view=View("vipune", "turn"))
+    model = cache.list_models([cache.bundled_cache_dir()])[0]
+    vectors = cache.VectorCache(root / "cache", model["fingerprint"], int(model["dim"]), model,
+                                read_only_roots=[cache.bundled_cache_dir()])
+    return {"sessions": sessions, "turns": turns, "model": model, "vectors": vectors,
+            "stores": store_mod.StoreCache(root / "stores")}
+
+
+def _usable(corpus: object) -> list[object]:
+    return [p for p in corpus.pairs if not p.abstention]  # type: ignore[attr-defined]
+
+
+def test_turn_items_are_the_turn_granularitys_rows(views: dict[str, object]) -> None:
+    sessions, turns = views["sessions"], views["turns"]
+    by_id = {p.question_id: p for p in turns.pairs}  # type: ignore[attr-defined]
+    checked = 0
+    for pair in _usable(sessions):
+        items = [item for sid, own in zip(pair.session_ids,  # type: ignore[attr-defined]
+                                          sessions.turns(list(pair.text_keys)),  # type: ignore
+                                          strict=True)
+                 for item in turn_items(sid, own)]
+        other = by_id.get(pair.question_id)  # type: ignore[attr-defined]
+        if other is None:
+            continue  # rejected by the turn view (no has_answer turn to be its gold)
+        assert [i for i, _ in items] == list(other.session_ids)
+        assert [t for _, t in items] == turns.texts(list(other.text_keys))  # type: ignore
+        checked += 1
+    assert checked > 5
+
+
+def test_turn_items_number_all_turns_and_skip_blank_ones() -> None:
+    turns = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "  "},
+             {"role": "user", "content": "a: b"}]
+    assert turn_items("s_1", turns) == [("s_1_1", "user: hi"), ("s_1_3", "user: a: b")]
+
+
+def _persona(views: dict[str, object], pair: object, view: str) -> object:
+    corpus = views[view]
+    vectors = views["vectors"]
+    fingerprint = str(views["model"]["fingerprint"])  # type: ignore[index]
+    embed = StoreEmbedding(vectors, None, "MiniLM")  # type: ignore[arg-type]
+    return personas.build_persona(pair, corpus, vectors, views["stores"],  # type: ignore
+                                  fingerprint, None, embed=embed,
+                                  session_rows=view == "sessions")
+
+
+@pytest.mark.parametrize("base", ["semantic", "bm25", "fts"])
+def test_unit_turn_ranks_what_the_turn_granularity_ranks(views: dict[str, object],
+                                                         base: str) -> None:
+    by_id = {p.question_id: p for p in views["turns"].pairs}  # type: ignore[attr-defined]
+    unit = get_retriever(f"{base}+unit:turn")
+    assert isinstance(unit, TurnUnit) and unit.unit == "turn"
+    pairs = [p for p in _usable(views["sessions"]) if p.question_id in by_id]  # type: ignore
+    assert len(pairs) > 5
+    for pair in pairs:
+        persona = _persona(views, pair, "sessions")
+        turned = _persona(views, by_id[pair.question_id], "turns")  # type: ignore[attr-defined]
+        query, _ = personas.build_query(pair, None, views["vectors"],  # type: ignore[arg-type]
+                                        views["model"])  # type: ignore[arg-type]
+        unit.index(persona)  # type: ignore[arg-type]
+        limit = 5
+        got = unit.rank(persona, query, limit)  # type: ignore[arg-type]
+        reference = get_retriever(base)
+        expected = list(reference.rank(turned, query, len(turned.session_ids)))  # type: ignore
+        # Read in rank order until the turns cover `limit` sessions.
+        covered: list[str] = []
+        cut = 0
+        for turn_id in expected:
+            if len(set(covered)) >= limit:
+                break
+            covered.append(turn_id.rpartition("_")[0])
+            cut += 1
+        assert [m.id for m in got] == expected[:cut], (base, pair.question_id)  # type: ignore
+        assert all(m.turns == (m.id,) and m.sessions == () for m in got)
+        scores = dict(reference.last_scores or [])  # type: ignore[attr-defined]
+        assert [m.score for m in got] == [scores[m.id] for m in got]
+        assert len({m.id.rpartition("_")[0] for m in got}) == min(
+            limit, len({t.rpartition("_")[0] for t in expected}))
+
+
+def test_semantic_unit_turn_is_a_float64_cosine_of_the_shipped_turn_vectors(
+        views: dict[str, object]) -> None:
+    pair = _usable(views["sessions"])[0]
+    persona = _persona(views, pair, "sessions")
+    query, _ = personas.build_query(pair, None, views["vectors"],  # type: ignore[arg-type]
+                                    views["model"])  # type: ignore[arg-type]
+    turns = persona.turn_rows()  # type: ignore[attr-defined]
+    shipped = views["vectors"].get(list(turns.text_keys))  # type: ignore[attr-defined]
+    rows = shipped.astype(np.float64)
+    q = np.asarray(query.vector, dtype=np.float64)
+    sims = rows @ q / (np.linalg.norm(rows, axis=1) * np.linalg.norm(q))
+    order = np.argsort(-sims, kind="stable")
+    got = get_retriever("semantic+unit:turn").rank(persona, query, 3)  # type: ignore[arg-type]
+    assert [m.id for m in got] == [turns.session_ids[i] for i in order[:len(got)]]
+    assert got[0].score == pytest.approx(sims[order[0]], abs=1e-12)
+
+
+def test_turn_memories_read_until_limit_sessions_are_covered() -> None:
+    session_of = {"a_1": "a", "a_2": "a", "b_1": "b", "c_3": "c", "a_4": "a"}
+    ranked = [("a_1", 0.9), ("a_2", 0.8), ("b_1", 0.7), ("a_4", 0.6), ("c_3", 0.5)]
+    got = turn_memories(ranked, session_of, 2)  # a, a, b: two sessions, a_4 not read
+    assert got == [Memory("a_1", 0.9, turns=("a_1",)), Memory("a_2", 0.8, turns=("a_2",)),
+                   Memory("b_1", 0.7, turns=("b_1",))]
+    assert [m.id for m in turn_memories(ranked, session_of, 3)] == [i for i, _ in ranked]
+    assert [m.id for m in turn_memories(ranked, session_of, 9)] == [i for i, _ in ranked]
+
+
+def test_the_grammar_takes_unit_on_semantic_bm25_and_fts() -> None:
+    for base in ("semantic", "bm25", "fts"):
+        assert parse_variant(f"{base}+unit:turn").params == {"unit": "turn"}
+    assert parse_variant("fts+unit:turn+mode:or").params == {"unit": "turn", "mode": "or"}
+    with pytest.raises(VariantError, match=r"unit must be session\|turn"):
+        parse_variant("bm25+unit:chunk")
+    with pytest.raises(VariantError, match="unknown parameter 'unit'"):
+        parse_variant("hybrid+unit:turn")
+    assert get_retriever("bm25+unit:turn").needs_vectors is False  # type: ignore[attr-defined]
+    assert get_retriever("fts+unit:turn").needs_vectors is False  # type: ignore[attr-defined]
+    assert get_retriever("semantic+unit:turn").needs_vectors is True  # type: ignore
+
+
+def test_a_persona_of_turn_rows_has_no_turns_to_rank(views: dict[str, object]) -> None:
+    pair = _usable(views["turns"])[0]
+    persona = _persona(views, pair, "turns")
+    query, _ = personas.build_query(pair, None, views["vectors"],  # type: ignore[arg-type]
+                                    views["model"])  # type: ignore[arg-type]
+    with pytest.raises(RetrievalEvalError, match="rows are not sessions"):
+        get_retriever("semantic+unit:turn").rank(persona, query, 5)  # type: ignore[arg-type]
+
+
+def test_prep_sees_the_turn_texts(views: dict[str, object], tmp_path: Path) -> None:
+    sessions, turns = views["sessions"], views["turns"]
+    wide = WithTurnTexts(sessions)
+    prefix = prep.query_prefix(views["model"])  # type: ignore[arg-type]
+    keys = set(prep.needed_keys(wide, prefix))  # type: ignore[arg-type]
+    plain = set(prep.needed_keys(sessions, prefix))  # type: ignore[arg-type]
+    turn_keys = {k for p in _usable(turns) for k in p.text_keys}  # type: ignore[attr-defined]
+    assert plain < keys and turn_keys <= keys
+    some = sorted(turn_keys)[:5]
+    assert wide.texts(some) == turns.texts(some)  # type: ignore[attr-defined]
+    # The bundled sample ships every turn vector +unit:turn reads (no model needed).
+    assert views["vectors"].missing(sorted(keys)) == []  # type: ignore[attr-defined]
