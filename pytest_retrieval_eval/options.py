@@ -412,8 +412,7 @@ OPTIONS: tuple[Option, ...] = (
             "comma list of context budgets in tokens, each in 1..10000000: recall@<B>tok takes "
             "a ranking's memories in order while their tokens fit in B (the first that does "
             "not fit ends the context), and the summary gets a budget table with tokens@k, "
-            "the mean tokens of the first k memories; counting needs the [budget] extra for "
-            "o200k_base and cl100k_base (default: none)", "B[,B...]"),
+            "the mean tokens of the first k memories (default: none)", "B[,B...]"),
     Option("--retrieval-eval-budget-tokenizer", "retrieval_eval_budget_tokenizer",
             budget_tokenizer, None,
             "with --retrieval-eval-budget: the reader's tokenizer the budget counts in: "

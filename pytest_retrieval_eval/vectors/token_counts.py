@@ -5,8 +5,8 @@ reader's, not the embedding model's:
 
 * ``o200k_base`` (the default) and ``cl100k_base``, OpenAI's encodings, counted offline by
   ``bpe-openai`` (MIT; its wheel ships both rank files, and it gives tiktoken's ids: the tests
-  check its counts against tiktoken's own encoder on the same ranks). It is the ``[budget]``
-  extra, about 40 MB, imported only when a budget is asked for;
+  check its counts against tiktoken's own encoder on the same ranks). A dependency (about
+  40 MB), imported only when a budget is asked for;
 * a path to a ``tokenizer.json``: Hugging Face ``tokenizers`` (already a dependency), the
   count without special tokens (what a text adds to a context).
 
