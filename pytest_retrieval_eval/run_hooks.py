@@ -102,7 +102,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     state = _session(session.config)
     if state is None:
         return
-    from .session import Plan
+    from .plan import Plan
 
     config = session.config
     try:
@@ -349,9 +349,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:  # c
         config.workeroutput[WORKER_OUTPUT] = state.worker_output()  # type: ignore[attr-defined]
         return
     from .reporting import publish, report
+    from .run_facts import run_info
 
-    info = state.run_info(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED,
-                          stopped=bool(session.shouldstop or session.shouldfail))
+    info = run_info(state, interrupted=exitstatus == pytest.ExitCode.INTERRUPTED,
+                    stopped=bool(session.shouldstop or session.shouldfail))
     errors = [{**e, "retriever": state.display_name(str(e.get("retriever")))}
               for e in state.errors]
     state.report = report.build_report(info, state.results, errors)

@@ -14,8 +14,7 @@ import contextlib
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timezone
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +27,14 @@ from .data import corpus as corpus_mod
 from .data import dataset as dataset_mod
 from .data import ingest
 from .data import subset as subset_mod
-from .data.protocol import LONGMEMEVAL, NO_USER_EVIDENCE, REPEATED_SLOTS_KEPT, View
+from .data.protocol import LONGMEMEVAL, View
 from .data.turn_texts import WithTurnTexts
 from .errors import CacheError, DataError, ModelError, RetrievalEvalError
 from .io.checksums import MEMO_DIR
 from .options import CUSTOM_RETRIEVER, DEFAULT_MODEL
 from .pair_run import PairInputs, PairMemo
-from .reporting.report import NOTE_TEXT, PairResult
+from .plan import Plan
+from .reporting.report import PairResult
 from .retrievers import terms as terms_mod
 from .retrievers import trec_run
 from .retrievers.loader import UserRetriever, describe_dotted, is_dotted
@@ -49,27 +49,6 @@ from .worker_results import WorkerResults
 __all__ = ["EvalSession", "PairInputs", "Plan", "Progress"]
 
 Progress = Callable[[str, int, "int | None"], None]
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What the controller decided; crosses to xdist workers as a plain dict."""
-
-    corpus_path: str
-    cache_root: str
-    lane: str  # "model" or "model-free"
-    model: dict[str, Any] | None  # the embedder's info(): name, fingerprint, dim, pooling…
-    model_spec: str | None  # what to load for live query embedding (model lane only)
-    dataset_path: str = ""  # the dataset file: where items' reports point (collection.py)
-    #: run:PATH -> {"sha256", "tag"} the controller read: each worker checks (trec_run.py)
-    runs: dict[str, dict[str, str]] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Plan:
-        return cls(**data)
 
 
 @dataclass
@@ -506,48 +485,3 @@ class EvalSession:
         tails = (tuple(node.split("::")[-2:]) for node in ids
                  if node.startswith("retrieval-eval::"))
         self.select([names[tail] for tail in tails if tail in names])
-
-    def run_info(self, *, stopped: bool = False, interrupted: bool = False) -> dict[str, Any]:
-        """Header facts of the run for the report (plain data).
-
-        ``interrupted``: Ctrl-C; ``stopped``: the run ended before its last item (``-x``,
-        ``--maxfail``): either way the report says how many selected items ran."""
-        assert self.plan is not None and self.corpus is not None
-        corpus = self.corpus
-        selection: dict[str, Any] = {"stopped": stopped, "interrupted": interrupted}
-        if self.selected is not None:
-            selection["selected"] = [[corpus.pairs[i].question_id, self.display_name(name)]
-                                     for i, name in self.selected]
-        selection["skipped_items"] = self.outcomes.skipped_items()
-        abstention = sum(1 for p in corpus.pairs if p.abstention)
-        no_evidence = sum(1 for p in corpus.pairs if p.notes.get(NO_USER_EVIDENCE))
-        stats = dict(corpus.stats)
-        notes = {name: stats.get(name, 0) for name in NOTE_TEXT}  # the header's notes
-        subset = {} if self.subset is None else {"subset": self.subset.to_dict()}
-        if self.settings.protocol == LONGMEMEVAL:  # every slot kept: nothing was dropped
-            repeats = [p.notes.get(REPEATED_SLOTS_KEPT, 0) for p in corpus.pairs]
-            notes = {REPEATED_SLOTS_KEPT: sum(repeats),
-                     "histories_with_repeats": sum(1 for n in repeats if n)}
-        budget = {} if self.token_counts is None else {"budget": {
-            "budgets": list(self.settings.budgets),
-            "tokenizer": dict(self.token_counts.counter.identity)}}
-        return {
-            **subset,
-            **budget,
-            "dataset": {**self.dataset_info, "stats": stats},
-            "lane": self.plan.lane,
-            "model": self.plan.model,
-            "ks": list(self.settings.ks),
-            "retrievers": self.names.listed(self.settings.retrievers),
-            "protocol": self.settings.protocol,
-            "granularity": self.settings.granularity,
-            "usable": len(self.scored_positions()),
-            "skipped": {"abstention": abstention - no_evidence, "rejected": len(corpus.rejections),
-                        **({NO_USER_EVIDENCE: no_evidence} if no_evidence else {})},
-            "rejections": [asdict(r) for r in corpus.rejections],
-            "notes": notes,
-            **({"run_files": runs} if (runs := self.run_files()) else {}),
-            "selection": selection,
-            # When the report was made (UTC): `retrieval-eval plot` tells BASE from NEW by it.
-            "created": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
-        }

@@ -429,7 +429,9 @@ def test_fuzz_mutated_instances_are_scored_pairs_or_counted_rejections(
             result = session.run_pair(position, name)
             assert set(result["ranked"]) <= set(corpus.pairs[position].session_ids)
             assert all(0.0 <= v <= 1.0 and not math.isnan(v) for v in result["metrics"].values())
-    report = build_report(session.run_info(), session.results, session.errors)
+    from pytest_retrieval_eval.run_facts import run_info
+
+    report = build_report(run_info(session), session.results, session.errors)
     assert report["skipped"]["rejected"] == len(corpus.rejections)
     assert len(report["rejections"]) == len(corpus.rejections)
     lines = terminal_lines(report)
