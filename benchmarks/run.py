@@ -59,6 +59,7 @@ from benchmarks.compare_hub_phases import (
 from benchmarks.data_setup import (
     DEFAULT_DATA_DIR,
     SCALES,
+    Scale,
     ensure_data,
     ensure_tiny_model,
 )
@@ -105,8 +106,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None,
                         help="results file (default: benchmarks/RESULTS.md at full scale, "
                              "<data-dir>/small/RESULTS.md at small scale)")
+    parser.add_argument("--against", metavar="REV", default=None,
+                        help="measure the working tree against the commit or branch REV, "
+                             "each in its own scratch venv, phases interleaved, and print "
+                             "NEW/REV ratios (benchmarks/against.py); --only is ignored")
     args = parser.parse_args(argv)
     scale = SCALES[args.scale]
+    if args.against is not None:
+        return _against(args, scale)
     measuring.INDICATIVE = scale.name != "full"  # verdict() and the results file read it
     phases = set(args.only.split(","))
     args.data_dir = args.data_dir.expanduser().resolve()
@@ -178,6 +185,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\nwritten to {out}")
     failed = [r.phase for r in results.rows if r.result == "FAIL"]
     return 1 if failed else 0
+
+
+def _against(args: argparse.Namespace, scale: Scale) -> int:
+    from benchmarks.against import against
+
+    base = args.data_dir.expanduser().resolve()
+    info = machine()
+    print("\n".join(info), flush=True)
+    data, _ = ensure_data(scale, base, Results())
+    lines = against(args.against, data, base / scale.name / "against", args.repeat)
+    text = "\n".join([*info, f"uptime: {os.getloadavg()[0]:.2f} at the end", "", *lines])
+    print("\n" + text)
+    if args.out is not None:
+        args.out.write_text(text + "\n")
+    return 0
 
 
 if __name__ == "__main__":

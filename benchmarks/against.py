@@ -1,0 +1,287 @@
+"""``benchmarks/run.py --against REV``: the working tree (NEW) against a named commit (REV), side
+by side on one machine, on the same data, each phase interleaved (NEW, REV, NEW, REV, ...).
+
+Each version is installed in its own scratch venv outside the repository (under
+``<data-dir>/against/``): a venv made without pip whose site-packages links every entry of the
+running interpreter's site-packages (the dependencies, installed once) except this package, then
+``pip install --no-deps`` of the version's tree (REV from ``git archive``, NEW from the working
+tree as it is, uncommitted changes included). Only the build backend comes from the package
+index (build isolation).
+
+Each version has its own cache folder (corpus, vectors, stores, terms), since the formats differ
+between commits; the vectors are embedded once by NEW and copied into REV's cache, and REV's prep
+then says how many it had to embed again (0: the formats agree, the same vectors).
+
+Per measured process: wall, CPU of the whole tree (``wait4``'s rusage, reaped children
+included), bytes read (``/proc/<pid>/io`` ``rchar`` and ``read_bytes`` read from the finished
+process before it is reaped, which holds its reaped children's counts too). Ratios are of
+medians.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.measuring import ROOT
+
+#: the bm25 term counts' run and the warm run with four retrievers
+FOUR = "hybrid,semantic,fts,bm25"
+
+
+@dataclass
+class Sample:
+    wall: float
+    cpu: float
+    rchar: int
+    read_bytes: int
+    output: str
+
+
+@dataclass
+class Version:
+    label: str  # NEW or the revision as given
+    commit: str
+    python: Path
+    cache: Path
+
+
+def _io(pid: int) -> dict[str, int]:
+    with open(f"/proc/{pid}/io") as f:
+        return {k: int(v) for k, v in (line.split(": ") for line in f.read().splitlines())}
+
+
+def sample(cmd: Sequence[str], cwd: Path, env: dict[str, str]) -> Sample:
+    """Run ``cmd``; wall, CPU of its tree, and the bytes its tree read."""
+    with tempfile.TemporaryFile() as out:
+        start = time.perf_counter()
+        proc = subprocess.Popen(list(cmd), cwd=cwd, env=env, stdout=out,
+                                stderr=subprocess.STDOUT)
+        # Wait without reaping: a zombie's /proc/<pid>/io still holds its counts (its
+        # threads' and its reaped children's, e.g. xdist workers).
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+        wall = time.perf_counter() - start
+        io = _io(proc.pid)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        text = out.read().decode("utf-8", "replace")
+    if proc.returncode != 0:
+        sys.stderr.write(text[-6000:])
+        raise SystemExit(f"benchmark: {' '.join(cmd[:4])} ... failed ({proc.returncode})")
+    return Sample(wall, usage.ru_utime + usage.ru_stime, io["rchar"], io["read_bytes"], text)
+
+
+# --------------------------------------------------------------------------- the two venvs
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", "-C", str(ROOT), *args], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def make_venv(folder: Path, source: Path) -> Path:
+    """A venv at ``folder`` with this interpreter's dependencies linked in and ``source``
+    installed (not editable); its python."""
+    shutil.rmtree(folder, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
+    python = folder / "bin" / "python"
+    site = Path(subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, capture_output=True, text=True).stdout.strip())
+    ours = Path(sysconfig.get_paths()["purelib"])
+    for entry in ours.iterdir():
+        name = entry.name.lower()
+        if "pytest_retrieval_eval" in name or "pytest-retrieval-eval" in name:
+            continue  # this package (editable finder, .pth, dist-info): installed below
+        (site / entry.name).symlink_to(entry)
+    # The build backend (setuptools>=69) comes from the package index pip is configured with
+    # (build isolation): the venvs' own setuptools may be older than the project needs.
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(source)],
+                   check=True, cwd=folder)
+    return python
+
+
+def build_versions(rev: str, base: Path) -> tuple[Version, Version]:
+    """NEW (the working tree) and REV, each installed in its own venv under ``base``."""
+    base.mkdir(parents=True, exist_ok=True)
+    commit = _git("rev-parse", "--verify", f"{rev}^{{commit}}")
+    src = base / "rev-src"
+    shutil.rmtree(src, ignore_errors=True)
+    src.mkdir()
+    archive = base / "rev.tar"
+    _git("archive", "--format=tar", "-o", str(archive), commit)
+    with tarfile.open(archive) as tar:
+        tar.extractall(src, filter="data")
+    archive.unlink()
+    # NEW: the working tree's files as git sees them (tracked and untracked, not ignored),
+    # copied so that pip's build writes nothing into the repository.
+    new_src = base / "new-src"
+    shutil.rmtree(new_src, ignore_errors=True)
+    listed = _git("ls-files", "-z", "--cached", "--others", "--exclude-standard")
+    for name in filter(None, listed.split("\0")):
+        path = ROOT / name
+        if path.is_file():
+            (new_src / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, new_src / name)
+    began = time.perf_counter()
+    new = Version("NEW", _git("rev-parse", "--short", "HEAD") + ("+dirty" if _git(
+        "status", "--porcelain", "--untracked-files=no") else ""),
+        make_venv(base / "venv-new", new_src), base / "cache-new")
+    old = Version(rev, commit[:7], make_venv(base / "venv-rev", src), base / "cache-rev")
+    print(f"venvs built in {time.perf_counter() - began:.1f} s: NEW at {new.commit}, "
+          f"{rev} at {old.commit}", flush=True)
+    return new, old
+
+
+# --------------------------------------------------------------------------- the phases
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["HF_HUB_OFFLINE"] = "1"
+    for name in ("PYTEST_ADDOPTS", "RETRIEVAL_EVAL_CACHE_DIR", "PYTHONPATH"):
+        env.pop(name, None)
+    return env
+
+
+def _pytest(v: Version, data: Path, report: Path, retrievers: str) -> list[str]:
+    return [str(v.python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--retrieval-eval",
+            "--no-model", "--retrieval-eval-retriever", retrievers, "--retrieval-eval-data",
+            str(data), "--retrieval-eval-cache", str(v.cache), "--retrieval-eval-json",
+            str(report)]
+
+
+_LOAD = (
+    "import sys; from pathlib import Path\n"
+    "from pytest_retrieval_eval.data import dataset, ingest\n"
+    "ingest.load_corpus(dataset.resolve_dataset(sys.argv[1]), Path(sys.argv[2]))\n"
+)
+
+
+@dataclass
+class Phase:
+    name: str
+    samples: dict[str, list[Sample]]
+    sizes: dict[str, int]  # the file the phase is judged by (corpus, report), if any
+
+
+def interleave(name: str, versions: Sequence[Version], repeat: int,
+               cmd: Callable[[Version, int], list[str]], cwd: Path,
+               before: Callable[[Version], None] = lambda v: None,
+               size: Callable[[Version, int], Path] | None = None) -> Phase:
+    env = _env()
+    phase = Phase(name, {v.label: [] for v in versions}, {})
+    for i in range(repeat):
+        for v in versions:
+            before(v)
+            s = sample(cmd(v, i), cwd, env)
+            phase.samples[v.label].append(s)
+            if size is not None:
+                phase.sizes[v.label] = size(v, i).stat().st_size
+            print(f"  {name} [{v.label}] {i + 1}/{repeat}: {s.wall:.2f} s wall, "
+                  f"{s.cpu:.2f} s CPU, {s.rchar / 1e6:.0f} MB rchar", flush=True)
+    return phase
+
+
+def against(rev: str, data: Path, base: Path, repeat: int) -> list[str]:
+    """Every phase, NEW against ``rev``; the Markdown lines of the table."""
+    new, old = build_versions(rev, base)
+    versions = (new, old)
+    work = base / "work"
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "empty").mkdir(parents=True)
+    cwd = work / "empty"
+    for v in versions:
+        shutil.rmtree(v.cache, ignore_errors=True)
+        v.cache.mkdir(parents=True)
+
+    def cold(v: Version) -> None:
+        shutil.rmtree(v.cache / "corpus", ignore_errors=True)
+        shutil.rmtree(v.cache / "sha256", ignore_errors=True)
+
+    def corpus_file(v: Version, i: int) -> Path:
+        return next((v.cache / "corpus").glob("*.sqlite"))
+
+    phases = [interleave(
+        "cold corpus build", versions, repeat,
+        lambda v, i: [str(v.python), "-c", _LOAD, str(data), str(v.cache)], cwd, cold,
+        corpus_file)]
+    # The vectors: embedded once by NEW, copied to REV, whose prep says if it took them.
+    sample([str(new.python), "-m", "pytest_retrieval_eval.cli", "prep", "--no-progress",
+            "--data", str(data), "--model", str(_tiny(base)), "--cache", str(new.cache)],
+           cwd, _env())
+    shutil.copytree(new.cache / "vectors", old.cache / "vectors")
+    prep = sample([str(old.python), "-m", "pytest_retrieval_eval.cli", "prep",
+                   "--no-progress", "--data", str(data), "--model", str(_tiny(base)),
+                   "--cache", str(old.cache)], cwd, _env())
+    line = next((ln for ln in prep.output.splitlines() if "prep:" in ln), "")
+    notes = [f"vectors embedded by NEW, copied to {rev}'s cache; {rev}'s prep then said: "
+             f"`{line.strip()}`"]
+    phases.append(interleave("first run, hybrid (builds the stores)", versions, 1,
+                             lambda v, i: _pytest(v, data, work / f"first-{v.label}.json",
+                                                  "hybrid"), cwd))
+    phases.append(interleave(
+        "warm run, hybrid", versions, repeat,
+        lambda v, i: _pytest(v, data, work / f"hybrid-{v.label}-{i}.json", "hybrid"), cwd,
+        size=lambda v, i: work / f"hybrid-{v.label}-{i}.json"))
+    phases.append(interleave(
+        "the run that saves bm25's term counts (4 retrievers)", versions, repeat,
+        lambda v, i: _pytest(v, data, work / f"terms-{v.label}-{i}.json", FOUR), cwd,
+        lambda v: shutil.rmtree(v.cache / "terms", ignore_errors=True)))
+    phases.append(interleave(
+        "warm run, 4 retrievers", versions, repeat,
+        lambda v, i: _pytest(v, data, work / f"four-{v.label}-{i}.json", FOUR), cwd,
+        size=lambda v, i: work / f"four-{v.label}-{i}.json"))
+    same = all(_numbers(work / f"{kind}-{new.label}-0.json")
+               == _numbers(work / f"{kind}-{old.label}-0.json") for kind in ("hybrid", "four"))
+    notes.append("summaries and full rankings of NEW and " + rev + ": "
+                 + ("identical" if same else "DIFFER"))
+    return table(phases, new, old, repeat) + [""] + [f"- {n}" for n in notes]
+
+
+def _tiny(base: Path) -> Path:
+    from benchmarks.data_setup import ensure_tiny_model
+
+    return ensure_tiny_model(base.parent)
+
+
+def _numbers(path: Path) -> object:
+    report = json.loads(path.read_text())
+    return report["summary"], sorted((p["retriever"], p["question_id"], p["ranked"])
+                                     for p in report["pairs"])
+
+
+def table(phases: Sequence[Phase], new: Version, old: Version, repeat: int) -> list[str]:
+    a, b = new.label, old.label
+    lines = [f"| phase (median of {repeat}; serial, `--no-model`) | {b} ({old.commit}) | "
+             f"NEW ({new.commit}) | NEW/{b} |", "|---|---|---|---|"]
+    for p in phases:
+        m = {k: Sample(statistics.median(s.wall for s in v),
+                       statistics.median(s.cpu for s in v),
+                       int(statistics.median(s.rchar for s in v)),
+                       int(statistics.median(s.read_bytes for s in v)), "")
+             for k, v in p.samples.items()}
+
+        def cell(s: Sample, size: int | None) -> str:
+            text = f"{s.wall:.2f} s wall, {s.cpu:.2f} s CPU, {s.rchar / 1e6:.0f} MB read"
+            return text + (f", file {size / 1e6:.2f} MB" if size is not None else "")
+
+        ratio = (f"{m[a].wall / m[b].wall:.3f} wall, {m[a].cpu / m[b].cpu:.3f} CPU, "
+                 f"{m[a].rchar / max(m[b].rchar, 1):.3f} read")
+        if p.sizes:
+            ratio += f", {p.sizes[a] / p.sizes[b]:.3f} size"
+        lines.append(f"| {p.name} | {cell(m[b], p.sizes.get(b))} | "
+                     f"{cell(m[a], p.sizes.get(a))} | {ratio} |")
+    return lines

@@ -1,0 +1,35 @@
+"""benchmarks/against.py (``benchmarks/run.py --against REV``): what one measured process
+reports. The whole comparison needs two venvs and a dataset: its command is in
+benchmarks/RESULTS.md, not run here."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from benchmarks.against import Phase, Sample, Version, sample, table
+
+
+def test_sample_counts_the_bytes_and_cpu_of_reaped_grandchildren(tmp_path: Path) -> None:
+    blob = tmp_path / "blob"
+    blob.write_bytes(os.urandom(3_000_000))
+    # The child starts a grandchild that reads the file whole and burns CPU, and reaps it:
+    # the counts must reach the measured process's figures.
+    grandchild = (f"import time; open({str(blob)!r}, 'rb').read(); t = time.process_time()\n"
+                  "while time.process_time() - t < 0.3: pass\n")
+    child = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {grandchild!r}])"
+    s = sample([sys.executable, "-c", child], tmp_path, dict(os.environ))
+    assert s.rchar >= 3_000_000
+    assert s.cpu >= 0.3
+
+
+def test_the_table_gives_new_over_rev_ratios() -> None:
+    new = Version("NEW", "abc1234", Path("p"), Path("c"))
+    old = Version("fbc1d0f", "fbc1d0f", Path("p"), Path("c"))
+    phase = Phase("warm run, hybrid", {
+        "NEW": [Sample(1.0, 2.0, 100, 0, ""), Sample(3.0, 4.0, 300, 0, "")],
+        "fbc1d0f": [Sample(4.0, 4.0, 400, 0, ""), Sample(4.0, 4.0, 400, 0, "")]},
+        {"NEW": 50, "fbc1d0f": 100})
+    row = table([phase], new, old, 2)[-1]
+    assert row.endswith("| 0.500 wall, 0.750 CPU, 0.500 read, 0.500 size |")
