@@ -141,7 +141,7 @@ def retrieval_eval_store(request: pytest.FixtureRequest,
 def _no_vectors(what: str, state: EvalSession) -> str:
     if state.settings.no_model or state.plan is None or state.plan.model is None:
         return (f"{what}: this run holds no vectors (none of its retrievers reads them); "
-                "add one that does, e.g. --retrieval-eval-retriever hybrid")
+                "add one that does, e.g. --retrieval-eval-retriever=hybrid")
     return f"{what}: no vectors for this pair; run `retrieval-eval prep` first"
 
 
@@ -174,7 +174,7 @@ def retrieval_eval_embedder(request: pytest.FixtureRequest) -> Embedder:
     if state.embedder is None:
         why = ("--no-model loads no model; drop --no-model to embed" if state.settings.no_model
                else "this run loads no model (none of its retrievers reads vectors); add one "
-                    "that does, e.g. --retrieval-eval-retriever hybrid")
+                    "that does, e.g. --retrieval-eval-retriever=hybrid")
         pytest.fail(f"retrieval_eval_embedder: {why}", pytrace=False)
     return state.embedder
 

@@ -300,18 +300,21 @@ def no_model_hint(settings: Settings, cache_root: Path,
             retrievers_mod.check_compatible(model)  # as finish_setup would
     except RetrievalEvalError:
         return None
-    words = ["pytest", "--retrieval-eval", "--no-model"]
+    given: list[tuple[str, str]] = []
     if s.data != DEFAULT_DATA:
-        words += ["--retrieval-eval-data", s.data]
+        given.append(("data", s.data))
     if s.data_repo != DEFAULT_DATA_REPO:
-        words += ["--retrieval-eval-data-repo", s.data_repo]
+        given.append(("data-repo", s.data_repo))
     if s.data_file is not None:
-        words += ["--retrieval-eval-data-file", s.data_file]
+        given.append(("data-file", s.data_file))
     if s.model is not None:
-        words += ["--retrieval-eval-model", s.model]
+        given.append(("model", s.model))
     if s.cache_dir is not None:
-        words += ["--retrieval-eval-cache", str(s.cache_dir)]
-    command = " ".join(shlex.quote(word) for word in words)
+        given.append(("cache", str(s.cache_dir)))
+    # the = form (README): a space form's path could move pytest's rootdir off the ini file
+    command = " ".join(["pytest --retrieval-eval --no-model"]
+                       + [f"--retrieval-eval-{flag}={shlex.quote(value)}"
+                          for flag, value in given])
     return (f"or score without the model, offline, from the vectors of {model['name']} "
             f"cached for dataset {corpus.dataset_name}: `{command}`")
 

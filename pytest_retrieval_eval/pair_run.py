@@ -273,7 +273,7 @@ class PairRun:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise CacheError(f"{self.column}: cannot make its workdir {folder} ({exc}); pass "
-                             "a writable --retrieval-eval-cache DIR") from None
+                             "a writable --retrieval-eval-cache=DIR") from None
         start = time.perf_counter()
         index(replace(persona, workdir=folder))
         done.add(persona.key)

@@ -328,7 +328,7 @@ def check_combinations(settings: Settings) -> None:
                 f"--retrieval-eval-retriever {stored[0]} reads a vipune store, which holds each "
                 f"id once, but --retrieval-eval-protocol longmemeval keeps every repeated "
                 f"session slot as its own item; use bm25, semantic, oracle or your own "
-                f"retriever with it, or --retrieval-eval-protocol vipune")
+                f"retriever with it, or --retrieval-eval-protocol=vipune")
     if settings.json_path is not None:
         if settings.json_path.is_dir():
             raise pytest.UsageError(

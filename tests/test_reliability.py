@@ -363,7 +363,7 @@ def test_instance_rejections_are_counted_by_the_prep_cli_too(
         "scored), e.g. instance 2 (bad): unknown question_type 'trivia' (expected one of: "
         "single-session-user, single-session-assistant, single-session-preference, "
         "temporal-reasoning, knowledge-update, multi-session); `pytest --retrieval-eval "
-        "--retrieval-eval-json PATH` lists them all\n")
+        "--retrieval-eval-json=PATH` lists them all\n")
     assert unwrap(out).startswith("prep: 8 slots, 10 unique texts, 10 embedded now, 0 from cache")
 
 
@@ -511,7 +511,7 @@ def test_env_cache_directory_cannot_be_written(pytester: pytest.Pytester,
     target = blocker / "cache"
     result = run_plugin(pytester, "--no-model", "--retrieval-eval-cache", str(target))
     usage_error_line(result, f"cache directory {target} cannot be written",
-                     "--retrieval-eval-cache DIR")
+                     "--retrieval-eval-cache=DIR")
     assert blocker.read_text(encoding="utf-8") == "not a folder"
 
 
@@ -552,7 +552,7 @@ def test_env_hub_unreachable_for_the_default_model(
     result = run_plugin(pytester, "--retrieval-eval-data", str(data))
     usage_error_line(result, f"model '{BGE}': not in the local Hugging Face cache",
                      str(tmp_path / "hf-empty" / "hub"), "download it once with network",
-                     "--retrieval-eval-model DIR")
+                     "--retrieval-eval-model=DIR")
     assert partials(cache) == []
 
 
@@ -568,7 +568,7 @@ def test_env_cuda_asked_for_but_absent(pytester: pytest.Pytester, tmp_path: Path
     result = run_plugin(pytester, "--retrieval-eval-data", str(data), "--retrieval-eval-model",
                         str(tiny_model_dir), "--retrieval-eval-device", "cuda")
     usage_error_line(result, "device 'cuda': onnxruntime here has no CUDAExecutionProvider",
-                     "--retrieval-eval-device cpu")
+                     "--retrieval-eval-device=cpu")
 
 
 # =========================================================================== faults: prep
@@ -927,7 +927,7 @@ def test_fault_vipune_binary_missing(pytester: pytest.Pytester, vipune_lane: tup
     missing = tmp_path / "nowhere" / "vipune"
     result = run_vipune(pytester, vipune_lane, binary=missing)
     usage_error_line(result, f"vipune binary '{missing}' does not exist",
-                     "install vipune or pass --retrieval-eval-vipune PATH")
+                     "install vipune or pass --retrieval-eval-vipune=PATH")
 
 
 def test_fault_vipune_binary_cannot_run(pytester: pytest.Pytester,

@@ -109,7 +109,7 @@ def _add_scale_arguments(prep: argparse.ArgumentParser) -> None:
 
     prep.add_argument("--subset", type=_positive_int, default=None, metavar="N",
                       help="embed only the texts of N usable pairs, stratified by question "
-                      "type, as --retrieval-eval-subset N picks them (default: every pair)")
+                      "type, as --retrieval-eval-subset=N picks them (default: every pair)")
     prep.add_argument("--subset-seed", type=nonnegative_int, default=0, metavar="S",
                       help="seed of the subset's choice (default: 0)")
     prep.add_argument("--shard", type=_shard, default=None, metavar="I/N",
@@ -150,7 +150,7 @@ def _cmd_prep(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 f"rejected (not embedded, not scored), e.g. instance {first.index} "
                 f"({printable(first.question_id or 'no id')}): "
                 f"{printable(one_line(first.reason))}; "
-                f"`pytest --retrieval-eval --retrieval-eval-json PATH` lists them all\n"
+                f"`pytest --retrieval-eval --retrieval-eval-json=PATH` lists them all\n"
             )
         config = embedding_mod.EmbedConfig(
             pooling=args.pooling, max_length=args.max_length, query_prefix=args.query_prefix,
@@ -253,8 +253,8 @@ def _scale_lines(args: argparse.Namespace, stats: Any) -> list[str]:
     lines = []
     if args.subset is not None:
         lines.append(f"subset: {args.subset} pairs, seed {args.subset_seed} (stratified by "
-                     f"question type; the same pairs as --retrieval-eval-subset "
-                     f"{args.subset} --retrieval-eval-subset-seed {args.subset_seed})")
+                     f"question type; the same pairs as --retrieval-eval-subset="
+                     f"{args.subset} --retrieval-eval-subset-seed={args.subset_seed})")
     if args.shard is not None:
         i, n = args.shard
         lines.append(f"shard {i}/{n}: {stats.other_shards} missing texts left to the other "

@@ -266,7 +266,7 @@ def load_corpus(source: DatasetSource, cache_dir: Path, progress: Progress | Non
         where = f": {exc.filename}" if exc.filename else ""
         raise CacheError(
             f"cache directory {cache_dir} cannot be written ({exc.strerror or exc}{where}); "
-            f"make it writable or choose another (--retrieval-eval-cache DIR, "
+            f"make it writable or choose another (--retrieval-eval-cache=DIR, "
             f"RETRIEVAL_EVAL_CACHE_DIR, or prep --cache DIR)"
         ) from None
     except sqlite3.Error as exc:

@@ -122,7 +122,7 @@ def lme_session_item(session_id: str, turns: Sequence[Mapping[str, Any]]) -> tup
         raise _Unscorable(
             f"session {session_id!r} has a user turn without has_answer, which LongMemEval's "
             f"protocol reads on every user turn of a session whose id contains 'answer'; add "
-            f"has_answer true/false there, or score with --retrieval-eval-protocol vipune")
+            f"has_answer true/false there, or score with --retrieval-eval-protocol=vipune")
     if all(not t["has_answer"] for t in users):
         return session_id.replace("answer", "noans"), text
     return session_id, text
@@ -150,7 +150,7 @@ def lme_turn_items(session_id: str,
                     f"turn {i} of session {session_id!r} has has_answer {flag!r}, not true or "
                     f"false, which LongMemEval's protocol asserts on every user turn of a "
                     f"session whose id contains 'answer'; set it to true or false, or score "
-                    f"with --retrieval-eval-protocol vipune")
+                    f"with --retrieval-eval-protocol=vipune")
             if not flag:
                 corpus_id = corpus_id.replace("answer", "noans")
         items.append((corpus_id, str(turn["content"])))
@@ -241,7 +241,7 @@ def _vipune_turn_instance(raw: dict[str, Any], base: Instance) -> Instance | Rej
         return Rejection(base.index, base.question_id,
                          "no turn of its gold sessions carries has_answer: true, which turn "
                          "granularity needs to name the gold turns; mark the evidence turns, "
-                         "or score sessions (--retrieval-eval-granularity session)")
+                         "or score sessions (--retrieval-eval-granularity=session)")
     notes = dict(base.notes)
     if empty:
         notes["empty_turns"] = empty

@@ -30,8 +30,8 @@ from .text_width import fit_lines
 __all__ = ["ExplainError", "diff_lines", "explain_lines", "lane_diff_lines", "pair_lines"]
 
 #: How the report is (re)written so that it holds what explain shows.
-RECORD_HINT = ("run pytest --retrieval-eval again with --retrieval-eval-json (this version "
-               "records it)")
+RECORD_HINT = ("run pytest --retrieval-eval again with --retrieval-eval-json=PATH (this "
+               "version records it)")
 
 
 class ExplainError(RetrievalEvalError):

@@ -39,7 +39,7 @@ def resolve_vipune_binary(binary: str | os.PathLike[str] = "vipune") -> Path:
                 else "is a directory" if candidate.is_dir() else "does not exist")
         raise RetrievalEvalError(
             f"vipune binary '{text}' {what}; install vipune or pass "
-            "--retrieval-eval-vipune PATH to the vipune executable"
+            "--retrieval-eval-vipune=PATH to the vipune executable"
         )
     else:
         found = shutil.which(text)
@@ -47,7 +47,7 @@ def resolve_vipune_binary(binary: str | os.PathLike[str] = "vipune") -> Path:
             return Path(found).resolve()
     raise RetrievalEvalError(
         f"vipune binary '{text}' not found on PATH; "
-        "install vipune or pass --retrieval-eval-vipune PATH"
+        "install vipune or pass --retrieval-eval-vipune=PATH"
     )
 
 
@@ -79,7 +79,7 @@ def check_compatible(model_info: object) -> None:
         raise RetrievalEvalError(
             "the vipune retriever cannot use these vectors: "
             + ", ".join(problems)
-            + f"; prep with --retrieval-eval-model {vipune.MODEL_ID}, mean pooling, no prefix"
+            + f"; prep with --retrieval-eval-model={vipune.MODEL_ID}, mean pooling, no prefix"
         )
 
 

@@ -167,7 +167,7 @@ class Embedder:
                 raise ModelError(
                     "device 'cuda': onnxruntime here has no CUDAExecutionProvider (onnxruntime-gpu "
                     "is not installed, or CUDA is absent); install onnxruntime-gpu in place of "
-                    "onnxruntime on a machine with CUDA, or use --retrieval-eval-device cpu"
+                    "onnxruntime on a machine with CUDA, or use --retrieval-eval-device=cpu"
                 )
             providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]
         try:
@@ -184,7 +184,7 @@ class Embedder:
             raise ModelError(
                 "device 'cuda': onnxruntime fell back to the CPU (the CUDA libraries or a GPU are "
                 "missing); install CUDA and cuDNN as onnxruntime-gpu requires, or use "
-                "--retrieval-eval-device cpu"
+                "--retrieval-eval-device=cpu"
             )
         self._session = session
 

@@ -235,10 +235,10 @@ def _choose_remote(hub: HubConnection, fetcher: Fetcher, files: Mapping[str, int
     held = ", ".join(_describe(i) for i in infos)
     if fingerprint is not None:
         wanted = f"{model} (fingerprint {fingerprint[:12]})" if model else fingerprint[:12]
-        names = " or ".join(str(i.get("name", "?")) for i in infos)
+        names = " or ".join(f"{model_flag}={i.get('name', '?')}" for i in infos)
         raise hub.error(
             f"the repo holds vectors of {held}, not of {wanted}; use that model "
-            f"({model_flag} {names}), or push the vectors of {model or 'yours'} there first")
+            f"({names}), or push the vectors of {model or 'yours'} there first")
     if model is not None:
         named = [i for i in infos if _is_named(i, model)]
         if not named:

@@ -29,7 +29,7 @@ MODEL_FILES = ("onnx/model.onnx", "model.onnx")
 """Where the ONNX file is looked for, in order (vipune's order)."""
 
 TOKENIZER_FILE = "tokenizer.json"
-_FIX_DIR = "pass --retrieval-eval-model DIR (a folder with onnx/model.onnx and tokenizer.json)"
+_FIX_DIR = "pass --retrieval-eval-model=DIR (a folder with onnx/model.onnx and tokenizer.json)"
 
 _HF_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
 """Hugging Face repo id syntax: ``name`` or ``owner/name``."""

@@ -88,7 +88,7 @@ def _bpe_openai(name: str) -> TokenCounter:
     except ImportError:
         raise ModelError(
             f"--retrieval-eval-budget counts tokens with {name}, which needs the bpe-openai "
-            f"package; {EXTRA}, or give --retrieval-eval-budget-tokenizer PATH of a "
+            f"package; {EXTRA}, or give --retrieval-eval-budget-tokenizer=PATH of a "
             "tokenizer.json") from None
     encoder = _bindings.tokenizer_for_encoding(name)
     identity = {"name": name, "library": "bpe-openai", "version": version("bpe-openai")}

@@ -165,13 +165,13 @@ def test_missing_model_is_one_line(
     assert code == cli.EXIT_ERROR == 4 and out == ""
     line = assert_error_line(err)
     # prep's advice names prep's own flag, never the pytest option (issue 10).
-    assert "pass --model DIR" in line and "--retrieval-eval-" not in line, line
+    assert "pass --model=DIR" in line and "--retrieval-eval-" not in line, line
 
 
 def test_advice_names_the_flag_of_the_command_in_use() -> None:
-    assert cli.for_cli("check --retrieval-eval-data-repo, or pass --retrieval-eval-model DIR "
-                       "(or --retrieval-eval-cache DIR); --retrieval-eval-json stays") == (
-        "check --data-repo, or pass --model DIR (or --cache DIR); --retrieval-eval-json stays")
+    assert cli.for_cli("check --retrieval-eval-data-repo, or pass --retrieval-eval-model=DIR "
+                       "(or --retrieval-eval-cache=DIR); --retrieval-eval-json stays") == (
+        "check --data-repo, or pass --model=DIR (or --cache=DIR); --retrieval-eval-json stays")
     assert cli.for_cli("--retrieval-eval-max-length 9") == "--max-length 9"
 
 

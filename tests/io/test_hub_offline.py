@@ -221,3 +221,17 @@ def test_no_hint_when_a_retriever_cannot_use_the_cached_vectors(
     # ...whereas without vipune the same run names it.
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--retrieval-eval")
     assert _one_error_line(result).endswith("`pytest --retrieval-eval --no-model`")
+
+
+def test_the_no_model_hint_writes_path_options_in_the_equals_form(
+    pytester: pytest.Pytester, hub_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README says write path options with ``=`` (a space form's value may move pytest's
+    rootdir off the ini file): the command the line hands over does so, quoted for the shell."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    cache = hub_env / "my cache"
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--retrieval-eval",
+                                           f"--retrieval-eval-cache={cache}")
+    line = _one_error_line(result)
+    assert line.endswith(
+        f"`pytest --retrieval-eval --no-model --retrieval-eval-cache='{cache}'`"), line

@@ -104,7 +104,7 @@ def test_an_older_report_says_which_option_records_the_rows() -> None:
     lines = explain_lines(report(pair), "q1", width=None)
     assert _line(lines, "    1 ") == "    1   a"  # nothing recorded of the row: as before
     assert "  each row's semantic and FTS ranks and the query words it matched are not in " \
-           "this report; run pytest --retrieval-eval again with --retrieval-eval-json " \
+           "this report; run pytest --retrieval-eval again with --retrieval-eval-json=PATH " \
            "(this version records it)" in lines
     assert any(line.startswith("  g: semantic rank 4: 1/(25+4)") for line in lines)
 

@@ -545,7 +545,7 @@ def test_vipune_binary_missing(tmp_path: Path) -> None:
         r.VipuneBinaryRetriever(binary="vipune-definitely-missing-xyz")
     assert str(info.value) == (
         "vipune binary 'vipune-definitely-missing-xyz' not found on PATH; "
-        "install vipune or pass --retrieval-eval-vipune PATH"
+        "install vipune or pass --retrieval-eval-vipune=PATH"
     )
     not_exec = tmp_path / "vipune"
     not_exec.write_text("#!/bin/sh\n")

@@ -152,7 +152,7 @@ def test_a_repo_of_another_model_is_a_usage_error(published: Path, pytester: pyt
     assert result.ret == USAGE_ERROR
     lines = [line for line in result.stderr.lines if "ERROR" in line]
     assert len(lines) == 1 and "holds vectors of tiny-model" in lines[0], result.stderr.str()
-    assert "--retrieval-eval-model tiny-model" in lines[0]
+    assert "--retrieval-eval-model=tiny-model" in lines[0]
     assert not list(empty_cache.glob("vectors/*/shard-*"))
 
 
