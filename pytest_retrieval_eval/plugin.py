@@ -13,7 +13,9 @@ PYTEST_DONT_REWRITE: loaded while the plugin is off; holds no test asserts.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Generator
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -93,7 +95,30 @@ def switched_on(config: pytest.Config) -> bool:
     return read_switch(config)
 
 
+def forget_dropped_submodules() -> None:
+    """Unbind, from the plugin's packages still loaded, each submodule that ``sys.modules`` no
+    longer holds.
+
+    Importing ``pkg.sub`` binds ``sub`` on ``pkg``. A run inside a run (pytester's in-process
+    runs, or ``pytest.main`` called twice) puts ``sys.modules`` back as it found it, but leaves
+    those bindings on the packages that outlive it. ``from . import sub`` (and ``import pkg.sub
+    as s``) reads the binding first, so the next run would get the dropped module: its own
+    classes and stash keys, twins of the ones the current modules use, and ``isinstance`` and
+    ``config.stash`` lookups across the two fail in silence. Called before this module imports
+    anything of its package."""
+    root = __name__.rpartition(".")[0]
+    for name, module in list(sys.modules.items()):
+        if module is None or not hasattr(module, "__path__") or not (
+                name == root or name.startswith(root + ".")):
+            continue
+        for attr, value in list(vars(module).items()):
+            if (isinstance(value, ModuleType) and value.__name__ == f"{name}.{attr}"
+                    and sys.modules.get(value.__name__) is not value):
+                delattr(module, attr)
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    forget_dropped_submodules()
     from . import fixtures
 
     config.addinivalue_line(
@@ -103,8 +128,6 @@ def pytest_configure(config: pytest.Config) -> None:
     if not _is_worker(config):
         _check_rootdir(config)
     if switched_on(config):
-        # By name: `from . import run_hooks` may give the package's attribute, a module that
-        # an in-process pytester run has since taken out of sys.modules (its classes stale).
         from .run_hooks import start
 
         start(config)

@@ -28,7 +28,7 @@ import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
-from typing import Any, TypeGuard, TypeVar
+from typing import Any
 
 from .. import vipune
 from ..errors import RetrieverError
@@ -44,8 +44,6 @@ from .row_facts import row_facts
 
 __all__ = ["REPEATED_IDS", "check_haystack", "compact_facts", "explain_facts", "rank_all",
            "rank_per_k", "ranked_ids", "split_scored"]
-
-_T = TypeVar("_T")
 
 #: The result record's count of ids a retriever returned again (:func:`rank_per_k`).
 REPEATED_IDS = "repeated_ids"
@@ -305,7 +303,7 @@ def explain_facts(retriever: object, query: Query, gold: Sequence[str],
                       None if full is None else ([i for i, _ in full], [x for _, x in full])])
     if rows:
         facts["rows"] = rows
-    if _is_a(retriever, HybridRetriever) and top in components:
+    if isinstance(retriever, HybridRetriever) and top in components:
         lists = components[top]
         facts["fusion"] = {
             "rrf_k": int(retriever.rrf_k),
@@ -320,7 +318,7 @@ def explain_facts(retriever: object, query: Query, gold: Sequence[str],
             "rows": _list_ranks(lists, shown),
             **_matched(retriever, shown),
         }
-    elif _is_a(retriever, FtsRetriever):
+    elif isinstance(retriever, FtsRetriever):
         facts["fts"] = {
             "fts_mode": retriever.mode,
             "fts_match": vipune.escape_fts_query(vipune.rust_trim(query.question),
@@ -379,14 +377,6 @@ def _compact_row(row: dict[str, Any] | None, ranks: Mapping[str, int | None] | N
     return row["score"] if list(row) == ["score"] else row
 
 
-def _is_a(obj: object, cls: type[_T]) -> TypeGuard[_T]:
-    """``isinstance`` by the class's module and name: a run inside a run (pytester) may import
-    :mod:`.reference` afresh while a caller still holds this module's first import, and the
-    retriever's class is then an equal twin of ``cls``, not ``cls`` itself."""
-    return any(c.__module__ == cls.__module__ and c.__qualname__ == cls.__qualname__
-               for c in type(obj).__mro__)
-
-
 def _list_ranks(lists: Mapping[str, Sequence[str]],
                 shown: Sequence[str]) -> dict[str, dict[str, int | None]]:
     """Each shown row's rank in the semantic and the FTS list a fusion fused."""
@@ -403,7 +393,7 @@ def _matched(retriever: object, shown: Sequence[str]) -> dict[str, Any]:
     if not callable(ask):
         return {}
     got = ask(shown)
-    if not _is_a(got, vipune.FtsMatch):
+    if not isinstance(got, vipune.FtsMatch):
         return {}
     return {"words": [_word(w) for w in got.words],
             "tokens": [[_word(t) for t in tokens[:MAX_TOKENS]] for tokens in got.tokens],
