@@ -57,7 +57,7 @@ def _checked(value: object, where: str, depth: int) -> Any:
         return out
     if isinstance(value, (list, tuple)):
         return [_checked(item, f"{where}[{i}]", depth + 1) for i, item in enumerate(value)]
-    raise ValueError(f"{where} is a {type(value).__name__}, which JSON cannot hold")
+    raise ValueError(f"{where} is of type {type(value).__name__}, which JSON cannot hold")
 
 
 def config_json(config: Mapping[str, Any]) -> str:
