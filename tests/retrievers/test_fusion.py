@@ -146,3 +146,44 @@ def test_bad_parts_are_one_line(args: tuple[Any, ...], message: str) -> None:
     with pytest.raises(RetrievalEvalError, match=message) as caught:
         RRF(*args)
     assert "\n" not in str(caught.value)
+
+
+def test_dotted_and_cmd_selectors_are_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                            ) -> None:
+    import shlex
+    import sys
+
+    from tests.support import ROOT
+
+    (tmp_path / "partmod.py").write_text(
+        "class Rev:\n"
+        "    name = 'rev'\n"
+        "    built = 0\n"
+        "    def __init__(self, shift=0):\n"
+        "        Rev.built += 1\n"
+        "        self.config = {'shift': shift}\n"
+        "    def rank(self, persona, query, limit):\n"
+        "        return list(reversed(persona.session_ids))[:limit]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fake = ROOT / "tests" / "support" / "fake_store.py"
+    command = f"cmd:{shlex.quote(sys.executable)} {shlex.quote(str(fake))} ok"
+    fused = RRF(["partmod:Rev+shift:2", command], k=10)
+    import partmod  # type: ignore[import-not-found]
+
+    assert partmod.Rev.built == 0  # a dotted part is built where it first ranks
+    assert fused.labels == ("rev+shift:2", command)
+    persona = make_persona(tmp_path)
+    query = make_query("garden budget", persona.vectors[1])
+    try:
+        fused.index(persona)
+        got = fused.rank(persona, query, 3)
+        ids = list(persona.session_ids)
+        # rev: reversed order; the fake store: store order; k = 10
+        sums = {x: 1 / (10 + ids[::-1].index(x) + 1) + 1 / (10 + ids.index(x) + 1)
+                for x in ids}
+        assert got == sorted(ids, key=lambda x: (-sums[x], x))[:3]
+        assert partmod.Rev.built == 1
+        assert fused.config == {"k": 10, "parts": ["rev+shift:2", command],
+                                "part_config": {"rev+shift:2": {"shift": 2}}}
+    finally:
+        fused.close()
