@@ -125,9 +125,13 @@ def test_compare_says_when_two_runs_differ_only_in_config(
         pytester: pytest.Pytester, data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run(pytester, data, "--retrieval-eval-retriever", "stores:Tuned", out="base.json")
     monkeypatch.setenv("TUNED_EF", "64")
+    markdown = pytester.path / "cmp.md"
     result, report = run(pytester, data, "--retrieval-eval-retriever", "stores:Tuned",
-                         f"--retrieval-eval-compare={pytester.path / 'base.json'}")
+                         f"--retrieval-eval-compare={pytester.path / 'base.json'}",
+                         f"--retrieval-eval-markdown={markdown}")
     assert result.ret == 0, result.stdout.str()
+    assert "config tuned differs: base ef:10, M:4, metric:cosine -&gt; new ef:64, M:4, " \
+        "metric:cosine  \n" in markdown.read_text()
     result.stdout.fnmatch_lines([
         "config tuned differs: base ef:10, M:4, metric:cosine -> new ef:64, M:4, "
         "metric:cosine",
