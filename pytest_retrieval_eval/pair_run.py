@@ -212,6 +212,7 @@ class PairRun:
         persona, query = given(persona, query, inputs)
         embed_ms = self.memo.embed_ms.pop(pair.index, None)  # the pair's first scored item's
         spent = self.embedding_spent()
+        part_times(self.retriever)  # a fused store's parts: what an earlier failure left
         indexes, ingest_ms = self.index(persona)
         spent_indexing = self.embedding_spent()
         if indexes:

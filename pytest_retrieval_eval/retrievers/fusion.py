@@ -109,22 +109,14 @@ class RRF:
             raise RetrievalEvalError(f"RRF fuses two retrievers or more, {len(self._parts)} "
                                      "given; add another")
         self._selectors = selectors
-        labels: list[str] = []
-        for part, selector in zip(self._parts, selectors, strict=True):
-            label = _label(part, selector)
-            while label in labels:  # the same store twice: told apart by its place
-                label = f"{label}#{len(labels) + 1}"
-            labels.append(label)
-        #: Each part's name in explain, timing and config, in the order fused.
-        self.labels = tuple(labels)
-        default = "rrf-" + "-".join(re.sub(r"[^A-Za-z0-9._:-]+", "_", x) for x in labels)
+        default = "rrf-" + "-".join(re.sub(r"[^A-Za-z0-9._:-]+", "_", x) for x in self.labels)
         self.name = name if name is not None else default
         self.needs_store = any(bool(getattr(p, "needs_store", False)) for p in self._parts)
         self.needs_vectors = any(bool(getattr(p, "needs_vectors", True)) for p in self._parts)
         self.last_scores: list[tuple[str, float]] | None = None
         self.last_facts: Mapping[str, Mapping[str, object]] | None = None
         self.last_components: dict[str, list[str]] | None = None
-        self._spent: dict[str, dict[str, float]] = {}
+        self._spent: dict[int, dict[str, float]] = {}  # per part's place
         if not any(isinstance(p, UserRetriever) or callable(getattr(p, "index", None))
                    for p in self._parts):
             self.__dict__["index"] = None  # no part ingests: neither does the fusion
@@ -137,6 +129,20 @@ class RRF:
         if is_dotted(selector):
             return describe_dotted(selector)  # built where it first ranks
         return get_retriever(selector, options)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """Each part's name in explain, timing and config, in the order fused: its ``name``
+        now (a ``cmd:`` part's hello name once it started; a dotted path's column name,
+        ``Class.name+key:value``), else its selector; the same name twice told apart by its
+        place (``bm25#2``)."""
+        labels: list[str] = []
+        for part, selector in zip(self._parts, self._selectors, strict=True):
+            label = _label(part, selector)
+            while label in labels:
+                label = f"{label}#{len(labels) + 1}"
+            labels.append(label)
+        return tuple(labels)
 
     def _part(self, i: int) -> Retriever:
         part = self._parts[i]
@@ -157,25 +163,26 @@ class RRF:
                 own[label] = found
         return {"k": self.k, "parts": list(self.labels), **({"part_config": own} if own else {})}
 
-    def _add(self, label: str, what: str, ms: float) -> None:
-        spent = self._spent.setdefault(label, {})
+    def _add(self, i: int, what: str, ms: float) -> None:
+        spent = self._spent.setdefault(i, {})
         spent[what] = spent.get(what, 0.0) + ms
 
     def index(self, persona: Persona) -> None:
         """Each part's ``index``, timed apart, in a folder of its own under the workdir."""
-        for i, label in enumerate(self.labels):
+        for i in range(len(self._parts)):
             part = self._part(i)
             index = getattr(part, "index", None)
             if not callable(index):
                 continue
             folder = None
-            if persona.workdir is not None:
-                safe = re.sub(r"[^A-Za-z0-9._-]+", "_", label)[:48]
+            if persona.workdir is not None:  # named by place and selector: kept stable
+                stable = self._selectors[i] or _label(self._parts[i], None)
+                safe = re.sub(r"[^A-Za-z0-9._-]+", "_", stable)[:48]
                 folder = persona.workdir / f"part{i + 1}-{safe}"
                 folder.mkdir(parents=True, exist_ok=True)
             begun = time.perf_counter()
             index(replace(persona, workdir=folder))
-            self._add(label, "ingest", (time.perf_counter() - begun) * 1000.0)
+            self._add(i, "ingest", (time.perf_counter() - begun) * 1000.0)
 
     def rank(self, persona: Persona, query: Query, limit: int) -> list[str]:
         lim = min(_check_limit(limit), vipune.MAX_SEARCH_LIMIT)
@@ -185,26 +192,30 @@ class RRF:
         self.last_components = None
         lists: list[list[str]] = []
         size = len(persona.session_ids)
-        for i, label in enumerate(self.labels):
+        said = self.labels  # for error lines: "rrf-a-b part b: question Q: ..."
+        for i in range(len(self._parts)):
             part = self._part(i)
+            who = f"{self.name} part {said[i]}"
             begun = time.perf_counter()
-            got = read_distinct(part.rank(persona, query, pool), label, query.question_id,
+            got = read_distinct(part.rank(persona, query, pool), who, query.question_id,
                                 pool, size)
-            self._add(label, "retrieval", (time.perf_counter() - begun) * 1000.0)
-            ids, _, _ = ranked_ids(got, persona, label, query.question_id, {}, ())
+            self._add(i, "retrieval", (time.perf_counter() - begun) * 1000.0)
+            ids, _, _ = ranked_ids(got, persona, who, query.question_id, {}, ())
             lists.append(list(dict.fromkeys(ids))[:pool])
         fused = vipune.rrf_fuse_many(lists, self.k)
         self.last_scores = fused
         top = [mem_id for mem_id, _ in fused]
-        self.last_facts = _Ranks(self.labels, lists, top)
-        self.last_components = dict(zip(self.labels, lists, strict=True))
+        labels = self.labels
+        self.last_facts = _Ranks(labels, lists, top)
+        self.last_components = dict(zip(labels, lists, strict=True))
         return top[:lim]
 
     def take_part_times(self) -> dict[str, dict[str, float]]:
         """Each part's milliseconds (``ingest``, ``retrieval``) since the last take, for the
         item that just ranked; then zero again."""
         spent, self._spent = self._spent, {}
-        return spent
+        labels = self.labels
+        return {labels[i]: times for i, times in spent.items()}
 
     def close(self) -> None:
         """Each part's ``close`` that was built in this process."""

@@ -97,7 +97,7 @@ def test_parts_index_in_folders_of_their_own_and_report_their_times(tmp_path: Pa
     persona = _persona(["s1"], workdir=tmp_path / "w")
     fused.index(persona)
     fused.rank(persona, _query(), 1)
-    assert [p.name if p else None for p in a.indexed + b.indexed] == ["part1-a", "part2-a_2"]
+    assert [p.name if p else None for p in a.indexed + b.indexed] == ["part1-a", "part2-a"]
     assert all(p is not None and p.is_dir() for p in a.indexed + b.indexed)
     times = part_times(fused)
     assert times is not None and set(times) == {"a", "a#2"}
@@ -183,7 +183,21 @@ def test_dotted_and_cmd_selectors_are_parts(tmp_path: Path, monkeypatch: pytest.
                 for x in ids}
         assert got == sorted(ids, key=lambda x: (-sums[x], x))[:3]
         assert partmod.Rev.built == 1
-        assert fused.config == {"k": 10, "parts": ["rev+shift:2", command],
+        assert fused.config == {"k": 10, "parts": ["rev+shift:2", "fake-ok"],  # hello's name
                                 "part_config": {"rev+shift:2": {"shift": 2}}}
     finally:
         fused.close()
+
+
+def test_a_parts_failure_names_the_part() -> None:
+    class Broken:
+        name = "broken"
+
+        def rank(self, persona: Persona, query: Query, limit: int) -> Any:
+            return None
+
+    fused = RRF([Fixed("a", ["s1"]), Broken()])
+    with pytest.raises(RetrievalEvalError, match="rrf-a-broken part broken: question q1: "
+                                                  "rank returned None"):
+        fused.rank(_persona(["s1"]), _query(), 1)
+    assert part_times(fused) is not None  # a's time: the harness drops it before the next
