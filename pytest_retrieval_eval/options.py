@@ -419,6 +419,12 @@ OPTIONS: tuple[Option, ...] = (
             "o200k_base, cl100k_base (bpe-openai, offline) or the path of a tokenizer.json "
             f"(Hugging Face tokenizers) (default: {DEFAULT_BUDGET_TOKENIZER})",
             "o200k_base|cl100k_base|PATH"),
+    # Recall against a reference retriever (scoring/reference_recall.py).
+    Option("--retrieval-eval-reference", "retrieval_eval_reference", path_text, None,
+            "a retriever of the run (e.g. semantic) every other is judged against: "
+            "ref_recall@k, the share of its top k each also returns in its top k "
+            "(ann-benchmarks' recall against exact search), a summary table (default: none)",
+            "NAME"),
     Option("--retrieval-eval-verify", "retrieval_eval_verify", choice("stamp", "full"),
             "stamp",
             "how a run checks the cache files it reuses (persona stores, bm25 term counts): "

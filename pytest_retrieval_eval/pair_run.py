@@ -29,6 +29,7 @@ from .errors import CacheError
 from .options import COMMAND_PREFIX
 from .reporting.report import PairResult
 from .retrievers.base import Memory, Persona, Query
+from .retrievers.fusion import part_times
 from .retrievers.loader import UserRetriever
 from .retrievers.memories import memory_record, pair_memory_metrics, read_memories
 from .retrievers.ranking import Scored, check_haystack, explain_facts, rank_all, rank_per_k
@@ -211,6 +212,7 @@ class PairRun:
         persona, query = given(persona, query, inputs)
         embed_ms = self.memo.embed_ms.pop(pair.index, None)  # the pair's first scored item's
         spent = self.embedding_spent()
+        part_times(self.retriever)  # a fused store's parts: what an earlier failure left
         indexes, ingest_ms = self.index(persona)
         spent_indexing = self.embedding_spent()
         if indexes:
@@ -218,6 +220,7 @@ class PairRun:
         start = time.perf_counter()
         rankings, components, scored = self.rank(persona, query)
         retrieval_ms = (time.perf_counter() - start) * 1000.0
+        parts_ms = part_times(self.retriever)  # a fused store's parts (retrievers/fusion.py)
         store_embedding = self.embedding_spent() - spent
         if store_embedding:  # what the store embedded: apart from its ingest and query time
             if ingest_ms is not None:
@@ -235,6 +238,8 @@ class PairRun:
                    **({} if startup_ms is None else {"startup": startup_ms}),
                    **({"store_embedding": store_embedding} if store_embedding else {})}
         result = self.result(query, rankings, components, scored, rankable, metrics, latency)
+        if parts_ms:
+            result["latency_ms"]["parts"] = parts_ms
         # After the result's facts (explain reads the retriever's last call): the budget may
         # read the store once more, past k, untimed as query latency.
         begun = time.perf_counter()

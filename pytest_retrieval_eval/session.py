@@ -38,7 +38,8 @@ from .reporting.report import PairResult
 from .retrievers import terms as terms_mod
 from .retrievers import trec_run
 from .retrievers.loader import UserRetriever, describe_dotted, is_dotted
-from .settings import Settings
+from .retrievers.store_config import read_config
+from .settings import Settings, check_reference
 from .vectors import cache as cache_mod
 from .vectors import prep as prep_mod
 from .vectors.embedding import EmbedConfig, Embedder, load_embedder
@@ -149,6 +150,7 @@ class EvalSession:
         """Resolve data and model, build the corpus and the missing vectors; fix the plan."""
         s = self.settings
         self._make_retrievers()  # a bad retriever fails now, not after an hour of prep
+        check_reference(self.settings, self.names.listed(self.settings.retrievers))
         # --no-model never opens a socket: a named dataset comes from the local Hub cache only.
         source = dataset_mod.resolve_dataset(
             s.data, repo=s.data_repo, filename=s.data_file, offline=s.no_model,
@@ -423,6 +425,9 @@ class EvalSession:
                                 retriever_name, retriever, column, custom=custom is not None,
                                 token_counts=self.token_counts)
         result = walk.walk(self.persona(pair), self.query(pair), inputs, startup_ms, started)
+        config = read_config(retriever, retriever_name if custom is None else "")
+        if config is not None:  # the report keeps one per retriever (store_config.py)
+            result["config"] = config
         self.add_result(result)
         return result
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,7 @@ class Settings:
     budget: tuple[int, ...] | None = None  # --retrieval-eval-budget (tokens)
     budget_tokenizer: str | None = None  # as given; None: DEFAULT_BUDGET_TOKENIZER
     verify: str = "stamp"  # --retrieval-eval-verify: stamp | full (vipune/store.py)
+    reference: str | None = None  # --retrieval-eval-reference (scoring/reference_recall.py)
 
     @property
     def max_k(self) -> int:
@@ -303,6 +305,23 @@ def read_settings(config: pytest.Config) -> Settings:
     )
     check_combinations(settings)
     return settings
+
+
+def check_reference(settings: Settings, columns: Sequence[str]) -> None:
+    """``--retrieval-eval-reference`` names a retriever of the run: one of its selectors or
+    their columns (``columns``), else one usage line naming them. Where a column is known only
+    once items run (``custom``'s fixture, a ``cmd:`` store's hello name) any name passes; the
+    summary then says when the reference ranked nothing."""
+    reference = settings.reference
+    if reference is None or reference in settings.retrievers or reference in columns:
+        return
+    if any(name == "custom" or name.startswith("cmd:") for name in settings.retrievers):
+        return
+    known = ", ".join(dict.fromkeys([*columns, *settings.retrievers]))
+    raise pytest.UsageError(
+        f"--retrieval-eval-reference {reference!r} is not a retriever of this run ({known}); "
+        f"name one of those, or add it to --retrieval-eval-retriever (e.g. "
+        f"--retrieval-eval-retriever={','.join([*settings.retrievers, reference])})")
 
 
 def check_combinations(settings: Settings) -> None:

@@ -38,6 +38,7 @@ from ..scoring import significance as sig
 from ..scoring.budget import TOKENS, parse_budget_key
 from ..scoring.memory_metrics import MEMORY_RECALL, with_memory_recall
 from .agreement_lines import lane_agreement
+from .config_lines import config_changes
 from .report_file import MAX_REPORT_BYTES as MAX_REPORT_BYTES
 from .report_file import PAIR_FIELDS as PAIR_FIELDS
 from .report_file import CompareError as CompareError
@@ -144,6 +145,8 @@ def _side(report: Mapping[str, Any], label: str) -> dict[str, Any]:
             "model": model.get("name") if isinstance(model, dict) else None,
             "protocol": _same_key(report, "protocol"), "ks": list(report["ks"]),
             "retrievers": list(report["retrievers"]),
+            **({"config": dict(report["config"])} if isinstance(report.get("config"), Mapping)
+               and report["config"] else {}),
             "interrupted": bool(report.get("interrupted") or run.get("interrupted"))}
 
 
@@ -237,6 +240,9 @@ def compare_reports(base: Mapping[str, Any], new: Mapping[str, Any], *,
                            "BASE_NAME=NEW_NAME")
     result = {"kind": "reports", "base": _side(base, base_name), "new": _side(new, new_name),
               "different_data": different, **out}
+    changes = config_changes(base, new, lanes)  # the stores' configs, lane by lane
+    if changes:
+        result["config"] = changes
     if retrievers is not None:
         result["mapped"] = [{"base": b, "new": n, "label": label} for b, n, label in lanes]
     return _finite(result)
@@ -277,6 +283,9 @@ def compare_retrievers(report: Mapping[str, Any], base_retriever: str, new_retri
               "base": {**side, "label": f"{name} [{bases}]", "retriever": base_retriever},
               "new": {**side, "label": f"{name} [{news}]", "retriever": new_retriever},
               "different_data": False, **out}
+    changes = config_changes(report, report, lanes)
+    if changes:
+        result["config"] = changes
     if more:
         result["mapped"] = [{"base": b, "new": n, "label": label} for b, n, label in lanes]
     return _finite(result)

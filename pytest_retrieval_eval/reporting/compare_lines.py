@@ -22,6 +22,7 @@ from ..errors import printable
 from ..scoring import significance as sig
 from .agreement_lines import agreement_lines
 from .compare import OVERALL
+from .config_lines import compare_config_lines
 from .text_width import fit_lines
 
 #: Pairs named on one line of the terminal output before "... and N more" (without -v).
@@ -54,6 +55,7 @@ def header_lines(cmp: Mapping[str, Any]) -> list[str]:
                      f"only the {cmp['matched']} pair(s) both hold are compared")
     else:
         lines.append(f"dataset: {base['dataset']} (sha256 {base['sha256'][:16]}…)")
+    lines.extend(compare_config_lines(cmp))  # the stores' configs, when recorded
     key = "question_id" if cmp["kind"] == "retrievers" else "question_id, retriever"
     if cmp.get("mapped"):
         key = "question_id; retrievers " + ", ".join(

@@ -30,6 +30,8 @@ from .compare_lines import (
     unreachable,
     unreachable_lines,
 )
+from .config_lines import compare_config_lines, config_markdown
+from .reference_lines import reference_markdown
 from .summary_table import families_for, type_order
 
 #: The step-summary file GitHub Actions reads after each step.
@@ -107,7 +109,7 @@ def summary_markdown(report: Mapping[str, Any]) -> str:
     """The report's summary tables, one per metric family."""
     summary = report.get("summary") or {}
     retrievers = [r for r in report["retrievers"] if r in summary]
-    lines = [header_line(report), ""]
+    lines = [header_line(report), "", *config_markdown(report, code)]
     if not retrievers or not any(summary[r]["overall"]["n"] for r in retrievers):
         return "\n".join([*lines, "No pair was scored.", ""])
     ks = list(report["ks"])
@@ -126,6 +128,7 @@ def summary_markdown(report: Mapping[str, Any]) -> str:
         lines.extend(_family_table(summary, retrievers, qtypes, "tokens", ks,
                                    f"tokens@k (mean tokens of the first k memories, {name})",
                                    digits=0, bold=False))
+    lines.extend(reference_markdown(report, inert, code))
     lines.extend(_diagnostics(report, retrievers))
     return "\n".join(lines)
 
@@ -213,6 +216,9 @@ def comparison_markdown(cmp: Mapping[str, Any]) -> str:
              + " · ".join(facts) + f" · {cmp['matched']} matched pair(s), "
              f"{len(cmp['only_in_base'])} only in base, {len(cmp['only_in_new'])} only in new",
              ""]
+    lines.extend(f"{inert(line)}  " for line in compare_config_lines(cmp))
+    if cmp.get("config"):
+        lines.append("")
     if cmp.get("different_data"):
         lines.extend([f"Different data (`--allow-different-data`): only the pairs both reports "
                       f"hold are compared (`{base['sha256'][:12]}` vs `{new['sha256'][:12]}`).",

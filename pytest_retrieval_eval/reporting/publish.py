@@ -97,6 +97,10 @@ def pair_properties(result: Mapping[str, Any]) -> list[tuple[str, object]]:
                                        ("question_type", result["question_type"])]
     props.extend((name, round(float(value), 6)) for name, value in result["metrics"].items())
     for name, value in (result.get("latency_ms") or {}).items():
-        if value is not None:
+        if isinstance(value, Mapping):  # a fused store's parts (RRF): each part's times
+            props.extend((f"latency_ms.{name}.{part}.{what}", round(float(ms), 3))
+                         for part, spent in value.items() if isinstance(spent, Mapping)
+                         for what, ms in spent.items() if ms is not None)
+        elif value is not None:
             props.append((f"latency_ms.{name}", round(float(value), 3)))
     return props

@@ -21,6 +21,10 @@ from ..io import user_files
 from ..scoring import ties
 from ..scoring.metrics import mean_metrics
 from . import diagnostic_lines
+from .config_lines import collect as collect_configs
+from .config_lines import retrievers_text
+from .part_timing import part_lines, part_timing
+from .reference_lines import reference_lines, reference_section
 from .summary_table import budget_lines, families_for, table_lines, type_order
 from .text_width import fit_lines
 
@@ -116,6 +120,9 @@ def timing_summary(results: Sequence[PairResult]) -> dict[str, dict[str, Any]]:
             entry["ingest"] = {"total_ms": sum(ingest), "personas": len(ingest),
                                **({k: v for k, v in _median_p95(ingest).items() if k != "n"}
                                   if ingest else {})}
+        parts = part_timing(lats)  # a fused store's parts, inside its own (RRF)
+        if parts:
+            entry["parts"] = parts
         out[name] = entry
     return out
 
@@ -134,6 +141,7 @@ def timing_lines(timing: Mapping[str, Mapping[str, Any]]) -> list[str]:
         lines.append(f"{name}: ingest {ingest['total_ms'] / 1000.0:.2f} s for "
                      f"{ingest['personas']} persona(s){per}; query {query['median']:.1f} ms "
                      f"(p95 {query['p95']:.1f}), ingest excluded")
+    lines.extend(part_lines(timing))
     overhead = [f"{name} {e['overhead']['median']:.1f} ms" for name, e in timing.items()
                 if e.get("overhead")]
     if overhead:
@@ -203,7 +211,8 @@ def header_lines(info: Mapping[str, Any]) -> list[str]:
         (f"protocol: {protocol}  granularity: {info.get('granularity', 'session')}"
          + ("  (LongMemEval's own retrieval experiment)" if protocol == "longmemeval" else "")),
         f"lane: {info['lane']}  model: {model_text}",
-        f"retrievers: {', '.join(info['retrievers'])}  k: {', '.join(map(str, info['ks']))}",
+        (f"retrievers: {retrievers_text(info['retrievers'], info.get('config'))}  "
+         f"k: {', '.join(map(str, info['ks']))}"),
         (f"pairs: {info['scored']} scored"
          + (f" ({info['scored_by_all']} by every retriever)"
             if info.get("scored_by_all", info["scored"]) != info["scored"] else "")
@@ -292,6 +301,9 @@ def terminal_lines(report: Mapping[str, Any], width: int = 80, *,
                                 overall_only=overall_only)
     if budget_table:
         tables = [*tables, "", *budget_table]
+    ref_table = reference_lines(report.get("reference"), width)  # --retrieval-eval-reference
+    if ref_table:
+        tables = [*tables, "", *ref_table]
     if overall_only:
         return [*tables, *fit_lines(_error_lines(report), width)]
     lines.append("")
@@ -332,11 +344,15 @@ def _error_lines(report: Mapping[str, Any]) -> list[str]:
 def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
                  errors: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """The JSON report (schema documented in the README)."""
-    results = list(results)
+    configs, results = collect_configs(results)  # one per retriever (store_config.py)
     # Rankings handed in by user tests (retrieval_eval_record) are columns of their own.
     retrievers = list(dict.fromkeys([*info["retrievers"], *(r["retriever"] for r in results)]))
     ks = list(info["ks"])
     ordered = sort_results(results, retrievers)
+    reference = None  # --retrieval-eval-reference: ref_recall@k, from every worker's pairs
+    if info.get("reference"):
+        reference, ordered = reference_section(ordered, str(info["reference"]), retrievers,
+                                               ks, type_order)
     drifts = []
     if "hybrid" in retrievers and "vipune" in retrievers:
         d = drift(ordered, "hybrid", "vipune", max(ks))
@@ -350,7 +366,7 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
                     for name in retrievers]
     scored_by_all = set.intersection(*by_retriever) if by_retriever else set()
     full_info = {**info, "scored": len(scored_qids), "retrievers": retrievers,
-                 "scored_by_all": len(scored_by_all)}
+                 "scored_by_all": len(scored_by_all), "config": configs}
     run = _run_counts(info.get("selection") or {}, ordered, [*errors, *skipped_items])
     if info.get("created"):
         run["created"] = info["created"]
@@ -376,6 +392,8 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
         "model": info.get("model"),
         "ks": ks,
         "retrievers": retrievers,
+        # each store's declared config and +key:value arguments (retrievers/store_config.py)
+        "config": configs,
         "pairs": ordered,
         "summary": summarize(ordered, retrievers),
         "skipped": full_info["skipped"],
@@ -386,6 +404,7 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
         "subset": full_info.get("subset"),
         **({"budget": budget_section(ordered, retrievers, info["budget"])}
            if info.get("budget") else {}),
+        **({"reference": reference} if reference is not None else {}),
         "drift": drifts,
         **diagnostic_lines.report_sections(ordered, retrievers, ks, type_order),
         "ties": ties.summarize(ordered, retrievers),

@@ -14,7 +14,8 @@ A retriever ranks a persona's memory rows (session ids) for one query. Built-ins
 ``vipune``    the real vipune binary, driven through its command line on the persona's store.
 
 User retrievers are loaded from ``"package.module:attr"`` (:func:`load_dotted`); a TREC run
-file's rankings from ``"run:PATH"`` (``trec_run``). Built-ins
+file's rankings from ``"run:PATH"`` (``trec_run``); ``RRF([...], k=60, name=None)`` fuses any
+stores by vipune's RRF rule (``fusion``). Built-ins
 never return duplicates; a user retriever's duplicates are left to ``metrics``.
 
 Modules: ``base`` (Persona, Query, Retriever), ``reference`` (hybrid, semantic, fts),
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from .base import LazyTexts, Memory, Persona, Query, Retriever
     from .bm25 import BM25Retriever, DocTermCache, LongMemEvalBM25Retriever
     from .bm25_index import BM25Index
+    from .fusion import RRF
     from .loader import REGISTRY, FunctionRetriever, get_retriever, load_dotted
     from .oracle import OracleRetriever
     from .reference import FtsRetriever, HybridRetriever, SemanticRetriever
@@ -58,6 +60,7 @@ _HOMES: dict[str, str] = {
     "get_retriever": "loader",
     "load_dotted": "loader",
     "OracleRetriever": "oracle",
+    "RRF": "fusion",
     "FtsRetriever": "reference",
     "HybridRetriever": "reference",
     "SemanticRetriever": "reference",
@@ -69,6 +72,7 @@ _HOMES: dict[str, str] = {
 
 __all__ = [
     "REGISTRY",
+    "RRF",
     "BM25Index",
     "BM25Retriever",
     "DocTermCache",

@@ -4,7 +4,8 @@ The command is started lazily, once per process that ranks with it (an xdist wor
 the controller), in the rootdir. Each request is one JSON line on its stdin and each answer
 one JSON line on its stdout (``docs/cmd-protocol.md`` holds the protocol):
 
-- ``{"op": "hello", "protocol": 1}`` -> ``{"name": NAME, "vectors": true|false}``;
+- ``{"op": "hello", "protocol": 1}`` -> ``{"name": NAME, "vectors": true|false,
+  "config"?: {...}}`` (a small JSON object recorded with the numbers, ``store_config.py``);
 - ``{"op": "index", "persona": KEY, "sessions": [...]}`` -> ``{"ok": true}``, once per persona;
 - ``{"op": "rank", "persona": KEY, ...}`` -> ``{"ids": [...], "scores"?: [...], "facts"?:
   [...]}``, or a memory store's ``{"memories": [{"id", "score"?, "sessions"?, "turns"?,
@@ -121,6 +122,8 @@ class CommandRetriever:
         self.index_timeout = float(index_timeout)
         self.cwd = None if cwd is None else Path(cwd)
         self.wants_vectors = False
+        #: hello's ``"config"`` object (None until hello, or when it gives none).
+        self.config: object = None
         self.last_scores: list[tuple[str, float]] | None = None
         self.last_facts: dict[str, Mapping[str, object]] | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -285,6 +288,7 @@ class CommandRetriever:
         if not isinstance(vectors, bool):
             raise self._fail(f"hello's \"vectors\" is {vectors!r}; answer true or false")
         self.name, self.wants_vectors = name, vectors
+        self.config = answer.get("config")  # checked where it is recorded (store_config.py)
 
     def _ask(self, request: Mapping[str, Any], what: str, timeout: float,
              embed: Embed | None = None) -> dict[str, Any]:

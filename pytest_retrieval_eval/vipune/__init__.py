@@ -47,6 +47,7 @@ from .hybrid import (
     parse_rfc3339,
     recency_decay,
     rrf_fuse,
+    rrf_fuse_many,
     search_hybrid,
     search_hybrid_parts,
 )
@@ -131,6 +132,7 @@ __all__ = [
     "parse_search_json",
     "recency_decay",
     "rrf_fuse",
+    "rrf_fuse_many",
     "rust_trim",
     "search_hybrid",
     "search_hybrid_parts",

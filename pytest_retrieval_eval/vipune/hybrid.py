@@ -26,6 +26,7 @@ __all__ = [
     "parse_rfc3339",
     "recency_decay",
     "rrf_fuse",
+    "rrf_fuse_many",
     "search_hybrid",
     "search_hybrid_parts",
 ]
@@ -43,8 +44,16 @@ def rrf_fuse(
 
     Ties are broken by id ascending, byte-wise (Rust ``String`` order = UTF-8 byte order).
     """
+    return rrf_fuse_many((semantic_ids, fts_ids), k)
+
+
+def rrf_fuse_many(lists: Sequence[Sequence[str]], k: int = RRF_K) -> list[SearchResult]:
+    """:func:`rrf_fuse` over any number of ranked lists, in the order given: each list adds
+    ``1 / (k + rank)`` (rank from 1) to an id's sum, list by list (so two lists sum as
+    ``rrf_fusion`` does); sorted by score, then id ascending byte-wise (``src/rrf.rs``).
+    ``RRF`` (:mod:`pytest_retrieval_eval.retrievers.fusion`) fuses any stores with it."""
     scores: dict[str, float] = {}
-    for ranked in (semantic_ids, fts_ids):
+    for ranked in lists:
         for rank, mem_id in enumerate(ranked, start=1):
             contribution = 1.0 / (float(k) + float(rank))
             scores[mem_id] = scores.get(mem_id, 0.0) + contribution
