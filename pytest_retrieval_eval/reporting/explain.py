@@ -19,7 +19,8 @@ it; the pytest face may show it for one item under ``-v``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import RetrievalEvalError, printable
@@ -81,6 +82,15 @@ def _fusion_lines(fusion: Mapping[str, Any], gold: Sequence[str]) -> list[str]:
     return lines
 
 
+def _word(word: str) -> str:
+    """A query word as a list of words shows it: as it is, or in double quotes (FTS5's, a
+    quote doubled) where it holds a comma, a quote or a space, so ``first,`` reads
+    ``"first,"``, never the ``first,,`` a comma-separated list would make of it."""
+    if word and not any(c in word for c in ',"') and not any(c.isspace() for c in word):
+        return word
+    return '"' + word.replace('"', '""') + '"'
+
+
 def _fact_text(value: object) -> str:
     if isinstance(value, list):
         return ", ".join(_fact_text(x) for x in value)
@@ -128,7 +138,7 @@ def _matched_text(source: Mapping[str, Any], mem_id: str) -> str | None:
         return "matched none"
     if len(words) == live > 1 and not cut:
         return f"matched all {live}"
-    return "matched " + ", ".join(words)
+    return "matched " + ", ".join(map(_word, words))
 
 
 def _row_text(row: object, facts: Mapping[str, Any] | None = None, mem_id: str = "") -> str:
@@ -163,11 +173,11 @@ def _tokens_line(source: Mapping[str, Any]) -> list[str]:
     for word, toks in zip(words, tokens, strict=False):
         toks = [str(t) for t in toks or []]
         if not toks:
-            shown.append(f"{word} -> (no token: FTS5 ignores it)")
+            shown.append(f"{_word(str(word))} -> (no token: FTS5 ignores it)")
         elif toks != [str(word).lower()]:
-            shown.append(f"{word} -> {' '.join(toks)}")
+            shown.append(f"{_word(str(word))} -> {' '.join(toks)}")
         else:
-            shown.append(str(word))
+            shown.append(_word(str(word)))
     total = int(source.get("words_total") or len(words))
     more = f" (the first {len(words)} of {total} distinct words)" if total > len(words) else ""
     return [f"  FTS5 reads the words{more}: " + ", ".join(shown)]
@@ -270,6 +280,22 @@ def pair_lines(pair: Mapping[str, Any], top: int) -> list[str]:
     return lines
 
 
+#: A row of a ranking (``  10 * id``), of --diff's aligned table (``  + -  3 * id``) or of
+#: the memories; its end is the column where the row's id starts.
+_ROW = re.compile(r"  (?:[+-] )? *(?:\d+|-)(?: +(?:\d+|-))? [* ] (?=\S)")
+
+
+def _fit(lines: Iterable[str], width: int | None) -> list[str]:
+    """The lines made printable (dataset text: no control character reaches the terminal)
+    and fitted to ``width``; a row that wraps continues under its id, whatever the width
+    of its rank (row 10 as rows 1-9)."""
+    out: list[str] = []
+    for line in map(printable, lines):
+        row = _ROW.match(line)
+        out.extend(fit_lines([line], width, hang=row.end() if row else None))
+    return out
+
+
 def _question_head(pair: Mapping[str, Any], question_id: str, *,
                    say_missing: bool) -> list[str]:
     """The question's lines: its id, type and date, its text (or, with ``say_missing``, a
@@ -306,7 +332,7 @@ def explain_lines(report: Mapping[str, Any], question_id: str, retriever: str | 
         lines.extend(pair_lines(pair, top))
     # The question, its ids and its sessions' ids are dataset text: no control character
     # of theirs reaches the terminal.
-    return fit_lines([printable(line) for line in lines], width)
+    return _fit(lines, width)
 
 
 #: A run that selected at most this many pair items explains each of them under ``-v``.
@@ -462,4 +488,4 @@ def diff_lines(base: Mapping[str, Any], new: Mapping[str, Any], question_id: str
     for b, n in lanes:
         lines.append("")
         lines.extend(lane_diff_lines(b, n, top))
-    return fit_lines([printable(line) for line in lines], width)
+    return _fit(lines, width)
