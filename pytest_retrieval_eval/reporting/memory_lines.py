@@ -15,7 +15,7 @@ from typing import Any
 from ..scoring.longmemeval_metrics import strip_turn
 from ..scoring.memory_metrics import MEMORY_RECALL, with_memory_recall
 
-__all__ = ["EXCERPT", "memory_diff_lines", "memory_lines"]
+__all__ = ["EXCERPT", "memory_diff_lines", "memory_lines", "summary_metrics"]
 
 #: Characters of a memory's text shown on its line.
 EXCERPT = 60
@@ -91,3 +91,15 @@ def memory_diff_lines(base: Mapping[str, Any], new: Mapping[str, Any],
         lines.append(f"  {MEMORY_RECALL} (gold covered by the first k memories): "
                      + "; ".join(moved))
     return lines
+
+
+def summary_metrics(results: Sequence[Mapping[str, Any]]) -> list[Mapping[str, float]]:
+    """Each result's metrics as the summary averages them. Where some pair of the run holds
+    ``memory_recall@k`` (a memory store ran), a pair without it (a session store's: each
+    memory one session) gets its ``recall@k`` there, so the memory_recall table shows
+    session stores beside memory stores rather than ``-``. A run of session stores only is
+    summarized as it is (no memory_recall table)."""
+    prefix = MEMORY_RECALL + "@"
+    if not any(key.startswith(prefix) for r in results for key in r["metrics"]):
+        return [r["metrics"] for r in results]
+    return [with_memory_recall(r["metrics"]) for r in results]
