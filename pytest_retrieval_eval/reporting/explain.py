@@ -24,8 +24,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import RetrievalEvalError, printable
+from ..scoring.budget import is_budget_key
 from .explain_facts import full_facts
-from .memory_lines import memory_diff_lines, memory_lines
+from .memory_lines import SESSION, budget_diff_lines, budget_rules, memory_diff_lines, memory_lines
 from .text_width import fit_lines
 
 __all__ = ["ExplainError", "diff_lines", "explain_lines", "lane_diff_lines", "pair_lines"]
@@ -248,6 +249,14 @@ def _rows_of(facts: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return rows if isinstance(rows, Mapping) else {}
 
 
+def _session_tokens(pair: Mapping[str, Any]) -> dict[int, int]:
+    """Rank -> tokens of a session store's first rows (the pair's ``budget.tokens``)."""
+    budget = pair.get("budget")
+    listed = budget.get("tokens") if isinstance(budget, Mapping) else None
+    return {i: c for i, c in enumerate(listed if isinstance(listed, list) else [], start=1)
+            if isinstance(c, int) and not isinstance(c, bool)}
+
+
 def pair_lines(pair: Mapping[str, Any], top: int) -> list[str]:
     """One retriever's part: its top ``top`` with the gold marked, each row with what the
     report recorded of it (fused ranks and RRF sum, matched query words, score, facts), each
@@ -261,14 +270,23 @@ def pair_lines(pair: Mapping[str, Any], top: int) -> list[str]:
                                        f" ({len(ranked)} rows returned)")]
     facts = full_facts(pair)
     rows = _rows_of(facts)
+    # a session store's rows are its memories: their tokens, where the run had a budget (a
+    # memory store's are on its memories' lines, memory_lines)
+    tokens = {} if pair.get("memories") else _session_tokens(pair)
     said = [_row_text(rows.get(mem_id), facts, mem_id) for mem_id in ranked]
+    digits = len(str(max(tokens.values(), default=0)))
+    said = [f"  {tokens[i]:>{digits}} tok" + (f"  {row.strip()}" if row else "")
+            if i in tokens else row for i, row in enumerate(said, start=1)]
     # "(gold)" beside a bare id; where the rows' parts stand in a column, "*" alone says it
     shown = [mem_id + ("  (gold)" if mem_id in gold_set and not any(said) else "")
              for mem_id in ranked]
     width = max((len(x) for x in shown), default=0) if any(said) else 0  # facts in a column
-    for i, (mem_id, text, row) in enumerate(zip(ranked, shown, said, strict=True), start=1):
-        lines.append(f"  {i:>3} {'*' if mem_id in gold_set else ' '} "
-                     + (f"{text:<{width}}{row}" if row else text))
+    numbered = [(i, f"  {i:>3} {'*' if mem_id in gold_set else ' '} "
+                    + (f"{text:<{width}}{row}" if row else text))
+                for i, (mem_id, text, row) in enumerate(zip(ranked, shown, said, strict=True),
+                                                        start=1)]
+    lines.extend(budget_rules(numbered, pair, tokens, SESSION) if not pair.get("memories")
+                 else [line for _, line in numbered])
     for g in gold:
         lines.append(f"  gold {g}: {_gold_text(facts, ranked, g, top)}"
                      + ("" if g in ranked else _row_text(rows.get(g), facts, g)))
@@ -459,12 +477,13 @@ def lane_diff_lines(base: Mapping[str, Any], new: Mapping[str, Any], top: int) -
             lines.append(("  base:" if facts is b_facts else "  new:") + missing[0][1:])
     b_metrics, n_metrics = base.get("metrics") or {}, new.get("metrics") or {}
     moved = [f"{key} {b_metrics[key]:.3f} -> {n_metrics[key]:.3f}" for key in b_metrics
-             if key.startswith("recall@") and key in n_metrics
+             if key.startswith("recall@") and key in n_metrics and not is_budget_key(key)
              and b_metrics[key] != n_metrics[key]]
     lines.append("  " + ("; ".join(moved) if moved else "recall@k: unchanged at every k"))
     ks = sorted({int(key.partition("@")[2]) for key in b_metrics
                  if key.startswith("recall@") and key.partition("@")[2].isdigit()})
     lines.extend(memory_diff_lines(base, new, ks))  # a session store beside a memory store
+    lines.extend(budget_diff_lines(base, new))  # each budget's context on both sides
     return lines
 
 

@@ -31,12 +31,12 @@ def by_question(report: dict[str, Any], column: str) -> dict[str, dict[str, Any]
 
 def test_one_session_memories_report_as_their_ids(pytester: pytest.Pytester) -> None:
     _, data = run_with_report(
-        pytester, "--retrieval-eval-retriever",
+        pytester, "--retrieval-eval-budget=500,4000", "--retrieval-eval-retriever",
         "tests.support.memory_store:SessionIds,tests.support.memory_store:SessionMemories")
     ids, mems = by_question(data, "session-ids"), by_question(data, "session-memories")
     assert ids and ids == mems
     assert all("memories" not in p and "memory_recall@1" not in p["metrics"]
-               for p in ids.values())
+               and "recall@500tok" in p["metrics"] for p in ids.values())
     assert data["summary"]["session-ids"] == data["summary"]["session-memories"]
     assert data["ties"]["session-ids"] == data["ties"]["session-memories"]
 
@@ -93,7 +93,11 @@ def test_explain_diff_and_compare_read_a_memory_store_beside_a_session_store(
     first = pair["memories"][0]
     assert lines[head + 1].split()[:2] == ["1", first["id"]] or \
         lines[head + 1].split()[:3] == ["1", "*", first["id"]]
-    assert f"turns {first['turns'][0]}" in lines[head + 1]
+    # a turn memory's provenance is its id: not repeated; its text stands beside it
+    assert first["turns"] == [first["id"]] and "turns " not in lines[head + 1]
+    assert first["excerpt"] and lines[head + 1].endswith(repr(first["excerpt"][:59] + "…")
+                                                         if len(first["excerpt"]) > 60
+                                                         else repr(first["excerpt"]))
     gold = pair["gold"][0]
     covering = next(m for m in pair["memories"]
                     if gold in [t.rsplit("_", 1)[0] for t in m["turns"]])
