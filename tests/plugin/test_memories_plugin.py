@@ -46,25 +46,27 @@ def test_a_turn_store_in_python_over_cmd_and_as_a_run_file_agree(
     log = pytester.path / "memories.jsonl"
     monkeypatch.setenv("MEMORY_STORE_LOG", str(log))
     command = f"cmd:{shlex.quote(sys.executable)} {shlex.quote(str(STORE))}"
-    _, data = run_with_report(pytester, "--retrieval-eval-retriever",
+    _, data = run_with_report(pytester, "--retrieval-eval-budget=300", "--retrieval-eval-retriever",
                               f"tests.support.memory_store:TurnStore,{command}")
     lines = []
     for row in map(json.loads, log.read_text().splitlines()):
         for rank, (tid, score) in enumerate(row["memories"], start=1):
             lines.append(f"{row['question_id']} Q0 {tid} {rank} {score!r} turnrun")
     pytester.path.joinpath("turns.trec").write_text("\n".join(lines[::-1]) + "\n")
-    _, run = run_with_report(pytester, "--retrieval-eval-retriever", "run:turns.trec")
+    _, run = run_with_report(pytester, "--retrieval-eval-budget=300",
+                             "--retrieval-eval-retriever", "run:turns.trec")
     python = by_question(data, "turnstore")
     over_cmd = by_question(data, "turnstore-cmd")
     as_run = by_question(run, run["retrievers"][0])
     assert len(python) == 15
     for qid, mine in python.items():
-        assert "memory_recall@10" in mine["metrics"], qid
+        assert "memory_recall@10" in mine["metrics"] and "recall@300tok" in mine["metrics"]
         assert mine["memories"][0]["turns"] == [mine["memories"][0]["id"]]
         for other in (over_cmd[qid], as_run[qid]):
             assert other["metrics"] == mine["metrics"], qid
             assert other["ranked"] == mine["ranked"], qid
             assert other["memories"] == mine["memories"], qid
+            assert other["budget"] == mine["budget"], qid
     assert data["summary"]["turnstore"] == data["summary"]["turnstore-cmd"] \
         == run["summary"][run["retrievers"][0]]
     with_turns = [p for p in python.values() if "turn_recall@10" in p["metrics"]]
