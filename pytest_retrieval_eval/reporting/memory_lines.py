@@ -130,7 +130,7 @@ def budget_rules(rows: Sequence[tuple[int, str]], pair: Mapping[str, Any],
     ``tokens``: each rank's tokens where known; ``unit``: what a row is (:data:`SESSION`)."""
     out = [line for _, line in rows]
     cuts = _cuts(pair)
-    if not cuts:
+    if not cuts or not rows:  # no row, nothing to cut (a store that returned nothing)
         return out
     ranks = [rank for rank, _ in rows]
     placed: list[tuple[int, int, str]] = []  # (index in out to insert before, budget, rule)

@@ -86,6 +86,15 @@ def test_a_session_stores_rows_show_their_tokens_and_the_budget_cuts() -> None:
     ]
 
 
+def test_an_empty_ranking_has_no_budget_rule() -> None:
+    pair = _session_pair()
+    pair.update(ranked=[], budget={**pair["budget"], "tokens": [], "fit": {"400": 0},
+                                   "held": {"400": 0}, "ended": {"400": "ranking"}})
+    lines = explain_lines(_report(pair), "q1", width=None)
+    assert "sessions: top 4 (0 rows returned)" in lines
+    assert not any("----" in line for line in lines)
+
+
 def test_a_memory_stores_memories_show_score_tokens_provenance_gold_and_text() -> None:
     lines = explain_lines(_report(_turn_pair()), "q1", width=None)
     head = next(i for i, x in enumerate(lines) if x.startswith("semantic+unit:turn: memories"))
