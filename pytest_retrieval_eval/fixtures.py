@@ -229,6 +229,10 @@ def record_ranking(state: EvalSession, pair: PairRecord, name: str,
         "latency_ms": {"query_embedding": None, "retrieval": None},
         **diagnostics.pair_facts({}, dict.fromkeys(ks, ranking), ks),
     }
+    if memories:  # explain's excerpts of the recorded memories, as a store's get them
+        from .retrievers.memory_tokens import describe_record
+
+        describe_record(result["memories"], memories, state.persona(pair), None)
     state.add_result(result)
     return result
 

@@ -31,7 +31,13 @@ from .reporting.report import PairResult
 from .retrievers.base import Memory, Persona, Query
 from .retrievers.fusion import part_times
 from .retrievers.loader import UserRetriever
-from .retrievers.memories import memory_record, pair_memory_metrics, read_memories
+from .retrievers.memories import (
+    has_memories,
+    is_plain,
+    memory_record,
+    pair_memory_metrics,
+    read_memories,
+)
 from .retrievers.ranking import Scored, check_haystack, explain_facts, rank_all, rank_per_k
 from .scoring import diagnostics
 from .scoring import longmemeval_metrics as lme_metrics
@@ -247,6 +253,12 @@ class PairRun:
         if budget is not None:
             metrics.update(budget[0])
             result["budget"] = budget[1]
+        if "memories" in result:  # explain's tokens and excerpts of the recorded memories
+            from .retrievers.memory_tokens import describe_record
+
+            describe_record(result["memories"], self.memories[self.settings.max_k], persona,
+                            self.token_counts)
+        if budget is not None:
             latency["budget"] = (time.perf_counter() - begun) * 1000.0
         if started is not None:  # the item's own wall time less the store's and the model's
             total = (time.perf_counter() - started) * 1000.0
@@ -327,8 +339,12 @@ class PairRun:
         name = str(getattr(self.retriever, "name", "retriever"))
         got = read_distinct(self.retriever.rank(persona, query, n), name, query.question_id,
                             n, n)
-        if self.memories:  # checked as rank_per_k checks them
-            return read_memories(got, persona, name, query.question_id)
+        if self.memories or has_memories(got):  # checked as rank_per_k checks them
+            memories = read_memories(got, persona, name, query.question_id)
+            if self.memories or not is_plain(memories):
+                return memories
+            # session ids in disguise: read as those ids (their scores as pairs)
+            got = [m.id if m.score is None else (m.id, m.score) for m in memories]
         ranked = dedupe(split_scored(got, name, query.question_id)[0])[:n]
         check_haystack(self.pair.question_id, {n: ranked}, self.pair.session_ids)
         return ranked

@@ -36,8 +36,9 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
                          "every retriever, by name). One report: BASE,NEW (two names, base "
                          "first) or BASE=NEW[,...]")
     compare.add_argument("--metric", action="append", default=None, metavar="NAME",
-                         help="metric to compare: recall, recall_any, recall_all or ndcg_any, "
-                         "optionally @k; repeatable (default: recall at every shared k)")
+                         help="metric to compare: recall, recall_any, recall_all, ndcg_any, "
+                         "memory_recall, turn_recall or tokens, optionally @k, or recall@"
+                         "<B>tok (a budget); repeatable (default: recall at every shared k)")
     compare.add_argument("--allow-different-data", action="store_true",
                          help="compare reports on different datasets over the pairs both hold")
     compare.add_argument("--json", type=file_path, default=None, metavar="PATH",

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..errors import printable
 from ..scoring import significance as sig
+from ..scoring.budget import is_tokens_key
 from .agreement_lines import agreement_lines
 from .compare import OVERALL
 from .config_lines import compare_config_lines
@@ -100,13 +101,22 @@ def table_lines(cmp: Mapping[str, Any], width: int | None = None) -> list[str]:
             lines.extend(["", f"{metric} · {retriever}", head])
             lines.extend(
                 f"{r['question_type']:<{lead_w - len(str(r['n']))}}{r['n']} "
-                f"{r.get('differing', ''):>{m_w}} {r['base']:>5.3f} {r['new']:>5.3f} "
-                f"{r['delta']:>+6.3f} [{r['ci_low']:+.2f},{r['ci_high']:+.2f}] "
+                f"{r.get('differing', ''):>{m_w}} {_cells(r, is_tokens_key(metric))} "
                 f"{format_p(r['p']):>6} {format_p(r['p_holm']):>6}{_mark(r, alpha)}".rstrip()
                 for r in block)
             lines.extend(fit_lines(unreachable_lines(cmp, block), width))
             lines.extend(fit_lines(detectable_lines(cmp, block), width))
     return lines
+
+
+def _cells(row: Mapping[str, Any], tokens: bool) -> str:
+    """A row's base, new, Δ and CI: fractions to 3 (the CI 2) decimals; ``tokens@k``, a
+    count of tokens, in whole tokens (``1709  344 -1365 [-1602,-1145]``)."""
+    if tokens:
+        return (f"{row['base']:>5.0f} {row['new']:>5.0f} {row['delta']:>+6.0f} "
+                f"[{row['ci_low']:+.0f},{row['ci_high']:+.0f}]")
+    return (f"{row['base']:>5.3f} {row['new']:>5.3f} {row['delta']:>+6.3f} "
+            f"[{row['ci_low']:+.2f},{row['ci_high']:+.2f}]")
 
 
 def _alpha(cmp: Mapping[str, Any]) -> float:

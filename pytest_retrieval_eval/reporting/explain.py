@@ -19,12 +19,14 @@ it; the pytest face may show it for one item under ``-v``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import RetrievalEvalError, printable
+from ..scoring.budget import is_budget_key
 from .explain_facts import full_facts
-from .memory_lines import memory_diff_lines, memory_lines
+from .memory_lines import SESSION, budget_diff_lines, budget_rules, memory_diff_lines, memory_lines
 from .text_width import fit_lines
 
 __all__ = ["ExplainError", "diff_lines", "explain_lines", "lane_diff_lines", "pair_lines"]
@@ -81,6 +83,15 @@ def _fusion_lines(fusion: Mapping[str, Any], gold: Sequence[str]) -> list[str]:
     return lines
 
 
+def _word(word: str) -> str:
+    """A query word as a list of words shows it: as it is, or in double quotes (FTS5's, a
+    quote doubled) where it holds a comma, a quote or a space, so ``first,`` reads
+    ``"first,"``, never the ``first,,`` a comma-separated list would make of it."""
+    if word and not any(c in word for c in ',"') and not any(c.isspace() for c in word):
+        return word
+    return '"' + word.replace('"', '""') + '"'
+
+
 def _fact_text(value: object) -> str:
     if isinstance(value, list):
         return ", ".join(_fact_text(x) for x in value)
@@ -128,7 +139,7 @@ def _matched_text(source: Mapping[str, Any], mem_id: str) -> str | None:
         return "matched none"
     if len(words) == live > 1 and not cut:
         return f"matched all {live}"
-    return "matched " + ", ".join(words)
+    return "matched " + ", ".join(map(_word, words))
 
 
 def _row_text(row: object, facts: Mapping[str, Any] | None = None, mem_id: str = "") -> str:
@@ -163,11 +174,11 @@ def _tokens_line(source: Mapping[str, Any]) -> list[str]:
     for word, toks in zip(words, tokens, strict=False):
         toks = [str(t) for t in toks or []]
         if not toks:
-            shown.append(f"{word} -> (no token: FTS5 ignores it)")
+            shown.append(f"{_word(str(word))} -> (no token: FTS5 ignores it)")
         elif toks != [str(word).lower()]:
-            shown.append(f"{word} -> {' '.join(toks)}")
+            shown.append(f"{_word(str(word))} -> {' '.join(toks)}")
         else:
-            shown.append(str(word))
+            shown.append(_word(str(word)))
     total = int(source.get("words_total") or len(words))
     more = f" (the first {len(words)} of {total} distinct words)" if total > len(words) else ""
     return [f"  FTS5 reads the words{more}: " + ", ".join(shown)]
@@ -238,6 +249,14 @@ def _rows_of(facts: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return rows if isinstance(rows, Mapping) else {}
 
 
+def _session_tokens(pair: Mapping[str, Any]) -> dict[int, int]:
+    """Rank -> tokens of a session store's first rows (the pair's ``budget.tokens``)."""
+    budget = pair.get("budget")
+    listed = budget.get("tokens") if isinstance(budget, Mapping) else None
+    return {i: c for i, c in enumerate(listed if isinstance(listed, list) else [], start=1)
+            if isinstance(c, int) and not isinstance(c, bool)}
+
+
 def pair_lines(pair: Mapping[str, Any], top: int) -> list[str]:
     """One retriever's part: its top ``top`` with the gold marked, each row with what the
     report recorded of it (fused ranks and RRF sum, matched query words, score, facts), each
@@ -251,14 +270,23 @@ def pair_lines(pair: Mapping[str, Any], top: int) -> list[str]:
                                        f" ({len(ranked)} rows returned)")]
     facts = full_facts(pair)
     rows = _rows_of(facts)
+    # a session store's rows are its memories: their tokens, where the run had a budget (a
+    # memory store's are on its memories' lines, memory_lines)
+    tokens = {} if pair.get("memories") else _session_tokens(pair)
     said = [_row_text(rows.get(mem_id), facts, mem_id) for mem_id in ranked]
+    digits = len(str(max(tokens.values(), default=0)))
+    said = [f"  {tokens[i]:>{digits}} tok" + (f"  {row.strip()}" if row else "")
+            if i in tokens else row for i, row in enumerate(said, start=1)]
     # "(gold)" beside a bare id; where the rows' parts stand in a column, "*" alone says it
     shown = [mem_id + ("  (gold)" if mem_id in gold_set and not any(said) else "")
              for mem_id in ranked]
     width = max((len(x) for x in shown), default=0) if any(said) else 0  # facts in a column
-    for i, (mem_id, text, row) in enumerate(zip(ranked, shown, said, strict=True), start=1):
-        lines.append(f"  {i:>3} {'*' if mem_id in gold_set else ' '} "
-                     + (f"{text:<{width}}{row}" if row else text))
+    numbered = [(i, f"  {i:>3} {'*' if mem_id in gold_set else ' '} "
+                    + (f"{text:<{width}}{row}" if row else text))
+                for i, (mem_id, text, row) in enumerate(zip(ranked, shown, said, strict=True),
+                                                        start=1)]
+    lines.extend(budget_rules(numbered, pair, tokens, SESSION) if not pair.get("memories")
+                 else [line for _, line in numbered])
     for g in gold:
         lines.append(f"  gold {g}: {_gold_text(facts, ranked, g, top)}"
                      + ("" if g in ranked else _row_text(rows.get(g), facts, g)))
@@ -268,6 +296,22 @@ def pair_lines(pair: Mapping[str, Any], top: int) -> list[str]:
     lines.extend(_ties_lines(pair))
     lines.extend(memory_lines(pair))  # a memory store's memories (none for a session store)
     return lines
+
+
+#: A row of a ranking (``  10 * id``), of --diff's aligned table (``  + -  3 * id``) or of
+#: the memories; its end is the column where the row's id starts.
+_ROW = re.compile(r"  (?:[+-] )? *(?:\d+|-)(?: +(?:\d+|-))? [* ] (?=\S)")
+
+
+def _fit(lines: Iterable[str], width: int | None) -> list[str]:
+    """The lines made printable (dataset text: no control character reaches the terminal)
+    and fitted to ``width``; a row that wraps continues under its id, whatever the width
+    of its rank (row 10 as rows 1-9)."""
+    out: list[str] = []
+    for line in map(printable, lines):
+        row = _ROW.match(line)
+        out.extend(fit_lines([line], width, hang=row.end() if row else None))
+    return out
 
 
 def _question_head(pair: Mapping[str, Any], question_id: str, *,
@@ -306,7 +350,7 @@ def explain_lines(report: Mapping[str, Any], question_id: str, retriever: str | 
         lines.extend(pair_lines(pair, top))
     # The question, its ids and its sessions' ids are dataset text: no control character
     # of theirs reaches the terminal.
-    return fit_lines([printable(line) for line in lines], width)
+    return _fit(lines, width)
 
 
 #: A run that selected at most this many pair items explains each of them under ``-v``.
@@ -433,12 +477,13 @@ def lane_diff_lines(base: Mapping[str, Any], new: Mapping[str, Any], top: int) -
             lines.append(("  base:" if facts is b_facts else "  new:") + missing[0][1:])
     b_metrics, n_metrics = base.get("metrics") or {}, new.get("metrics") or {}
     moved = [f"{key} {b_metrics[key]:.3f} -> {n_metrics[key]:.3f}" for key in b_metrics
-             if key.startswith("recall@") and key in n_metrics
+             if key.startswith("recall@") and key in n_metrics and not is_budget_key(key)
              and b_metrics[key] != n_metrics[key]]
     lines.append("  " + ("; ".join(moved) if moved else "recall@k: unchanged at every k"))
     ks = sorted({int(key.partition("@")[2]) for key in b_metrics
                  if key.startswith("recall@") and key.partition("@")[2].isdigit()})
     lines.extend(memory_diff_lines(base, new, ks))  # a session store beside a memory store
+    lines.extend(budget_diff_lines(base, new))  # each budget's context on both sides
     return lines
 
 
@@ -462,4 +507,4 @@ def diff_lines(base: Mapping[str, Any], new: Mapping[str, Any], question_id: str
     for b, n in lanes:
         lines.append("")
         lines.extend(lane_diff_lines(b, n, top))
-    return fit_lines([printable(line) for line in lines], width)
+    return _fit(lines, width)

@@ -23,6 +23,7 @@ from ..scoring.metrics import mean_metrics
 from . import diagnostic_lines
 from .config_lines import collect as collect_configs
 from .config_lines import retrievers_text
+from .memory_lines import summary_metrics
 from .part_timing import part_lines, part_timing
 from .reference_lines import reference_lines, reference_section
 from .summary_table import budget_lines, families_for, table_lines, type_order
@@ -48,14 +49,15 @@ def sort_results(results: Iterable[PairResult], retrievers: Sequence[str]) -> li
 def summarize(results: Sequence[PairResult], retrievers: Sequence[str]) -> dict[str, Any]:
     """``{retriever: {"overall": {n, metrics…}, "by_type": {type: {n, metrics…}}}}``."""
     summary: dict[str, Any] = {}
+    metrics = summary_metrics(results)  # a session store's memory_recall@k: its recall@k
     for name in retrievers:
-        mine = [r for r in results if r["retriever"] == name]
+        mine = [(r, m) for r, m in zip(results, metrics, strict=True) if r["retriever"] == name]
         by_type: dict[str, Any] = {}
-        for qtype in sorted({r["question_type"] for r in mine}, key=type_order):
-            rows = [r["metrics"] for r in mine if r["question_type"] == qtype]
+        for qtype in sorted({r["question_type"] for r, _ in mine}, key=type_order):
+            rows = [m for r, m in mine if r["question_type"] == qtype]
             by_type[qtype] = {"n": len(rows), **mean_metrics(rows)}
         summary[name] = {
-            "overall": {"n": len(mine), **mean_metrics(r["metrics"] for r in mine)},
+            "overall": {"n": len(mine), **mean_metrics(m for _, m in mine)},
             "by_type": by_type,
         }
     return summary

@@ -13,13 +13,16 @@ from collections.abc import Iterable, Sequence
 _HELD_SPACE = "\x00"
 
 
-def fit_lines(lines: Iterable[str], width: int | None) -> list[str]:
+def fit_lines(lines: Iterable[str], width: int | None, *,
+              hang: int | None = None) -> list[str]:
     """``lines`` cut at single spaces to at most ``width`` columns each (``None``: unchanged).
 
     A line that fits is kept as it is. A longer one continues on lines indented two spaces
-    past its own leading indent; runs of two or more spaces inside it are kept (never a
-    break point), and a word longer than the room is left whole rather than split, so
-    joining each continuation to the line before with one space gives the original back.
+    past its own leading indent (``hang``: that many spaces instead, for rows whose own
+    indent varies with a right-aligned number); runs of two or more spaces inside it are
+    kept (never a break point), and a word longer than the room is left whole rather than
+    split, so joining each continuation to the line before with one space gives the
+    original back.
     """
     out: list[str] = []
     for line in lines:
@@ -29,8 +32,9 @@ def fit_lines(lines: Iterable[str], width: int | None) -> list[str]:
         body = line.lstrip(" ")
         indent = line[:len(line) - len(body)]
         held = re.sub(r" {2,}", lambda m: _HELD_SPACE * len(m.group()), body)
-        wrapped = textwrap.wrap(held, width=max(width, len(indent) + 3),
-                                initial_indent=indent, subsequent_indent=indent + "  ",
+        further = indent + "  " if hang is None else " " * hang
+        wrapped = textwrap.wrap(held, width=max(width, len(indent) + 3, len(further) + 3),
+                                initial_indent=indent, subsequent_indent=further,
                                 break_long_words=False, break_on_hyphens=False,
                                 expand_tabs=False, replace_whitespace=False)
         out.extend(w.replace(_HELD_SPACE, " ") for w in wrapped or [line])

@@ -25,7 +25,12 @@ from ..scoring.longmemeval_metrics import strip_turn
 from ..vectors.token_counts import TokenCounts
 from .base import Memory, Persona
 
-__all__ = ["as_memories", "budget_step", "covered_sessions", "memory_tokens"]
+__all__ = ["RECORDED_EXCERPT", "as_memories", "budget_step", "covered_sessions",
+           "describe_record", "memory_text", "memory_tokens"]
+
+#: Characters kept of the text a memory without its own stands for (its turns', else its
+#: sessions'), in the report's record of it (explain shows an excerpt).
+RECORDED_EXCERPT = 100
 
 
 def as_memories(ranked: Sequence[str | Memory]) -> list[Memory]:
@@ -92,6 +97,35 @@ def memory_tokens(memories: Sequence[Memory], persona: Persona,
     return [sum(counted[key] for key in mine) for mine in parts]
 
 
+def memory_text(memory: Memory, persona: Persona) -> str:
+    """The text a memory hands a reader: its ``text``; else its turns' texts, each rendered
+    as the turn granularity renders a turn, one a line; else its sessions' rows."""
+    if memory.text is not None:
+        return memory.text
+    rows = {sid: i for i, sid in reversed(list(enumerate(persona.session_ids)))}
+    if memory.turns:
+        return "\n".join(persona.texts[rows[t]] if t in rows else _turn_text(persona, rows, t)
+                         for t in memory.turns)
+    return "\n".join(persona.texts[rows[s]] for s in memory.sessions if s in rows)
+
+
+def describe_record(record: Sequence[dict[str, Any]], memories: Sequence[Memory],
+                    persona: Persona, counts: TokenCounts | None) -> None:
+    """What explain shows of the recorded memories (:func:`.memories.memory_record`, whose
+    ``rank`` points into ``memories``), added in place: each one's ``tokens`` (a run with a
+    budget: ``counts``) and, for a memory the store gave no text, an ``excerpt`` of the
+    text it stands for (:func:`memory_text`, at most :data:`RECORDED_EXCERPT` characters)."""
+    chosen = [memories[int(entry["rank"]) - 1] for entry in record]
+    if counts is not None:
+        for entry, n in zip(record, memory_tokens(chosen, persona, counts), strict=True):
+            entry["tokens"] = n
+    for entry, memory in zip(record, chosen, strict=True):
+        if memory.text is None:
+            text = " ".join(memory_text(memory, persona).split())
+            entry["excerpt"] = (text if len(text) <= RECORDED_EXCERPT
+                                else text[:RECORDED_EXCERPT - 1] + "…")
+
+
 def _keep(texts: dict[str, str], text: str) -> str:
     key = text_key(text)
     texts[key] = text
@@ -120,8 +154,9 @@ def budget_step(context: Sequence[str | Memory], per_k: Mapping[int, Sequence[st
 
     The facts (the pair's ``budget`` record): ``tokens``, each of the first memories'
     tokens (as many as the largest k), ``fit``, how many memories each budget's context
-    holds, ``ended``: "budget" when a memory did not fit, "ranking" when the ranking ran out
-    first (recall@<B>tok then counts fewer tokens than B), and ``read``: the memories read
+    holds, ``held``, the tokens of that context, ``ended``: "budget" when a memory did not
+    fit, "ranking" when the ranking ran out first (recall@<B>tok then counts fewer tokens
+    than B), and ``read``: the memories read
     for the contexts (``reread``: whether that took the second, longer read)."""
     memories = as_memories(context)
     tokens = memory_tokens(memories, persona, counts)
@@ -151,6 +186,7 @@ def budget_step(context: Sequence[str | Memory], per_k: Mapping[int, Sequence[st
     fit = {str(b): budget_fit(tokens, b) for b in budgets}
     facts = {"tokens": tokens[:max(per_k, default=len(tokens))],
              "fit": fit,
+             "held": {b: sum(tokens[:n]) for b, n in fit.items()},
              "ended": {b: "ranking" if n == len(tokens) else "budget" for b, n in fit.items()},
              "read": len(tokens), "reread": bool(reread)}
     return metrics, facts

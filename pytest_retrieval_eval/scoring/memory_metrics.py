@@ -85,5 +85,5 @@ def with_memory_recall(metrics: Mapping[str, float]) -> Mapping[str, float]:
     if any(key.startswith(MEMORY_RECALL + "@") for key in metrics):
         return metrics
     extra = {MEMORY_RECALL + key[len("recall"):]: value for key, value in metrics.items()
-             if key.startswith("recall@")}
+             if key.startswith("recall@") and key[len("recall@"):].isdigit()}  # not @500tok
     return {**metrics, **extra} if extra else metrics

@@ -31,12 +31,12 @@ def by_question(report: dict[str, Any], column: str) -> dict[str, dict[str, Any]
 
 def test_one_session_memories_report_as_their_ids(pytester: pytest.Pytester) -> None:
     _, data = run_with_report(
-        pytester, "--retrieval-eval-retriever",
+        pytester, "--retrieval-eval-budget=500,4000", "--retrieval-eval-retriever",
         "tests.support.memory_store:SessionIds,tests.support.memory_store:SessionMemories")
     ids, mems = by_question(data, "session-ids"), by_question(data, "session-memories")
     assert ids and ids == mems
     assert all("memories" not in p and "memory_recall@1" not in p["metrics"]
-               for p in ids.values())
+               and "recall@500tok" in p["metrics"] for p in ids.values())
     assert data["summary"]["session-ids"] == data["summary"]["session-memories"]
     assert data["ties"]["session-ids"] == data["ties"]["session-memories"]
 
@@ -46,25 +46,27 @@ def test_a_turn_store_in_python_over_cmd_and_as_a_run_file_agree(
     log = pytester.path / "memories.jsonl"
     monkeypatch.setenv("MEMORY_STORE_LOG", str(log))
     command = f"cmd:{shlex.quote(sys.executable)} {shlex.quote(str(STORE))}"
-    _, data = run_with_report(pytester, "--retrieval-eval-retriever",
+    _, data = run_with_report(pytester, "--retrieval-eval-budget=300", "--retrieval-eval-retriever",
                               f"tests.support.memory_store:TurnStore,{command}")
     lines = []
     for row in map(json.loads, log.read_text().splitlines()):
         for rank, (tid, score) in enumerate(row["memories"], start=1):
             lines.append(f"{row['question_id']} Q0 {tid} {rank} {score!r} turnrun")
     pytester.path.joinpath("turns.trec").write_text("\n".join(lines[::-1]) + "\n")
-    _, run = run_with_report(pytester, "--retrieval-eval-retriever", "run:turns.trec")
+    _, run = run_with_report(pytester, "--retrieval-eval-budget=300",
+                             "--retrieval-eval-retriever", "run:turns.trec")
     python = by_question(data, "turnstore")
     over_cmd = by_question(data, "turnstore-cmd")
     as_run = by_question(run, run["retrievers"][0])
     assert len(python) == 15
     for qid, mine in python.items():
-        assert "memory_recall@10" in mine["metrics"], qid
+        assert "memory_recall@10" in mine["metrics"] and "recall@300tok" in mine["metrics"]
         assert mine["memories"][0]["turns"] == [mine["memories"][0]["id"]]
         for other in (over_cmd[qid], as_run[qid]):
             assert other["metrics"] == mine["metrics"], qid
             assert other["ranked"] == mine["ranked"], qid
             assert other["memories"] == mine["memories"], qid
+            assert other["budget"] == mine["budget"], qid
     assert data["summary"]["turnstore"] == data["summary"]["turnstore-cmd"] \
         == run["summary"][run["retrievers"][0]]
     with_turns = [p for p in python.values() if "turn_recall@10" in p["metrics"]]
@@ -93,7 +95,11 @@ def test_explain_diff_and_compare_read_a_memory_store_beside_a_session_store(
     first = pair["memories"][0]
     assert lines[head + 1].split()[:2] == ["1", first["id"]] or \
         lines[head + 1].split()[:3] == ["1", "*", first["id"]]
-    assert f"turns {first['turns'][0]}" in lines[head + 1]
+    # a turn memory's provenance is its id: not repeated; its text stands beside it
+    assert first["turns"] == [first["id"]] and "turns " not in lines[head + 1]
+    assert first["excerpt"] and lines[head + 1].endswith(repr(first["excerpt"][:59] + "…")
+                                                         if len(first["excerpt"]) > 60
+                                                         else repr(first["excerpt"]))
     gold = pair["gold"][0]
     covering = next(m for m in pair["memories"]
                     if gold in [t.rsplit("_", 1)[0] for t in m["turns"]])

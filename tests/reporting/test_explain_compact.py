@@ -5,7 +5,8 @@ the change too.
 ``data/explain_pre35.json`` is two questions of the sample's report as main wrote it before
 the change (keyed rows, word lists, hybrid scores recorded beside their ranks), for six
 retrievers; ``data/explain_pre35.txt`` is what that version's ``explain`` (and ``--diff``,
-mapped to the OR what-ifs) printed of it.
+mapped to the OR what-ifs) printed of it, with one change since: a wrapped row continues
+under its id, rows 1-10 alike (issue 38 item 13; the same words, only indents moved).
 """
 
 from __future__ import annotations

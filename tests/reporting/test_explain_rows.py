@@ -5,6 +5,7 @@ older report lacks, and ``--diff``'s aligned rows (``+`` entered, ``-`` left, go
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import pytest
@@ -148,3 +149,37 @@ def test_diff_of_the_same_retriever_and_its_refusals() -> None:
                        r"--retrievers$"):
         diff_lines(report(BASE), report(NEW), "q1", retrievers=[("hybrid", "fts")],
                    new_source="report n.json")
+
+
+def _ten_rows(words: list[str]) -> dict[str, Any]:
+    """A fts pair of ten rows, each matching ``words`` (long enough to wrap at 60)."""
+    ids = [f"row{i}" for i in range(1, 11)]
+    return {**NEW, "retriever": "fts", "ranked": ids, "explain": {
+        "gold_ranks": {"g": None}, "searched": 10,
+        "rows": {i: {"score": 1.0 / n} for n, i in enumerate(ids, start=1)},
+        "fts": {"fts_mode": "or", "fts_match": " OR ".join(f'"{w}"' for w in words),
+                "fts_rows": 10, "words": words, "tokens": [[w.strip(",")] for w in words],
+                "words_total": len(words) + 1,
+                "matched": {i: words for i in ids}}}}
+
+
+def test_row_ten_continues_where_rows_one_to_nine_do() -> None:
+    # issue 38 item 13: a wrapped row continued two spaces past its own indent, and row 10's
+    # right-aligned rank has one space less of it
+    pair = _ten_rows(["Which", "camping", "trip", "closing", "house", "Tahoe", "Lake"])
+    lines = explain_lines({"ks": [10], "pairs": [pair]}, "q1", width=60)
+    starts = [i for i, line in enumerate(lines) if re.match(r" +\d+ +row\d+ ", line)]
+    assert len(starts) == 10
+    indents = {len(lines[i + 1]) - len(lines[i + 1].lstrip()) for i in starts}
+    assert indents == {lines[starts[0]].index("row1")}  # under the id, rows 1 to 10 alike
+    assert all(len(line) <= 60 for line in lines)
+
+
+def test_a_matched_word_with_a_comma_is_quoted_not_doubled() -> None:
+    # issue 38 item 13: "matched first,, on" from the query word "first,"
+    pair = _ten_rows(["Which", "first,", "on", 'say"hi'])
+    lines = explain_lines({"ks": [10], "pairs": [pair]}, "q1", width=None)
+    assert _line(lines, "    1 ").endswith('matched Which, "first,", on, "say""hi"')
+    reads = _line(lines, "  FTS5 reads the words")
+    assert '"first," -> first' in reads
+    assert not any(",," in line for line in lines)

@@ -132,3 +132,12 @@ def test_cli_compare_fits_the_terminal(tmp_path: Path, capsys: pytest.CaptureFix
     assert all(fits(line, 60) for line in narrow[:narrow.index("")])
     assert join(narrow[:narrow.index("")]) == wide[:wide.index("")]
     assert wide[0].startswith(f"compare: base {a} (lane model-free, model test/model")
+
+
+def test_hang_sets_the_continuations_indent() -> None:
+    line = "   10   row10  " + " ".join(["word"] * 20)
+    fitted = fit_lines([line], 40, hang=8)
+    assert fitted[0].startswith("   10   row10")
+    assert all(x.startswith(" " * 8) and x[8] != " " for x in fitted[1:])
+    assert all(len(x) <= 40 for x in fitted)
+    assert " ".join(x.strip() for x in fitted) == line.strip()

@@ -154,3 +154,35 @@ def test_terminal_lines_verbose_adds_diagnostics_per_type_and_ties_line() -> Non
     assert tie == ("ties: a: 1 of 3 pairs depend on the order of equal scores, recall@1 "
                    "most: 0.333 as run, 0.167 expected over every order (worst 0.000, best "
                    "0.333); every metric in the JSON report's \"ties\"")
+
+
+def test_a_session_stores_memory_recall_is_its_recall_beside_a_memory_store() -> None:
+    # b is a memory store (its pairs hold memory_recall@k, here by hand); a a session store,
+    # whose memory_recall@k is its recall@k (each memory one session): shown, not "-"
+    mem = [{**r, "metrics": {**r["metrics"], "memory_recall@1": 0.0, "memory_recall@2": 0.5,
+                             "recall@500tok": 0.25}} for r in RESULTS[3:]]
+    sessions = [{**r, "metrics": {**r["metrics"], "recall@500tok": 1.0}} for r in RESULTS[:3]]
+    rep = report.build_report(info(["a", "b"]), [*sessions, *mem], [])
+    a, b = rep["summary"]["a"]["overall"], rep["summary"]["b"]["overall"]
+    assert a["memory_recall@1"] == a["recall@1"] == pytest.approx(1 / 3)
+    assert a["memory_recall@2"] == a["recall@2"] == pytest.approx(2 / 3)
+    assert "memory_recall@500tok" not in a  # a budget is no k
+    assert (b["memory_recall@1"], b["memory_recall@2"]) == (0.0, 0.5)
+    assert rep["summary"]["a"]["by_type"]["multi-session"]["memory_recall@2"] == 0.0
+    assert all("memory_recall@1" not in p["metrics"] for p in rep["pairs"][:3])  # pairs as run
+    lines = report.terminal_lines(rep, width=120)
+    title = next(i for i, line in enumerate(lines) if line.startswith("memory_recall@k"))
+    overall = next(line for line in lines[title:] if line.startswith("overall"))
+    assert overall.split()[1:] == ["3", "0.333", "0.667", "0.000", "0.500"]
+    # a run of session stores only has no memory_recall at all
+    plain = report.build_report(info(["a", "b"]), RESULTS, [])
+    assert not any("memory_recall" in key for s in plain["summary"].values()
+                   for key in s["overall"])
+
+
+def test_with_memory_recall_maps_ks_not_budgets() -> None:
+    from pytest_retrieval_eval.scoring.memory_metrics import with_memory_recall
+
+    got = with_memory_recall({"recall@5": 0.5, "recall@500tok": 1.0, "tokens@5": 80.0})
+    assert got == {"recall@5": 0.5, "recall@500tok": 1.0, "tokens@5": 80.0,
+                   "memory_recall@5": 0.5}

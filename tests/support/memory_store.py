@@ -120,3 +120,31 @@ def main() -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+class HandMemories:
+    """A fixed ranking of four memories on the hand-made history of
+    tests/plugin/test_memory_numbers.py (sessions ``q1_s0`` .. ``q1_s3``): a fact with its
+    own text from s3, the turn s0_1, a fact of s2 and of the turn s1_1, the turn s2_2.
+    ``rank`` returns them until they cover ``limit`` sessions."""
+
+    name = "hand-memories"
+    needs_vectors = False
+
+    def rank(self, persona: Any, query: Any, limit: int) -> list[Any]:
+        from pytest_retrieval_eval.retrievers import Memory
+
+        memories = [
+            Memory("fact-weather", 0.9, sessions=("q1_s3",), text="We talked about weather."),
+            Memory("q1_s0_1", 0.8, turns=("q1_s0_1",)),
+            Memory("fact-cat", 0.7, sessions=("q1_s2",), turns=("q1_s1_1",)),
+            Memory("q1_s2_2", 0.6, turns=("q1_s2_2",)),
+        ]
+        out, seen = [], set()
+        for memory in memories:
+            if len(seen) >= limit:
+                break
+            out.append(memory)
+            seen.update(memory.sessions)
+            seen.update(t.rsplit("_", 1)[0] for t in memory.turns)
+        return out
