@@ -15,7 +15,9 @@ suffix, because that is pytest's mark of a parametrization, and an item that is 
 ``metafunc.parametrize`` but carries one gets an id that pytest 9.2's ``NodeId.parse`` reads
 differently (``--lf``, ``--sw`` and ``--ff`` then lose it). Every part is a node of its own, so
 ``-k <type>``, ``-k <question_id>``, ``-k <retriever>`` and node ids on the command line select
-as for any test (ARCHITECTURE.md, "How the items are collected").
+as for any test (ARCHITECTURE.md, "How the items are collected"). Each item carries the marker
+``retrieval_eval(retriever=COLUMN, question_type=TYPE, question_id=ID)``: ``-m`` with keyword
+arguments (pytest 8.3+) selects one column exactly, where ``-k bm25`` also matches ``bm25s``.
 
 Which runs hold them: pytest reaches the collector when it collects the rootdir's ``Dir``
 (``pytest`` or ``pytest .`` there). When no path is named (pytest then collects ``testpaths``
@@ -199,8 +201,11 @@ class QuestionCollector(_EvalCollector):
             if selection.wants(self.parent.name, self.name, name):
                 item = PairItem.from_parent(self, name=name, callobj=pair_test)
                 item.position, item.retriever = self.position, name
-                item.add_marker(MARKER)
                 column = self.state.column(name)
+                # -m "retrieval_eval(retriever='bm25')" selects one column exactly (pytest
+                # 8.3+ reads keyword arguments in -m; -k matches substrings of names).
+                item.add_marker(getattr(pytest.mark, MARKER)(
+                    retriever=column, question_type=self.parent.name, question_id=self.name))
                 if column != name:  # -k <its name> selects it, as -k <selector> does
                     item.extra_keyword_matches.add(column)
                 yield item
@@ -332,7 +337,22 @@ def check_selection(state: EvalSession, selection: Selection) -> None:
     for readings in selection.parts:
         if not any(k == t or k.startswith(f"{t}::") for k in known for t in readings):
             wanted = f"{ROOT_NAME}::{readings[0]}"
+            rejected = next((r for r in corpus.rejections for t in readings if r.question_id
+                             and _names_question(t, r.question_id)), None)
+            if rejected is not None:  # say why, not "no such question" (issue 38.14)
+                from .run_facts import rejection_reason
+
+                raise pytest.UsageError(
+                    f"not found: {wanted}: question {rejected.question_id} is not scored in "
+                    f"this run: {rejection_reason(state, rejected)}")
             raise pytest.UsageError(
                 f"not found: {wanted} (no such question type, question or retriever in this "
                 "run); `pytest --retrieval-eval --co -q` lists the node ids")
 
+
+
+def _names_question(tail: str, question_id: str) -> bool:
+    """Whether a node id past ``retrieval-eval::`` (``type::question_id[::retriever]``)
+    names ``question_id``."""
+    rest = tail.partition("::")[2]
+    return rest == question_id or rest.startswith(f"{question_id}::")

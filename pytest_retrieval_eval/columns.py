@@ -16,6 +16,7 @@ from typing import Any
 from .errors import DataError
 from .options import BUILTIN_RETRIEVERS, COMMAND_PREFIX, CUSTOM_RETRIEVER
 from .reporting.report import PairResult
+from .retrievers.command import command_name
 from .retrievers.loader import UserRetriever, usable_name
 from .retrievers.variants import is_variant
 
@@ -54,11 +55,21 @@ class Columns:
                  built: Mapping[str, Any]) -> None:
         """Each selector's column: its retriever's ``name`` when that is usable and no
         other retriever's selector, column or a built-in; else the selector. ``users``: the
-        user retrievers, described; ``built``: the built-in ones, built."""
+        user retrievers, described; ``built``: the built-in ones, built. A ``cmd:NAME=…``
+        selector's NAME is its column, or :class:`DataError` (one line) where it is taken."""
         taken = {*selectors, *BUILTIN_RETRIEVERS, CUSTOM_RETRIEVER}
         columns: dict[str, str] = {}
         for selector in selectors:
             user = users.get(selector)
+            given = command_name(selector) if selector.startswith(COMMAND_PREFIX) else None
+            if given is not None:  # cmd:NAME=COMMAND: named up front, before it runs
+                if given in taken or given in columns.values():
+                    raise DataError(
+                        f"retriever '{selector}': the name {given!r} is taken (a built-in, or "
+                        "another retriever's name or column of the run); give the store a "
+                        "name of its own: cmd:OTHER_NAME=COMMAND")
+                columns[selector] = given
+                continue
             if user is not None:  # its name read without building it ("Class+ef:10" too)
                 own = user.name
             else:

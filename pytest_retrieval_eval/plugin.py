@@ -122,7 +122,9 @@ def pytest_configure(config: pytest.Config) -> None:
     from . import fixtures
 
     config.addinivalue_line(
-        "markers", f"{fixtures.MARKER}: a LongMemEval pair scored by pytest-retrieval-eval")
+        "markers", f"{fixtures.MARKER}(retriever, question_type, question_id): a LongMemEval "
+        "pair scored by pytest-retrieval-eval; -m \"retrieval_eval(retriever='bm25')\" "
+        "selects one column exactly (pytest 8.3+)")
     if not config.pluginmanager.is_registered(fixtures):
         config.pluginmanager.register(fixtures, "retrieval-eval-fixtures")
     if not _is_worker(config):

@@ -7,11 +7,45 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from .data.protocol import LONGMEMEVAL, NO_USER_EVIDENCE, REPEATED_SLOTS_KEPT
+from .data.protocol import LONGMEMEVAL, NO_GOLD_TURNS, NO_USER_EVIDENCE, REPEATED_SLOTS_KEPT
 from .reporting.report import NOTE_TEXT
 
 if TYPE_CHECKING:
+    from .data.pairs import Rejection
     from .session import EvalSession
+
+
+def _selected_retrievers(session: EvalSession) -> list[str]:
+    """The run's retrievers less those whose every item ``-k``/``-m`` (or node ids)
+    deselected: their column would be empty (issue 38.12). A retriever with a selected item
+    keeps its column whether that item scored, failed or was skipped. When no pair item was
+    selected and no test recorded a ranking either, every retriever is named (the header
+    says what the run held); recording tests' columns come from their results."""
+    selectors = session.settings.retrievers
+    if session.selected is None:
+        return list(selectors)
+    chosen = {name for _, name in session.selected}
+    kept = [name for name in selectors if name in chosen]
+    return kept if kept or session.results else list(selectors)
+
+
+def rejection_reason(session: EvalSession, rejection: Rejection) -> str:
+    """A rejection's reason as the run words it: the turn view's refusal of a question
+    without a has_answer turn also names the first question the run scores, to pick with
+    ``-k`` instead (issue 38.14)."""
+    assert session.corpus is not None
+    positions = session.scored_positions()
+    if not positions or not rejection.reason.startswith(NO_GOLD_TURNS):
+        return rejection.reason
+    first = session.corpus.pairs[positions[0]]
+    return (f"{rejection.reason}; turn granularity cannot score it: -k {first.question_id} "
+            f"picks a question ({first.question_type}) it scores")
+
+
+def _rejections(session: EvalSession) -> list[dict[str, Any]]:
+    assert session.corpus is not None
+    return [{**asdict(r), "reason": rejection_reason(session, r)}
+            for r in session.corpus.rejections]
 
 
 def run_info(session: EvalSession, *, stopped: bool = False,
@@ -46,14 +80,14 @@ def run_info(session: EvalSession, *, stopped: bool = False,
         "lane": session.plan.lane,
         "model": session.plan.model,
         "ks": list(session.settings.ks),
-        "retrievers": session.names.listed(session.settings.retrievers),
+        "retrievers": session.names.listed(_selected_retrievers(session)),
         "protocol": session.settings.protocol,
         "granularity": session.settings.granularity,
         **({"reference": session.settings.reference} if session.settings.reference else {}),
         "usable": len(session.scored_positions()),
         "skipped": {"abstention": abstention - no_evidence, "rejected": len(corpus.rejections),
                     **({NO_USER_EVIDENCE: no_evidence} if no_evidence else {})},
-        "rejections": [asdict(r) for r in corpus.rejections],
+        "rejections": _rejections(session),
         "notes": notes,
         **({"run_files": runs} if (runs := session.run_files()) else {}),
         "selection": selection,

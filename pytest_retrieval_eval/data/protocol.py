@@ -67,6 +67,10 @@ REPEATED_SLOTS_KEPT = "repeated_slots_kept"
 GOLD_FROM_ANSWER_IDS = "corpus_ids_with_answer"
 #: gold_source of the vipune protocol at turn level: has_answer turns of the gold sessions.
 GOLD_FROM_TURNS = "has_answer_turns"
+#: The head of the turn view's refusal of a question whose gold sessions mark no turn
+#: (run_facts.py names a question the view scores after it). The text is kept in the
+#: corpus cache's rejections: change it only with corpus.FORMAT_VERSION.
+NO_GOLD_TURNS = "no turn of its gold sessions carries has_answer: true"
 
 
 @dataclass(frozen=True)
@@ -238,10 +242,9 @@ def _vipune_turn_instance(raw: dict[str, Any], base: Instance) -> Instance | Rej
             if sid in gold_sessions and turn.get("has_answer") is True:
                 gold.append(turn_id)
     if not gold:
-        return Rejection(base.index, base.question_id,
-                         "no turn of its gold sessions carries has_answer: true, which turn "
-                         "granularity needs to name the gold turns; mark the evidence turns, "
-                         "or score sessions (--retrieval-eval-granularity=session)")
+        return Rejection(base.index, base.question_id, NO_GOLD_TURNS + (
+            ", which turn granularity needs to name the gold turns; mark the evidence turns, "
+            "or score sessions (--retrieval-eval-granularity=session)"))
     notes = dict(base.notes)
     if empty:
         notes["empty_turns"] = empty

@@ -26,7 +26,7 @@ FORMATS = ("png", "svg", "pdf")
 #: Dots per inch of a figure (``--dpi``): 7.5 in wide, so 750 px at the default.
 DEFAULT_DPI = 100
 DPI_RANGE = (30, 1200)
-EXTRA = "pip install 'pytest-retrieval-eval[plot]'"
+EXTRA = "pip install matplotlib (the plugin's [plot] extra)"
 
 
 class PlotError(RetrievalEvalError):

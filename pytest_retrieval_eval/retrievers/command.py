@@ -53,19 +53,42 @@ from .command_process import (
 from .memories import memories_from_json
 from .ranked_output import read_distinct
 
-__all__ = ["MAX_ANSWER_BYTES", "PREFIX", "PROTOCOL", "CommandRetriever", "parse_command"]
+__all__ = ["MAX_ANSWER_BYTES", "PREFIX", "PROTOCOL", "CommandRetriever", "command_name",
+           "parse_command"]
 
 PREFIX = "cmd:"
 PROTOCOL = 1
 #: The longest answer line read (bytes); a longer one fails the item, never fills memory.
 MAX_ANSWER_BYTES = 8 * 1024 * 1024
 _ROLE_LINE = re.compile(r"^(user|assistant|system): ", re.MULTILINE)
+#: ``cmd:NAME=COMMAND``: the column's name given up front, so that it is known at collection
+#: (``-k NAME``, the marker's ``retriever=NAME``) before any command runs. NAME is a word of
+#: letters, digits, ``_``, ``.`` and ``-``; a first word with ``=`` past anything else
+#: (``cmd:node --flag=1 s.js``, ``cmd:./a=b``) is part of the command.
+_NAMED = re.compile(r"([A-Za-z0-9_][A-Za-z0-9_.-]*)=(?=\S)")
+
+
+def _split_name(selector: str) -> tuple[str | None, str]:
+    """A selector's up-front name (None when it gives none) and its command's text."""
+    text = selector[len(PREFIX):] if selector.startswith(PREFIX) else selector
+    named = _NAMED.match(text)
+    if named is None:
+        return None, text
+    return named.group(1), text[named.end():]
+
+
+def command_name(selector: str) -> str | None:
+    """The column's name a ``cmd:NAME=COMMAND`` selector gives up front, else None (the
+    column is then named by the command's hello, once it runs)."""
+    return _split_name(selector)[0]
 
 
 def parse_command(selector: str) -> list[str]:  # options.py checks selectors with it
     """``"cmd:node store.js"`` -> ``["node", "store.js"]`` (split as a POSIX shell splits
-    words; no shell runs it). :class:`RetrievalEvalError` when nothing is left to run."""
-    text = selector[len(PREFIX):] if selector.startswith(PREFIX) else selector
+    words; no shell runs it); ``"cmd:exact=node store.js"`` gives the same command, named
+    ``exact`` up front (:func:`command_name`). :class:`RetrievalEvalError` when nothing is
+    left to run."""
+    text = _split_name(selector)[1]
     try:
         argv = shlex.split(text)
     except ValueError as exc:
@@ -99,7 +122,8 @@ def _vector(values: Any) -> list[float]:
 class CommandRetriever:
     """A store run as a command, talked to in JSON lines (see the module's docstring).
 
-    ``name`` is the selector until the command said hello, then hello's ``name``.
+    ``name`` is the name given up front (``cmd:NAME=COMMAND``); else the selector until the
+    command said hello, then hello's ``name``.
     ``needs_vectors`` is True: the controller decides whether the run holds vectors before
     any command runs (it never starts one), so a ``cmd:`` retriever is taken to need them;
     they are sent only when hello asks for them.
@@ -111,7 +135,8 @@ class CommandRetriever:
                  cwd: str | os.PathLike[str] | None = None) -> None:
         self.argv = parse_command(selector)
         self.selector = selector if selector.startswith(PREFIX) else PREFIX + selector
-        self.name = self.selector
+        self.given_name = command_name(self.selector)
+        self.name = self.given_name or self.selector
         for label, value in (("timeout", timeout), ("index timeout", index_timeout)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) \
                     or not math.isfinite(value) or value <= 0:
@@ -287,7 +312,9 @@ class CommandRetriever:
                              "\"name\": one line of text without commas, the column's name")
         if not isinstance(vectors, bool):
             raise self._fail(f"hello's \"vectors\" is {vectors!r}; answer true or false")
-        self.name, self.wants_vectors = name, vectors
+        # A name given up front is the column already (named at collection): hello's is
+        # checked, never used.
+        self.name, self.wants_vectors = self.given_name or name, vectors
         self.config = answer.get("config")  # checked where it is recorded (store_config.py)
 
     def _ask(self, request: Mapping[str, Any], what: str, timeout: float,

@@ -18,6 +18,7 @@ PYTEST_DONT_REWRITE: loaded while the plugin is off; holds no test asserts.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -131,18 +132,24 @@ def split_dotted(name: str) -> tuple[str, str]:
     return path, rest
 
 
+#: A constructor argument's numbers, in ASCII digits only: ``-3``, ``10``; ``0.5``, ``.5``,
+#: ``1e-3``. Python's own readers also take ``1_000``, other scripts' digits (U+0665) and
+#: ``nan``/``inf``; those stay text (docs/your-store.md).
+_WHOLE = re.compile(r"-?[0-9]+")
+_DECIMAL = re.compile(r"-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE]-?[0-9]+)?")
+
+
 def _keyword_value(text: str) -> Any:
-    """A constructor argument's value, read as the what-if values are: a whole number, a
-    decimal number, ``true``/``false``, else the text itself."""
-    if text.isdigit() or (text[:1] == "-" and text[1:].isdigit()):
+    """A constructor argument's value: a whole number (``int``), a decimal number
+    (``float``, finite), ``true``/``false`` (``bool``), else the text itself (``str``)."""
+    if _WHOLE.fullmatch(text):
         return int(text)
     if text in ("true", "false"):
         return text == "true"
-    try:
+    if _DECIMAL.fullmatch(text):
         number = float(text)
-    except ValueError:
-        return text
-    return number if math.isfinite(number) else text
+        return number if math.isfinite(number) else text
+    return text
 
 
 def parse_keywords(name: str) -> dict[str, Any]:

@@ -39,7 +39,7 @@ from .prep import CorpusLike, EmbedMissing
 __all__ = ["RayUnavailable", "import_ray", "ray_embed_missing"]
 
 Progress = Callable[[str, int, "int | None"], None]
-EXTRA_HINT = "pip install 'pytest-retrieval-eval[ray]'"
+EXTRA_HINT = "pip install 'ray[data]>=2.9' (the plugin's [ray] extra)"
 
 
 class RayUnavailable(RetrievalEvalError):

@@ -41,7 +41,7 @@ __all__ = ["DEFAULT_TOKENIZER", "ENCODINGS", "EXTRA", "MAX_SHARDS", "TokenCounte
 
 DEFAULT_TOKENIZER = "o200k_base"
 ENCODINGS = ("o200k_base", "cl100k_base")
-EXTRA = "pip install 'pytest-retrieval-eval[budget]'"
+EXTRA = "pip install bpe-openai"
 #: New counts are written as a shard once this many wait (and at the session's end).
 FLUSH_AT = 4096
 #: More shards than this in a folder are merged into one by the next writer.

@@ -89,7 +89,7 @@ def test_without_matplotlib_one_line_names_the_extra(monkeypatch: pytest.MonkeyP
     _, err = capsys.readouterr()
     assert code == 4
     assert err == ("retrieval-eval: error: plots need matplotlib, which is not installed; "
-                   "pip install 'pytest-retrieval-eval[plot]'\n")
+                   "pip install matplotlib (the plugin's [plot] extra)\n")
     assert not (tmp_path / "r.png").exists()
 
 

@@ -14,7 +14,12 @@ import pytest
 
 from pytest_retrieval_eval.errors import RetrievalEvalError, RetrieverError
 from pytest_retrieval_eval.retrievers import Persona, Query, SemanticRetriever
-from pytest_retrieval_eval.retrievers.command import CommandRetriever, _turns_of, parse_command
+from pytest_retrieval_eval.retrievers.command import (
+    CommandRetriever,
+    _turns_of,
+    command_name,
+    parse_command,
+)
 from pytest_retrieval_eval.retrievers.loader import get_retriever
 from pytest_retrieval_eval.retrievers.ranking import REPEATED_IDS, rank_per_k
 from tests.support.processes import kill_left, wait_gone
@@ -63,6 +68,29 @@ def test_the_selector_is_split_as_a_shell_splits_words() -> None:
         parse_command("cmd:  ")
     with pytest.raises(RetrievalEvalError, match="cannot be split"):
         parse_command("cmd:node 'open")
+
+
+@pytest.mark.parametrize(("selector", "name", "argv"), [
+    ("cmd:exact=node store.js", "exact", ["node", "store.js"]),
+    ("cmd:node-exact.v2=node 'my store.js'", "node-exact.v2", ["node", "my store.js"]),
+    ("cmd:node --k=1 store.js", None, ["node", "--k=1", "store.js"]),  # a flag's '='
+    ("cmd:./a=b", None, ["./a=b"]),  # a path's '='
+    ("cmd:a= node", None, ["a=", "node"]),  # nothing right after '=': part of the command
+    ("cmd:node", None, ["node"]),
+])
+def test_a_name_is_given_up_front_as_name_equals_command(
+        selector: str, name: str | None, argv: list[str]) -> None:
+    """Issue 37.7: ``cmd:NAME=COMMAND`` names the column before the command runs."""
+    assert command_name(selector) == name
+    assert parse_command(selector) == argv
+
+
+def test_a_name_given_up_front_stays_the_retrievers_name_after_hello(
+        closing: list[CommandRetriever]) -> None:
+    r = make(fake("ok").replace("cmd:", "cmd:mine=", 1), closing)
+    r.index(persona())
+    assert r.name == "mine"  # hello said "fake-ok"; it was checked, not used
+    assert make(fake("ok"), closing).name == fake("ok")  # until hello
 
 
 def test_get_retriever_makes_one_without_starting_it(tmp_path: Path) -> None:

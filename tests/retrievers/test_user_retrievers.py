@@ -28,6 +28,13 @@ def test_keyword_values_are_read_as_the_what_if_values() -> None:
         "ef": 10, "w": 0.5, "neg": -3, "on": True, "off": False, "metric": "cosine"}
     assert parse_keywords("m:C") == {}
     assert parse_keywords("m:C+x:nan") == {"x": "nan"}  # never a NaN constructor argument
+
+
+def test_keyword_numbers_are_ascii_digits_as_docs_your_store_says() -> None:
+    """docs/your-store.md's table: Python's int()/float() would read 1_000, U+0665 and 1e400."""
+    assert parse_keywords("m:C+a:1_000+b:\u0665+c:1e400+d:True+e:1e-3+f:.5+g:007+h:a:b") == {
+        "a": "1_000", "b": "\u0665", "c": "1e400", "d": "True", "e": 0.001, "f": 0.5, "g": 7,
+        "h": "a:b"}
     assert split_dotted("a.b:C+ef:10") == ("a.b:C", "ef:10")
 
 

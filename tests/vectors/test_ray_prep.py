@@ -118,7 +118,7 @@ def test_without_ray_it_is_one_line_naming_the_extra(
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err
     assert lines[0].startswith("retrieval-eval: error: prep --ray needs Ray Data")
-    assert lines[0].endswith("pip install 'pytest-retrieval-eval[ray]'")
+    assert lines[0].endswith("pip install 'ray[data]>=2.9' (the plugin's [ray] extra)")
     assert not (tmp_path / "cache" / "vectors").exists() or not any(
         p.name.startswith("shard-") for d in (tmp_path / "cache" / "vectors").iterdir()
         for p in d.iterdir())
