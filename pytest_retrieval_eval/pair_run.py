@@ -145,12 +145,12 @@ def needs_store(selector: str, custom: Any, users: Mapping[str, UserRetriever],
 
 def build_once(user: UserRetriever | None) -> float | None:
     """Construct a user retriever not yet built in this process: the constructor's
-    milliseconds (the item's ``startup``), or None when there was nothing to build."""
-    if user is None or user.built is not None:
+    milliseconds (the item's ``startup``; built before the items, at a serial run's
+    collection, the first item reports them), or None when they were reported already."""
+    if user is None:
         return None
-    begun = time.perf_counter()
     user.build()
-    return (time.perf_counter() - begun) * 1000.0
+    return user.take_startup()
 
 
 def workdir(cache_root: Path, column: str, persona_key: str) -> Path:
