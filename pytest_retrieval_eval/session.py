@@ -287,8 +287,7 @@ class EvalSession:
             self._users[store.selector] = store
 
     def build_users(self, selectors: Iterable[str]) -> None:
-        """The user retrievers among ``selectors`` built now (a serial run, before its first
-        item: one that cannot be made is a StopRun, a usage error), closed at session end."""
+        """The user retrievers of ``selectors`` built now (serial, before any item): StopRun."""
         for selector in dict.fromkeys(selectors):
             if selector in self._users:
                 self.pairs.used.setdefault(self.column(selector), self._users[selector].build())
@@ -421,11 +420,8 @@ class EvalSession:
         assert self.corpus is not None
         pair = self.corpus.pairs[index]
         # A user retriever's constructor: once per process, timed as the item's startup.
-        user = self._users.get(retriever_name) if custom is None else None
-        built_before = user is not None and user.built is not None
-        startup_ms = pair_run.build_once(user)
-        if built_before and startup_ms is not None and started is not None:
-            started -= startup_ms / 1000.0  # built at collection: the overhead stays the item's
+        startup_ms, started = pair_run.build_once(
+            self._users.get(retriever_name) if custom is None else None, started)
         retriever = custom if custom is not None else self.retriever(retriever_name)
         if column is None:
             column = self.names.custom_column(custom, self.settings.retrievers) \
