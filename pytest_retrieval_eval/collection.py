@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .errors import RetrievalEvalError
+from .errors import RetrievalEvalError, StopRun, one_line
 from .fixtures import MARKER
 
 if TYPE_CHECKING:
@@ -265,9 +265,13 @@ def pair_test(request: pytest.FixtureRequest) -> None:
         try:
             stores = list(state.custom_stores(
                 request.getfixturevalue("retrieval_eval_custom_retriever")))
-        except RetrievalEvalError as exc:
-            request.session.shouldfail = str(exc)  # the same for every pair: stop here
-            raise
+        except Exception as exc:  # the same for every pair: stop here (pytest.skip passes)
+            stop = StopRun(str(exc) if isinstance(exc, RetrievalEvalError) else (
+                f"retrieval_eval_custom_retriever raised {type(exc).__name__}: "
+                f"{one_line(exc, 300)}; fix the fixture in your conftest.py (every pair "
+                "would fail alike, so the run stops here)"))
+            request.session.shouldfail = str(stop)
+            raise stop from None
     custom = stores[0][1]
     vectors = query_vector = store = None
     if state.holds_vectors():
@@ -281,8 +285,8 @@ def pair_test(request: pytest.FixtureRequest) -> None:
             results.append(state.run_pair(item.position, item.retriever, custom=custom,
                                           inputs=PairInputs(vectors, query_vector, store),
                                           started=started, column=column))
-        except RunChangedError as exc:  # a run file swapped under this process: stop here
-            request.session.shouldfail = str(exc)
+        except (RunChangedError, StopRun) as exc:  # a run file swapped under this process,
+            request.session.shouldfail = str(exc)  # a store that cannot be made: stop here
             raise
         started = time.perf_counter()
     item.retrieval_eval_results = results  # ride on its report (plugin.py)

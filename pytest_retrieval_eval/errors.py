@@ -4,7 +4,8 @@ dataset text (ids, questions) on the terminal with its control characters escape
 
 Every message names the thing, says what is wrong with it and what to do, on one line.
 The plugin turns a :class:`RetrievalEvalError` raised while configuring a run into a
-``pytest.UsageError`` (exit code 4); raised while an item runs, it fails that item only.
+``pytest.UsageError`` (exit code 4); raised while an item runs, it fails that item only,
+except a :class:`StopRun`, which stops the run there (exit 4).
 
 PYTEST_DONT_REWRITE: loaded while the plugin is off; holds no test asserts.
 """
@@ -34,6 +35,12 @@ class CacheHubError(RetrievalEvalError):
 
 class RetrieverError(RetrievalEvalError):
     """A retriever failed for one pair (the item fails; the run goes on)."""
+
+
+class StopRun(RetrievalEvalError):
+    """A fault that every item would meet alike (a user store that cannot be created, the
+    custom fixture raising): the first one stops the run as a usage error (exit 4, no report
+    written), never a failure per item."""
 
 
 def one_line(text: object, limit: int | None = None) -> str:

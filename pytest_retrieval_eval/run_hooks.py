@@ -26,7 +26,7 @@ from .collection import (
     reaches_rootdir,
     rootdir_collector,
 )
-from .errors import RetrievalEvalError, one_line
+from .errors import RetrievalEvalError, StopRun, one_line
 from .options import CUSTOM_RETRIEVER
 
 if TYPE_CHECKING:  # the heavy modules (onnxruntime, pyarrow) load when the run needs them
@@ -41,6 +41,8 @@ WORKER_OUTPUT = "retrieval_eval"
 RESULT_ATTR = "retrieval_eval_result"
 ERROR_ATTR = "retrieval_eval_error"
 SKIP_ATTR = "retrieval_eval_skip"
+#: A StopRun's line on the report of the item that met it: the controller ends the run, exit 4.
+FATAL_ATTR = "retrieval_eval_fatal"
 
 _THIS_MODULE = sys.modules[__name__]
 
@@ -252,6 +254,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         exc = call.excinfo.value
         message = str(exc) if isinstance(exc, RetrievalEvalError) else (
             f"{type(exc).__name__}: {one_line(exc)}")
+        if isinstance(exc, StopRun):
+            setattr(report, FATAL_ATTR, message)
         setattr(report, ERROR_ATTR, {"retriever": item.retriever, "question_id": question_id,
                                      "error": message})
     elif report.when == "call" and report.passed and getattr(
@@ -279,6 +283,9 @@ class _ReportedResults:
         result = getattr(report, RESULT_ATTR, None)
         for one in result if isinstance(result, list) else [] if result is None else [result]:
             self.state.add_result(one)
+        fatal = getattr(report, FATAL_ATTR, None)
+        if isinstance(fatal, str) and self.state.fatal is None:
+            self.state.fatal = fatal  # a worker's too: the run ends as a usage error
         error = getattr(report, ERROR_ATTR, None)
         if error is None and report.failed:
             error = self._lost_item(report)
@@ -311,6 +318,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if state is not None and state.corpus is not None:
         state.select([(i.position, i.retriever) for i in session.items
                       if isinstance(i, PairItem)])
+        if not _is_worker(session.config) and not state.read_only:
+            # A serial run builds its user stores now, in the process that ranks: one that
+            # cannot be made is one usage line, not a failure per item. (An xdist worker
+            # builds each where its first item needs it; a StopRun there ends the run.)
+            try:
+                state.build_users(name for _, name in state.selected or [])
+            except RetrievalEvalError as exc:
+                state.fatal = str(exc)
+                raise pytest.UsageError(str(exc)) from None
         from .fixtures import pair_id
         from .record_columns import column_names
 
@@ -347,6 +363,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:  # c
     state.flush_token_counts()
     if _is_worker(config):
         config.workeroutput[WORKER_OUTPUT] = state.worker_output()  # type: ignore[attr-defined]
+        return
+    if state.fatal is not None:  # a usage error met by an item: no report, exit 4
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR
         return
     from .reporting import publish, report
     from .run_facts import run_info

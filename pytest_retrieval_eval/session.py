@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -64,6 +64,8 @@ class EvalSession:
     dataset_info: dict[str, Any] = field(default_factory=dict)
     report: dict[str, Any] | None = None
     json_error: str | None = None  # why the JSON report could not be written
+    #: A StopRun's line (a user store that cannot be made...): exit 4, no report written.
+    fatal: str | None = None
     _retrievers: dict[str, retrievers_mod.Retriever] = field(default_factory=dict)
     #: User retrievers by selector (dotted paths, a conftest's named stores): described on
     #: every process, built only where an item uses one (never on the xdist controller).
@@ -284,6 +286,12 @@ class EvalSession:
         for store in stores:
             self._users[store.selector] = store
 
+    def build_users(self, selectors: Iterable[str]) -> None:
+        """The user retrievers of ``selectors`` built now (serial, before any item): StopRun."""
+        for selector in dict.fromkeys(selectors):
+            if selector in self._users:
+                self.pairs.used.setdefault(self.column(selector), self._users[selector].build())
+
     def retriever(self, selector: str) -> retrievers_mod.Retriever:
         """The retriever of a selector, built on first use in this process."""
         built = self._retrievers.get(selector)
@@ -412,8 +420,8 @@ class EvalSession:
         assert self.corpus is not None
         pair = self.corpus.pairs[index]
         # A user retriever's constructor: once per process, timed as the item's startup.
-        startup_ms = pair_run.build_once(
-            self._users.get(retriever_name) if custom is None else None)
+        startup_ms, started = pair_run.build_once(
+            self._users.get(retriever_name) if custom is None else None, started)
         retriever = custom if custom is not None else self.retriever(retriever_name)
         if column is None:
             column = self.names.custom_column(custom, self.settings.retrievers) \

@@ -20,6 +20,7 @@ __all__ = [
     "EXIT_USAGE",
     "PROG",
     "OneLineParser",
+    "cache_clash",
     "directory",
     "file_path",
     "nonempty",
@@ -79,3 +80,22 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line(message)}; see "
                               f"{self.prog} --help\n")
+
+
+def cache_clash(option: str, output: Path | None) -> str | None:
+    """The one line refusing an output that lies inside a cache folder (symlinks resolved):
+    the default cache root (``$RETRIEVAL_EVAL_CACHE_DIR``, XDG, ``~/.cache``) or the bundled
+    sample's read-only cache, where it could replace a manifest, shard or corpus file (the
+    run's outputs get the same line from the settings' guard); None when it lies outside
+    both. ``option`` names the output as the command's usage does (``--json``, ``--out``)."""
+    if output is None:
+        return None
+    from ..io.user_files import inside_folder
+    from ..vectors.cache import bundled_cache_dir, default_cache_dir
+
+    for what, root in (("the cache", default_cache_dir()),
+                       ("the bundled sample's read-only cache", bundled_cache_dir())):
+        if inside_folder(output, root):
+            return (f"{option} {output} lies inside {what} {root}: writing it could replace "
+                    f"a cache file; give {option} a path outside that folder")
+    return None

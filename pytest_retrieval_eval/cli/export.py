@@ -8,7 +8,8 @@ import argparse
 from pathlib import Path
 from typing import Any, TextIO
 
-from .args import PROG, write_fitted
+from ..errors import RetrievalEvalError
+from .args import PROG, cache_clash, write_fitted
 
 __all__ = ["FORMATS", "add_commands", "run"]
 
@@ -49,6 +50,9 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from ..reporting.report_file import load_report
     from ..reporting.trec_files import trec_export, write_trec_files
 
+    inside = cache_clash("--out", args.out)  # before the report is read: nothing written
+    if inside is not None:
+        raise RetrievalEvalError(f"export: {inside}")
     report = load_report(args.report)
     export = trec_export(report, str(args.report))
     written = write_trec_files(export, args.out, inputs=[args.report])

@@ -11,12 +11,13 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import RetrievalEvalError, write_fault
-from ..io.user_files import TargetRefused, sweep_dead_temps
+from ..io.user_files import TargetRefused, same_file, sweep_dead_temps
 from ..options import positive_int
-from .args import file_path, write_fitted
+from .args import cache_clash, file_path, write_fitted
 from .progress_bar import ProgressBar
 
 if TYPE_CHECKING:
@@ -66,6 +67,21 @@ def _check_pool(args: argparse.Namespace, preset: GeneratorConfig,
         f"stay unique); {fix}")
 
 
+def _check_target(path: Path) -> None:
+    """Refuse, before anything is written (and before the folder's temps are swept), an OUT
+    inside a cache folder or over the bundled sample's dataset, which every run of the
+    sample reads (its sha256 is pinned with its vectors)."""
+    from ..data.dataset import SAMPLE_PATH
+
+    inside = cache_clash("OUT", path)
+    if inside is not None:
+        raise RetrievalEvalError(f"generate: {inside}")
+    if same_file(path, SAMPLE_PATH):
+        raise RetrievalEvalError(
+            f"generate: OUT {path} is the bundled sample's dataset: writing it would replace "
+            "that file; give OUT a path of its own")
+
+
 @contextlib.contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM (``timeout``, a CI cancel, a container stop) handled as Ctrl-C is: raised as
@@ -95,6 +111,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.seed is not None:
         config = replace(config, seed=args.seed)
     _check_pool(args, preset, config)
+    _check_target(args.out)
     bar = None if args.no_progress else ProgressBar(err)
     began = time.monotonic()
     sweep_dead_temps(args.out.parent)  # what killed generates left, whatever their OUT

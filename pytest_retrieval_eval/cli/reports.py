@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..reporting.plot import DEFAULT_DPI, DPI_RANGE  # matplotlib only when a figure is drawn
-from .args import file_path, write_fitted
+from .args import cache_clash, file_path, write_fitted
 
 __all__ = ["add_commands", "run"]
 
@@ -141,15 +141,9 @@ def _check_apart(option: str, output: Path | None, reports: list[Path]) -> None:
     if clash is not None:
         raise CompareError(f"{option} {output} is the report {clash[2]}: writing it would "
                            f"replace that report; give {option} a path of its own")
-    from ..io.user_files import inside_folder
-    from ..vectors.cache import bundled_cache_dir, default_cache_dir
-
-    for what, root in (("the cache", default_cache_dir()),
-                       ("the bundled sample's read-only cache", bundled_cache_dir())):
-        if output is not None and inside_folder(output, root):
-            raise CompareError(f"{option} {output} lies inside {what} {root}: writing it "
-                               f"could replace a cache file; give {option} a path outside "
-                               "that folder")
+    inside = cache_clash(option, output)
+    if inside is not None:
+        raise CompareError(inside)
 
 
 def _compare_two(args: argparse.Namespace, paths: list[Path],

@@ -177,6 +177,26 @@ def _new_temp(target: Path) -> tuple[int, str]:
             continue
 
 
+def _remove_left(folder: Path, left: Callable[[os.DirEntry[str]], bool]) -> int:
+    """Remove each regular file of ``folder`` that ``left`` says a killed write left there;
+    returns how many. The one scan both sweeps share: an entry that vanishes, cannot be
+    read or cannot go is passed over (another sweeper may be at it)."""
+    removed = 0
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0
+    for entry in entries:
+        try:
+            if not left(entry) or not entry.is_file(follow_symlinks=False):
+                continue
+            os.unlink(entry.path)
+            removed += 1
+        except OSError:
+            continue
+    return removed
+
+
 def sweep_temps(target: Path) -> int:
     """Remove the temp files that killed writes to ``target`` left beside it; returns how
     many. A temp of a live writer (this host, its pid alive) is kept; one of another host,
@@ -184,34 +204,20 @@ def sweep_temps(target: Path) -> int:
     target = Path(target)
     prefix = temp_prefix(target)
     this_host = owner_tag().rsplit("-", 1)[0]
-    removed = 0
-    try:
-        entries = list(os.scandir(target.parent))
-    except OSError:
-        return 0
-    for entry in entries:
+
+    def left(entry: os.DirEntry[str]) -> bool:
         if not entry.name.startswith(prefix) or not entry.name.endswith(".tmp"):
-            continue
+            return False
         rest = entry.name[len(prefix):]
         match = _TEMP_RE.fullmatch(rest)
-        try:
-            if match is not None:
-                host, pid = match.group(1), int(match.group(2))
-                if host == this_host:
-                    if not owner_is_dead(host, pid):
-                        continue  # a live writer's (this process's too)
-                elif time.time() - entry.stat(follow_symlinks=False).st_mtime < \
-                        STALE_TEMP_SECONDS:
-                    continue
-            elif _OLD_TEMP_RE.fullmatch(rest) is None:
-                continue
-            if not entry.is_file(follow_symlinks=False):
-                continue
-            os.unlink(entry.path)
-            removed += 1
-        except OSError:
-            continue
-    return removed
+        if match is None:
+            return _OLD_TEMP_RE.fullmatch(rest) is not None
+        host, pid = match.group(1), int(match.group(2))
+        if host == this_host:
+            return owner_is_dead(host, pid)  # a live writer's (this process's too) stays
+        return time.time() - entry.stat(follow_symlinks=False).st_mtime >= STALE_TEMP_SECONDS
+
+    return _remove_left(target.parent, left)
 
 
 #: Any temp name :func:`_new_temp` gives: ``.<target name>.<host>-<pid>-<n>.tmp``.
@@ -223,25 +229,13 @@ def sweep_dead_temps(folder: Path) -> int:
     target they were written for (a killed ``generate`` to another name); returns how many.
     Only names :func:`_new_temp` gives are touched, and only a dead pid's."""
     this_host = owner_tag().rsplit("-", 1)[0]
-    removed = 0
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return 0
-    for entry in entries:
+
+    def left(entry: os.DirEntry[str]) -> bool:
         match = _ANY_TEMP_RE.fullmatch(entry.name)
-        if match is None or match.group(1) != this_host:
-            continue
-        try:
-            if not owner_is_dead(this_host, int(match.group(2))):
-                continue
-            if not entry.is_file(follow_symlinks=False):
-                continue
-            os.unlink(entry.path)
-            removed += 1
-        except OSError:
-            continue
-    return removed
+        return match is not None and match.group(1) == this_host and owner_is_dead(
+            this_host, int(match.group(2)))
+
+    return _remove_left(Path(folder), left)
 
 
 def replace_text(path: Path, text: str) -> Path:

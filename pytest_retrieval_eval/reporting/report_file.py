@@ -67,43 +67,79 @@ PAIR_FIELDS = ("retriever", "question_id", "question_type", "metrics", "ranked")
 
 class _Slimmer:
     """``json.loads``'s object hook for :func:`load_report`'s ``slim``: a pair (an object with
-    question_id, retriever and metrics) keeps :data:`PAIR_FIELDS`; its metrics' equal values
-    share one float object, its ``ranked`` ids' equal strings one str."""
+    question_id, retriever and metrics) keeps :data:`PAIR_FIELDS` in a dict of its own; its
+    strings (ids, retriever, type) that are equal share one str, its metrics' equal values
+    one float, and pairs whose metrics are equal (names and float values) one metrics dict,
+    read-only (issue 34, item 16: a pair then costs its ids and little more)."""
+
+    #: Metrics dicts shared only while sharing pays: past this many distinct ones, a table
+    #: missed more often than hit is dropped (each entry costs about what a dict saves).
+    DISTINCT = 1024
 
     def __init__(self) -> None:
         self.floats: dict[float, float] = {}
         self.ids: dict[str, str] = {}
+        self.metric_sets: dict[tuple[tuple[str, ...], tuple[float, ...]], dict[str, Any]] = {}
+        self.names: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self.hits = 0
 
     def __call__(self, obj: dict[str, Any]) -> dict[str, Any]:
         if "question_id" in obj and "retriever" in obj and isinstance(obj.get("metrics"), dict):
-            for key in ("metrics", "ranked"):
-                if key in obj:
-                    obj[key] = self.shared(key, obj[key])
-            return {key: obj[key] for key in PAIR_FIELDS if key in obj}
+            return {key: self.shared(key, obj[key]) for key in PAIR_FIELDS if key in obj}
         return obj
 
     def share_in_place(self, pair: dict[str, Any]) -> None:
-        """A whole pair's ``ranked`` ids shared (:meth:`shared`), the list kept."""
-        ranked = pair.get("ranked")
-        if isinstance(ranked, list):
-            ranked[:] = self.shared("ranked", ranked)
+        """A whole pair's kept fields shared (:meth:`shared`) in place, as the parser goes
+        on: its ranked ids, its metrics, its strings."""
+        for key in PAIR_FIELDS:
+            if key in pair:
+                dict.__setitem__(pair, key, self.shared(key, pair[key]))
 
     def shared(self, key: str, value: Any) -> Any:
-        """A pair's ``metrics`` with equal floats as one object, its ``ranked`` with equal
-        ids as one str (ids repeat across retrievers); any other value as it is."""
+        """A pair's field with its equal parts as one object: ``metrics`` (:meth:`metrics`),
+        ``ranked`` as an exact-sized list of shared ids (ids repeat across retrievers), a
+        string (question id, retriever, type) shared; any other value as it is."""
         if key == "metrics" and isinstance(value, dict):
-            return {k: self.floats.setdefault(v, v) if type(v) is float and v == v else v
-                    for k, v in value.items()}  # NaN is checked and named later
+            return self.metrics(value)
         if key == "ranked" and isinstance(value, list):
-            return [self.ids.setdefault(x, x) if isinstance(x, str) else x for x in value]
+            out = list(value)  # exact size: a parser's list is over-allocated
+            for i, x in enumerate(out):
+                if isinstance(x, str):
+                    out[i] = self.ids.setdefault(x, x)
+            return out
+        if isinstance(value, str):
+            return self.ids.setdefault(value, value)
         return value
+
+    def metrics(self, value: dict[str, Any]) -> dict[str, Any]:
+        """The metrics with equal floats as one object (NaN is checked and named later);
+        all floats, and equal to an earlier pair's, that pair's very dict."""
+        plain = {k: self.floats.setdefault(v, v) if type(v) is float and v == v else v
+                 for k, v in value.items()}
+        table = self.metric_sets
+        if not all(type(v) is float for v in plain.values()) or (
+                len(table) > self.DISTINCT and len(table) > self.hits):
+            return plain  # another kind of value (refused or kept as given); or mostly distinct
+        names = tuple(plain)
+        shared = table.setdefault((self.names.setdefault(names, names),
+                                   tuple(plain.values())), plain)
+        if shared is not plain:
+            self.hits += 1
+        return shared
+
+    def release(self) -> None:
+        """The sharing tables dropped: what was shared stays shared in the pairs."""
+        for table in (self.floats, self.ids, self.metric_sets, self.names):
+            table.clear()
 
 
 def _streamed_slim(path: Path) -> Any:
     """The slim report parsed as the file is read (issue 34, item 16): neither the file's
     bytes nor its text are ever held whole, and each pair's fields past
     :data:`PAIR_FIELDS` (``explain`` first) are dropped as they are parsed, so the memory
-    depends on the pairs, not on the report's size. None when the stream refuses the file
+    depends on the pairs, not on the report's size. Each pair is then made a plain dict of
+    shared parts (:class:`_Slimmer`) in place, one at a time, so the parsed pairs and the
+    kept ones are never all held at once. None when the stream refuses the file
     (:func:`..data.json_file.stream_json_file`): the whole read then names the fault."""
     slimmer = _Slimmer()
     keys: dict[str, str] = {}
@@ -113,8 +149,8 @@ def _streamed_slim(path: Path) -> Any:
         """An object as parsed: once it holds ``question_id`` and ``retriever`` (a pair:
         they come first), a field outside :data:`PAIR_FIELDS` is dropped as it arrives (the
         parser fills a container after handing it over: a dropped one is freed when
-        done). Keys and floats share one object each as they come; a pair's ``ranked``
-        ids once the next pair starts (:meth:`_Slimmer.share_in_place`)."""
+        done). Keys and floats share one object each as they come; a pair's other kept
+        parts once the next pair starts (:meth:`_Slimmer.share_in_place`)."""
 
         __slots__ = ()
 
@@ -127,11 +163,40 @@ def _streamed_slim(path: Path) -> Any:
                     if last:
                         slimmer.share_in_place(last.pop())
                     last.append(self)
-    data = stream_json_file(path, max_bytes=MAX_REPORT_BYTES, map_type=SlimDict)
-    if not isinstance(data, dict) or not isinstance(data.get("pairs"), list):
-        return data
-    data["pairs"] = [slimmer(dict(p)) if isinstance(p, dict) else p for p in data["pairs"]]
-    return data
+    try:
+        data = stream_json_file(path, max_bytes=MAX_REPORT_BYTES, map_type=SlimDict)
+        if last:
+            slimmer.share_in_place(last.pop())
+        if not isinstance(data, dict):
+            return data
+        pairs = data.get("pairs")
+        if isinstance(pairs, list):
+            for i, pair in enumerate(pairs):  # in place: each parsed pair freed as it goes
+                if isinstance(pair, dict):
+                    pairs[i] = _kept(pair)  # its parts shared already: a plain dict
+        return {k: v if k == "pairs" and isinstance(v, list) else _plain(v)
+                for k, v in data.items()}
+    finally:
+        slimmer.release()
+        keys.clear()
+
+
+def _kept(pair: dict[str, Any]) -> dict[str, Any]:
+    """A parsed pair as a plain dict of :data:`PAIR_FIELDS` (a field that came before its
+    question id, such as ``index``, was not dropped as it was parsed)."""
+    if "question_id" in pair and "retriever" in pair:
+        return {key: pair[key] for key in PAIR_FIELDS if key in pair}
+    return dict(pair)
+
+
+def _plain(value: Any) -> Any:
+    """A parsed value with every object a plain dict (a :func:`_streamed_slim` object drops
+    a pair's fields as they are set: none is handed on)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 _KEPT = frozenset(("retriever", "question_id", "question_type", "metrics", "ranked"))

@@ -6,10 +6,11 @@ import contextlib
 import importlib
 import inspect
 import os
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import RetrievalEvalError, one_line, printable
+from ..errors import RetrievalEvalError, StopRun, one_line, printable
 from .base import Persona, Query, Retriever, _option
 from .bm25 import BM25Retriever
 from .command import PREFIX as COMMAND_PREFIX
@@ -111,11 +112,14 @@ def _is_factory(obj: object) -> bool:
     return arity is not None and arity[0] == 0 and arity[1] == 0
 
 
-def _instantiate(path: str, obj: Any, default_name: str, kwargs: dict[str, Any]) -> Retriever:
+def _instantiate(path: str, obj: Any, default_name: str, kwargs: dict[str, Any],
+                 label: str | None = None) -> Retriever:
     """A retriever from what ``path`` named: a class (called with ``kwargs``), an object with
-    ``rank``, a factory (called with ``kwargs``), or a function ``(persona, query, limit)``."""
+    ``rank``, a factory (called with ``kwargs``), or a function ``(persona, query, limit)``.
+    ``label`` names it in errors (default ``retriever 'PATH'``)."""
+    what = label or f"retriever '{path}'"
     bad = RetrievalEvalError(
-        f"retriever '{path}' is not a Retriever: give a class or object with "
+        f"{what} is not a Retriever: give a class or object with "
         "rank(persona, query, limit), a no-argument factory, or a function "
         "(persona, query, limit) -> ids"
     )
@@ -149,8 +153,8 @@ def _instantiate(path: str, obj: Any, default_name: str, kwargs: dict[str, Any])
     except Exception as exc:  # a failing constructor or factory is user code
         msg = one_line(f"{type(exc).__name__}: {exc}")
         raise RetrievalEvalError(
-            f"retriever '{path}': creating it failed ({msg}); fix its constructor, factory "
-            "or arguments"
+            f"{what}: creating it failed ({msg}); fix its constructor, factory or arguments "
+            "(every pair would fail alike, so the run stops here)"
         ) from None
 
 
@@ -178,7 +182,10 @@ def usable_name(name: object) -> str | None:
 class UserRetriever:
     """A user retriever known before it is built: its name, ``needs_vectors`` and
     ``needs_store``, read from the class (or the object) without calling anything, so the
-    xdist controller builds nothing. :meth:`build` makes it, once, where items run."""
+    xdist controller builds nothing. :meth:`build` makes it, once, where items run.
+
+    A build that fails is a :class:`StopRun` (every pair would fail alike: the run stops at
+    the first), and is not tried again in this process."""
 
     def __init__(self, selector: str, name: str | None, source: object,
                  make: Callable[[], Retriever]) -> None:
@@ -190,11 +197,27 @@ class UserRetriever:
         self.needs_store = bool(getattr(source, "needs_store", False))
         self._make = make
         self._built: Retriever | None = None
+        self._failure: StopRun | None = None
+        self._startup_ms: float | None = None
 
     def build(self) -> Retriever:
         if self._built is None:
-            self._built = self._make()
+            if self._failure is not None:
+                raise self._failure
+            begun = time.perf_counter()
+            try:
+                self._built = self._make()
+            except RetrievalEvalError as exc:
+                self._failure = StopRun(str(exc))
+                raise self._failure from None
+            self._startup_ms = (time.perf_counter() - begun) * 1000.0
         return self._built
+
+    def take_startup(self) -> float | None:
+        """The constructor's milliseconds, once (the first item that ranks with it reports
+        them as its ``startup``, wherever the build happened); None after that."""
+        startup, self._startup_ms = self._startup_ms, None
+        return startup
 
     @property
     def built(self) -> Retriever | None:
@@ -275,8 +298,8 @@ def describe_object(name: str | None, obj: object, origin: str) -> UserRetriever
         raise RetrievalEvalError(
             f"{origin}: store {column!r} is not a Retriever: give a class or object with "
             "rank(persona, query, limit), or a no-argument factory")
-    return UserRetriever(column, column, obj,
-                         lambda: _instantiate(f"{origin}: {column}", obj, column, {}))
+    return UserRetriever(column, column, obj, lambda: _instantiate(
+        f"{origin}: {column}", obj, column, {}, label=f"{origin}: store {column!r}"))
 
 
 def _make_vipune(options: object) -> Retriever:

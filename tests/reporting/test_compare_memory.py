@@ -146,3 +146,55 @@ def test_the_slim_read_skips_explain_facts_while_parsing(tmp_path: Path) -> None
     assert slim == whole
     assert all(set(p) == set(compare.PAIR_FIELDS) for p in slim["pairs"])
     assert slim["pairs"][0]["ranked"][1] is slim["pairs"][1]["ranked"][1]  # ids shared
+
+
+def test_the_slim_read_of_the_benchmarks_pairs_costs_the_pairs(tmp_path: Path) -> None:
+    """Issue 34, item 16, on the benchmark's own shape (benchmarks/compare_hub_phases.py:
+    ten ranked ids of its own per pair, twelve 0/1 metrics, explain facts). The slim read
+    peaked at about 3.1 KB a pair (a second copy of every pair's metrics and ranked made
+    after parsing, while the parsed pairs were all still held) and kept 2.1 KB a pair, the
+    sharing table of every id kept alive by the report's other objects. Now each pair is
+    made slim as the next one is parsed: the metrics of equal pairs are one dict, ids,
+    retriever and type strings shared, ranked an exact-sized list, and the tables dropped
+    once read. Python's allocations are counted (tracemalloc: exact, never timed); the
+    bounds leave some room for other Python versions' object sizes."""
+    import json
+    import tracemalloc
+
+    from benchmarks.compare_hub_phases import scaled_report
+    from pytest_retrieval_eval.reporting import compare
+
+    pairs = 4000
+    path = tmp_path / "scaled.json"
+    report = scaled_report(pairs, 1, 0.0)
+    path.write_text(json.dumps(report), encoding="utf-8")
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        slim = compare.load_report(path, slim=True)
+        kept, peak = (x - before for x in tracemalloc.get_traced_memory())
+    finally:
+        tracemalloc.stop()
+    assert kept < 1200 * pairs, f"the slim report keeps {kept / pairs:.0f} bytes a pair"
+    assert peak < 2500 * pairs, f"the slim read peaked at {peak / pairs:.0f} bytes a pair"
+    assert [p["ranked"] for p in slim["pairs"]] == [p["ranked"] for p in report["pairs"]]
+    assert [p["metrics"] for p in slim["pairs"]] == [p["metrics"] for p in report["pairs"]]
+    assert all(type(p) is dict and set(p) == set(compare.PAIR_FIELDS) for p in slim["pairs"])
+    assert len({id(p["metrics"]) for p in slim["pairs"]}) <= 8  # 0/1 at k 1, 5, 10
+
+
+def test_shared_metrics_never_merge_a_bool_with_a_float(tmp_path: Path) -> None:
+    """A metrics dict is shared only between pairs whose values are all floats, so a
+    ``true`` (refused by the check) is never hidden behind an earlier pair's 1.0."""
+    import pytest as _pytest
+
+    from pytest_retrieval_eval.reporting import compare
+    from tests.support.compare_factory import make_report, write_report
+
+    report = make_report({"hybrid": [("q1", "multi-session", 1.0),
+                                     ("q2", "multi-session", 1.0)]}, ks=(1,))
+    report["pairs"][1]["metrics"] = {k: True for k in report["pairs"][1]["metrics"]}
+    path = write_report(tmp_path / "r.json", report)
+    with _pytest.raises(compare.CompareError, match=r"pair 1 \(q2, hybrid\): metrics\..* is "
+                                                    r"true, not a number in \[0, 1\]"):
+        compare.load_report(path, slim=True)
