@@ -382,8 +382,10 @@ OPTIONS: tuple[Option, ...] = (
             "cache lacks are pulled from it before they would be embedded (model lane) or "
             "missed (--no-model); needs the network only then (default: none)", "ORG/NAME"),
     Option("--retrieval-eval-store-dir", "retrieval_eval_store_dir", path_text, None,
-            "also keep each persona's vipune store (hybrid, fts, vipune) here as "
-            "<question_id>.sqlite for inspection (default: stores live only in the cache)",
+            "also copy each persona's vipune store (hybrid, fts, vipune) here, for "
+            "inspection, as <prefix>-<hash>.sqlite (the question id's first 40 characters "
+            "made safe, a sha256 of the id), and stores.json mapping each question id to its "
+            "file (default: stores live only in the cache)",
             "DIR"),
     Option("--retrieval-eval-vipune", "retrieval_eval_vipune", path_text, "vipune",
             "the vipune binary for the vipune retriever (default: vipune on PATH)", "PATH"),

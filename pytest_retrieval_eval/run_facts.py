@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .data.protocol import LONGMEMEVAL, NO_GOLD_TURNS, NO_USER_EVIDENCE, REPEATED_SLOTS_KEPT
@@ -48,12 +49,16 @@ def _rejections(session: EvalSession) -> list[dict[str, Any]]:
             for r in session.corpus.rejections]
 
 
-def run_info(session: EvalSession, *, stopped: bool = False,
-             interrupted: bool = False) -> dict[str, Any]:
+def run_info(session: EvalSession, *, stopped: bool = False, interrupted: bool = False,
+             project: Path | None = None) -> dict[str, Any]:
     """Header facts of the run for the report (plain data).
 
     ``interrupted``: Ctrl-C; ``stopped``: the run ended before its last item (``-x``,
-    ``--maxfail``): either way the report says how many selected items ran."""
+    ``--maxfail``): either way the report says how many selected items ran. ``project``:
+    pytest's rootdir, whose git commit and branch the report records (``io.git_facts``:
+    None when it is no checkout; ``retrieval-eval history`` reads them)."""
+    from .io.git_facts import git_facts
+
     assert session.plan is not None and session.corpus is not None
     corpus = session.corpus
     selection: dict[str, Any] = {"stopped": stopped, "interrupted": interrupted}
@@ -93,4 +98,5 @@ def run_info(session: EvalSession, *, stopped: bool = False,
         "selection": selection,
         # When the report was made (UTC): `retrieval-eval plot` tells BASE from NEW by it.
         "created": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+        "git": None if project is None else git_facts(project),
     }

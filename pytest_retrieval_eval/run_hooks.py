@@ -371,7 +371,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:  # c
     from .run_facts import run_info
 
     info = run_info(state, interrupted=exitstatus == pytest.ExitCode.INTERRUPTED,
-                    stopped=bool(session.shouldstop or session.shouldfail))
+                    stopped=bool(session.shouldstop or session.shouldfail),
+                    project=config.rootpath)
     errors = [{**e, "retriever": state.display_name(str(e.get("retriever")))}
               for e in state.errors]
     state.report = report.build_report(info, state.results, errors)

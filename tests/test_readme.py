@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -106,11 +107,22 @@ def _env(home: Path, cache: Path) -> dict[str, str]:
 
 
 def _run(commands: list[str], workdir: Path, cache: Path) -> None:
+    """Run ``commands`` in ``workdir``; a ``cd examples/NAME`` line moves the later lines of
+    the block into a copy of the repository's ``examples/`` (the README's everyday lines
+    start there, issue 38, item 4)."""
     for name, content in FILES.items():
         (workdir / name).write_text(content + "\n", encoding="utf-8")
     env = _env(workdir, cache)
+    cwd = workdir
     for command in commands:
-        done = subprocess.run(["bash", "-c", command], cwd=workdir, env=env,
+        if command.startswith("cd "):
+            target = command[3:].split("#", 1)[0].strip()
+            if target.startswith("examples/") and not (workdir / "examples").exists():
+                shutil.copytree(ROOT / "examples", workdir / "examples")
+            cwd = (cwd / target).resolve()
+            assert cwd.is_dir(), f"README command failed: $ {command}"
+            continue
+        done = subprocess.run(["bash", "-c", command], cwd=cwd, env=env,
                               capture_output=True, text=True, timeout=300)
         output = done.stdout + done.stderr
         assert done.returncode == 0, f"README command failed ({done.returncode}):\n" \

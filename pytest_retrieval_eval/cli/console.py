@@ -12,6 +12,10 @@ report comparison and data generation. This module assembles the parser and runs
   ``cache push --repo ORG/NAME`` / ``cache pull --repo ORG/NAME`` share one model's vectors
   through a Hugging Face Hub dataset repo (:mod:`pytest_retrieval_eval.vectors.hub_sync`).
 * :mod:`.reports`: ``retrieval-eval compare``, ``plot`` and ``markdown``.
+* :mod:`.history`: ``retrieval-eval history REPORT.json... | DIR [--markdown] [--plot PATH]``:
+  saved reports across commits, one row per report, oldest first.
+* :mod:`.badge`: ``retrieval-eval badge REPORT.json --retriever NAME --metric recall@10 --out
+  FILE [--svg]``: one number as shields.io's endpoint JSON or an SVG badge.
 * :mod:`.explain`: ``retrieval-eval explain REPORT QUESTION_ID [--retriever R] [--diff
   OTHER]``: one question of a saved report, every top row's ranks, gold, RRF arithmetic,
   matched words and FTS query; with ``--diff`` two reports' rows aligned.
@@ -37,10 +41,12 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from ..errors import RetrievalEvalError, one_line
+from . import badge as cli_badge
 from . import cache as cli_cache
 from . import explain as cli_explain
 from . import export as cli_export
 from . import generate as cli_generate
+from . import history as cli_history
 from . import prep as cli_prep
 from . import reports as cli_reports
 from .args import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, PROG, OneLineParser
@@ -66,14 +72,16 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="The command line of pytest-retrieval-eval, beside `pytest "
         "--retrieval-eval`: prepare and share the vector cache, read and compare saved "
-        "reports, export their rankings, and generate data. `retrieval-eval COMMAND --help` "
-        "gives each command's options.",
+        "reports (compare, history, badges), export their rankings, and generate data. "
+        "`retrieval-eval COMMAND --help` gives each command's options.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     default_cache = default_cache_dir()
     cli_prep.add_commands(sub, default_cache)
     cli_cache.add_commands(sub, default_cache)
     cli_reports.add_commands(sub)
+    cli_history.add_commands(sub)
+    cli_badge.add_commands(sub)
     cli_explain.add_commands(sub)
     cli_export.add_commands(sub)
     cli_generate.add_commands(sub)
@@ -128,6 +136,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cli_cache.run(args, out, err)
         if args.command in ("compare", "plot", "markdown"):
             return cli_reports.run(args, out, err)
+        if args.command == "history":
+            return cli_history.run(args, out, err)
+        if args.command == "badge":
+            return cli_badge.run(args, out, err)
         if args.command == "explain":
             return cli_explain.run(args, out, err)
         if args.command == "export":

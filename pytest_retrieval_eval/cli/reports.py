@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import shutil
 from collections.abc import Mapping
-from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -161,15 +160,10 @@ def _compare_two(args: argparse.Namespace, paths: list[Path],
 
 def written_at(report: Mapping[str, Any], path: Path) -> float:
     """When a report was written: its ``run.created`` (ISO 8601, where the report has one),
-    else the file's modification time."""
-    run = report.get("run")
-    created = run.get("created") if isinstance(run, Mapping) else None
-    if isinstance(created, str):
-        try:
-            return datetime.fromisoformat(created).timestamp()
-        except ValueError:
-            pass
-    return path.stat().st_mtime
+    else the file's modification time (``reporting.history.report_time``)."""
+    from ..reporting.history import report_time
+
+    return report_time(report, path)
 
 
 def check_order(paths: list[Path], reports: list[dict[str, Any]]) -> None:

@@ -235,9 +235,8 @@ def compare_reports(base: Mapping[str, Any], new: Mapping[str, Any], *,
         held = (f"base holds {', '.join(base['retrievers']) or 'none'}; new holds "
                 f"{', '.join(new['retrievers']) or 'none'}")
         raise CompareError(f"reports {base_name} and {new_name} have no pair in common "
-                           f"(matched on question_id and retriever; {held}); compare runs of "
-                           "the same questions, and map renamed retrievers with --retrievers "
-                           "BASE_NAME=NEW_NAME")
+                           f"(matched on question_id and retriever; {held}); "
+                           + _no_pair_fix(base, new, retrievers))
     result = {"kind": "reports", "base": _side(base, base_name), "new": _side(new, new_name),
               "different_data": different, **out}
     changes = config_changes(base, new, lanes)  # the stores' configs, lane by lane
@@ -246,6 +245,22 @@ def compare_reports(base: Mapping[str, Any], new: Mapping[str, Any], *,
     if retrievers is not None:
         result["mapped"] = [{"base": b, "new": n, "label": label} for b, n, label in lanes]
     return _finite(result)
+
+
+def _no_pair_fix(base: Mapping[str, Any], new: Mapping[str, Any],
+                 retrievers: Sequence[tuple[str, str]] | None) -> str:
+    """The fix of a refusal for want of a common pair: with one retriever on each side, of
+    other names, over shared questions, the mapping itself (``--retrievers
+    hybrid=hybrid+fts:or``, as docs/compare.md promises); else the generic advice."""
+    one_each = len(base["retrievers"]) == 1 and len(new["retrievers"]) == 1
+    if retrievers is None and one_each and base["retrievers"] != new["retrievers"]:
+        shared = ({str(p["question_id"]) for p in base["pairs"]}
+                  & {str(p["question_id"]) for p in new["pairs"]})
+        if shared:
+            return (f"each holds one retriever, so compare them with --retrievers "
+                    f"{base['retrievers'][0]}={new['retrievers'][0]}")
+    return ("compare runs of the same questions, and map renamed retrievers with "
+            "--retrievers BASE_NAME=NEW_NAME")
 
 
 def compare_retrievers(report: Mapping[str, Any], base_retriever: str, new_retriever: str, *,

@@ -9,18 +9,24 @@ backend, so nothing else of the package needs it; without it the one line of
   the 95% bootstrap CI of its mean, n per type under the axis, ``0`` over a bar of 0.0.
 * :func:`plot_comparison`: delta of each compared metric with its 95% CI, per question type
   (and overall), one panel per metric on one shared y scale, the retrievers side by side.
+* :func:`plot_history`: the overall value of each metric over saved reports, oldest first
+  (``retrieval-eval history --plot``), a line per retriever, one panel per metric, each
+  report labelled by its commit and date.
 
 Figures are written atomically (temp file + rename); the format follows the suffix.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import RetrievalEvalError
 from ..io import user_files
+
+if TYPE_CHECKING:
+    from .history import Entry
 
 FORMATS = ("png", "svg", "pdf")
 #: Dots per inch of a figure (``--dpi``): 7.5 in wide, so 750 px at the default.
@@ -195,6 +201,35 @@ def plot_comparison(cmp: Mapping[str, Any], path: Path, *, dpi: int = DEFAULT_DP
     last.set_xticklabels([_short(t) for t in types], fontsize=7)
     fig.suptitle(f"{cmp['new']['label']} vs base {cmp['base']['label']} "
                  "(Δ with 95% bootstrap CI)", fontsize=8, y=0.995)
+    fig.tight_layout()
+    _save(fig, plt, path, fmt, dpi)
+
+
+def plot_history(history: Sequence[Entry], metrics: Sequence[str],
+                 retrievers: Sequence[str], path: Path, *, dpi: int = DEFAULT_DPI) -> None:
+    """The overall value of each metric across the reports (``history.entries``, oldest
+    first): a panel per metric, a line per retriever (a report without it leaves a gap)."""
+    fmt = check_output(path)
+    plt = require_matplotlib()
+    fig, axes = plt.subplots(len(metrics), 1, figsize=(7.5, 1.9 * len(metrics) + 1.0),
+                             sharex=True, squeeze=False)
+    xs = list(range(len(history)))
+    for panel, metric in zip(axes[:, 0], metrics, strict=True):
+        for name in retrievers:
+            ys = [float(v) if (v := (e.overall.get(name) or {}).get(metric)) is not None
+                  else float("nan") for e in history]
+            panel.plot(xs, ys, marker="o", markersize=3, linewidth=1, label=name)
+        panel.set_ylim(0, 1.05)
+        panel.set_ylabel(metric)
+        panel.grid(axis="y", alpha=0.3)
+    axes[0, 0].legend(ncol=min(len(retrievers), 5), fontsize=7, loc="lower center",
+                      bbox_to_anchor=(0.5, 1.0), frameon=False)
+    last = axes[-1, 0]
+    last.set_xticks(xs)
+    last.set_xticklabels([f"{e.short_commit[:7]}\n{e.date[:10]}" for e in history],
+                         fontsize=6, rotation=45 if len(history) > 8 else 0)
+    fig.suptitle(f"retrieval-eval history · {len(history)} reports, oldest first",
+                 fontsize=8, y=0.995)
     fig.tight_layout()
     _save(fig, plt, path, fmt, dpi)
 

@@ -35,9 +35,9 @@ def attach_comparison(report: dict[str, Any], base: Mapping[str, Any], base_path
             retrievers, one_report=False)
         report["comparison"] = compare.compare_reports(base, report, base_name=str(base_path),
                                                        new_name=THIS_RUN, retrievers=mapping)
-    except RetrievalEvalError as exc:  # advice names the run's option, not compare's
+    except RetrievalEvalError as exc:  # advice names the run's option (= form), not compare's
         report["comparison"] = {"refused": str(exc).replace(
-            "--retrievers ", "--retrieval-eval-compare-retrievers ")}
+            "--retrievers ", "--retrieval-eval-compare-retrievers=")}
     except Exception as exc:  # a base that loads but trips the comparison itself
         report["comparison"] = {
             "refused": f"{base_path}: {type(exc).__name__}: {one_line(exc)}"}

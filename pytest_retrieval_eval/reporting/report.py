@@ -372,6 +372,8 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
     run = _run_counts(info.get("selection") or {}, ordered, [*errors, *skipped_items])
     if info.get("created"):
         run["created"] = info["created"]
+    if "git" in info:  # the host project's commit and branch (None: not a git checkout)
+        run["git"] = info["git"]
     chosen = run.pop("selected_pairs", None)
     skipped = {**info["skipped"], "not_selected": max(0, info["usable"] - (
         len(attempted) if chosen is None else len(chosen | attempted)))}

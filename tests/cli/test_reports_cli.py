@@ -106,8 +106,20 @@ def test_no_pair_in_common_says_how_to_map_names(
         cmp.compare_reports(base, new)
     assert str(refused.value) == (
         "reports base and new have no pair in common (matched on question_id and retriever; "
-        f"base holds hybrid; new holds {WHATIF}); compare runs of the same questions, and map "
-        "renamed retrievers with --retrievers BASE_NAME=NEW_NAME")
+        f"base holds hybrid; new holds {WHATIF}); each holds one retriever, so compare them "
+        f"with --retrievers hybrid={WHATIF}")
+    # Issue 38, stumble 6: the mapping it names is the one that works.
+    assert cmp.compare_reports(base, new, retrievers=[("hybrid", WHATIF)])["matched"]
+    # Other questions, or several retrievers a side: no mapping would pair them; the generic fix.
+    other = make_report({WHATIF: [("q2", "multi-session", 1.0)]})
+    two = make_report({WHATIF: [("q1", "multi-session", 1.0)],
+                       "semantic": [("q9", "multi-session", 1.0)]})
+    for new_side in (other, two):
+        with pytest.raises(cmp.CompareError) as refused:
+            cmp.compare_reports(base, new_side)
+        assert str(refused.value).endswith(
+            "compare runs of the same questions, and map renamed retrievers with --retrievers "
+            "BASE_NAME=NEW_NAME")
 
 
 def test_the_holm_family_holds_only_the_named_retrievers(tmp_path: Path,

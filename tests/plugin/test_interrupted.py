@@ -44,11 +44,13 @@ def run_apart(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 
 def without_created(run: dict[str, Any]) -> dict[str, Any]:
-    """The run's counts; its ``created`` stamp is checked to be a time and dropped."""
+    """The run's counts; its ``created`` stamp is checked to be a time and dropped, and so is
+    ``git`` (the rootdir's checkout: none in pytester's folder, tests/plugin/test_report_git.py)."""
     from datetime import datetime
 
     assert datetime.fromisoformat(run["created"]).tzinfo is not None
-    return {k: v for k, v in run.items() if k != "created"}
+    assert run["git"] is None or isinstance(run["git"], dict)
+    return {k: v for k, v in run.items() if k not in ("created", "git")}
 
 
 def report_of(path: Path) -> dict[str, Any]:

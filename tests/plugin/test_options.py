@@ -92,6 +92,21 @@ def test_help_lists_the_group(pytester: pytest.Pytester) -> None:
                                  "*--retrieval-eval-k=K*", "*--no-model*"])
 
 
+def test_help_names_the_store_dir_files_as_they_are_written(
+        pytester: pytest.Pytester) -> None:
+    """Issue 38, stumble 5: --help named the copies ``<question_id>.sqlite``; they are
+    ``<prefix>-<hash>.sqlite`` (vipune/exports.py) with ``stores.json`` beside them."""
+    from pytest_retrieval_eval.vipune import exports
+
+    result = pytester.runpytest("--help")
+    text = " ".join(result.stdout.str().split())
+    assert "<question_id>.sqlite" not in text
+    assert "<prefix>-<hash>.sqlite" in text and exports.MAP_NAME in text
+    assert f"first {exports.PREFIX_CHARS} characters" in text
+    name = exports.export_name("q/1")
+    assert name.startswith("q_1-") and name.endswith(".sqlite")
+
+
 def test_plugin_off_imports_no_heavy_module(tmp_path: Path) -> None:
     """Without --retrieval-eval the plugin costs nothing measurable: no numpy, sqlite3,
     onnxruntime, pyarrow, tokenizers or huggingface_hub import, no file written."""

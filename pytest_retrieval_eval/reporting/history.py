@@ -1,0 +1,228 @@
+"""Saved reports in a row: the numbers of one project across its commits (issue 38, item 5).
+
+``retrieval-eval history REPORT.json... | DIR`` reads the user's own reports (never a baseline
+of the plugin's: it keeps none) and gives one row per report, oldest first:
+
+* :func:`entries`: each report's date (``run.created``, else the file's modification time),
+  its git commit and branch (``run.git``, recorded by ``io.git_facts`` when the run's rootdir
+  was a checkout), lane, model, dataset and overall values per retriever;
+* :func:`choose` the metrics (the table's family at every k the reports hold, a family, or
+  one ``family@k``) and the retrievers (every one, or those named), refusing an unknown name
+  in one line that names the known ones;
+* :func:`history_lines` the console text (two tables: the reports, then their values, split
+  to the width by retriever); :func:`history_markdown` one GitHub-flavoured table for a job
+  summary. :func:`..reporting.plot.plot_history` draws the values over the reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..errors import RetrievalEvalError, printable
+from .compare import primary_family
+
+__all__ = ["Entry", "HistoryError", "choose", "entries", "history_lines", "history_markdown",
+           "report_time"]
+
+#: Hex digits of a commit shown in the console (the Markdown too).
+COMMIT_CHARS = 10
+#: Characters of a value (``0.833``) and of its k's heading (``@10``).
+VALUE_WIDTH = 5
+
+
+class HistoryError(RetrievalEvalError):
+    """Reports cannot be put in a history (none given, an unknown retriever or metric)."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One report of the history."""
+
+    path: str
+    when: float  # seconds since the epoch (UTC)
+    commit: str | None
+    branch: str | None
+    lane: str
+    model: str | None
+    dataset: str
+    sha256: str
+    retrievers: tuple[str, ...]
+    overall: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    @property
+    def date(self) -> str:
+        return datetime.fromtimestamp(self.when, timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+    @property
+    def short_commit(self) -> str:
+        return self.commit[:COMMIT_CHARS] if self.commit else "-"
+
+
+def report_time(report: Mapping[str, Any], path: Path) -> float:
+    """When a report was written: its ``run.created`` (ISO 8601, where the report has one),
+    else the file's modification time."""
+    run = report.get("run")
+    created = run.get("created") if isinstance(run, Mapping) else None
+    if isinstance(created, str):
+        try:
+            moment = datetime.fromisoformat(created)
+        except ValueError:
+            pass
+        else:
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=timezone.utc)
+            return moment.timestamp()
+    return path.stat().st_mtime
+
+
+def entries(reports: Sequence[tuple[Path, Mapping[str, Any]]]) -> list[Entry]:
+    """The reports as history entries, oldest first (ties: by path)."""
+    out = []
+    for path, report in reports:
+        run = report.get("run") if isinstance(report.get("run"), Mapping) else {}
+        git = run.get("git") if isinstance(run, Mapping) else None
+        git = git if isinstance(git, Mapping) else {}
+        model = report.get("model")
+        ds = report.get("dataset") or {}
+        summary = report.get("summary") or {}
+        out.append(Entry(
+            path=str(path), when=report_time(report, path),
+            commit=str(git["commit"]) if git.get("commit") else None,
+            branch=str(git["branch"]) if git.get("branch") else None,
+            lane=str(report.get("lane", "?")),
+            model=str(model["name"]) if isinstance(model, Mapping) and model.get("name")
+            else None,
+            dataset=str(ds.get("name", "?")), sha256=str(ds.get("sha256", "")),
+            retrievers=tuple(r for r in report["retrievers"] if r in summary),
+            overall={r: dict(summary[r]["overall"]) for r in report["retrievers"]
+                     if r in summary}))
+    return sorted(out, key=lambda e: (e.when, e.path))
+
+
+def choose(history: Sequence[Entry], newest: Mapping[str, Any], metric: str | None,
+           retrievers: str | None) -> tuple[list[str], list[str]]:
+    """The metrics and retrievers shown: ``metric`` None -> the newest report's table family
+    at every k the reports hold; a family -> it at those ks; ``family@k`` -> itself. One line
+    naming the known ones when a metric or a retriever is in no report."""
+    known_retrievers = list(dict.fromkeys(r for e in history for r in e.retrievers))
+    held = {m for e in history for cell in e.overall.values() for m in cell if m != "n"}
+    scores = sorted((m for m in held if "@" in m and m.split("@", 1)[1].isdigit()),
+                    key=lambda m: (m.split("@")[0], int(m.split("@")[1])))
+    families = list(dict.fromkeys(m.split("@")[0] for m in scores))
+    family = metric or primary_family(newest)
+    if metric is not None and "@" in metric:
+        if metric not in held:
+            raise HistoryError(f"--metric {metric}: no report holds it; the reports hold "
+                               f"{', '.join(scores) or 'no metric'}")
+        metrics = [metric]
+    else:
+        metrics = [m for m in scores if m.split("@")[0] == family]
+        if not metrics:
+            raise HistoryError(f"--metric {family}: no report holds it; give one of "
+                               f"{', '.join(families) or 'none'}, or one of those @k")
+    if retrievers is None:
+        return metrics, known_retrievers
+    named = [n.strip() for n in retrievers.split(",") if n.strip()]
+    unknown = next((n for n in named if n not in known_retrievers), None)
+    if unknown is not None or not named:
+        raise HistoryError(f"--retrievers: {unknown or retrievers!r} is a retriever of no "
+                           f"report given; the reports hold {', '.join(known_retrievers)}")
+    return metrics, list(dict.fromkeys(named))
+
+
+def _value(entry: Entry, retriever: str, metric: str) -> str:
+    value = (entry.overall.get(retriever) or {}).get(metric)
+    return "-" if value is None else f"{float(value):.3f}"
+
+
+def _model(entry: Entry) -> str:
+    """The model's name past its organisation (``all-MiniLM-L6-v2``), or ``none``."""
+    return printable(entry.model.rsplit("/", 1)[-1]) if entry.model else "none"
+
+
+def _pairs(entry: Entry) -> int:
+    return max((int(cell.get("n", 0)) for cell in entry.overall.values()), default=0)
+
+
+def _caption(history: Sequence[Entry], metrics: Sequence[str]) -> tuple[str, bool]:
+    """The first line's words, and whether the reports are of more than one dataset."""
+    datasets = {(e.dataset, e.sha256) for e in history}
+    family = metrics[0].split("@")[0]
+    what = (f"overall {family}@k" if len(metrics) > 1 or "@" not in metrics[0]
+            else f"overall {metrics[0]}")
+    if len(datasets) == 1:
+        name, sha = next(iter(datasets))
+        where = f"dataset {printable(name)} (sha256 {sha[:16]}…)"
+    else:
+        where = f"{len(datasets)} datasets (a value compares only within its dataset)"
+    count = f"{len(history)} report{'s' if len(history) != 1 else ''}, oldest first"
+    return f"history: {count}; {where}; {what}", len(datasets) > 1
+
+
+def history_lines(history: Sequence[Entry], metrics: Sequence[str],
+                  retrievers: Sequence[str], width: int = 80) -> list[str]:
+    """Two tables: one row per report (date, commit, branch, lane, model, pairs), then the
+    reports' values, the retrievers side by side while they fit ``width``."""
+    caption, several = _caption(history, metrics)
+    head = ["#", "date (UTC)", "commit", "branch", "lane", "model", "pairs",
+            *(["dataset"] if several else [])]
+    rows = [[str(i), e.date, e.short_commit, printable(e.branch or "-"), e.lane, _model(e),
+             str(_pairs(e)), *([printable(e.dataset)] if several else [])]
+            for i, e in enumerate(history, 1)]
+    from .text_width import fit_lines
+
+    lines = [*fit_lines([caption], width), *_columns(head, rows, right=(0, 6))]
+    lead = len(str(len(history))) + 2 + COMMIT_CHARS  # "#  commit"
+    group = len(metrics) * (VALUE_WIDTH + 2) - 2  # one retriever's values
+    chunk = max(1, (width - lead) // (group + 4))
+    for start in range(0, len(retrievers), chunk):
+        part = retrievers[start:start + chunk]
+        names = "".join(f"    {printable(r)[:group]:<{group}}" for r in part)
+        heads = "".join("    " + "  ".join(f"@{m.split('@', 1)[1]}".rjust(VALUE_WIDTH)
+                                           for m in metrics) for _ in part)
+        lines.extend(["", (" " * lead + names).rstrip(), " " * lead + heads])
+        for i, e in enumerate(history, 1):
+            values = "".join("    " + "  ".join(_value(e, r, m).rjust(VALUE_WIDTH)
+                                                for m in metrics) for r in part)
+            lines.append(f"{i:>{len(str(len(history)))}}  {e.short_commit:<{COMMIT_CHARS}}"
+                         + values)
+    return lines
+
+
+def _columns(head: Sequence[str], rows: Sequence[Sequence[str]], *,
+             right: Sequence[int] = ()) -> list[str]:
+    """Rows aligned in columns two spaces apart (``right``: the right-aligned ones)."""
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    out = []
+    for row in [head, *rows]:
+        cells = [c.rjust(w) if i in right else c.ljust(w)
+                 for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        out.append("  ".join(cells).rstrip())
+    return out
+
+
+def history_markdown(history: Sequence[Entry], metrics: Sequence[str],
+                     retrievers: Sequence[str]) -> str:
+    """The history as one GitHub-flavoured Markdown table (a job summary's)."""
+    from .markdown import code, inert
+
+    caption, several = _caption(history, metrics)
+    head = ["#", "date (UTC)", "commit", "branch", "lane", "model",
+            *(["dataset"] if several else []),
+            *(f"{inert(r)} @{m.split('@', 1)[1]}" for r in retrievers for m in metrics)]
+    lines = [f"**retrieval-eval {inert(caption)}**", "",
+             "| " + " | ".join(head) + " |",
+             "| " + " | ".join("--:" if i == 0 or i >= 6 + several else ":--"
+                               for i in range(len(head))) + " |"]
+    for i, e in enumerate(history, 1):
+        cells = [str(i), e.date, code(e.short_commit, in_table=True) if e.commit else "-",
+                 code(e.branch, in_table=True) if e.branch else "-", inert(e.lane),
+                 code(e.model or "none", in_table=True),
+                 *([code(e.dataset, in_table=True)] if several else []),
+                 *(_value(e, r, m) for r in retrievers for m in metrics)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
