@@ -16,10 +16,10 @@ from pytest_retrieval_eval.errors import RetrievalEvalError, RetrieverError
 from pytest_retrieval_eval.retrievers import Persona, Query, SemanticRetriever
 from pytest_retrieval_eval.retrievers.command import (
     CommandRetriever,
-    _turns_of,
     command_name,
     parse_command,
 )
+from pytest_retrieval_eval.retrievers.command_answers import turns_of as _turns_of
 from pytest_retrieval_eval.retrievers.loader import get_retriever
 from pytest_retrieval_eval.retrievers.ranking import REPEATED_IDS, rank_per_k
 from tests.support.processes import kill_left, wait_gone
