@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from . import personas
+from . import personas, store_costs
 from .columns import Columns
 from .data.corpus import Corpus, PairRecord
 from .data.protocol import LONGMEMEVAL, View
@@ -143,20 +143,24 @@ def needs_store(selector: str, custom: Any, users: Mapping[str, UserRetriever],
     return bool(getattr(built[selector], "needs_store", False))
 
 
-def build_once(user: UserRetriever | None,
-               started: float | None) -> tuple[float | None, float | None]:
-    """Construct a user retriever not yet built in this process: the constructor's
-    milliseconds (the item's ``startup``, or None when reported already) and when the item
-    began (``started``; for a store built before the items, at a serial run's collection,
-    moved back by its build, so the item's overhead stays its own)."""
+def build_once(user: UserRetriever | None, started: float | None
+               ) -> tuple[dict[str, float] | None, float | None]:
+    """Construct a user retriever not yet built in this process: its start-up parts in
+    milliseconds (the item's ``startup``, or None when reported already),
+    ``{"import": ..., "construct": ...}`` (the import of its own module, measured when the
+    selector was described), and when the item began (``started``; for a store built before
+    the items, at a serial run's collection, moved back by its build, so the item's overhead
+    stays its own)."""
     if user is None:
         return None, started
     built_before = user.built is not None
     user.build()
-    startup_ms = user.take_startup()
-    if built_before and startup_ms is not None and started is not None:
-        started -= startup_ms / 1000.0
-    return startup_ms, started
+    construct_ms = user.take_startup()
+    if construct_ms is None:
+        return None, started
+    if built_before and started is not None:
+        started -= construct_ms / 1000.0
+    return {"import": user.import_ms, "construct": construct_ms}, started
 
 
 def workdir(cache_root: Path, column: str, persona_key: str) -> Path:
@@ -215,24 +219,39 @@ class PairRun:
     #: A memory store's memories per k, as :meth:`rank` read them (empty: the store ranked
     #: session ids, or this view scores no memories): :mod:`.retrievers.memories`.
     memories: dict[int, list[Memory]] = field(default_factory=dict)
+    #: What this item's ``index`` call left (:func:`.store_costs.footprint`); None: no call.
+    footprint: dict[str, Any] | None = None
 
     def walk(self, persona: Persona, query: Query, inputs: PairInputs,
-             startup_ms: float | None = None, started: float | None = None) -> PairResult:
-        """The item's steps, in order. ``started``: when the item's call began
+             startup: Mapping[str, float] | None = None,
+             started: float | None = None) -> PairResult:
+        """The item's steps, in order. ``startup``: a user store's start-up parts in this
+        item (:func:`build_once`); ``started``: when the item's call began
         (``time.perf_counter``), for the harness's overhead per item."""
         pair = self.pair
         persona, query = given(persona, query, inputs)
         embed_ms = self.memo.embed_ms.pop(pair.index, None)  # the pair's first scored item's
+        startup_parts = {**(startup or {}), **(self.start() or {})}
         spent = self.embedding_spent()
         part_times(self.retriever)  # a fused store's parts: what an earlier failure left
+        carried = store_costs.transport_ms(self.retriever)
         indexes, ingest_ms = self.index(persona)
         spent_indexing = self.embedding_spent()
+        carried_indexing = store_costs.transport_ms(self.retriever)
         if indexes:
             persona = replace(persona, workdir=self.workdir(persona.key))
         start = time.perf_counter()
         rankings, components, scored = self.rank(persona, query)
         retrieval_ms = (time.perf_counter() - start) * 1000.0
         parts_ms = part_times(self.retriever)  # a fused store's parts (retrievers/fusion.py)
+        transport: dict[str, float] = {}
+        if carried is not None and carried_indexing is not None:  # a cmd: store's own time
+            transport["transport"] = (store_costs.transport_ms(self.retriever) or 0.0) \
+                - carried_indexing
+            retrieval_ms = max(0.0, retrieval_ms - transport["transport"])
+            if ingest_ms is not None:
+                transport["ingest_transport"] = carried_indexing - carried
+                ingest_ms = max(0.0, ingest_ms - transport["ingest_transport"])
         store_embedding = self.embedding_spent() - spent
         if store_embedding:  # what the store embedded: apart from its ingest and query time
             if ingest_ms is not None:
@@ -245,13 +264,19 @@ class PairRun:
         if self.memories:  # memory_recall@k, turn_recall@k
             metrics.update(pair_memory_metrics(self.memories, pair.gold, self.settings.ks,
                                                pair.gold_turns))
-        latency = {"query_embedding": embed_ms, "retrieval": retrieval_ms,
-                   **({"ingest": ingest_ms} if indexes else {}),
-                   **({} if startup_ms is None else {"startup": startup_ms}),
-                   **({"store_embedding": store_embedding} if store_embedding else {})}
+        startup_ms = sum(startup_parts.values()) if startup_parts else None
+        latency: dict[str, Any] = {
+            "query_embedding": embed_ms, "retrieval": retrieval_ms,
+            **({"ingest": ingest_ms} if indexes else {}),
+            **({} if startup_ms is None
+               else {"startup": startup_ms, "startup_parts": startup_parts}),
+            **({"store_embedding": store_embedding} if store_embedding else {}),
+            **transport}
         result = self.result(query, rankings, components, scored, rankable, metrics, latency)
         if parts_ms:
             result["latency_ms"]["parts"] = parts_ms
+        if self.footprint is not None:
+            result["footprint"] = self.footprint
         # After the result's facts (explain reads the retriever's last call): the budget may
         # read the store once more, past k, untimed as query latency.
         begun = time.perf_counter()
@@ -268,10 +293,20 @@ class PairRun:
             latency["budget"] = (time.perf_counter() - begun) * 1000.0
         if started is not None:  # the item's own wall time less the store's and the model's
             total = (time.perf_counter() - started) * 1000.0
+            # the import happened before the item
+            in_item = sum(v for k, v in startup_parts.items() if k != "import")
             result["latency_ms"]["overhead"] = max(0.0, total - retrieval_ms - (
-                ingest_ms or 0.0) - (embed_ms or 0.0) - (startup_ms or 0.0) - (
-                latency.get("budget") or 0.0) - store_embedding)
+                ingest_ms or 0.0) - (embed_ms or 0.0) - in_item - (
+                latency.get("budget") or 0.0) - store_embedding - sum(transport.values()))
         return result
+
+    def start(self) -> dict[str, float] | None:
+        """A ``cmd:`` store's spawn and hello, timed apart from its first ``index`` (its
+        start-up), then its column named from hello, so that its workdir and the personas it
+        indexed are kept under one name from its first item."""
+        parts = store_costs.start_command(self.retriever)
+        self.name_late()
+        return parts
 
     def embedding_spent(self) -> float:
         """Milliseconds ``persona.embed`` has spent in this process so far."""
@@ -297,10 +332,13 @@ class PairRun:
         except OSError as exc:
             raise CacheError(f"{self.column}: cannot make its workdir {folder} ({exc}); pass "
                              "a writable --retrieval-eval-cache=DIR") from None
+        before = store_costs.resident_bytes(store_costs.process_of(self.retriever))
         start = time.perf_counter()
         index(replace(persona, workdir=folder))
+        took = (time.perf_counter() - start) * 1000.0
         done.add(persona.key)
-        return True, (time.perf_counter() - start) * 1000.0
+        self.footprint = store_costs.footprint(self.retriever, persona.key, folder, before)
+        return True, took
 
     def rank(self, persona: Persona, query: Query) -> tuple[
             dict[int, list[str]], dict[int, Mapping[str, Sequence[str]]], Scored]:

@@ -70,6 +70,7 @@ class EvalSession:
     #: User retrievers by selector (dotted paths, a conftest's named stores): described on
     #: every process, built only where an item uses one (never on the xdist controller).
     _users: dict[str, UserRetriever] = field(default_factory=dict)
+    _imports: dict[str, float] = field(default_factory=dict)  # their modules' import ms
     #: The column and store naming (:mod:`.columns`).
     names: Columns = field(default_factory=Columns)
     #: Results, errors, skips and close() failures, each kept once (:mod:`.worker_results`).
@@ -259,7 +260,7 @@ class EvalSession:
             if name == CUSTOM_RETRIEVER or name in self._retrievers or name in self._users:
                 continue
             if is_dotted(name):
-                self._users[name] = describe_dotted(name)
+                self._users[name] = describe_dotted(name, self._imports)
             elif trec_run.is_run(name):  # read once per process, checked against the pin
                 self._retrievers[name] = trec_run.run_retriever(
                     name, self.plan.runs if self.plan is not None else {})
@@ -419,8 +420,8 @@ class EvalSession:
         """
         assert self.corpus is not None
         pair = self.corpus.pairs[index]
-        # A user retriever's constructor: once per process, timed as the item's startup.
-        startup_ms, started = pair_run.build_once(
+        # A user store's import and constructor, once per process: the item's startup.
+        startup, started = pair_run.build_once(
             self._users.get(retriever_name) if custom is None else None, started)
         retriever = custom if custom is not None else self.retriever(retriever_name)
         if column is None:
@@ -432,7 +433,7 @@ class EvalSession:
         walk = pair_run.PairRun(self.settings, self.cache_root, self.pairs, self.names, pair,
                                 retriever_name, retriever, column, custom=custom is not None,
                                 token_counts=self.token_counts)
-        result = walk.walk(self.persona(pair), self.query(pair), inputs, startup_ms, started)
+        result = walk.walk(self.persona(pair), self.query(pair), inputs, startup, started)
         config = read_config(retriever, retriever_name if custom is None else "")
         if config is not None:  # the report keeps one per retriever (store_config.py)
             result["config"] = config

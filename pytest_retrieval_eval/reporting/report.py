@@ -20,7 +20,7 @@ from ..errors import CacheError, printable
 from ..io import user_files
 from ..scoring import ties
 from ..scoring.metrics import mean_metrics
-from . import diagnostic_lines
+from . import cost_lines, diagnostic_lines
 from .config_lines import collect as collect_configs
 from .config_lines import retrievers_text
 from .memory_lines import summary_metrics
@@ -103,19 +103,23 @@ def timing_summary(results: Sequence[PairResult]) -> dict[str, dict[str, Any]]:
     """Per retriever: ``query`` (rank time only), ``overhead`` (the harness's own time per
     item: the item's wall time less ingest, rank and query embedding) and, for a retriever
     with ``index``, ``ingest`` (``total_ms`` and ``personas``, with the median and p95 of one
-    persona's ``index``), in milliseconds."""
+    persona's ``index``), in milliseconds; a store's ``startup``, ``transport`` and
+    ``footprint`` where it has them (:func:`.cost_lines.costs`)."""
     out: dict[str, dict[str, Any]] = {}
     by_name: dict[str, list[Mapping[str, Any]]] = {}
+    footprints: dict[str, list[Mapping[str, Any]]] = {}
     for r in results:
         if (r.get("latency_ms") or {}).get("retrieval") is not None:
             by_name.setdefault(r["retriever"], []).append(r["latency_ms"])
+            if isinstance(r.get("footprint"), Mapping):
+                footprints.setdefault(r["retriever"], []).append(r["footprint"])
     for name, lats in by_name.items():
         entry: dict[str, Any] = {"query": _median_p95([float(x["retrieval"]) for x in lats])}
         overhead = [float(x["overhead"]) for x in lats if x.get("overhead") is not None]
         if overhead:
             entry["overhead"] = _median_p95(overhead)
         startup = [float(x["startup"]) for x in lats if x.get("startup") is not None]
-        if startup:  # a user store's construction, once per process that ranked with it
+        if startup:  # a store's start-up, once per process that ranked with it
             entry["startup_ms"] = sum(startup)
         if any("ingest" in x for x in lats):
             ingest = [float(x["ingest"]) for x in lats if x.get("ingest") is not None]
@@ -125,24 +129,31 @@ def timing_summary(results: Sequence[PairResult]) -> dict[str, dict[str, Any]]:
         parts = part_timing(lats)  # a fused store's parts, inside its own (RRF)
         if parts:
             entry["parts"] = parts
+        entry.update(cost_lines.costs(lats, footprints.get(name, [])))
         out[name] = entry
     return out
 
 
 def timing_lines(timing: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """One line per retriever with ``index`` (ingest apart from its queries), and one of the
-    harness's own time per item."""
+    """One line per retriever with ``index`` or a start-up (ingest apart from its queries;
+    start-up, transport and footprint apart from both), and one of the harness's own time
+    per item."""
     lines = []
     for name, entry in timing.items():
         ingest = entry.get("ingest")
-        if ingest is None:
+        costs = cost_lines.cost_phrases(entry)
+        if ingest is None and not entry.get("startup"):
             continue
-        per = (f" (median {ingest['median']:.1f} ms, p95 {ingest['p95']:.1f})"
-               if ingest.get("personas") else "")
         query = entry["query"]
-        lines.append(f"{name}: ingest {ingest['total_ms'] / 1000.0:.2f} s for "
-                     f"{ingest['personas']} persona(s){per}; query {query['median']:.1f} ms "
-                     f"(p95 {query['p95']:.1f}), ingest excluded")
+        phrases = []
+        if ingest is not None:
+            per = (f" (median {ingest['median']:.1f} ms, p95 {ingest['p95']:.1f})"
+                   if ingest.get("personas") else "")
+            phrases.append(f"ingest {ingest['total_ms'] / 1000.0:.2f} s for "
+                           f"{ingest['personas']} persona(s){per}")
+        phrases.append(f"query {query['median']:.1f} ms (p95 {query['p95']:.1f})"
+                       + (", ingest excluded" if ingest is not None else ""))
+        lines.append(f"{name}: " + "; ".join([*phrases, *costs]))
     lines.extend(part_lines(timing))
     overhead = [f"{name} {e['overhead']['median']:.1f} ms" for name, e in timing.items()
                 if e.get("overhead")]

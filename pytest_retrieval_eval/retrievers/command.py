@@ -4,8 +4,9 @@ The command is started lazily, once per process that ranks with it (an xdist wor
 the controller), in the rootdir. Each request is one JSON line on its stdin and each answer
 one JSON line on its stdout (``docs/cmd-protocol.md`` holds the protocol):
 
-- ``{"op": "hello", "protocol": 1}`` -> ``{"name": NAME, "vectors": true|false,
-  "config"?: {...}}`` (a small JSON object recorded with the numbers, ``store_config.py``);
+- ``{"op": "hello", "protocol": 1, "vector_encodings": [...]}`` -> ``{"name": NAME,
+  "vectors": true|false, "vector_encoding"?: "json"|"base64-f32le", "config"?: {...}}``
+  (config: a small JSON object recorded with the numbers, ``store_config.py``);
 - ``{"op": "index", "persona": KEY, "sessions": [...]}`` -> ``{"ok": true}``, once per persona;
 - ``{"op": "rank", "persona": KEY, ...}`` -> ``{"ids": [...], "scores"?: [...], "facts"?:
   [...]}``, or a memory store's ``{"memories": [{"id", "score"?, "sessions"?, "turns"?,
@@ -18,6 +19,10 @@ command and the last request; the process is then stopped, and every later item 
 process fails at once with that line (no item waits out another timeout). Everything the
 command writes to stderr is copied to ``sys.stderr`` after each answer, so pytest shows it in
 that item's captured output. POSIX only (``selectors`` on pipes).
+
+The store's own time (last byte written to first byte of its answer) is kept apart from the
+plugin's transport, and the start-up (spawn and hello) apart from both
+(:mod:`.command_transport`).
 """
 
 from __future__ import annotations
@@ -26,13 +31,12 @@ import contextlib
 import json
 import math
 import os
-import re
 import selectors
 import shlex
 import subprocess
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +44,7 @@ import numpy as np
 
 from ..errors import RetrievalEvalError, RetrieverError, one_line
 from .base import Memory, Persona, Query, _check_limit, _option
+from .command_answers import memories_answer, ranking_answer, turns_of
 from .command_embed import Embed, embed_reply, embed_texts, is_embed_request
 from .command_process import (
     CHUNK,
@@ -50,73 +55,22 @@ from .command_process import (
     kill_group,
     shutdown,
 )
-from .memories import memories_from_json
-from .ranked_output import read_distinct
+from .command_selector import PREFIX, command_name, parse_command
+from .command_transport import (
+    VECTOR_ENCODINGS,
+    Clock,
+    VectorCodec,
+    encode_line,
+    encode_vectors_reply,
+    join_index_line,
+)
 
 __all__ = ["MAX_ANSWER_BYTES", "PREFIX", "PROTOCOL", "CommandRetriever", "command_name",
            "parse_command"]
 
-PREFIX = "cmd:"
 PROTOCOL = 1
 #: The longest answer line read (bytes); a longer one fails the item, never fills memory.
 MAX_ANSWER_BYTES = 8 * 1024 * 1024
-_ROLE_LINE = re.compile(r"^(user|assistant|system): ", re.MULTILINE)
-#: ``cmd:NAME=COMMAND``: the column's name given up front, so that it is known at collection
-#: (``-k NAME``, the marker's ``retriever=NAME``) before any command runs. NAME is a word of
-#: letters, digits, ``_``, ``.`` and ``-``; a first word with ``=`` past anything else
-#: (``cmd:node --flag=1 s.js``, ``cmd:./a=b``) is part of the command.
-_NAMED = re.compile(r"([A-Za-z0-9_][A-Za-z0-9_.-]*)=(?=\S)")
-
-
-def _split_name(selector: str) -> tuple[str | None, str]:
-    """A selector's up-front name (None when it gives none) and its command's text."""
-    text = selector[len(PREFIX):] if selector.startswith(PREFIX) else selector
-    named = _NAMED.match(text)
-    if named is None:
-        return None, text
-    return named.group(1), text[named.end():]
-
-
-def command_name(selector: str) -> str | None:
-    """The column's name a ``cmd:NAME=COMMAND`` selector gives up front, else None (the
-    column is then named by the command's hello, once it runs)."""
-    return _split_name(selector)[0]
-
-
-def parse_command(selector: str) -> list[str]:  # options.py checks selectors with it
-    """``"cmd:node store.js"`` -> ``["node", "store.js"]`` (split as a POSIX shell splits
-    words; no shell runs it); ``"cmd:exact=node store.js"`` gives the same command, named
-    ``exact`` up front (:func:`command_name`). :class:`RetrievalEvalError` when nothing is
-    left to run."""
-    text = _split_name(selector)[1]
-    try:
-        argv = shlex.split(text)
-    except ValueError as exc:
-        raise RetrievalEvalError(
-            f"retriever '{selector}': its command cannot be split into words ({exc}); "
-            "close its quotes, e.g. cmd:\"node my store.js\"") from None
-    if not argv:
-        raise RetrievalEvalError(
-            f"retriever '{selector}' names no command; give one after 'cmd:', "
-            "e.g. cmd:node store.js")
-    return argv
-
-
-def _turns_of(text: str) -> list[dict[str, str]]:
-    """A session's turns read back from its rendered text (``pairs.render_session``): the
-    fallback when the persona carries no ``turns``."""
-    starts = [m.start() for m in _ROLE_LINE.finditer(text)]
-    if not starts or starts[0] != 0:
-        return [{"role": "user", "content": text}] if text else []
-    turns = []
-    for begin, end in zip(starts, [*starts[1:], len(text) + 1], strict=True):
-        role, _, content = text[begin:end - 1].partition(": ")
-        turns.append({"role": role, "content": content})
-    return turns
-
-
-def _vector(values: Any) -> list[float]:
-    return [float(x) for x in np.asarray(values, dtype=np.float32).tolist()]
 
 
 class CommandRetriever:
@@ -157,6 +111,39 @@ class CommandRetriever:
         self._indexed: set[str] = set()
         self._out = bytearray()  # stdout read past the last answer line
         self._last = "nothing yet"  # what was sent last, for the failure line
+        #: The store's time, the plugin's transport and the start-up, in milliseconds.
+        self.clock = Clock()
+        self.codec = VectorCodec()
+
+    @property
+    def transport_ms(self) -> float:
+        """The plugin's side of every ``index`` and ``rank`` so far (milliseconds): what the
+        harness takes out of ingest and query latency and reports as transport."""
+        return self.clock.transport_ms
+
+    @property
+    def started(self) -> bool:
+        """Whether the command runs (said hello) in this process."""
+        return self._proc is not None
+
+    @property
+    def pid(self) -> int | None:
+        """The command's process id while it runs."""
+        return None if self._proc is None else self._proc.pid
+
+    def start(self) -> None:
+        """Spawn the command and say hello (once; the harness times it as start-up)."""
+        self._start()
+
+    @contextlib.contextmanager
+    def _charged(self) -> Iterator[None]:
+        """What a call spends that is neither the store's nor embedding: transport."""
+        begun = time.perf_counter()
+        store, embedded = self.clock.store_ms, self.clock.embed_ms
+        try:
+            yield
+        finally:
+            self.clock.charge((time.perf_counter() - begun) * 1000.0, store, embedded)
 
     # -- the lifecycle the harness calls ---------------------------------------------------
 
@@ -165,6 +152,10 @@ class CommandRetriever:
         self._start()
         if persona.key in self._indexed:
             return
+        with self._charged():
+            self._index(persona)
+
+    def _index(self, persona: Persona) -> None:
         turns = persona.turns if len(persona.turns) == len(persona.session_ids) else None
         vectors = np.asarray(persona.vectors) if self.wants_vectors else None
         if self.wants_vectors and (vectors is None or vectors.ndim != 2
@@ -176,17 +167,18 @@ class CommandRetriever:
         for i, (sid, created) in enumerate(zip(persona.session_ids, persona.created_at,
                                                strict=True)):
             text = persona.texts[i]
-            session: dict[str, Any] = {
+            sessions.append({
                 "id": sid, "text": text, "created_at": created,
                 "turns": ([dict(t) for t in turns[i]] if turns is not None
-                          else _turns_of(text)),
-            }
-            if vectors is not None:
-                session["vector"] = _vector(vectors[i])
-            sessions.append(session)
+                          else turns_of(text)),
+            })
         what = f"index of persona {persona.key[:12]} ({len(sessions)} sessions)"
-        answer = self._ask({"op": "index", "persona": persona.key, "sessions": sessions},
-                           what, self.index_timeout, embed=persona.text_vectors)
+        line = self._encoded(what, lambda: join_index_line(
+            {"op": "index", "persona": persona.key,
+             **({} if persona.workdir is None else {"workdir": str(persona.workdir)})},
+            sessions,
+            None if vectors is None else self.codec.rows(vectors)))
+        answer = self._ask(line, what, self.index_timeout, embed=persona.text_vectors)
         if set(answer) != {"ok"} or answer["ok"] is not True:  # {"ids": []} is no index
             raise RetrieverError(
                 f"{self.selector}: {what}: the answer {one_line(json.dumps(answer), 120)} is "
@@ -200,20 +192,26 @@ class CommandRetriever:
         self.last_facts = None
         if persona.key not in self._indexed:  # the harness indexes first; this is a guard
             self.index(persona)
+        with self._charged():
+            return self._rank(persona, query, lim)
+
+    def _rank(self, persona: Persona, query: Query, lim: int) -> list[str] | list[Memory]:
         request: dict[str, Any] = {
             "op": "rank", "persona": persona.key, "question_id": query.question_id,
             "question": query.question, "question_date": query.question_date, "limit": lim,
         }
-        if self.wants_vectors:
-            if query.vector is None:
-                raise self._fail(f"hello asked for vectors, but question {query.question_id} "
-                                 "has none in this run")
-            request["vector"] = _vector(query.vector)
-        answer = self._ask(request, f"rank of question {query.question_id}", self.timeout,
-                           embed=persona.text_vectors)
+        if self.wants_vectors and query.vector is None:
+            raise self._fail(f"hello asked for vectors, but question {query.question_id} "
+                             "has none in this run")
+        what = f"rank of question {query.question_id}"
+        line = self._encoded(what, lambda: encode_line(
+            request, self.codec.row(query.vector) if self.wants_vectors else None))
+        answer = self._ask(line, what, self.timeout, embed=persona.text_vectors)
         if "memories" in answer:  # a memory store's answer (docs/cmd-protocol.md)
-            return self._memories(answer, query.question_id)
-        return self._ranking(answer, persona, query.question_id, lim)
+            return memories_answer(answer, self.selector, query.question_id)
+        ranked, self.last_scores, self.last_facts = ranking_answer(
+            answer, persona, self.selector, query.question_id, lim)
+        return ranked
 
     def close(self) -> None:
         """Close the command's stdin (its end of session), wait briefly, then kill it."""
@@ -231,44 +229,6 @@ class CommandRetriever:
         self._indexed.clear()
 
     # -- answers --------------------------------------------------------------------------
-
-    def _memories(self, answer: Mapping[str, Any], question_id: str) -> list[Memory]:
-        """A ``{"memories": [...]}`` answer as memories, all of them (the harness reads them
-        until they cover the limit's sessions, and checks their provenance)."""
-        where = f"{self.selector}: question {question_id}: the rank answer"
-        if "ids" in answer:
-            raise RetrieverError(f"{where} holds both \"ids\" and \"memories\"; answer "
-                                 "one of them")
-        return memories_from_json(answer["memories"], where)
-
-    def _ranking(self, answer: Mapping[str, Any], persona: Persona, question_id: str,
-                 limit: int) -> list[str]:
-        """The answer's ids up to the ``limit``-th distinct one (repeats kept: the ranking
-        drops them and counts them, :func:`.ranking.rank_per_k`), every id checked to be
-        the persona's; its scores (every id's) in ``last_scores``."""
-        where = f"{self.selector}: question {question_id}: the rank answer"
-        ids = answer.get("ids")
-        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-            raise RetrieverError(f"{where} has no \"ids\" list of strings; answer "
-                                 "{\"ids\": [\"session id\", ...]}")
-        _check_persona_ids(ids, persona, where)
-        scores = answer.get("scores")
-        facts = answer.get("facts")
-        if facts is not None:
-            if not isinstance(facts, list) or len(facts) != len(ids):
-                raise RetrieverError(f"{where}: \"facts\" must be a list as long as \"ids\"")
-            self.last_facts = {i: f for i, f in zip(ids, facts, strict=True)
-                               if isinstance(f, dict)}
-        ranked = _to_limit(ids, self.selector, question_id, limit, persona)
-        if scores is None:
-            return ranked
-        if not isinstance(scores, list) or len(scores) != len(ids) or not all(
-                isinstance(s, (int, float)) and not isinstance(s, bool) and math.isfinite(s)
-                for s in scores):
-            raise RetrieverError(f"{where}: \"scores\" must be finite numbers, one per id")
-        # Ids past the limit count only for ties at the cut (ranking.rank_per_k).
-        self.last_scores = [(i, float(s)) for i, s in zip(ids, scores, strict=True)]
-        return ranked
 
     # -- the process ----------------------------------------------------------------------
 
@@ -290,6 +250,7 @@ class CommandRetriever:
         if self._proc is not None:
             return
         command = shlex.join(self.argv)
+        begun = time.perf_counter()
         try:
             proc = subprocess.Popen(self.argv, cwd=self.cwd, stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -304,20 +265,39 @@ class CommandRetriever:
             os.set_blocking(pipe.fileno(), False)
         self._proc = proc
         self._finalizer = weakref.finalize(self, shutdown, proc)
-        answer = self._ask({"op": "hello", "protocol": PROTOCOL}, "hello", self.timeout)
+        spawned = time.perf_counter()
+        self.clock.spawn_ms = (spawned - begun) * 1000.0
+        answer = self._ask(encode_line({"op": "hello", "protocol": PROTOCOL,
+                                        "vector_encodings": list(VECTOR_ENCODINGS)}),
+                           "hello", self.timeout)
+        self.clock.hello_ms = (time.perf_counter() - spawned) * 1000.0
         name, vectors = answer.get("name"), answer.get("vectors", False)
+        encoding = answer.get("vector_encoding", VECTOR_ENCODINGS[0])
         if not isinstance(name, str) or not name.strip() or one_line(name) != name \
                 or "," in name:
             raise self._fail(f"hello's answer {one_line(json.dumps(answer), 120)} needs a "
                              "\"name\": one line of text without commas, the column's name")
         if not isinstance(vectors, bool):
             raise self._fail(f"hello's \"vectors\" is {vectors!r}; answer true or false")
-        # A name given up front is the column already (named at collection): hello's is
+        if encoding not in VECTOR_ENCODINGS:
+            raise self._fail(f"hello's \"vector_encoding\" is "
+                             f"{one_line(json.dumps(encoding), 60)}; answer one of "
+                             + ", ".join(f'"{e}"' for e in VECTOR_ENCODINGS))
+                # A name given up front is the column already (named at collection): hello's is
         # checked, never used.
         self.name, self.wants_vectors = self.given_name or name, vectors
         self.config = answer.get("config")  # checked where it is recorded (store_config.py)
+        self.codec = VectorCodec(encoding)
 
-    def _ask(self, request: Mapping[str, Any], what: str, timeout: float,
+    def _encoded(self, what: str, encode: Any) -> bytes:
+        """``encode()``: a request line, or one line naming what cannot be sent."""
+        try:
+            return bytes(encode())
+        except (ValueError, RetrieverError) as exc:
+            raise RetrieverError(f"{self.selector}: {what} cannot be sent as JSON ({exc}); "
+                                 "the run's vectors hold NaN or infinite values") from None
+
+    def _ask(self, line: bytes, what: str, timeout: float,
              embed: Embed | None = None) -> dict[str, Any]:
         """Send one request line, read one answer line: the answer as a dict. ``{"error"}``
         answers raise a plain :class:`RetrieverError`; everything else that goes wrong stops
@@ -328,11 +308,6 @@ class CommandRetriever:
             self._start()
         proc = self._proc
         assert proc is not None
-        try:
-            line = (json.dumps(request, ensure_ascii=False, allow_nan=False) + "\n").encode()
-        except ValueError as exc:
-            raise RetrieverError(f"{self.selector}: {what} cannot be sent as JSON ({exc}); "
-                                 "the run's vectors hold NaN or infinite values") from None
         self._read_pending(proc)
         if self._out.strip():
             extra = one_line(bytes(self._out[:80]).decode("utf-8", "replace"))
@@ -348,9 +323,11 @@ class CommandRetriever:
                 raise self._fail(f"command `{shlex.join(self.argv)}` sent an embed request "
                                  f"during {what} without a \"texts\" list of strings; send "
                                  "{\"op\": \"embed\", \"texts\": [\"...\"]}")
+            begun = time.perf_counter()
             reply, refusal = embed_reply(embed, texts)
+            self.clock.embed_ms += (time.perf_counter() - begun) * 1000.0
             refused = refused or refusal
-            answer = self._answer(proc, (json.dumps(reply) + "\n").encode(), what, timeout)
+            answer = self._answer(proc, encode_vectors_reply(self.codec, reply), what, timeout)
         if refused is not None:  # the store was told; its answer to the request is past
             raise RetrieverError(f"{self.selector}: {what}: {refused}")
         if "error" in answer:
@@ -392,6 +369,7 @@ class CommandRetriever:
         command = shlex.join(self.argv)
         deadline = time.monotonic() + timeout
         pending = memoryview(line)
+        written: float | None = None  # when its last byte went
         sel = selectors.DefaultSelector()
         try:
             sel.register(proc.stdout, selectors.EVENT_READ)
@@ -429,6 +407,7 @@ class CommandRetriever:
                             continue
                         pending = pending[sent:]
                         if not pending and writing:
+                            written = time.perf_counter()
                             sel.unregister(proc.stdin)
                             writing = False
                         continue
@@ -442,6 +421,9 @@ class CommandRetriever:
                         continue
                     if not chunk:
                         raise self._fail(self._exit_line(proc))
+                    if written is not None:  # the answer's first byte: the store's time ends
+                        self.clock.store_ms += (time.perf_counter() - written) * 1000.0
+                        written = None
                     self._out += chunk
                     if pending and self._out.strip():  # before it could have read it all
                         raise self._fail(self._early_line(len(line) - len(pending),
@@ -480,27 +462,6 @@ class CommandRetriever:
                else f"exited with status {status}")
         return (f"command `{command}` {how} while answering {self._last} (its stderr is in "
                 "the captured output)")
-
-
-def _check_persona_ids(ids: list[str], persona: Persona, where: str) -> None:
-    """Every id of an answer, past the limit too, is one of the persona's sessions: an id
-    that does not exist never reaches a ranking, a tie or explain (issue 34.3)."""
-    known = set(persona.session_ids)
-    strangers = [i for i in ids if i not in known]
-    if strangers:
-        more = f" and {len(strangers) - 1} more id(s)" if len(strangers) > 1 else ""
-        raise RetrieverError(
-            f"{where} holds {one_line(strangers[0], 80)!r}{more}, not a session of persona "
-            f"{persona.key[:12]} ({len(known)} sessions); answer only ids that its index "
-            "request sent")
-
-
-def _to_limit(ids: list[str], selector: str, question_id: str, limit: int,
-              persona: Persona) -> list[str]:
-    """The ids up to the ``limit``-th distinct one, read as a Python store's ranking is
-    (:func:`.ranked_output.read_distinct`): repeats never cost the ranking a session."""
-    got = read_distinct(ids, selector, question_id, limit, len(persona.session_ids))
-    return [str(i) for i in got]
 
 
 def make_command_retriever(selector: str, options: object) -> CommandRetriever:

@@ -6,6 +6,7 @@ import contextlib
 import importlib
 import inspect
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -79,14 +80,20 @@ def is_dotted(name: str) -> bool:
     return ":" in head and not name.startswith(RESERVED_PREFIXES)
 
 
-def _resolve(path: str) -> tuple[Any, str]:
-    """The attribute ``module:attr`` names (the module imported) and its last name."""
+def _resolve(path: str, imports: dict[str, float] | None = None) -> tuple[Any, str, float]:
+    """The attribute ``module:attr`` names (the module imported), its last name, and the
+    milliseconds of the module's import: measured around this import, the packages it pulls
+    in included, and kept in ``imports`` by module, so that every store of one module is
+    charged its import (0 when the module was imported before the plugin asked)."""
     module_name, sep, attr_path = path.partition(":")
     if not sep or not module_name or not attr_path:
         raise RetrievalEvalError(
             f"retriever '{path}' is not 'package.module:attr'; "
             "name a module and an attribute, e.g. mypkg.search:MyRetriever"
         )
+    imports = {} if imports is None else imports
+    fresh = module_name not in sys.modules
+    begun = time.perf_counter()
     try:
         obj: Any = importlib.import_module(module_name)
     except Exception as exc:  # any import failure is the user's to fix
@@ -96,6 +103,8 @@ def _resolve(path: str) -> tuple[Any, str]:
             "check the module is installed or on sys.path (pytest's `pythonpath = .` ini "
             "setting puts the rootdir there)"
         ) from None
+    if module_name not in imports:
+        imports[module_name] = (time.perf_counter() - begun) * 1000.0 if fresh else 0.0
     for part in attr_path.split("."):
         try:
             obj = getattr(obj, part)
@@ -104,7 +113,7 @@ def _resolve(path: str) -> tuple[Any, str]:
                 f"retriever '{path}': '{module_name}' has no attribute '{attr_path}'; "
                 "check the name after ':'"
             ) from None
-    return obj, attr_path.rsplit(".", 1)[-1]
+    return obj, attr_path.rsplit(".", 1)[-1], imports[module_name]
 
 
 def _is_factory(obj: object) -> bool:
@@ -188,8 +197,11 @@ class UserRetriever:
     the first), and is not tried again in this process."""
 
     def __init__(self, selector: str, name: str | None, source: object,
-                 make: Callable[[], Retriever]) -> None:
+                 make: Callable[[], Retriever], import_ms: float = 0.0) -> None:
         self.selector = selector
+        #: Milliseconds its module's import took in this process (its start-up's part
+        #: before construction); 0 for a hook's store (the conftest imported it).
+        self.import_ms = import_ms
         #: The column's name when it is known without building: the class's or object's
         #: ``name`` (a factory's or function's own ``name`` attribute); else None.
         self.name = name
@@ -233,15 +245,16 @@ def _static_name(obj: object) -> str | None:
     return usable_name(getattr(obj, "name", None)) if callable(obj) else None
 
 
-def describe_dotted(selector: str) -> UserRetriever:
+def describe_dotted(selector: str, imports: dict[str, float] | None = None) -> UserRetriever:
     """``module:attr[+key:value...]`` resolved (the module imported) but not built; its
-    column is the class's ``name`` (with the arguments as written: ``Chroma+ef:10``)."""
+    column is the class's ``name`` (with the arguments as written: ``Chroma+ef:10``).
+    ``imports``: the process's module import times (:func:`_resolve`)."""
     path, rest = split_dotted(selector)
     try:
         kwargs = parse_keywords(selector)
     except VariantError as exc:
         raise RetrievalEvalError(str(exc)) from None
-    obj, default_name = _resolve(path)
+    obj, default_name, import_ms = _resolve(path, imports)
     if kwargs and not (isinstance(obj, type) or (
             callable(obj) and not _has_rank(obj) and _is_factory_with_kwargs(obj))):
         raise RetrievalEvalError(
@@ -253,7 +266,7 @@ def describe_dotted(selector: str) -> UserRetriever:
     if name is not None and rest:
         name = f"{name}+{rest}"
     return UserRetriever(selector, name, obj,
-                         lambda: _instantiate(selector, obj, default_name, kwargs))
+                         lambda: _instantiate(selector, obj, default_name, kwargs), import_ms)
 
 
 def _check_arguments(selector: str, obj: Any, kwargs: dict[str, Any]) -> None:

@@ -40,8 +40,12 @@ def run(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict[s
 
 
 @needs_node
-def test_the_node_store_ranks_every_pair_as_semantic(pytester: pytest.Pytester) -> None:
-    selector = f"cmd:node {shlex.quote(str(NODE_STORE))}"
+@pytest.mark.parametrize("flags", ["", " --base64"])
+def test_the_node_store_ranks_every_pair_as_semantic(pytester: pytest.Pytester,
+                                                     flags: str) -> None:
+    """With vectors as JSON arrays or as base64-f32le (issue 37.1): the same float32
+    values reach the store, so it ranks every pair as ``semantic`` either way."""
+    selector = f"cmd:node {shlex.quote(str(NODE_STORE))}{flags}"
     result, report = run(pytester, "--retrieval-eval-retriever", f"semantic,{selector}")
     assert result.ret == 0, result.stdout.str()
     result.assert_outcomes(passed=2 * SAMPLE_PAIRS)

@@ -16,10 +16,10 @@ from pytest_retrieval_eval.errors import RetrievalEvalError, RetrieverError
 from pytest_retrieval_eval.retrievers import Persona, Query, SemanticRetriever
 from pytest_retrieval_eval.retrievers.command import (
     CommandRetriever,
-    _turns_of,
     command_name,
     parse_command,
 )
+from pytest_retrieval_eval.retrievers.command_answers import turns_of as _turns_of
 from pytest_retrieval_eval.retrievers.loader import get_retriever
 from pytest_retrieval_eval.retrievers.ranking import REPEATED_IDS, rank_per_k
 from tests.support.processes import kill_left, wait_gone
@@ -171,6 +171,8 @@ def test_the_node_example_ranks_as_semantic(closing: list[CommandRetriever]) -> 
     ("array", r"answered rank of question q1 with a JSON list, not an object"),
     ("huge", r"answered rank of question q1 with a line longer than 8 MiB"),
     ("badname", r"hello's answer .* needs a \"name\""),
+    ("badencoding", r"hello's \"vector_encoding\" is \"float16\"; answer one of \"json\", "
+                    r"\"base64-f32le\"$"),
     ("latin1", r"answered rank of question q1 with '\{\"ids\": \[\"caf\\xe9\"\]\}', which is "
                r"not UTF-8 \(byte 0xe9 at offset 13\); write each answer as UTF-8 JSON"),
 ])

@@ -4,7 +4,8 @@ It answers hello and index as the protocol asks, then, on the first rank, does w
 says: ``ok`` (rows in order, scores falling), ``error`` (an ``{"error"}`` answer), ``exit``
 (exits with status 3), ``notjson`` (prints a log line), ``array`` (a JSON list), ``sleep``
 (never answers), ``huge`` (an endless line), ``extra`` (two lines for one request),
-``badname`` (hello without a name), ``blanks`` (blank lines and CRLF line ends, else as
+``badname`` (hello without a name), ``badencoding`` (hello asks for vectors as
+"float16"), ``blanks`` (blank lines and CRLF line ends, else as
 ``ok``), ``novectors`` (hello says vectors: false, and rank fails if a vector came),
 ``strangers`` (as ``ok``, then three made-up ids past the limit tied with the last row),
 ``repeats`` (every id twice), ``indexids`` (index answered ``{"ids": []}``), ``latin1`` (a
@@ -57,6 +58,8 @@ def main(mode: str) -> int:
         if op == "hello":
             answer = {"vectors": True} if mode == "badname" else {
                 "name": f"fake-{mode}", "vectors": mode != "novectors"}
+            if mode == "badencoding":
+                answer["vector_encoding"] = "float16"
         elif op == "index":
             personas[request["persona"]] = [s["id"] for s in request["sessions"]]
             answer = {"ids": []} if mode == "indexids" else {"ok": True}

@@ -9,9 +9,31 @@
 // sends (hello asks for them), computed as vipune's Database::search does: float64 sums left
 // to right, a zero norm scores 0, and a stable sort, so equal scores keep the rows' order.
 // Its rankings therefore equal the built-in `semantic` retriever's, pair by pair.
+//
+// Options: `--base64` asks in hello for vectors as base64 little-endian float32
+// ("vector_encoding": "base64-f32le": the same values, a fraction of the JSON to parse);
+// `--times FILE` writes the store's own milliseconds per request (from the line read to the
+// answer written) to FILE as JSON when stdin closes, to set against the plugin's figures.
 "use strict";
 
+const fs = require("node:fs");
 const readline = require("node:readline");
+
+const args = process.argv.slice(2);
+const base64 = args.includes("--base64");
+const timesFile = args.includes("--times") ? args[args.indexOf("--times") + 1] : null;
+const times = { index_ms: [], rank_ms: [] };
+
+// A vector as the request carries it: a JSON array, or base64 of little-endian float32.
+function vector(v) {
+  if (base64 !== (typeof v === "string")) throw new Error(`a vector came as ${typeof v}`);
+  if (typeof v !== "string") return v;
+  const bytes = Buffer.from(v, "base64");
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
+  const out = new Float64Array(bytes.length / 4);
+  for (let i = 0; i < out.length; i++) out[i] = view.getFloat32(i * 4, true);
+  return out;
+}
 
 const personas = new Map(); // persona key -> {ids, vectors, norms}
 
@@ -25,11 +47,11 @@ function index(req) {
   const ids = [];
   const vectors = [];
   for (const session of req.sessions) {
-    if (!Array.isArray(session.vector)) {
+    if (!Array.isArray(session.vector) && typeof session.vector !== "string") {
       return { error: `session ${session.id} came without a vector` };
     }
     ids.push(session.id);
-    vectors.push(session.vector);
+    vectors.push(vector(session.vector));
   }
   personas.set(req.persona, { ids, vectors, norms: vectors.map(norm) });
   process.stderr.write(`store.js: indexed ${ids.length} sessions of ${req.persona.slice(0, 12)}\n`);
@@ -39,8 +61,10 @@ function index(req) {
 function rank(req) {
   const p = personas.get(req.persona);
   if (p === undefined) return { error: `persona ${req.persona} was never indexed` };
-  const q = req.vector;
-  if (!Array.isArray(q)) return { error: "the rank request came without a vector" };
+  if (!Array.isArray(req.vector) && typeof req.vector !== "string") {
+    return { error: "the rank request came without a vector" };
+  }
+  const q = vector(req.vector);
   const qn = norm(q);
   const scores = p.vectors.map((v, row) => {
     if (v.length !== q.length) return NaN;
@@ -68,7 +92,9 @@ function answer(req) {
   switch (req.op) {
     case "hello":
       if (req.protocol !== 1) return { error: `protocol ${req.protocol} is not 1` };
-      return { name: "node-cosine", vectors: true };
+      return base64
+        ? { name: "node-cosine", vectors: true, vector_encoding: "base64-f32le" }
+        : { name: "node-cosine", vectors: true };
     case "index":
       return index(req);
     case "rank":
@@ -80,12 +106,22 @@ function answer(req) {
 
 const lines = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
 lines.on("line", (line) => {
+  const begun = process.hrtime.bigint();
   let reply;
+  let op = null;
   try {
-    reply = answer(JSON.parse(line));
+    const req = JSON.parse(line);
+    op = req.op;
+    reply = answer(req);
   } catch (err) {
     reply = { error: `store.js: ${err.message}` };
   }
   process.stdout.write(JSON.stringify(reply) + "\n");
+  if (op === "index" || op === "rank") {
+    times[`${op}_ms`].push(Number(process.hrtime.bigint() - begun) / 1e6);
+  }
 });
 // stdin closed: the session is over; readline ends and Node exits on its own.
+if (timesFile !== null) {
+  process.on("exit", () => fs.writeFileSync(timesFile, JSON.stringify(times)));
+}

@@ -1,0 +1,104 @@
+"""A store's costs apart from its work (issue 37 items 1, 2 and 4), measured where a pair
+item runs (:mod:`.pair_run`):
+
+- **start-up**: a ``cmd:`` store's spawn and hello, timed before its first ``index``; a Python
+  store's module import (:attr:`.UserRetriever.import_ms`, measured around that store's own
+  import) and construction, once per process;
+- **transport**: the plugin's side of a ``cmd:`` store's requests (encoding, writing, reading,
+  decoding; :mod:`.retrievers.command_transport`), taken out of ingest and query latency;
+- **footprint**: the bytes in the persona's workdir after ``index`` (disk), the resident
+  memory ``index`` added to this process (RSS growth, from ``/proc/self/statm``: approximate,
+  since an allocator may keep or return pages as it likes), and a ``cmd:`` store's child RSS
+  after the call (``/proc/<pid>/statm``). Where ``/proc`` is not there (macOS), RSS is None.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from pathlib import Path
+from typing import Any
+
+from .retrievers.command import CommandRetriever
+
+__all__ = ["folder_bytes", "footprint", "process_of", "resident_bytes", "start_command",
+           "transport_ms"]
+
+
+def start_command(retriever: Any) -> dict[str, float] | None:
+    """Start a ``cmd:`` store not yet started in this process (spawn and hello): its start-up
+    parts in milliseconds, ``{"spawn": ..., "hello": ...}``; None when there was nothing to
+    start. A command that fails to start raises its one line, as its first ``index`` did."""
+    if not isinstance(retriever, CommandRetriever) or retriever.started:
+        return None
+    begun = time.perf_counter()
+    retriever.start()
+    clock = retriever.clock
+    spawn = clock.spawn_ms or 0.0
+    return {"spawn": spawn,
+            "hello": max(0.0, (time.perf_counter() - begun) * 1000.0 - spawn)}
+
+
+def transport_ms(retriever: Any) -> float | None:
+    """The plugin's side of a ``cmd:`` store's calls so far (None: not a ``cmd:`` store)."""
+    if isinstance(retriever, CommandRetriever):
+        return retriever.transport_ms
+    return None
+
+
+def resident_bytes(pid: int | str = "self") -> int | None:
+    """The resident set of a process (``/proc/<pid>/statm``'s second field, in pages); None
+    where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            fields = f.read().split()
+        return int(fields[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def folder_bytes(folder: Path) -> int:
+    """The bytes of the regular files under ``folder`` (links not followed), 0 when it is
+    gone."""
+    total = 0
+    stack = [str(folder)]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISDIR(info.st_mode):
+                stack.append(entry.path)
+            elif stat.S_ISREG(info.st_mode):
+                total += info.st_size
+    return total
+
+
+def process_of(retriever: Any) -> int | str:
+    """The process a store's ``index`` runs in: a ``cmd:`` store's child, else this one."""
+    if isinstance(retriever, CommandRetriever) and retriever.pid is not None:
+        return retriever.pid
+    return "self"
+
+
+def footprint(retriever: Any, persona_key: str, folder: Path,
+              rss_before: int | None) -> dict[str, Any]:
+    """What one ``index`` call left: ``disk_bytes`` in its workdir, ``rss_growth_bytes`` of
+    the store's process (:func:`process_of`; None without ``/proc``) and, for a ``cmd:``
+    store, ``child_rss_bytes``: its child's resident memory after the call."""
+    after = resident_bytes(process_of(retriever))
+    record: dict[str, Any] = {
+        "persona": persona_key,
+        "disk_bytes": folder_bytes(folder),
+        "rss_growth_bytes": None if after is None or rss_before is None
+        else after - rss_before,
+    }
+    if isinstance(retriever, CommandRetriever):
+        record["child_rss_bytes"] = after
+    return record
