@@ -62,6 +62,10 @@ class HybridRetriever:
         # The last query's full cosine ranking: asked again at another limit (another pool
         # size), the same query reuses it instead of scanning every row again.
         self._semantic: tuple[tuple[str, str, bytes], list[vipune.SearchResult]] | None = None
+        #: The persona store's read-only connection and the FTS5 tokenizer, kept across
+        #: calls (:func:`_kept`): shared by the searches and the facts read after them.
+        self._conn = vipune.StoreConnection()
+        self._tokenizer = vipune.FtsTokenizer()
 
     def _semantic_ranking(self, persona: Persona, query: Query,
                           qvec: np.ndarray) -> list[vipune.SearchResult] | None:
@@ -88,7 +92,7 @@ class HybridRetriever:
         try:
             semantic = self._semantic_ranking(persona, query, qvec)
             parts = vipune.search_hybrid_parts(
-                persona.store_path(),
+                self._conn.get(persona.store_path()),
                 persona.vectors,
                 persona.session_ids,
                 query.question,
@@ -111,10 +115,14 @@ class HybridRetriever:
         self.last_scores = list(parts.candidates or parts.fused)
         self.last_fusion = partial(self._fusion_inputs, persona, query,
                                    semantic or parts.semantic, parts.fts, lim, recency)
-        self.last_matched = partial(_matched, self.name, self.project_id, persona, query,
+        self.last_matched = partial(_matched, self, persona, query,
                                     [i for i, _ in parts.fts] if self.fts_mode == "and"
                                     else ())
         return [mem_id for mem_id, _ in parts.fused]
+
+    def close(self) -> None:
+        """End the kept store connection and tokenizer (the run's end; reopened if used)."""
+        _close(self)
 
     def _fusion_inputs(self, persona: Persona, query: Query,
                        semantic: Sequence[vipune.SearchResult],
@@ -126,7 +134,7 @@ class HybridRetriever:
         after the search's timing."""
         size = vipune.candidate_pool(lim) if self.pool is None else self.pool
         try:
-            past = vipune.fts_tied_past(persona.store_path(), query.question,
+            past = vipune.fts_tied_past(self._conn.get(persona.store_path()), query.question,
                                         self.project_id, returned, size, mode=self.fts_mode)
         except sqlite3.Error as exc:
             raise _store_error(self.name, query, exc) from None
@@ -196,6 +204,9 @@ class FtsRetriever:
         self.last_tied_past: Callable[[], list[tuple[str, float]]] | None = None
         #: As :attr:`HybridRetriever.last_matched`: the query words each row matched.
         self.last_matched: Callable[[Sequence[str]], vipune.FtsMatch] | None = None
+        #: As :class:`HybridRetriever`'s: the store's connection and the tokenizer, kept.
+        self._conn = vipune.StoreConnection()
+        self._tokenizer = vipune.FtsTokenizer()
 
     def rank(self, persona: Persona, query: Query, limit: int) -> list[str]:
         lim = _vipune_limit(limit)
@@ -203,7 +214,7 @@ class FtsRetriever:
         self.last_tied_past = None
         self.last_matched = None
         try:
-            results = vipune.fts_search(persona.store_path(), query.question,
+            results = vipune.fts_search(self._conn.get(persona.store_path()), query.question,
                                         self.project_id, lim, mode=self.mode)
         except vipune.VipuneInputError as exc:  # a NUL in the question, as vipune fails
             raise _wrap_vipune_error(self.name, query, exc) from None
@@ -211,28 +222,38 @@ class FtsRetriever:
             raise _store_error(self.name, query, exc) from None
         self.last_scores = [(mem_id, -score) for mem_id, score in results]
         self.last_tied_past = partial(self._tied_past, persona, query, results, lim)
-        self.last_matched = partial(_matched, self.name, self.project_id, persona, query,
+        self.last_matched = partial(_matched, self, persona, query,
                                     [mem_id for mem_id, _ in results] if self.mode == "and"
                                     else ())
         return [mem_id for mem_id, _ in results]
 
+    def close(self) -> None:
+        """End the kept store connection and tokenizer (the run's end; reopened if used)."""
+        _close(self)
+
     def _tied_past(self, persona: Persona, query: Query, results: list[vipune.SearchResult],
                    lim: int) -> list[tuple[str, float]]:
         try:
-            past = vipune.fts_tied_past(persona.store_path(), query.question,
+            past = vipune.fts_tied_past(self._conn.get(persona.store_path()), query.question,
                                         self.project_id, results, lim, mode=self.mode)
         except sqlite3.Error as exc:
             raise _store_error(self.name, query, exc) from None
         return [(mem_id, -score) for mem_id, score in past]
 
 
-def _matched(name: str, project_id: str, persona: Persona, query: Query,
+def _matched(retriever: HybridRetriever | FtsRetriever, persona: Persona, query: Query,
              matched_all: Sequence[str], ids: Sequence[str]) -> vipune.FtsMatch:
     """The query words each of ``ids`` matched in the persona's store, asked after the
-    search's timing (``last_matched``); the rows of vipune's AND list (``matched_all``)
-    matched every word, and FTS5 is asked only about the others."""
+    search's timing (``last_matched``) on the search's own connection; the rows of vipune's
+    AND list (``matched_all``) matched every word, and FTS5 is asked only about the others."""
     try:
-        return vipune.fts_matched(persona.store_path(), query.question, project_id, ids,
-                                  matched_all=matched_all)
+        return vipune.fts_matched(retriever._conn.get(persona.store_path()), query.question,
+                                  retriever.project_id, ids, matched_all=matched_all,
+                                  tokenizer=retriever._tokenizer)
     except sqlite3.Error as exc:
-        raise _store_error(name, query, exc) from None
+        raise _store_error(retriever.name, query, exc) from None
+
+
+def _close(retriever: HybridRetriever | FtsRetriever) -> None:
+    retriever._conn.close()
+    retriever._tokenizer.close()

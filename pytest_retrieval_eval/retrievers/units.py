@@ -72,6 +72,12 @@ class TurnUnit:
         session_of = dict(zip(turns.session_ids, _sessions(persona, turns), strict=True))
         return turn_memories(ranked, session_of, lim)
 
+    def close(self) -> None:
+        """The base's ``close`` (its kept store connection), when it has one."""
+        close = getattr(self.base, "close", None)
+        if callable(close):
+            close()
+
 
 def _sessions(persona: Persona, turns: Persona) -> list[str]:
     """The session of each turn row, in row order (a turn id is ``<session_id>_<n>``)."""

@@ -5,6 +5,7 @@ statement, run on SQLite itself (``src/sqlite/fts.rs``).
 from __future__ import annotations
 
 import sqlite3
+from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -13,8 +14,8 @@ from .limits import WHITE_SPACE, SearchResult, VipuneInputError, rust_trim, vali
 from .schema import FTS_SQL, Connectable, _Conn
 
 __all__ = ["FTS_MODES", "FTS_TOKENIZE", "MAX_MATCH_WORDS", "NUL_QUERY_MESSAGE", "FtsMatch",
-           "escape_fts_query", "fts_matched", "fts_search", "fts_tied_past", "fts_tokens",
-           "fts_words"]
+           "FtsTokenizer", "escape_fts_query", "fts_matched", "fts_search", "fts_tied_past",
+           "fts_tokens", "fts_words"]
 
 #: What vipune 0.1.8 answers a keyword search whose query holds a NUL (U+0000).
 #: ``escape_fts_query`` (src/sqlite/fts.rs, line 189) splits on Rust's ``split_whitespace``,
@@ -118,18 +119,64 @@ def fts_tokens(words: Sequence[str]) -> list[list[str]]:
 @lru_cache(maxsize=512)
 def _tokens(words: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
     """:func:`fts_tokens`, kept per question (every retriever of a run asks the same)."""
-    db = sqlite3.connect(":memory:")
+    db = _tokenizer_db()
     try:
-        db.execute(f"CREATE VIRTUAL TABLE q USING fts5(c, tokenize='{FTS_TOKENIZE}')")
-        db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(q, 'instance')")
-        db.executemany("INSERT INTO q(rowid, c) VALUES (?, ?)",
-                       [(i, w.replace("\x00", " ")) for i, w in enumerate(words, start=1)])
+        return _tokenize(db, words)
+    finally:
+        db.close()
+
+
+def _tokenizer_db() -> sqlite3.Connection:
+    """An in-memory FTS5 table with vipune's tokenizer, and its ``fts5vocab`` instance table."""
+    db = sqlite3.connect(":memory:", check_same_thread=False)
+    db.execute(f"CREATE VIRTUAL TABLE q USING fts5(c, tokenize='{FTS_TOKENIZE}')")
+    db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(q, 'instance')")
+    return db
+
+
+def _tokenize(db: sqlite3.Connection, words: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    """Each word written as its own row of ``db``'s (empty) table, its tokens read back in
+    order; the table is left empty."""
+    db.executemany("INSERT INTO q(rowid, c) VALUES (?, ?)",
+                   [(i, w.replace("\x00", " ")) for i, w in enumerate(words, start=1)])
+    try:
         out: list[list[str]] = [[] for _ in words]
         for rowid, term in db.execute("SELECT doc, term FROM v ORDER BY doc, offset"):
             out[int(rowid) - 1].append(str(term))
         return tuple(tuple(t) for t in out)
     finally:
-        db.close()
+        db.execute("DELETE FROM q")
+
+
+class FtsTokenizer:
+    """:func:`fts_tokens` for one owner (a retriever): the in-memory FTS5 table made once and
+    kept (making it is most of a call's cost), each question's answer kept for the last
+    ``keep`` questions. The same tokens as :func:`fts_tokens`; :meth:`close` ends the table.
+    Not vipune's: for ``retrieval-eval explain``."""
+
+    def __init__(self, keep: int = 64) -> None:
+        self._db: sqlite3.Connection | None = None
+        self._keep = keep
+        self._memo: OrderedDict[tuple[str, ...], tuple[tuple[str, ...], ...]] = OrderedDict()
+
+    def tokens(self, words: Sequence[str]) -> list[list[str]]:
+        key = tuple(words)
+        got = self._memo.get(key)
+        if got is None:
+            if self._db is None:
+                self._db = _tokenizer_db()
+            got = self._memo[key] = _tokenize(self._db, key)
+            while len(self._memo) > self._keep:
+                self._memo.popitem(last=False)
+        else:
+            self._memo.move_to_end(key)
+        return [list(t) for t in got]
+
+    def close(self) -> None:
+        self._memo.clear()
+        if self._db is not None:
+            db, self._db = self._db, None
+            db.close()
 
 
 @dataclass(frozen=True)
@@ -143,7 +190,8 @@ class FtsMatch:
 
 
 def fts_matched(conn: Connectable, query: str, project_id: str, ids: Sequence[str], *,
-                max_words: int = MAX_MATCH_WORDS, matched_all: Collection[str] = ()) -> FtsMatch:
+                max_words: int = MAX_MATCH_WORDS, matched_all: Collection[str] = (),
+                tokenizer: FtsTokenizer | None = None) -> FtsMatch:
     """For each of ``ids``, the words of ``query`` (trimmed as vipune does) whose quoted
     FTS5 phrase, exactly as vipune's query holds it, matches that row: SQLite's FTS5 asked
     each distinct word's own ``MATCH '"word"'``, in ONE statement per call that joins the
@@ -152,11 +200,12 @@ def fts_matched(conn: Connectable, query: str, project_id: str, ids: Sequence[st
     with a token; one of the OR what-if, any. ``matched_all``: ids the caller knows matched
     every such word (the rows of vipune's AND list: FTS5 ANDs the same phrases), answered
     without asking. At most ``max_words`` distinct words are asked about; a word holding a
-    NUL (which vipune's search refuses) never matches. Not vipune's: for
+    NUL (which vipune's search refuses) never matches. ``tokenizer``: the caller's kept
+    :class:`FtsTokenizer` (default: :func:`fts_tokens`). Not vipune's: for
     ``retrieval-eval explain``."""
     distinct = list(dict.fromkeys(fts_words(rust_trim(query))))
     words = distinct[:max_words]
-    tokens = fts_tokens(words)
+    tokens = fts_tokens(words) if tokenizer is None else tokenizer.tokens(words)
     asked = [n for n, (w, t) in enumerate(zip(words, tokens, strict=True))
              if t and "\x00" not in w]
     wanted = list(dict.fromkeys(ids))

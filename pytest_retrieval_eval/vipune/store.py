@@ -192,21 +192,45 @@ def is_valid_store(path: str | Path, *, reference_only: bool | None = None) -> b
     ``reference_only``: None accepts both kinds; False demands a vipune (384-d) store; True a
     reference-only one.
     """
+    return _valid(_header(path), reference_only)
+
+
+def _header(path: str | Path) -> tuple[int | None, int | None, list[tuple[str, str, str,
+                                                                          str | None]] | None]:
+    """The store's ``user_version``, ``application_id`` and ``sqlite_master`` rows, read on
+    ONE read-only connection (a warm run checks each persona's store once: one open, not
+    three); None for what cannot be read (no file, not SQLite)."""
+    p = Path(path)
+    if not p.is_file():
+        return None, None, None
+    try:
+        conn = sqlite3.connect(p.resolve().as_uri() + "?mode=ro", uri=True)
+    except sqlite3.Error:
+        return None, None, None
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()
+        mark = conn.execute("PRAGMA application_id").fetchone()
+        master = vipune.master_sql(conn)
+    except sqlite3.Error:
+        return None, None, None
+    finally:
+        conn.close()
+    return (int(version[0]) if version else None, int(mark[0]) if mark else None, master)
+
+
+def _valid(header: tuple[int | None, int | None, object], reference_only: bool | None) -> bool:
+    """:func:`is_valid_store` of a :func:`_header`: the kind's user_version, vipune's schema."""
     global _EXPECTED_MASTER
-    version = store_user_version(path)
     allowed = {
         None: {VIPUNE_USER_VERSION, REFERENCE_USER_VERSION},
         False: {VIPUNE_USER_VERSION},
         True: {REFERENCE_USER_VERSION},
     }[reference_only]
-    if version not in allowed:
+    if header[0] not in allowed:
         return False
     if _EXPECTED_MASTER is None:
         _EXPECTED_MASTER = _expected_master()
-    try:
-        return vipune.master_sql(Path(path)) == _EXPECTED_MASTER
-    except sqlite3.DatabaseError:
-        return False
+    return header[2] == _EXPECTED_MASTER
 
 
 def ids_note(session_ids: Sequence[str] | None) -> str:
@@ -284,9 +308,9 @@ class StoreCache:
         ``fingerprint``'s mark.
         """
         target = self.path_for(key)
-        if (is_valid_store(target, reference_only=reference_only)
-                and self._verified(target, session_ids)):
-            if fingerprint is None or store_model_mark(target) == model_mark(fingerprint):
+        header = _header(target)
+        if _valid(header, reference_only) and self._verified(target, session_ids):
+            if fingerprint is None or header[1] == model_mark(fingerprint):
                 return target.resolve()
             self._set_aside(target, fingerprint)
         try:
