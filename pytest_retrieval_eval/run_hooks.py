@@ -375,7 +375,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:  # c
                     project=config.rootpath)
     errors = [{**e, "retriever": state.display_name(str(e.get("retriever")))}
               for e in state.errors]
-    state.report = report.build_report(info, state.results, errors)
+    json_path = state.settings.json_path
+    state.report = report.build_report(
+        info, state.results, errors, rerun=_rerun_options(config),
+        report_path=None if json_path is None else str(json_path))
     base = config.stash.get(BASE_KEY, None)
     if base is not None and state.settings.compare is not None:
         publish.attach_comparison(state.report, base, state.settings.compare,  # never raises
@@ -389,6 +392,19 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:  # c
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
     config.stash[PUBLISHED_KEY] = publish.publish_markdown(
         state.report, state.settings.markdown, not state.settings.no_step_summary)
+
+
+def _rerun_options(config: pytest.Config) -> list[str]:
+    """The run's own options the headline's next command repeats: ``--retrieval-eval``,
+    ``--no-model`` and the plugin's options written in the ``=`` form (a space form's value
+    is not told apart from a path here, so it is left to the ini file)."""
+    args = [str(a) for a in config.invocation_params.args]
+    kept = [a for a in args if a in ("--retrieval-eval", "--no-model", "--retrieval-eval-no-model")
+            or (a.startswith("--retrieval-eval-") and "=" in a
+                and not a.startswith(("--retrieval-eval-json=", "--retrieval-eval-tables=")))]
+    if "--retrieval-eval" not in kept:
+        kept.insert(0, "--retrieval-eval")
+    return list(dict.fromkeys(kept))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -426,7 +442,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
 
     verbosity = config.get_verbosity()
     for line in terminal_lines(state.report, width, verbose=verbosity > 0,
-                               overall_only=verbosity < -1):
+                               overall_only=verbosity < -1, tables=state.settings.tables):
         terminalreporter.write_line(line)
     for line in comparison_lines(state.report, verbosity > 0, width):
         terminalreporter.write_line(line)

@@ -78,6 +78,7 @@ class Settings:
     budget_tokenizer: str | None = None  # as given; None: DEFAULT_BUDGET_TOKENIZER
     verify: str = "stamp"  # --retrieval-eval-verify: stamp | full (vipune/store.py)
     reference: str | None = None  # --retrieval-eval-reference (scoring/reference_recall.py)
+    tables: tuple[str, ...] | None = None  # --retrieval-eval-tables (summary_choice.py)
 
     @property
     def max_k(self) -> int:
@@ -129,6 +130,8 @@ def _ini_takes(opt: Option) -> tuple[str, str]:
         return "a list of retriever names", '["hybrid", "bm25"]'
     if name == "compare_map":
         return "a list of BASE=NEW mappings", '["hybrid=hybrid+fts:or"]'
+    if name == "parse_tables":
+        return "a list of table names", '["recall", "budget"]'
     if name in _INT_PARSERS:
         return "a whole number", str(opt.default if isinstance(opt.default, int) else 8)
     if name in _FLOAT_PARSERS:
@@ -158,7 +161,7 @@ def _native_text(opt: Option, raw: Any) -> str:
     if isinstance(raw, float) and name in _FLOAT_PARSERS:
         return repr(raw)
     if isinstance(raw, list) and name in ("parse_ks", "parse_budgets", "parse_retrievers",
-                                          "compare_map"):
+                                          "compare_map", "parse_tables"):
         item_type = int if name in ("parse_ks", "parse_budgets") else str
         if not raw:
             raise _type_error(opt, "an empty list")
