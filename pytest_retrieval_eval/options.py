@@ -476,7 +476,9 @@ def _command_line(opt: Option) -> Callable[[str], Any]:
         try:
             return opt.parse(value)
         except argparse.ArgumentTypeError as exc:
-            raise pytest.UsageError(f"{opt.flag}: {exc}") from None
+            from .errors import fit_error  # loaded only for a bad value
+
+            raise pytest.UsageError(fit_error(f"{opt.flag}: {exc}", prefix="ERROR: ")) from None
 
     parse.__name__ = opt.parse.__name__
     return parse

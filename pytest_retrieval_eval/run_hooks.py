@@ -28,6 +28,7 @@ from .collection import (
 )
 from .errors import RetrievalEvalError, StopRun, one_line
 from .options import CUSTOM_RETRIEVER
+from .settings import usage_error
 
 if TYPE_CHECKING:  # the heavy modules (onnxruntime, pyarrow) load when the run needs them
     from .session import EvalSession
@@ -120,7 +121,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             state.selection = claim_arguments(config)
             if CUSTOM_RETRIEVER in state.settings.retrievers and \
                     not _custom_fixture_given(config):  # before any work, not once an item
-                raise pytest.UsageError(
+                raise usage_error(
                     "retriever 'custom' needs a session fixture named "
                     "retrieval_eval_custom_retriever in your root conftest.py returning an "
                     "object with rank(persona, query, limit) (README, \"Retrievers and your "
@@ -133,7 +134,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             check_selection(state, state.selection)
         state.finish_setup()
     except RetrievalEvalError as exc:
-        raise pytest.UsageError(str(exc)) from None
+        raise usage_error(str(exc)) from None
 
 
 def _prepare(state: EvalSession, config: pytest.Config) -> None:

@@ -40,7 +40,7 @@ def _cut(metric: str) -> str:
 
 
 def build_headline(report: Mapping[str, Any], *, report_path: str | None = None,
-                   rerun: Sequence[str] = ()) -> dict[str, Any]:
+                   rerun: Sequence[str] = ("--retrieval-eval",)) -> dict[str, Any]:
     """The headline of a built report (``summary``, ``pairs``, ``ks``, ``retrievers``,
     ``budget``): its figures and ``lines`` (unwrapped; :func:`headline_lines` fits them).
     ``report_path``: the JSON report this run writes (the next command explains from it);

@@ -64,7 +64,10 @@ def test_order_of_results_does_not_change_anything() -> None:
 
 def test_single_retriever_table() -> None:
     rep = report.build_report(info(["a"]), RESULTS[:3], [])
-    lines = report.terminal_lines(rep, width=120)
+    default = report.terminal_lines(rep, width=120)  # the main table alone: recall@k
+    head = next(line for line in default if line.startswith("question type"))
+    assert head.split()[2:] == ["n", "R@1", "R@2"]
+    lines = report.terminal_lines(rep, width=120, tables=["all"])
     head = next(line for line in lines if line.startswith("question type"))
     assert head.split()[2:] == ["n", "R@1", "R@2", "any@1", "any@2", "all@1", "all@2",
                                 "ndcg@1", "ndcg@2"]
