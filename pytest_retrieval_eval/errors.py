@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import re
 
-#: How a message marks a command the user types to fix it: between backticks
-#: (``run `retrieval-eval prep --data sample` first``). Advice that names an option is one
-#: word in the ``=`` form (``pass --retrieval-eval-model=DIR``). :func:`fit_error` never splits
-#: either; a marked command, with the punctuation touching it, stands on a line of its own.
-COMMAND = re.compile(r"(\S*`[^`]+`\S*)")
+#: How a message marks the command that fixes it: between backticks, after ``run ``,
+#: ``with ``, ``try `` or ``: `` (``run `retrieval-eval prep --data sample` first``,
+#: ``...: `pytest --retrieval-eval --no-model```). Backticks elsewhere quote (``command `x`
+#: does not start``). Advice that names an option is one word in the ``=`` form (``pass
+#: --retrieval-eval-model=DIR``). :func:`fit_error` never splits either; a marked command,
+#: with the punctuation touching its end, stands on a line of its own.
+COMMAND = re.compile(r"((?:(?<=\brun )|(?<=\bwith )|(?<=\btry )|(?<=: ))`[^`]+`\S*)")
 
 
 class RetrievalEvalError(Exception):

@@ -1,5 +1,6 @@
 """Which tables the terminal summary shows (issue 38, item 2): by default the protocol's main
-table alone (recall@k; recall_any@k under LongMemEval's protocol), with ``-v`` every one,
+table alone (recall@k; recall_any@k under LongMemEval's protocol; at turn granularity the
+session metrics derived from the turns too), with ``-v`` every one,
 with ``--retrieval-eval-tables`` (ini ``retrieval_eval_tables``) the ones it names.
 
 A table's name is its metric family (``recall``, ``recall_any``, ``recall_all``,
@@ -15,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .summary_table import families_for
+from .summary_table import SESSION_FAMILIES, families_for
 
 __all__ = ["ALL", "Choice", "chosen", "table_names"]
 
@@ -34,6 +35,19 @@ def table_names(report: Mapping[str, Any]) -> list[str]:
     if (report.get("budget") or {}).get("budgets"):
         names.append("budget")
     return [*names, "timing"]
+
+
+def main_tables(report: Mapping[str, Any]) -> list[str]:
+    """The default's tables: the protocol's main family and, at turn granularity, the
+    session metrics derived from the turn ranking (``session_recall``, or LongMemEval's
+    ``session_recall_any``)."""
+    protocol = str(report.get("protocol") or "vipune")
+    families = families_for(protocol, str(report.get("granularity") or "session"))
+    main = [families[0][0]]
+    if report.get("granularity") == "turn":
+        main.append(SESSION_FAMILIES[protocol][0][0] if protocol in SESSION_FAMILIES
+                    else families[-1][0])
+    return main
 
 
 @dataclass(frozen=True)
@@ -65,7 +79,7 @@ def chosen(report: Mapping[str, Any], tables: Sequence[str] | None,
                             report.get("summary") or {})
     available = table_names(report)
     if tables is None:
-        wanted = set(available) if verbose else {families[0][0]}
+        wanted = set(available) if verbose else set(main_tables(report))
     elif ALL in tables:
         wanted = set(available)
     else:

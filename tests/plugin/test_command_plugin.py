@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.support.processes import kill_left, wait_gone
+from tests.support.reliability_support import match_errors
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE_STORE = ROOT / "examples" / "stores" / "node" / "store.js"
@@ -126,14 +127,14 @@ def test_a_selector_without_a_command_is_one_usage_error(pytester: pytest.Pytest
                                                          value: str, message: str) -> None:
     result = pytester.runpytest("--retrieval-eval", "--retrieval-eval-retriever", value)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"ERROR: --retrieval-eval-retriever: *{message}*"])
+    match_errors(result.stderr.str(), [f"ERROR: --retrieval-eval-retriever: *{message}*"])
 
 
 @pytest.mark.parametrize("value", ["0", "inf", "x"])
 def test_the_timeout_option_is_checked(pytester: pytest.Pytester, value: str) -> None:
     result = pytester.runpytest("--retrieval-eval", "--retrieval-eval-cmd-timeout", value)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: --retrieval-eval-cmd-timeout: *"])
+    match_errors(result.stderr.str(), ["ERROR: --retrieval-eval-cmd-timeout: *"])
 
 
 def test_the_retriever_list_takes_commands() -> None:

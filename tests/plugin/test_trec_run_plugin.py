@@ -13,6 +13,7 @@ import pytest
 
 import pytest_retrieval_eval.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
 from tests.support.plugin_runs import run_with_report
+from tests.support.reliability_support import joined_errors
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 
@@ -113,7 +114,7 @@ def test_a_malformed_run_is_one_usage_error(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--retrieval-eval", "--no-model",
                                 "--retrieval-eval-retriever", "run:bad.trec")
     assert result.ret == 4
-    errors = [line for line in result.stderr.lines if line.startswith("ERROR")]
+    errors = [line for line in joined_errors(result.stderr.str()) if line.startswith("ERROR")]
     assert errors == ["ERROR: run file bad.trec line 2: 5 field(s), a run line has 6: qid Q0 "
                       "docid rank score tag, whitespace-separated"]
     assert "Traceback" not in result.stderr.str()

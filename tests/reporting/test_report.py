@@ -80,7 +80,8 @@ def test_single_retriever_table() -> None:
 
 
 def test_several_retrievers_side_by_side() -> None:
-    lines = report.terminal_lines(report.build_report(info(["a", "b"]), RESULTS, []))
+    lines = report.terminal_lines(report.build_report(info(["a", "b"]), RESULTS, []),
+                                  tables=["all"])
     titles = [line.split()[0] for line in lines if line.endswith("b") and "@k" in line]
     assert titles == ["recall@k", "recall_any@k", "recall_all@k", "ndcg_any@k"]
     title = next(i for i, line in enumerate(lines) if line.startswith("recall@k"))
