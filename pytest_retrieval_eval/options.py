@@ -109,14 +109,11 @@ def parse_budgets(value: str) -> tuple[int, ...]:
 
 
 def parse_tables(value: str) -> tuple[str, ...]:
-    """``"recall,budget"`` -> ``("recall", "budget")``: the summary's tables by name
-    (reporting/summary_choice.py), or ``all``."""
+    """``"recall,budget"`` -> ``("recall", "budget")``: the summary's tables (or ``all``)."""
     names = tuple(dict.fromkeys(p.strip() for p in value.split(",") if p.strip()))
-    bad = [n for n in names if not n.replace("_", "").isalnum() or not n.isascii()]
-    if not names or bad:
-        raise argparse.ArgumentTypeError(
-            f"table list {value!r} is not a comma list of table names; give names such as "
-            "recall,recall_any,budget,timing or all")
+    if not names or not all(re.fullmatch(r"[a-z][a-z0-9_]*", n) for n in names):
+        raise argparse.ArgumentTypeError(f"table list {value!r} is not a comma list of table "
+                                         "names; give e.g. recall,recall_any,budget,timing or all")
     return names
 
 

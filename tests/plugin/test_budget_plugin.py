@@ -17,7 +17,7 @@ import pytest
 import pytest_retrieval_eval.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
 from pytest_retrieval_eval.data.pairs import render_session
 from tests.support.lme_factory import make_instance, write_dataset
-from tests.support.reliability_support import match_errors
+from tests.support.reliability_support import joined_errors, match_errors
 
 pytestmark = [pytest.mark.usefixtures("isolated_cache"),
               pytest.mark.filterwarnings("ignore:open_binary is deprecated:DeprecationWarning")]
@@ -162,7 +162,8 @@ def test_bad_values_are_one_line(pytester: pytest.Pytester, tmp_path: Path,
                   f"--retrieval-eval-retriever=run:{run}", *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     match_errors(result.stderr.str(), [line])
-    assert len([x for x in result.stderr.lines if x.strip()]) == 1, result.stderr.str()
+    assert len([x for x in joined_errors(result.stderr.str()) if x.strip()]) == 1, (
+        result.stderr.str())
 
 
 def test_the_ini_twin_refuses_a_bad_value(pytester: pytest.Pytester, tmp_path: Path) -> None:

@@ -98,8 +98,9 @@ def test_a_missing_program_fails_in_one_line(pytester: pytest.Pytester) -> None:
     assert result.ret == 1
     result.assert_outcomes(failed=SAMPLE_PAIRS)
     assert "command `no-such-store-here x` does not start" in report["errors"][0]["error"]
-    result.stdout.fnmatch_lines(["cmd:no-such-store-here x: command `no-such-store-here x` "
-                                 "does not start (No such file or directory); *"])
+    match_errors(result.stdout.str(), head="cmd:", patterns=[
+        "cmd:no-such-store-here x: command `no-such-store-here x` does not start (No such "
+        "file or directory); *"])
 
 
 def test_a_silent_command_times_out_by_its_ini_option(pytester: pytest.Pytester) -> None:

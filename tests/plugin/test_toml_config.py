@@ -139,7 +139,7 @@ def test_a_wrong_toml_type_is_one_line(pytester: pytest.Pytester, line: str,
     pytester.makefile(".toml", pytest=f"[pytest]\nretrieval_eval = true\n{line}\n")
     result = pytester.runpytest("-p", "no:randomly", "-p", "no:cacheprovider")
     assert result.ret == USAGE_ERROR
-    lines = [text for text in result.stderr.lines if text.strip()]
+    lines = [text for text in joined_errors(result.stderr.str()) if text.strip()]
     assert len(lines) == 1, lines
     match_errors(result.stderr.str(), [f"ERROR: {message}"])
     assert "true or false" not in lines[0] or "no_model" in line

@@ -62,12 +62,13 @@ def joined_errors(text: str, head: str = "ERROR: ") -> list[str]:
     return out
 
 
-def match_errors(text: str, patterns: list[str]) -> None:
+def match_errors(text: str, patterns: list[str], head: str = "ERROR: ") -> None:
     """Each of ``patterns`` (fnmatch) matches a line of ``text`` with its error messages
-    joined back into one line each (:func:`joined_errors`)."""
+    (lines starting with ``head``: an item's failure starts with its retriever's name) joined
+    back into one line each (:func:`joined_errors`)."""
     import fnmatch
 
-    lines = joined_errors(text)
+    lines = joined_errors(text, head)
     for pattern in patterns:
         assert any(fnmatch.fnmatch(line, pattern) for line in lines), (pattern, text)
 
