@@ -396,15 +396,26 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:  # c
 
 
 def _rerun_options(config: pytest.Config) -> list[str]:
-    """The run's own options the headline's next command repeats: ``--retrieval-eval``,
-    ``--no-model`` and the plugin's options written in the ``=`` form (a space form's value
-    is not told apart from a path here, so it is left to the ini file)."""
+    """The run's own options the headline's next command repeats, in the ``=`` form:
+    ``--retrieval-eval``, ``--no-model`` and the plugin's options as typed (a space form's
+    value is the argument after it), but for the JSON report, the tables and the compare
+    options (the next command writes nothing)."""
+    from .options import OPTIONS
+
+    valued = {o.flag for o in OPTIONS if not o.is_flag}
+    skipped = ("--retrieval-eval-json", "--retrieval-eval-tables", "--retrieval-eval-markdown",
+               "--retrieval-eval-compare", "--retrieval-eval-compare-retrievers")
     args = [str(a) for a in config.invocation_params.args]
-    kept = [a for a in args if a in ("--retrieval-eval", "--no-model", "--retrieval-eval-no-model")
-            or (a.startswith("--retrieval-eval-") and "=" in a
-                and not a.startswith(("--retrieval-eval-json=", "--retrieval-eval-tables=")))]
-    if "--retrieval-eval" not in kept:
-        kept.insert(0, "--retrieval-eval")
+    kept = ["--retrieval-eval"]
+    for i, arg in enumerate(args):
+        flag = arg.partition("=")[0]
+        if arg in ("--no-model", "--retrieval-eval-no-model"):
+            kept.append(arg)
+        elif flag in valued and flag not in skipped:
+            if "=" in arg:
+                kept.append(arg)
+            elif i + 1 < len(args):
+                kept.append(f"{arg}={args[i + 1]}")
     return list(dict.fromkeys(kept))
 
 
