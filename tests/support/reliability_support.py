@@ -70,7 +70,9 @@ def match_errors(text: str, patterns: list[str], head: str = "ERROR: ") -> None:
 
     lines = joined_errors(text, head)
     for pattern in patterns:
-        assert any(fnmatch.fnmatch(line, pattern) for line in lines), (pattern, text)
+        # as pytest's fnmatch_lines: equal, or matching (a literal "[8]" is equal only)
+        assert any(line == pattern or fnmatch.fnmatch(line, pattern) for line in lines), (
+            pattern, text)
 
 
 def usage_error_line(result: pytest.RunResult, *needles: str) -> str:
