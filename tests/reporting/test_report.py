@@ -174,7 +174,7 @@ def test_a_session_stores_memory_recall_is_its_recall_beside_a_memory_store() ->
     assert (b["memory_recall@1"], b["memory_recall@2"]) == (0.0, 0.5)
     assert rep["summary"]["a"]["by_type"]["multi-session"]["memory_recall@2"] == 0.0
     assert all("memory_recall@1" not in p["metrics"] for p in rep["pairs"][:3])  # pairs as run
-    lines = report.terminal_lines(rep, width=120)
+    lines = report.terminal_lines(rep, width=120, tables=["memory_recall"])  # -v's table
     title = next(i for i, line in enumerate(lines) if line.startswith("memory_recall@k"))
     overall = next(line for line in lines[title:] if line.startswith("overall"))
     assert overall.split()[1:] == ["3", "0.333", "0.667", "0.000", "0.500"]
