@@ -40,8 +40,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .errors import RetrievalEvalError, StopRun, one_line
+from .errors import RetrievalEvalError, StopRun, fit_error, one_line
 from .fixtures import MARKER
+from .settings import usage_error
 
 if TYPE_CHECKING:
     from .session import EvalSession
@@ -105,7 +106,7 @@ def _plugin_arg(arg: str, invocation_dir: Path) -> tuple[str, ...] | None:
     if not sep:
         return ()
     if not tail.strip(":"):
-        raise pytest.UsageError(
+        raise usage_error(
             f"{arg}: not a retrieval-eval node id; give retrieval-eval[::<question_type>"
             "[::<question_id>[::<retriever>]]], as `pytest --co -q` prints them")
     readings = [tail]
@@ -233,11 +234,14 @@ class PairItem(pytest.Function):
     def repr_failure(  # type: ignore[override]
         self, excinfo: pytest.ExceptionInfo[BaseException]
     ) -> Any:
-        """A retriever's or the data's error is one line, not a traceback."""
+        """A retriever's or the data's error is its one line, not a traceback, cut at spaces
+        to the terminal's width (:func:`.errors.fit_error`: a marked command stays whole, on
+        a line of its own; the JSON report's ``errors`` join it back into one line)."""
         if isinstance(excinfo.value, RetrievalEvalError):
             message = str(excinfo.value)  # named once: many messages start with the name
-            return message if message.startswith(f"{self.retriever}:") else (
+            line = message if message.startswith(f"{self.retriever}:") else (
                 f"{self.retriever}: {message}")
+            return fit_error(line, self.config.get_terminal_writer().fullwidth)
         return super().repr_failure(excinfo)
 
 
@@ -320,7 +324,7 @@ def rootdir_collector(session: pytest.Session, state: EvalSession) -> RetrievalE
         config = session.config
         directory = config.hook.pytest_collect_directory(path=config.rootpath, parent=session)
         if directory is None:
-            raise pytest.UsageError(
+            raise usage_error(
                 f"retrieval-eval: pytest collects nothing at the rootdir {config.rootpath} "
                 "(a conftest's pytest_collect_directory declines it), so the plugin's items "
                 "have no parent; run pytest from the rootdir")
@@ -346,10 +350,10 @@ def check_selection(state: EvalSession, selection: Selection) -> None:
             if rejected is not None:  # say why, not "no such question" (issue 38.14)
                 from .run_facts import rejection_reason
 
-                raise pytest.UsageError(
+                raise usage_error(
                     f"not found: {wanted}: question {rejected.question_id} is not scored in "
                     f"this run: {rejection_reason(state, rejected)}")
-            raise pytest.UsageError(
+            raise usage_error(
                 f"not found: {wanted} (no such question type, question or retriever in this "
                 "run); `pytest --retrieval-eval --co -q` lists the node ids")
 

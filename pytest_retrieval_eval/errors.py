@@ -12,6 +12,16 @@ PYTEST_DONT_REWRITE: loaded while the plugin is off; holds no test asserts.
 
 from __future__ import annotations
 
+import re
+
+#: How a message marks the command that fixes it: between backticks, after ``run ``,
+#: ``with ``, ``try `` or ``: `` (``run `retrieval-eval prep --data sample` first``,
+#: ``...: `pytest --retrieval-eval --no-model```). Backticks elsewhere quote (``command `x`
+#: does not start``). Advice that names an option is one word in the ``=`` form (``pass
+#: --retrieval-eval-model=DIR``). :func:`fit_error` never splits either; a marked command,
+#: with the punctuation touching its end, stands on a line of its own.
+COMMAND = re.compile(r"((?:(?<=\brun )|(?<=\bwith )|(?<=\btry )|(?<=: ))`[^`]+`\S*)")
+
 
 class RetrievalEvalError(Exception):
     """A problem the user can fix; ``str(error)`` is one readable line."""
@@ -50,6 +60,47 @@ def one_line(text: object, limit: int | None = None) -> str:
     if limit is None or len(line) <= limit:
         return line
     return line[: limit - 3] + "..."
+
+
+def terminal_width() -> int:
+    """The terminal's columns as pytest's terminal writer reads them (``COLUMNS``, then the
+    terminal, else 80; below 40 taken as 80)."""
+    import shutil
+
+    width = shutil.get_terminal_size(fallback=(80, 24)).columns
+    return width if width >= 40 else 80
+
+
+def fit_error(text: object, width: int | None = None, prefix: str = "") -> str:
+    """A one-line message as lines for a terminal ``width`` columns wide (None: the
+    terminal's, :func:`terminal_width`), printed after ``prefix`` (pytest's ``ERROR: ``, the
+    console script's ``retrieval-eval: error: ``): cut at spaces, each continuation indented
+    two spaces, a word never cut. A command marked by backticks (:data:`COMMAND`) is never
+    split and, in a message that does not fit, stands on a line of its own. The first line
+    starts as the message does (the thing and what is wrong: ``grep ERROR`` finds it);
+    joining the lines with one space for each newline and its indent gives the message."""
+    import textwrap
+
+    line = one_line(text)
+    room = terminal_width() if width is None else width
+    if len(prefix) + len(line) <= room:
+        return line
+    out: list[str] = []
+    for i, piece in enumerate(COMMAND.split(line)):
+        piece = piece.strip(" ")
+        if not piece:
+            continue
+        if i % 2:  # a command: whole, on its own line
+            out.append(piece if not out else "  " + piece)
+            continue
+        lead = "\x00" * len(prefix) if not out else "  "
+        wrapped = textwrap.wrap(piece, width=max(room, len(lead) + 12), initial_indent=lead,
+                                subsequent_indent="  ", break_long_words=False,
+                                break_on_hyphens=False)
+        if not out:
+            wrapped[0] = wrapped[0].lstrip("\x00")
+        out.extend(wrapped)
+    return "\n".join(out)
 
 
 def printable(text: object) -> str:

@@ -108,6 +108,15 @@ def parse_budgets(value: str) -> tuple[int, ...]:
     return tuple(sorted(budgets))
 
 
+def parse_tables(value: str) -> tuple[str, ...]:
+    """``"recall,budget"`` -> ``("recall", "budget")``: the summary's tables (or ``all``)."""
+    names = tuple(dict.fromkeys(p.strip() for p in value.split(",") if p.strip()))
+    if not names or not all(re.fullmatch(r"[a-z][a-z0-9_]*", n) for n in names):
+        raise argparse.ArgumentTypeError(f"table list {value!r} is not a comma list of table "
+                                         "names; give e.g. recall,recall_any,budget,timing or all")
+    return names
+
+
 def budget_tokenizer(value: str) -> str:
     """``o200k_base``, ``cl100k_base`` or the path of a ``tokenizer.json`` (read when the
     run starts: a missing file is one line then)."""
@@ -427,6 +436,10 @@ OPTIONS: tuple[Option, ...] = (
             "ref_recall@k, the share of its top k each also returns in its top k "
             "(ann-benchmarks' recall against exact search), a summary table (default: none)",
             "NAME"),
+    Option("--retrieval-eval-tables", "retrieval_eval_tables", parse_tables, None,
+            "the summary's tables: all, or a comma list of recall, recall_any, recall_all, "
+            "ndcg_any, memory_recall, budget, timing, ... (default: the main one, recall@k, "
+            "or recall_any@k under longmemeval; -v: all)", "all|NAME[,NAME...]"),
     Option("--retrieval-eval-verify", "retrieval_eval_verify", choice("stamp", "full"),
             "stamp",
             "how a run checks the cache files it reuses (persona stores, bm25 term counts): "
@@ -460,7 +473,9 @@ def _command_line(opt: Option) -> Callable[[str], Any]:
         try:
             return opt.parse(value)
         except argparse.ArgumentTypeError as exc:
-            raise pytest.UsageError(f"{opt.flag}: {exc}") from None
+            from .errors import fit_error  # loaded only for a bad value
+
+            raise pytest.UsageError(fit_error(f"{opt.flag}: {exc}", prefix="ERROR: ")) from None
 
     parse.__name__ = opt.parse.__name__
     return parse

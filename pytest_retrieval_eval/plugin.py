@@ -61,12 +61,13 @@ def _check_rootdir(config: pytest.Config) -> None:
     flags = [o.flag for o in OPTIONS if not o.is_flag]
     if not set(flags).intersection(args):
         return
+    from .errors import fit_error
     from .rootdir_guard import moved_rootdir_line
 
     line = moved_rootdir_line(args, flags, config.invocation_params.dir, config.rootpath,
                               config.inipath)
     if line is not None:
-        raise pytest.UsageError(line)
+        raise pytest.UsageError(fit_error(line, prefix="ERROR: "))
 
 
 def _is_worker(config: pytest.Config) -> bool:

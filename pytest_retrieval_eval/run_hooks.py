@@ -28,6 +28,7 @@ from .collection import (
 )
 from .errors import RetrievalEvalError, StopRun, one_line
 from .options import CUSTOM_RETRIEVER
+from .settings import usage_error
 
 if TYPE_CHECKING:  # the heavy modules (onnxruntime, pyarrow) load when the run needs them
     from .session import EvalSession
@@ -120,7 +121,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             state.selection = claim_arguments(config)
             if CUSTOM_RETRIEVER in state.settings.retrievers and \
                     not _custom_fixture_given(config):  # before any work, not once an item
-                raise pytest.UsageError(
+                raise usage_error(
                     "retriever 'custom' needs a session fixture named "
                     "retrieval_eval_custom_retriever in your root conftest.py returning an "
                     "object with rank(persona, query, limit) (README, \"Retrievers and your "
@@ -133,7 +134,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             check_selection(state, state.selection)
         state.finish_setup()
     except RetrievalEvalError as exc:
-        raise pytest.UsageError(str(exc)) from None
+        raise usage_error(str(exc)) from None
 
 
 def _prepare(state: EvalSession, config: pytest.Config) -> None:
@@ -375,7 +376,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:  # c
                     project=config.rootpath)
     errors = [{**e, "retriever": state.display_name(str(e.get("retriever")))}
               for e in state.errors]
-    state.report = report.build_report(info, state.results, errors)
+    json_path = state.settings.json_path
+    state.report = report.build_report(
+        info, state.results, errors, rerun=_rerun_options(config),
+        report_path=None if json_path is None else str(json_path))
     base = config.stash.get(BASE_KEY, None)
     if base is not None and state.settings.compare is not None:
         publish.attach_comparison(state.report, base, state.settings.compare,  # never raises
@@ -389,6 +393,30 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:  # c
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
     config.stash[PUBLISHED_KEY] = publish.publish_markdown(
         state.report, state.settings.markdown, not state.settings.no_step_summary)
+
+
+def _rerun_options(config: pytest.Config) -> list[str]:
+    """The run's own options the headline's next command repeats, in the ``=`` form:
+    ``--retrieval-eval``, ``--no-model`` and the plugin's options as typed (a space form's
+    value is the argument after it), but for the JSON report, the tables and the compare
+    options (the next command writes nothing)."""
+    from .options import OPTIONS
+
+    valued = {o.flag for o in OPTIONS if not o.is_flag}
+    skipped = ("--retrieval-eval-json", "--retrieval-eval-tables", "--retrieval-eval-markdown",
+               "--retrieval-eval-compare", "--retrieval-eval-compare-retrievers")
+    args = [str(a) for a in config.invocation_params.args]
+    kept = ["--retrieval-eval"]
+    for i, arg in enumerate(args):
+        flag = arg.partition("=")[0]
+        if arg in ("--no-model", "--retrieval-eval-no-model"):
+            kept.append(arg)
+        elif flag in valued and flag not in skipped:
+            if "=" in arg:
+                kept.append(arg)
+            elif i + 1 < len(args):
+                kept.append(f"{arg}={args[i + 1]}")
+    return list(dict.fromkeys(kept))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -426,7 +454,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
 
     verbosity = config.get_verbosity()
     for line in terminal_lines(state.report, width, verbose=verbosity > 0,
-                               overall_only=verbosity < -1):
+                               overall_only=verbosity < -1, tables=state.settings.tables):
         terminalreporter.write_line(line)
     for line in comparison_lines(state.report, verbosity > 0, width):
         terminalreporter.write_line(line)

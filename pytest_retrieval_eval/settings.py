@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from .errors import fit_error
 from .options import (
     BUDGET_ENCODINGS,
     DEFAULT_BUDGET_TOKENIZER,
@@ -78,6 +79,7 @@ class Settings:
     budget_tokenizer: str | None = None  # as given; None: DEFAULT_BUDGET_TOKENIZER
     verify: str = "stamp"  # --retrieval-eval-verify: stamp | full (vipune/store.py)
     reference: str | None = None  # --retrieval-eval-reference (scoring/reference_recall.py)
+    tables: tuple[str, ...] | None = None  # --retrieval-eval-tables (summary_choice.py)
 
     @property
     def max_k(self) -> int:
@@ -116,6 +118,12 @@ _FLOAT_PARSERS = ("positive_float", "deadline_seconds", "finite_seconds")
 _MISSING = object()
 
 
+def usage_error(message: str) -> pytest.UsageError:
+    """pytest's usage error, its message fitted to the terminal (:func:`.errors.fit_error`:
+    pytest prints it after ``ERROR: `` as given, so the plugin cuts it at spaces itself)."""
+    return pytest.UsageError(fit_error(message, prefix="ERROR: "))
+
+
 def _ini_takes(opt: Option) -> tuple[str, str]:
     """What ``opt``'s ini twin takes, in words, and an example of it in TOML."""
     name = opt.parse.__name__
@@ -129,6 +137,8 @@ def _ini_takes(opt: Option) -> tuple[str, str]:
         return "a list of retriever names", '["hybrid", "bm25"]'
     if name == "compare_map":
         return "a list of BASE=NEW mappings", '["hybrid=hybrid+fts:or"]'
+    if name == "parse_tables":
+        return "a list of table names", '["recall", "budget"]'
     if name in _INT_PARSERS:
         return "a whole number", str(opt.default if isinstance(opt.default, int) else 8)
     if name in _FLOAT_PARSERS:
@@ -139,7 +149,7 @@ def _ini_takes(opt: Option) -> tuple[str, str]:
 
 def _type_error(opt: Option, got: str) -> pytest.UsageError:
     takes, example = _ini_takes(opt)
-    return pytest.UsageError(
+    return usage_error(
         f"ini option {opt.dest} takes {takes}, e.g. {opt.dest} = {example}; got {got}")
 
 
@@ -158,7 +168,7 @@ def _native_text(opt: Option, raw: Any) -> str:
     if isinstance(raw, float) and name in _FLOAT_PARSERS:
         return repr(raw)
     if isinstance(raw, list) and name in ("parse_ks", "parse_budgets", "parse_retrievers",
-                                          "compare_map"):
+                                          "compare_map", "parse_tables"):
         item_type = int if name in ("parse_ks", "parse_budgets") else str
         if not raw:
             raise _type_error(opt, "an empty list")
@@ -204,7 +214,7 @@ def _ini(config: pytest.Config, opt: Option) -> Any:
         raw = _toml_value(config, opt.dest)
         if raw is _MISSING:
             if opt.is_flag:
-                raise pytest.UsageError(f"ini option {opt.dest}: {exc}; give true or false"
+                raise usage_error(f"ini option {opt.dest}: {exc}; give true or false"
                                         ) from None
             raise _type_error(opt, str(exc)) from None
         from_toml = True
@@ -225,7 +235,7 @@ def _parse_ini(opt: Option, text_value: str) -> Any:
     try:
         return opt.parse(text_value.strip())
     except argparse.ArgumentTypeError as exc:
-        raise pytest.UsageError(f"ini option {opt.dest}: {exc}") from None
+        raise usage_error(f"ini option {opt.dest}: {exc}") from None
 
 
 def _from_ini_folder(config: pytest.Config, dest: str, value: Any) -> Any:
@@ -327,15 +337,15 @@ def check_reference(settings: Settings, columns: Sequence[str]) -> None:
 def check_combinations(settings: Settings) -> None:
     """Reject option combinations that cannot work, as usage errors."""
     if settings.compare_retrievers is not None and settings.compare is None:
-        raise pytest.UsageError(
+        raise usage_error(
             "--retrieval-eval-compare-retrievers maps retrievers of a comparison, but no "
             "base is given; add --retrieval-eval-compare=BASE.json")
     if settings.budget_tokenizer is not None and not settings.budgets:
-        raise pytest.UsageError(
+        raise usage_error(
             "--retrieval-eval-budget-tokenizer names the tokenizer a context budget counts "
             "in, but no budget is given; add --retrieval-eval-budget=500,2000,8000 (tokens)")
     if settings.no_model and settings.device == "cuda":
-        raise pytest.UsageError(
+        raise usage_error(
             "--retrieval-eval-device cuda has nothing to run with --no-model "
             "(no model is loaded); drop one of them"
         )
@@ -343,14 +353,14 @@ def check_combinations(settings: Settings) -> None:
         stored = [name for name in settings.retrievers  # what-ifs of them too (hybrid+…)
                   if name.split("+", 1)[0] in STORE_RETRIEVERS]
         if stored:
-            raise pytest.UsageError(
+            raise usage_error(
                 f"--retrieval-eval-retriever {stored[0]} reads a vipune store, which holds each "
                 f"id once, but --retrieval-eval-protocol longmemeval keeps every repeated "
                 f"session slot as its own item; use bm25, semantic, oracle or your own "
                 f"retriever with it, or --retrieval-eval-protocol=vipune")
     if settings.json_path is not None:
         if settings.json_path.is_dir():
-            raise pytest.UsageError(
+            raise usage_error(
                 f"--retrieval-eval-json {settings.json_path}: is a directory; give a file path"
             )
         _check_regular_target("--retrieval-eval-json", settings.json_path)
@@ -361,7 +371,7 @@ def check_combinations(settings: Settings) -> None:
                                settings.store_dir)
     if settings.markdown is not None:
         if settings.markdown.is_dir():
-            raise pytest.UsageError(
+            raise usage_error(
                 f"--retrieval-eval-markdown {settings.markdown}: is a directory; give a file "
                 "path")
         _check_regular_target("--retrieval-eval-markdown", settings.markdown)
@@ -391,7 +401,7 @@ def _check_outputs_apart(settings: Settings) -> None:
                                   *retriever_inputs(settings.retrievers, settings.rootdir)])
     if clash is not None:
         option, path, other = clash
-        raise pytest.UsageError(
+        raise usage_error(
             f"{option} {path} is the file {other} names: writing it would replace that file; "
             f"give {option} a path of its own")
     from .vectors.cache import bundled_cache_dir, default_cache_dir
@@ -402,7 +412,7 @@ def _check_outputs_apart(settings: Settings) -> None:
     for option, given in outputs:
         for what, root in caches:
             if given is not None and inside_folder(given, root):
-                raise pytest.UsageError(
+                raise usage_error(
                     f"{option} {given} lies inside {what} {root}: writing it could replace a "
                     f"cache file; give {option} a path outside that folder")
 
@@ -457,7 +467,7 @@ def _check_regular_target(option: str, value: Path) -> None:
     try:
         resolve_target(value)
     except TargetRefused as exc:
-        raise pytest.UsageError(f"{option} {value}: {exc.reason}; give a file path") from None
+        raise usage_error(f"{option} {value}: {exc.reason}; give a file path") from None
     except OSError:
         pass  # unreadable: _check_writable_folder, or the writer, says more
 
@@ -469,12 +479,12 @@ def _check_writable_folder(option: str, value: Path, folder: Path) -> None:
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
-        raise pytest.UsageError(
+        raise usage_error(
             f"{option} {value}: {existing} is a file, not a folder; give a path in a "
             f"writable folder"
         )
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise pytest.UsageError(
+        raise usage_error(
             f"{option} {value}: folder {existing} is not writable; give a path in a "
             f"writable folder"
         )

@@ -40,7 +40,7 @@ import warnings
 from collections.abc import Sequence
 from typing import TextIO
 
-from ..errors import RetrievalEvalError, one_line
+from ..errors import RetrievalEvalError, fit_error, one_line
 from . import badge as cli_badge
 from . import cache as cli_cache
 from . import explain as cli_explain
@@ -115,7 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
       argparse's status, raised as ``SystemExit`` by :meth:`parse_args`, one line, no banner.
     * 4 (:data:`EXIT_ERROR`): any :class:`~pytest_retrieval_eval.errors.RetrievalEvalError`,
       a run that cannot go on (bad data, missing model or vectors, a refused merge, a Hub
-      failure, a refused comparison or figure): ``retrieval-eval: error: <one line>``. It is
+      failure, a refused comparison or figure): ``retrieval-eval: error: <its line>`` (cut
+      at spaces to the terminal's width: :func:`~pytest_retrieval_eval.errors.fit_error`). It is
       the status pytest gives its usage errors, so ``retrieval-eval`` and
       ``pytest --retrieval-eval`` exit alike on the same fault.
     * 130 (:data:`EXIT_INTERRUPTED`): Ctrl-C; ``prep`` keeps what it embedded.
@@ -148,7 +149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cli_generate.run(args, out, err)
         return cli_prep.run(args, out, err)
     except RetrievalEvalError as exc:
-        err.write(f"{PROG}: error: {for_cli(one_line(exc))}\n")
+        head = f"{PROG}: error: "  # cut at spaces to the terminal, a command kept whole
+        err.write(f"{head}{fit_error(for_cli(one_line(exc)), prefix=head)}\n")
         return EXIT_ERROR
     except KeyboardInterrupt:
         err.write(f"{PROG}: interrupted\n")

@@ -162,3 +162,23 @@ def no_scores_line(pairs: Sequence[Mapping[str, Any]],
     verb = "gives" if len(names) == 1 else "give"
     return (f"no scores: {shown} {verb} ranked ids only, so an order of equal scores cannot "
             f"be seen (no tie is counted); {SCORES_HINT}")
+
+
+def misses_line(diagnostics: Mapping[str, Any], retrievers: Sequence[str]) -> list[str]:
+    """The default summary's one diagnostics line: per retriever, the pairs whose gold is
+    not in its top max(k) (``-v`` words every figure, per question type too); [] when no
+    retriever has pairs with gold."""
+    figures = [(name, diagnostics[name]["first_gold"]) for name in retrievers
+               if name in diagnostics and diagnostics[name]["first_gold"]["pairs_with_gold"]]
+    if not figures:
+        return []
+    top = figures[0][1]["top"]
+    totals = {int(g["pairs_with_gold"]) for _, g in figures}
+    if len(totals) == 1:
+        parts = [f"{name} {g['not_found']}" for name, g in figures]
+        of = f" of {totals.pop()}"
+    else:
+        parts = [f"{name} {g['not_found']} of {g['pairs_with_gold']}" for name, g in figures]
+        of = ""
+    return [f"diagnostics: no gold in the top {top} for {', '.join(parts)}{of} pairs; "
+            "every figure: -v"]

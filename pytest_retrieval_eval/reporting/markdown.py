@@ -3,7 +3,8 @@
 Layout: a one-line header (dataset, lane, model, protocol where the report has one), then one
 table per metric. Summary tables have a row per question type plus ``overall`` and the
 retrievers as column groups (one column per k); the best value of each k in a row is bold
-only when it is strictly the best (no bold on a tie, none on a row of zeros). The diagnostics
+only when it is strictly the best (no bold on a tie, none on a row of zeros; the self-check
+``oracle`` is never best, issue 38 item 11). The diagnostics
 follow in a collapsed ``<details>``. Comparison tables have the same rows, and per retriever
 the columns m (pairs that differ), base -> new, delta with its 95% CI, and the Holm-adjusted
 p-value (bold and marked ``*`` when significant, marked ``†`` when too few pairs differ to
@@ -22,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import printable
+from ..scoring.headline import is_self_check
 from .agreement_lines import agreement_markdown
 from .compare_lines import (
     UNREACHABLE_MARK,
@@ -144,8 +146,11 @@ def _family_table(summary: Mapping[str, Any], retrievers: Sequence[str],
         entries = [summary[r]["overall"] if qtype == "overall"
                    else summary[r]["by_type"].get(qtype) for r in retrievers]
         n = max(int(e["n"]) for e in entries if e is not None)
-        best = {k: strict_best([None if e is None else e.get(f"{family}@{k}")
-                                for e in entries]) if bold else None for k in cuts}
+        # The self-check (oracle) ranks gold first by construction: never "best" (issue 38.11).
+        best = {k: strict_best([None if e is None or is_self_check(name)
+                                else e.get(f"{family}@{k}")
+                                for name, e in zip(retrievers, entries, strict=True)])
+                if bold else None for k in cuts}
         cells: list[str] = []
         for i, e in enumerate(entries):
             for k in cuts:
@@ -161,7 +166,8 @@ def _family_table(summary: Mapping[str, Any], retrievers: Sequence[str],
 
 def strict_best(values: Sequence[float | None]) -> int | None:
     """The index of the one highest value when it is strictly higher than every other (as
-    printed, to three decimals) and above 0; None on a tie, an all-zero row, or one value."""
+    printed, to three decimals) and above 0; None on a tie, an all-zero row, or one value.
+    A None (no value, or a self-check's, left out by the caller) is never best."""
     shown = [(round(v, 3), i) for i, v in enumerate(values) if v is not None]
     if len(shown) < 2:
         return None

@@ -15,18 +15,25 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..data.subset import subset_info, subset_lines
-from ..errors import CacheError, printable
+from ..data.subset import subset_info
+from ..errors import CacheError
 from ..io import user_files
 from ..scoring import ties
 from ..scoring.metrics import mean_metrics
-from . import cost_lines, diagnostic_lines
+from . import cost_lines, diagnostic_lines, summary_choice
 from .config_lines import collect as collect_configs
-from .config_lines import retrievers_text
+from .headline import build_headline, headline_lines
 from .memory_lines import summary_metrics
 from .part_timing import part_lines, part_timing
 from .reference_lines import reference_lines, reference_section
-from .summary_table import budget_lines, families_for, table_lines, type_order
+from .run_header import NOTE_TEXT as NOTE_TEXT
+from .run_header import SHOWN_REJECTIONS as SHOWN_REJECTIONS
+from .run_header import budget_header as budget_header
+from .run_header import header_lines
+from .run_header import note_lines as note_lines
+from .run_header import rejection_lines as rejection_lines
+from .run_header import tokenizer_text as tokenizer_text
+from .summary_table import budget_lines, table_lines, type_order
 from .text_width import fit_lines
 
 SCHEMA_VERSION = 1
@@ -161,112 +168,6 @@ def timing_lines(timing: Mapping[str, Mapping[str, Any]]) -> list[str]:
         lines.append("harness overhead per item (median): " + ", ".join(overhead))
     return lines
 
-#: How the header words each data note (counts over the whole dataset).
-NOTE_TEXT: dict[str, str] = {
-    "repeated_session_ids": "{n} repeated session id(s) (first occurrence kept)",
-    "repeated_slots_kept": "{n} repeated session slot(s), each kept as its own item (as "
-                           "LongMemEval does)",
-    "conflicting_repeats": "{n} of them with different content",
-    "histories_with_repeats": "{n} history(ies) with repeats",
-    "gold_not_in_haystack": "{n} pair(s) with gold ids not in the haystack (scored; those "
-                            "ids count as misses)",
-    "oversize_sessions": "{n} session(s) over vipune's {limit}-byte input limit (scored; "
-                         "vipune's add would refuse them)",
-    "empty_sessions": "{n} empty session(s) dropped",
-    "undated_sessions": "{n} session(s) without a date (stored undated; recency 0 ignores it)",
-    "gold_from_has_answer": "{n} pair(s) with gold from has_answer turns",
-}
-#: Rejections the terminal header lists one by one; the JSON report lists them all.
-SHOWN_REJECTIONS = 5
-
-
-def note_lines(notes: Mapping[str, Any]) -> list[str]:
-    """The ``notes:`` line: data anomalies that were counted, not rejected."""
-    from ..data.pairs import VIPUNE_MAX_INPUT_BYTES
-
-    noted = [NOTE_TEXT.get(k, f"{k.replace('_', ' ')}: {{n}}").format(
-                 n=v, limit=VIPUNE_MAX_INPUT_BYTES)
-             for k, v in notes.items() if v]
-    return ["notes: " + "; ".join(noted)] if noted else []
-
-
-def rejection_lines(rejections: Sequence[Mapping[str, Any]]) -> list[str]:
-    """One line per rejected instance (the first few), each with its reason."""
-    if not rejections:
-        return []
-    lines = [f"rejected: {len(rejections)} instance(s) not scored, each with its reason:"]
-    for r in rejections[:SHOWN_REJECTIONS]:
-        qid = printable(r.get("question_id") or "no question_id")
-        lines.append(f"  instance {r.get('index')} ({qid}): {printable(r.get('reason'))}")
-    if len(rejections) > SHOWN_REJECTIONS:
-        lines.append(f"  ... and {len(rejections) - SHOWN_REJECTIONS} more: the JSON report "
-                     "(--retrieval-eval-json) lists every one under \"rejections\"")
-    return lines
-
-
-def header_lines(info: Mapping[str, Any]) -> list[str]:
-    """Dataset, gold source, lane, model, retrievers and pair counts."""
-    ds = info["dataset"]
-    model = info.get("model")
-    model_text = "none (no retriever of this run reads vectors)" if not model else (
-        f"{model['name']} (fingerprint {str(model['fingerprint'])[:12]}, "
-        f"{model.get('pooling', 'mean')} pooling, dim {model.get('dim')})")
-    skipped = info["skipped"]
-    run = info.get("run") or {}
-    stop = [] if not run.get("interrupted") else [
-        f"interrupted after {run['items_run']} of {run.get('items_selected', '?')} items: the "
-        f"numbers below cover only what ran; run again for the rest"]
-    protocol = info.get("protocol", "vipune")
-    lines = [
-        *stop,
-        (f"dataset: {printable(ds['name'])} (sha256 {ds['sha256'][:16]}…)  gold: "
-         f"{ds['gold_source']}"),
-        (f"protocol: {protocol}  granularity: {info.get('granularity', 'session')}"
-         + ("  (LongMemEval's own retrieval experiment)" if protocol == "longmemeval" else "")),
-        f"lane: {info['lane']}  model: {model_text}",
-        (f"retrievers: {retrievers_text(info['retrievers'], info.get('config'))}  "
-         f"k: {', '.join(map(str, info['ks']))}"),
-        (f"pairs: {info['scored']} scored"
-         + (f" ({info['scored_by_all']} by every retriever)"
-            if info.get("scored_by_all", info["scored"]) != info["scored"] else "")
-         + (f" of {info['subset']['of_usable']} usable, {info['subset']['chosen']} in the "
-            "subset; skipped " if info.get("subset") else f" of {info['usable']} usable; skipped ")
-         + f"{skipped['abstention']} abstention, "
-         + (f"{skipped['no_user_evidence']} without a user has_answer turn, "
-            if skipped.get("no_user_evidence") else "")
-         + f"{skipped['rejected']} rejected, "
-         f"{skipped['not_selected']} not selected"
-         + (f", {skipped['not_run']} not run" if run.get("interrupted") else "")
-         + (f"; {skipped['items_skipped']} item(s) skipped by pytest"
-            if skipped.get("items_skipped") else "")),
-    ]
-    lines.extend(subset_lines(info.get("subset")))
-    lines.extend(budget_header(info.get("budget")))
-    lines.extend(note_lines(info.get("notes") or {}))
-    lines.extend(rejection_lines(info.get("rejections") or []))
-    if protocol == "vipune" and info.get("granularity", "session") == "session" and \
-            ds["gold_source"] != "answer_session_ids":
-        lines.append("gold: answer_session_ids absent for some pairs; their gold is the "
-                     "sessions with a has_answer turn (an approximation)")
-    return lines
-
-
-def tokenizer_text(tokenizer: Mapping[str, Any]) -> str:
-    """A tokenizer's identity in words: ``o200k_base (bpe-openai 0.1.4)``."""
-    library = tokenizer.get("library", "?")
-    extra = tokenizer.get("version") or str(tokenizer.get("sha256", ""))[:12]
-    return f"{printable(tokenizer.get('name'))} ({library}{' ' + extra if extra else ''})"
-
-
-def budget_header(budget: Mapping[str, Any] | None) -> list[str]:
-    """The header's budget line: the budgets and the tokenizer they count in."""
-    if not budget:
-        return []
-    return [f"budget: {', '.join(map(str, budget['budgets']))} tokens of "
-            f"{tokenizer_text(budget.get('tokenizer') or {})}; recall@<B>tok takes memories "
-            "in rank order while they fit, tokens@k is the mean tokens of the first k"]
-
-
 def budget_section(results: Sequence[PairResult], retrievers: Sequence[str],
                    budget: Mapping[str, Any]) -> dict[str, Any]:
     """The JSON's ``budget``: the budgets, the tokenizer, and per retriever how many pairs'
@@ -293,52 +194,67 @@ def _budget_notes(report: Mapping[str, Any]) -> list[str]:
 
 
 def terminal_lines(report: Mapping[str, Any], width: int = 80, *,
-                   verbose: bool = False, overall_only: bool = False) -> list[str]:
+                   verbose: bool = False, overall_only: bool = False,
+                   tables: Sequence[str] | None = None) -> list[str]:
     """Everything the terminal summary prints, from a finished report (``width``: the
     terminal's, which the table rows and the diagnostics lines fit; the other lines are
-    cut at spaces to fit it, see :func:`fit_lines`). ``verbose`` (``-v``): the diagnostics
-    per question type too; ``overall_only`` (``-qq``): the tables' overall rows and the
-    errors, nothing else."""
+    cut at spaces to fit it, see :func:`fit_lines`).
+
+    By default (issue 38, item 2): the header, the main table (recall@k; recall_any@k under
+    LongMemEval's protocol), the ties and the diagnostics in a line each, the headline.
+    ``tables`` (``--retrieval-eval-tables``: names, or ``all``) chooses the tables and the
+    timing lines; ``verbose`` (``-v``, without ``tables``): all of them, and the diagnostics
+    per retriever and per question type; ``overall_only`` (``-qq``): the chosen tables'
+    overall rows and the errors, nothing else."""
     info = report["info"]
-    lines = fit_lines(header_lines(info), width)
+    choice = summary_choice.chosen(report, tables, verbose)
+    lines = fit_lines(header_lines(info, budget_words="budget" in choice.shown), width)
     if not report["summary"] or not any(
             s["overall"]["n"] for s in report["summary"].values()):
         return [*lines, *fit_lines([_nothing_scored(info), *_error_lines(report)], width)]
-    tables = table_lines(report["summary"], report["retrievers"], report["ks"],
-                         families_for(info.get("protocol", "vipune"),
-                                      info.get("granularity", "session"), report["summary"]),
-                         width, overall_only=overall_only)
+    shown = table_lines(report["summary"], report["retrievers"], report["ks"],
+                        choice.families, width, overall_only=overall_only
+                        ) if choice.families else []
     budget = report.get("budget") or {}
     budget_table = budget_lines(report["summary"], report["retrievers"],
                                 budget.get("budgets") or [], report["ks"], width,
-                                overall_only=overall_only)
+                                overall_only=overall_only) if "budget" in choice.shown else []
     if budget_table:
-        tables = [*tables, "", *budget_table]
+        shown = [*shown, "", *budget_table] if shown else budget_table
     ref_table = reference_lines(report.get("reference"), width)  # --retrieval-eval-reference
     if ref_table:
-        tables = [*tables, "", *ref_table]
+        shown = [*shown, "", *ref_table] if shown else ref_table
+    unknown = fit_lines(choice.unknown_lines(), width)
     if overall_only:
-        return [*tables, *fit_lines(_error_lines(report), width)]
-    lines.append("")
-    lines.extend(tables)
-    lines.extend(fit_lines(_budget_notes(report), width))
+        return [*shown, *fit_lines(_error_lines(report), width), *unknown]
+    lines.extend(["", *shown] if shown else [])
+    if budget_table:
+        lines.extend(fit_lines(_budget_notes(report), width))
     ties_line = diagnostic_lines.tie_line(report.get("ties") or {}, report["retrievers"])
     unscored = diagnostic_lines.no_scores_line(report.get("pairs") or [], report["retrievers"])
     tie_block = [line for line in (ties_line, unscored) if line]
     lines.extend(["", *fit_lines(tie_block, width)] if tie_block else [])
-    notes = diagnostic_lines.lines(report.get("diagnostics") or {}, report["retrievers"],
-                                   report["ks"], width, verbose=verbose)
+    diagnostics = report.get("diagnostics") or {}
+    if verbose:
+        notes = diagnostic_lines.lines(diagnostics, report["retrievers"], report["ks"], width,
+                                       verbose=True)
+    else:
+        notes = fit_lines(diagnostic_lines.misses_line(diagnostics, report["retrievers"]),
+                          width)
     lines.extend(["", *notes] if notes else [])
+    lines.extend(headline_lines(report.get("headline"), width))
     tail: list[str] = []
     for d in report.get("drift") or []:
         tail.append(f"drift {d['a']} vs {d['b']}: {d['identical']} of {d['pairs']} pairs have "
                      f"an identical top {d['k']}")
-    lat = report.get("latency_ms") or {}
-    if lat:
-        parts = [f"{name} {v['median']:.1f} ms (p95 {v['p95']:.1f})" for name, v in lat.items()]
-        tail.append("median latency per query: " + ", ".join(parts))
-    tail.extend(timing_lines(report.get("timing") or {}))
-    return [*lines, *fit_lines([*tail, *_error_lines(report)], width)]
+    if "timing" in choice.shown:
+        lat = report.get("latency_ms") or {}
+        if lat:
+            parts = [f"{name} {v['median']:.1f} ms (p95 {v['p95']:.1f})"
+                     for name, v in lat.items()]
+            tail.append("median latency per query: " + ", ".join(parts))
+        tail.extend(timing_lines(report.get("timing") or {}))
+    return [*lines, *fit_lines([*tail, *_error_lines(report)], width), *unknown]
 
 
 def _nothing_scored(info: Mapping[str, Any]) -> str:
@@ -355,8 +271,11 @@ def _error_lines(report: Mapping[str, Any]) -> list[str]:
 
 
 def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
-                 errors: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """The JSON report (schema documented in the README)."""
+                 errors: Iterable[Mapping[str, Any]], *, report_path: str | None = None,
+                 rerun: Sequence[str] = ("--retrieval-eval",)) -> dict[str, Any]:
+    """The JSON report (schema documented in the README). ``report_path`` (the JSON this
+    run writes) and ``rerun`` (the run's options to repeat) go into the headline's next
+    command (:func:`.headline.build_headline`)."""
     configs, results = collect_configs(results)  # one per retriever (store_config.py)
     # Rankings handed in by user tests (retrieval_eval_record) are columns of their own.
     retrievers = list(dict.fromkeys([*info["retrievers"], *(r["retriever"] for r in results)]))
@@ -396,7 +315,7 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
     if info.get("subset"):  # --retrieval-eval-subset: the choice and its CI width
         full_info["subset"] = subset_info(info["subset"], ordered,
                                           retrievers[0] if retrievers else None)
-    return {
+    report: dict[str, Any] = {
         "interrupted": run["interrupted"],
         "run": run,
         "schema_version": SCHEMA_VERSION,
@@ -430,6 +349,8 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
         "skipped_items": skipped_items,
         "info": full_info,
     }
+    report["headline"] = build_headline(report, report_path=report_path, rerun=rerun)
+    return report
 
 
 def _run_counts(selection: Mapping[str, Any], results: Sequence[PairResult],

@@ -27,6 +27,7 @@ from pytest_retrieval_eval.reporting.trec_files import (
     write_trec_files,
 )
 from pytest_retrieval_eval.scoring.metrics import dedupe
+from tests.support.reliability_support import joined_errors
 from tests.support.wrapped import unwrap
 
 ranx = pytest.importorskip("ranx", reason="ranx is a test dependency")
@@ -157,6 +158,7 @@ def test_never_written_over_the_report(tmp_path: Path,
     code, out, err = run(["export", str(report), "--format", "trec", "--out",
                           str(tmp_path)], capsys)
     assert code == cli.EXIT_ERROR and out == ""
+    err = "\n".join(joined_errors(err, "retrieval-eval"))  # one message, cut to the terminal
     assert "would overwrite the report" in err and len(err.splitlines()) == 1
     assert json.loads(report.read_text())["pairs"]  # untouched
     assert not (tmp_path / "r.run").exists()  # nothing written before the refusal

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from pytest_retrieval_eval.data.dataset import DEFAULT_REPO, KNOWN, SAMPLE_PATH
+from tests.support.reliability_support import joined_errors
 
 pytest_plugins = ["pytester"]
 
@@ -94,7 +95,7 @@ def _one_error_line(result: pytest.RunResult) -> str:
     text = result.stdout.str() + result.stderr.str()
     assert result.ret == USAGE_ERROR, text
     assert "Retry" not in text and "Traceback" not in text, text
-    lines = [line for line in text.splitlines() if line.strip()]
+    lines = [line for line in joined_errors(text) if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("ERROR: "), text
     return lines[0]
 

@@ -17,6 +17,7 @@ import pytest
 import pytest_retrieval_eval.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
 from pytest_retrieval_eval.data.pairs import render_session
 from tests.support.lme_factory import make_instance, write_dataset
+from tests.support.reliability_support import joined_errors, match_errors
 
 pytestmark = [pytest.mark.usefixtures("isolated_cache"),
               pytest.mark.filterwarnings("ignore:open_binary is deprecated:DeprecationWarning")]
@@ -76,7 +77,7 @@ def test_budget_numbers_by_hand(pytester: pytest.Pytester, tmp_path: Path) -> No
     out = tmp_path / "r.json"
     result = _run(pytester, f"--retrieval-eval-data={data}",
                   f"--retrieval-eval-retriever=run:{run}", "--retrieval-eval-k=1,2,5",
-                  f"--retrieval-eval-json={out}",
+                  f"--retrieval-eval-json={out}", "--retrieval-eval-tables=recall,budget",
                   "--retrieval-eval-budget=" + ",".join(map(str, budgets)))
     assert result.ret == 0, result.stdout.str()
     report: dict[str, Any] = json.loads(out.read_text())
@@ -160,8 +161,9 @@ def test_bad_values_are_one_line(pytester: pytest.Pytester, tmp_path: Path,
     result = _run(pytester, f"--retrieval-eval-data={data}",
                   f"--retrieval-eval-retriever=run:{run}", *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([line])
-    assert len([x for x in result.stderr.lines if x.strip()]) == 1, result.stderr.str()
+    match_errors(result.stderr.str(), [line])
+    assert len([x for x in joined_errors(result.stderr.str()) if x.strip()]) == 1, (
+        result.stderr.str())
 
 
 def test_the_ini_twin_refuses_a_bad_value(pytester: pytest.Pytester, tmp_path: Path) -> None:
@@ -170,7 +172,8 @@ def test_the_ini_twin_refuses_a_bad_value(pytester: pytest.Pytester, tmp_path: P
     result = _run(pytester, f"--retrieval-eval-data={data}",
                   f"--retrieval-eval-retriever=run:{run}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: ini option retrieval_eval_budget: budget 'x' is not*"])
+    match_errors(result.stderr.str(),
+                 ["ERROR: ini option retrieval_eval_budget: budget 'x' is not*"])
 
 
 NO_TOKENIZER = """

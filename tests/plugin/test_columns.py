@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.support.lme_factory import make_instance, write_dataset
+from tests.support.reliability_support import match_errors
 
 RANK_GOLD_LAST = """
 def test_rank(retrieval_eval_pair, retrieval_eval_record):
@@ -147,7 +148,7 @@ def test_a_custom_retriever_without_its_fixture_is_one_usage_error(
         pytester: pytest.Pytester, data: Path) -> None:
     result = run(pytester, data, "--retrieval-eval-retriever", "bm25,custom")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: retriever 'custom' needs a session fixture named "
+    match_errors(result.stderr.str(), ["ERROR: retriever 'custom' needs a session fixture named "
                                  "retrieval_eval_custom_retriever*"])
     assert "passed" not in result.stdout.str() and "failed" not in result.stdout.str()
 

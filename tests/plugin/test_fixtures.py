@@ -191,7 +191,7 @@ def test_the_tfidf_example_runs(pytester: pytest.Pytester) -> None:
     for source in EXAMPLE.iterdir():
         if source.suffix in (".py", ".ini"):
             shutil.copy(source, pytester.path / source.name)
-    result = run(pytester, "-p", "no:cacheprovider")
+    result = run(pytester, "-p", "no:cacheprovider", "-v")  # -v: a diagnostics line each
     result.assert_outcomes(passed=2 * len(USABLE))
     result.stdout.fnmatch_lines(["*hybrid*test_tfidf*", "overall * 15 *",
                                  "test_tfidf: first gold at mean rank *"])

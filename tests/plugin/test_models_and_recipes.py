@@ -26,6 +26,7 @@ from tests.support.reliability_support import (
     BGE,
     SNAPSHOT,
     fake_hf_cache,
+    joined_errors,
     no_traceback,
     run_plugin,
 )
@@ -70,7 +71,7 @@ def refused(pytester: pytest.Pytester, *args: str) -> str:
     result = run_plugin(pytester, "--no-model", *RETRIEVERS, *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
     no_traceback(result)
-    (line,) = [x for x in result.stderr.str().splitlines() if x.startswith("ERROR: ")]
+    (line,) = [x for x in joined_errors(result.stderr.str()) if x.startswith("ERROR: ")]
     return line
 
 

@@ -12,7 +12,7 @@ import pytest
 from pytest_retrieval_eval.cli import console as cli
 from tests.support.compare_factory import make_report, write_report
 from tests.support.lme_factory import make_instance, write_dataset
-from tests.support.reliability_support import run_plugin, usage_error_line
+from tests.support.reliability_support import joined_errors, run_plugin, usage_error_line
 
 REFUSED = 4
 
@@ -83,7 +83,7 @@ def test_compare_and_plot_never_write_over_their_reports(
     before = new.read_bytes()
     flag = "--json" if command == "compare" else "-o"
     code = cli.main([command, str(base), str(new), flag, str(new)])
-    err = capsys.readouterr().err
+    err = "\n".join(joined_errors(capsys.readouterr().err, "retrieval-eval"))  # one message
     assert code == REFUSED and len(err.splitlines()) == 1, err
     assert f"{flag} {new} is the report {new}" in err
     assert new.read_bytes() == before and json.loads(before)

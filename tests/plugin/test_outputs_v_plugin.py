@@ -11,7 +11,7 @@ import pytest
 from pytest_retrieval_eval.cli import console as cli
 from pytest_retrieval_eval.vectors.cache import bundled_cache_dir
 from tests.support.compare_factory import make_report, write_report
-from tests.support.reliability_support import run_plugin, usage_error_line
+from tests.support.reliability_support import joined_errors, run_plugin, usage_error_line
 
 
 @pytest.fixture(autouse=True)
@@ -105,7 +105,7 @@ def test_compare_and_plot_never_write_inside_the_bundled_cache(
     flag = "--json" if command == "compare" else "-o"
     try:
         code = cli.main([command, str(base), str(new), flag, str(manifest)])
-        err = capsys.readouterr().err
+        err = "\n".join(joined_errors(capsys.readouterr().err, "retrieval-eval"))
         assert code == 4 and len(err.splitlines()) == 1, err
         assert f"{flag} {manifest} lies inside the bundled sample's read-only cache" in err
     finally:

@@ -15,6 +15,7 @@ from pytest_retrieval_eval.rootdir_guard import (
     invocation_config_file,
     moved_rootdir_value,
 )
+from tests.support.reliability_support import joined_errors
 
 FLAGS = ["--retrieval-eval-cache", "--retrieval-eval-json"]
 
@@ -41,7 +42,7 @@ def test_a_space_form_value_outside_the_project_is_refused_with_the_equals_form(
     moved = pytest_in(project, "--retrieval-eval", "--no-model", "--retrieval-eval-cache",
                       "../cache", "--co")
     assert moved.returncode == pytest.ExitCode.USAGE_ERROR, moved.stdout + moved.stderr
-    lines = moved.stderr.strip().splitlines()
+    lines = joined_errors(moved.stderr.strip())  # one message, cut to the terminal
     assert len(lines) == 1, moved.stderr
     assert lines[0].startswith("ERROR: --retrieval-eval-cache ../cache: pytest read "
                                "'../cache' as a test path")

@@ -43,7 +43,7 @@ def test_every_family_computed_has_a_table(pytester: pytest.Pytester,
     out = pytester.path / "r.json"
     res = pytester.runpytest("-W", "ignore::pytest.PytestAssertRewriteWarning",
                              "--retrieval-eval", "--no-model", "--retrieval-eval-retriever",
-                             "bm25", "--retrieval-eval-json", str(out), *args)
+                             "bm25", "--retrieval-eval-json", str(out), "-v", *args)
     assert res.ret == 0, res.stdout.str()
     report: dict[str, Any] = json.loads(out.read_text())
     computed = sorted({key.rpartition("@")[0] for p in report["pairs"] for key in p["metrics"]})

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.reliability_support import joined_errors, match_errors
+
 USAGE_ERROR = 4
 PYTEST_9 = int(pytest.__version__.split(".")[0]) >= 9
 needs_native_toml = pytest.mark.skipif(
@@ -137,9 +139,9 @@ def test_a_wrong_toml_type_is_one_line(pytester: pytest.Pytester, line: str,
     pytester.makefile(".toml", pytest=f"[pytest]\nretrieval_eval = true\n{line}\n")
     result = pytester.runpytest("-p", "no:randomly", "-p", "no:cacheprovider")
     assert result.ret == USAGE_ERROR
-    lines = [text for text in result.stderr.lines if text.strip()]
+    lines = [text for text in joined_errors(result.stderr.str()) if text.strip()]
     assert len(lines) == 1, lines
-    result.stderr.fnmatch_lines([f"ERROR: {message}"])
+    match_errors(result.stderr.str(), [f"ERROR: {message}"])
     assert "true or false" not in lines[0] or "no_model" in line
 
 
@@ -149,7 +151,7 @@ def test_the_switch_as_a_toml_list_is_one_line(pytester: pytest.Pytester) -> Non
     pytester.makefile(".toml", pytest="[pytest]\nretrieval_eval = [true]\n")
     result = pytester.runpytest("-p", "no:randomly", "-p", "no:cacheprovider")
     assert result.ret == USAGE_ERROR
-    lines = [text for text in result.stderr.lines if text.strip()]
+    lines = [text for text in joined_errors(result.stderr.str()) if text.strip()]
     assert lines == ["ERROR: ini option retrieval_eval takes a boolean, e.g. retrieval_eval = "
                      "true; got list [True]"], lines
 
@@ -158,7 +160,7 @@ def test_a_bad_ini_string_names_no_boolean_unless_a_flag(pytester: pytest.Pytest
     pytester.makeini("[pytest]\nretrieval_eval = true\nretrieval_eval_subset = eight\n")
     result = pytester.runpytest("-p", "no:randomly", "-p", "no:cacheprovider")
     assert result.ret == USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: ini option retrieval_eval_subset: 'eight' is not a "
+    match_errors(result.stderr.str(), ["ERROR: ini option retrieval_eval_subset: 'eight' is not a "
                                  "whole number"])
     assert "true or false" not in result.stderr.str()
 

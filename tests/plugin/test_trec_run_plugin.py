@@ -13,6 +13,7 @@ import pytest
 
 import pytest_retrieval_eval.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
 from tests.support.plugin_runs import run_with_report
+from tests.support.reliability_support import joined_errors, match_errors
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 
@@ -91,8 +92,9 @@ def test_a_question_missing_from_the_run_fails_its_item(pytester: pytest.Pyteste
                                 "--retrieval-eval-retriever", "run:part.trec")
     assert result.ret == 1
     result.assert_outcomes(failed=1, passed=len(base["pairs"]) - 1)
-    result.stdout.fnmatch_lines([f"*run:part.trec: question {missing} has no line in run file "
-                                 f"part.trec; add its ranking to the file*"])
+    match_errors(result.stdout.str(), [f"*run:part.trec: question {missing} has no line in run "
+                                       f"file part.trec; add its ranking to the file*"],
+                 head="run:")
 
 
 def test_a_foreign_docid_fails_its_item(pytester: pytest.Pytester) -> None:
@@ -104,8 +106,9 @@ def test_a_foreign_docid_fails_its_item(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--retrieval-eval", "--no-model",
                                 "--retrieval-eval-retriever", "run:foreign.trec")
     result.assert_outcomes(failed=1, passed=len(base["pairs"]) - 1)
-    result.stdout.fnmatch_lines([f"*question {first}: the ranking holds "
-                                 "'someone_elses_session', not a session of this question's*"])
+    match_errors(result.stdout.str(), [f"*question {first}: the ranking holds "
+                                       "'someone_elses_session', not a session of this "
+                                       "question's*"], head="run:")
 
 
 def test_a_malformed_run_is_one_usage_error(pytester: pytest.Pytester) -> None:
@@ -113,7 +116,7 @@ def test_a_malformed_run_is_one_usage_error(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--retrieval-eval", "--no-model",
                                 "--retrieval-eval-retriever", "run:bad.trec")
     assert result.ret == 4
-    errors = [line for line in result.stderr.lines if line.startswith("ERROR")]
+    errors = [line for line in joined_errors(result.stderr.str()) if line.startswith("ERROR")]
     assert errors == ["ERROR: run file bad.trec line 2: 5 field(s), a run line has 6: qid Q0 "
                       "docid rank score tag, whitespace-separated"]
     assert "Traceback" not in result.stderr.str()

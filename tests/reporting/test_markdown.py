@@ -32,6 +32,18 @@ def test_a_row_of_zeros_and_a_tie_are_not_bold() -> None:
     assert "| **overall** | 3 | **0.500** | 0.333 |" in text
 
 
+def test_the_self_check_is_never_bold() -> None:
+    """Issue 38.11: oracle ranks gold first by construction; the best real retriever is bold
+    beside it, and an oracle what-if is no candidate either."""
+    report = make_report({"oracle": [("q1", "multi-session", 1.0), ("q2", "multi-session", 1)],
+                          "a": [("q1", "multi-session", 1.0), ("q2", "multi-session", 0.0)],
+                          "b": [("q1", "multi-session", 0.0), ("q2", "multi-session", 0.0)],
+                          "oracle+unit:turn": [("q1", "multi-session", 1.0),
+                                               ("q2", "multi-session", 1.0)]}, ks=(1,))
+    text = markdown.summary_markdown(report)
+    assert "| **overall** | 2 | 1.000 | **0.500** | 0.000 | 1.000 |" in text
+
+
 def test_no_diagnostics_no_details() -> None:
     report = make_report({"a": [("q1", "multi-session", 0.0)]}, ks=(1,))
     assert "<details>" not in markdown.summary_markdown(report)

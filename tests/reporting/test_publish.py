@@ -15,6 +15,7 @@ import pytest
 from pytest_retrieval_eval.reporting import markdown
 from pytest_retrieval_eval.reporting.summary_table import table_lines
 from tests.support.compare_factory import make_report, write_report
+from tests.support.reliability_support import match_errors
 from tests.support.wrapped import join
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
@@ -92,7 +93,7 @@ def test_an_unreadable_base_is_a_usage_error_before_any_work(pytester: pytest.Py
     broken.write_text('{"schema_version": 1, "pairs": [')
     result = run(pytester, "--retrieval-eval-compare", str(broken))
     assert result.ret == USAGE_ERROR
-    result.stderr.fnmatch_lines([f"ERROR: report {broken}: not valid JSON*"])
+    match_errors(result.stderr.str(), [f"ERROR: report {broken}: not valid JSON*"])
     assert "passed" not in result.stdout.str()
 
 
@@ -301,7 +302,7 @@ def test_a_fifo_as_the_report_path_is_refused_before_any_work(
     os.mkfifo(fifo)
     result = run(pytester, option, str(fifo))
     assert result.ret == USAGE_ERROR
-    result.stderr.fnmatch_lines([f"ERROR: {option} {fifo}: *a FIFO (named pipe), not a "
+    match_errors(result.stderr.str(), [f"ERROR: {option} {fifo}: *a FIFO (named pipe), not a "
                                  "regular file; give a file path"])
     assert "passed" not in result.stdout.str()
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)

@@ -64,7 +64,10 @@ def test_order_of_results_does_not_change_anything() -> None:
 
 def test_single_retriever_table() -> None:
     rep = report.build_report(info(["a"]), RESULTS[:3], [])
-    lines = report.terminal_lines(rep, width=120)
+    default = report.terminal_lines(rep, width=120)  # the main table alone: recall@k
+    head = next(line for line in default if line.startswith("question type"))
+    assert head.split()[2:] == ["n", "R@1", "R@2"]
+    lines = report.terminal_lines(rep, width=120, tables=["all"])
     head = next(line for line in lines if line.startswith("question type"))
     assert head.split()[2:] == ["n", "R@1", "R@2", "any@1", "any@2", "all@1", "all@2",
                                 "ndcg@1", "ndcg@2"]
@@ -77,7 +80,8 @@ def test_single_retriever_table() -> None:
 
 
 def test_several_retrievers_side_by_side() -> None:
-    lines = report.terminal_lines(report.build_report(info(["a", "b"]), RESULTS, []))
+    lines = report.terminal_lines(report.build_report(info(["a", "b"]), RESULTS, []),
+                                  tables=["all"])
     titles = [line.split()[0] for line in lines if line.endswith("b") and "@k" in line]
     assert titles == ["recall@k", "recall_any@k", "recall_all@k", "ndcg_any@k"]
     title = next(i for i, line in enumerate(lines) if line.startswith("recall@k"))
@@ -170,7 +174,7 @@ def test_a_session_stores_memory_recall_is_its_recall_beside_a_memory_store() ->
     assert (b["memory_recall@1"], b["memory_recall@2"]) == (0.0, 0.5)
     assert rep["summary"]["a"]["by_type"]["multi-session"]["memory_recall@2"] == 0.0
     assert all("memory_recall@1" not in p["metrics"] for p in rep["pairs"][:3])  # pairs as run
-    lines = report.terminal_lines(rep, width=120)
+    lines = report.terminal_lines(rep, width=120, tables=["memory_recall"])  # -v's table
     title = next(i for i, line in enumerate(lines) if line.startswith("memory_recall@k"))
     overall = next(line for line in lines[title:] if line.startswith("overall"))
     assert overall.split()[1:] == ["3", "0.333", "0.667", "0.000", "0.500"]

@@ -47,6 +47,34 @@ def no_traceback(result: pytest.RunResult) -> None:
                    for line in text.splitlines()), text
 
 
+def joined_errors(text: str, head: str = "ERROR: ") -> list[str]:
+    """``text``'s lines with each error message whole again: the lines that continue a line
+    starting with ``head`` (indented two spaces: the plugin fits its errors to the terminal,
+    issue 38.3) joined to it with one space each."""
+    out: list[str] = []
+    inside = False
+    for line in text.splitlines():
+        if inside and line.startswith("  "):
+            out[-1] += " " + line[2:]
+            continue
+        inside = line.startswith(head)
+        out.append(line)
+    return out
+
+
+def match_errors(text: str, patterns: list[str], head: str = "ERROR: ") -> None:
+    """Each of ``patterns`` (fnmatch) matches a line of ``text`` with its error messages
+    (lines starting with ``head``: an item's failure starts with its retriever's name) joined
+    back into one line each (:func:`joined_errors`)."""
+    import fnmatch
+
+    lines = joined_errors(text, head)
+    for pattern in patterns:
+        # as pytest's fnmatch_lines: equal, or matching (a literal "[8]" is equal only)
+        assert any(line == pattern or fnmatch.fnmatch(line, pattern) for line in lines), (
+            pattern, text)
+
+
 def usage_error_line(result: pytest.RunResult, *needles: str) -> str:
     """The run ended as a usage error (exit 4) with exactly one line carrying the message.
 
@@ -56,7 +84,7 @@ def usage_error_line(result: pytest.RunResult, *needles: str) -> str:
     err = result.stderr.str()
     assert result.ret == USAGE_ERROR, result.stdout.str() + err
     no_traceback(result)
-    lines = [line for line in err.splitlines() if needles[0] in line]
+    lines = [line for line in joined_errors(err) if needles[0] in line]
     assert len(lines) == 1, err
     line = lines[0]
     for needle in needles:
@@ -129,8 +157,9 @@ def write_query_vectors(path: Path, questions: Iterable[str], vectors: Sequence[
 
 
 def table_lines(text: str) -> list[str]:
-    """The retrieval-eval terminal summary without its run-dependent lines (latency), a
-    dropped line's continuation lines (indented two spaces, from a narrow terminal) with it."""
+    """The retrieval-eval terminal summary without its run-dependent lines (latency, the
+    headline's next command: it repeats the run's options), a dropped line's continuation
+    lines (indented two spaces, from a narrow terminal) with it."""
     section = text.split("= retrieval-eval =", 1)[1]
     keep = []
     dropping = False
@@ -138,7 +167,7 @@ def table_lines(text: str) -> list[str]:
         if dropping and line.startswith("  "):
             continue
         dropping = line.startswith(("median latency", "harness overhead", "JSON report",
-                                    "=")) or ": ingest " in line  # timing lines
+                                    "next:", "=")) or ": ingest " in line  # timing lines
         if not dropping:
             keep.append(line.rstrip())
     return keep
