@@ -106,6 +106,19 @@ def for_cli(message: str) -> str:
     return _PYTEST_FLAG.sub(lambda m: _PREP_FLAGS[m.group(0)], message)
 
 
+def error_line(text: str, err: TextIO) -> str:
+    """``retrieval-eval: error: <text>``: on a terminal cut at spaces to its width, the fix
+    command kept whole on a line of its own (:func:`~pytest_retrieval_eval.errors.fit_error`);
+    into a pipe, a file or a CI log one line, so that ``grep`` and log annotations get it
+    whole."""
+    head = f"{PROG}: error: "
+    try:
+        terminal = err.isatty()
+    except (AttributeError, ValueError):  # a stand-in stream, or one already closed
+        terminal = False
+    return f"{head}{fit_error(text, prefix=head) if terminal else text}\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``retrieval-eval``; returns the exit status, one rule for every
     subcommand (docs/errors.md):
@@ -116,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     * 4 (:data:`EXIT_ERROR`): any :class:`~pytest_retrieval_eval.errors.RetrievalEvalError`,
       a run that cannot go on (bad data, missing model or vectors, a refused merge, a Hub
       failure, a refused comparison or figure): ``retrieval-eval: error: <its line>`` (cut
-      at spaces to the terminal's width: :func:`~pytest_retrieval_eval.errors.fit_error`). It is
+      at spaces to the terminal's width when stderr is a terminal, :func:`error_line`). It is
       the status pytest gives its usage errors, so ``retrieval-eval`` and
       ``pytest --retrieval-eval`` exit alike on the same fault.
     * 130 (:data:`EXIT_INTERRUPTED`): Ctrl-C; ``prep`` keeps what it embedded.
@@ -149,8 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cli_generate.run(args, out, err)
         return cli_prep.run(args, out, err)
     except RetrievalEvalError as exc:
-        head = f"{PROG}: error: "  # cut at spaces to the terminal, a command kept whole
-        err.write(f"{head}{fit_error(for_cli(one_line(exc)), prefix=head)}\n")
+        err.write(error_line(for_cli(one_line(exc)), err))
         return EXIT_ERROR
     except KeyboardInterrupt:
         err.write(f"{PROG}: interrupted\n")

@@ -81,16 +81,22 @@ def load_counter(spec: str) -> TokenCounter:
 
 
 def _bpe_openai(name: str) -> TokenCounter:
-    try:
-        from importlib.metadata import version
+    import warnings
+    from importlib.metadata import version
 
-        from bpe_openai import _bindings
-    except ImportError:
-        raise ModelError(
-            f"--retrieval-eval-budget counts tokens with {name}, which needs the bpe-openai "
-            f"package; {EXTRA}, or give --retrieval-eval-budget-tokenizer=PATH of a "
-            "tokenizer.json") from None
-    encoder = _bindings.tokenizer_for_encoding(name)
+    with warnings.catch_warnings():
+        # bpe-openai 0.1.x reads its ranks, at import and per encoding, with
+        # importlib.resources.open_binary (deprecated since Python 3.11): a warning about the
+        # library that its users cannot act on, printed at the session's start.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            from bpe_openai import _bindings
+        except ImportError:
+            raise ModelError(
+                f"--retrieval-eval-budget counts tokens with {name}, which needs the bpe-openai "
+                f"package; {EXTRA}, or give --retrieval-eval-budget-tokenizer=PATH of a "
+                "tokenizer.json") from None
+        encoder = _bindings.tokenizer_for_encoding(name)
     identity = {"name": name, "library": "bpe-openai", "version": version("bpe-openai")}
     count: Callable[[str], int] = encoder.count
     return TokenCounter(identity, count)

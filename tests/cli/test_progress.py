@@ -11,6 +11,7 @@ import pytest
 from pytest_retrieval_eval import terminal_progress
 from pytest_retrieval_eval.cli import console as cli
 from pytest_retrieval_eval.cli import progress_bar
+from tests.support.reliability_support import joined_errors
 
 pytest_plugins = ["pytester"]
 
@@ -108,7 +109,8 @@ def test_small_broken_file_is_one_line_with_no_progress_before_it(
     result = pytester.runpytest("-p", "no:cacheprovider", "--retrieval-eval", "--no-model",
                                 "--retrieval-eval-data", str(data))
     assert result.ret == 4
-    lines = [line for line in result.outlines + result.errlines if line.strip()]
+    lines = [line for line in joined_errors("\n".join(result.outlines + result.errlines))
+             if line.strip()]
     assert len(lines) == 1 and "ends early" in lines[0], lines
 
 

@@ -186,3 +186,41 @@ def test_an_error_stays_one_line_at_any_width(tmp_path: Path,
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and len(err) > 40
     assert err.startswith("retrieval-eval: error: ") and str(missing) in err
+
+
+class _Terminal:
+    """A stderr that says it is a terminal, collecting what is written."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self.text += text
+        return len(text)
+
+
+def test_an_error_wraps_on_a_terminal_and_stays_one_line_into_a_pipe(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 38.3: on an 80-column terminal the console script's error is cut at spaces, the
+    fix command whole on a line of its own; into a pipe or a log it is one line (grep, CI)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    text = ("cache merge: /some/folder/that/is/long/enough/to/need/a/second/line holds no "
+            "vectors/ folder, so it is not a prepared cache; run "
+            "`retrieval-eval prep --cache=/some/folder` first")
+    terminal = _Terminal()
+    line = cli.error_line(text, terminal)  # type: ignore[arg-type]
+    lines = line.splitlines()
+    assert len(lines) > 1 and all(len(x) <= 80 for x in lines), line
+    assert lines[0].startswith("retrieval-eval: error: cache merge:")
+    assert any("`retrieval-eval prep --cache=/some/folder`" in x for x in lines[1:]), line
+    assert line.split() == f"retrieval-eval: error: {text}".split()
+
+    class _Pipe(_Terminal):
+        def isatty(self) -> bool:
+            return False
+
+    assert cli.error_line(text, _Pipe()) == (  # type: ignore[arg-type]
+        f"retrieval-eval: error: {text}\n")

@@ -24,6 +24,7 @@ from pytest_retrieval_eval.vectors.prep import query_key
 from tests.support.lme_factory import make_instance, write_dataset
 from tests.support.model_factory import make_model_dir
 from tests.support.plugin_runs import run_with_report
+from tests.support.reliability_support import match_errors
 from tests.support.wrapped import unwrap
 
 SAMPLE_INSTANCES = list(iter_instances(SAMPLE))
@@ -248,8 +249,8 @@ def test_no_model_run_on_a_subset_prep(pytester: pytest.Pytester, tmp_path: Path
     bad = pytester.runpytest(*args, "--retrieval-eval-subset", "3",
                              "--retrieval-eval-subset-seed", "1")
     assert bad.ret == 4
-    bad.stderr.fnmatch_lines(["*run `retrieval-eval prep --data * --model tiny-model --cache "
-                              "* --subset 3 --subset-seed 1` first"])
+    match_errors(bad.stderr.str(), ["*run `retrieval-eval prep --data * --model tiny-model "
+                                    "--cache * --subset 3 --subset-seed 1` first"])
 
 
 def test_model_lane_under_a_subset_embeds_only_its_pairs(

@@ -20,6 +20,7 @@ from pytest_retrieval_eval.io import hub_deadline
 from pytest_retrieval_eval.io.hub_transfer import HubConnection
 from pytest_retrieval_eval.vectors import hub_sync
 from tests.support.hub_standin import WRITE_TOKEN, HubStandIn, Repo, serve
+from tests.support.reliability_support import joined_errors
 from tests.support.slow_servers import SlowServer
 from tests.vectors.test_cache_hub import FP_A, REPO, make_cache, tree
 
@@ -340,7 +341,7 @@ def test_cache_repo_from_a_slow_hub_is_one_line_at_the_deadline(
         seconds = time.monotonic() - started
     text = result.stdout.str() + result.stderr.str()
     assert result.ret == 4, text
-    lines = [line for line in text.splitlines() if line.strip()]
+    lines = [line for line in joined_errors(text) if line.strip()]
     assert len(lines) == 1, text
     assert lines[0] == (
         f"ERROR: cache pull --repo {REPO}: the Hub at {server.url} did not finish looking up "
@@ -367,6 +368,6 @@ def test_the_run_deadline_bounds_a_dataset_download(
         seconds = time.monotonic() - started
     text = result.stdout.str() + result.stderr.str()
     assert result.ret == 4, text
-    errors = [line for line in text.splitlines() if line.startswith("ERROR:")]
+    errors = [line for line in joined_errors(text) if line.startswith("ERROR:")]
     assert len(errors) == 1 and "1 s network deadline" in errors[0], text
     assert seconds < 30, seconds

@@ -48,7 +48,8 @@ def test_rrf_of_semantic_and_fts_equals_hybrid_pair_by_pair(
         capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("COLUMNS", "200")
     pytester.makeconftest(HOOK)
-    result, report = run(pytester, "--retrieval-eval-retriever", "hybrid,custom")
+    result, report = run(pytester, "--retrieval-eval-retriever", "hybrid,custom",
+                         "--retrieval-eval-tables=all")
     result.assert_outcomes(passed=3 * SAMPLE_PAIRS)
     assert report["retrievers"] == ["hybrid", "rrf25", "rrf-bm25"]
     pairs: dict[str, dict[str, dict[str, Any]]] = {}

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from tests.support.lme_factory import make_instance, write_dataset
+from tests.support.reliability_support import match_errors
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE = ROOT / "tests" / "support" / "fake_store.py"
@@ -125,8 +126,8 @@ def test_a_command_named_up_front_is_that_column_and_selects_with_k(
 def test_a_taken_name_given_up_front_is_one_usage_error(pytester: pytest.Pytester) -> None:
     result, _ = run(pytester, None, f"--retrieval-eval-retriever=bm25,{fake('ok', 'bm25')}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: retriever 'cmd:bm25=*': the name 'bm25' is taken*"
-                                 "cmd:OTHER_NAME=COMMAND"])
+    match_errors(result.stderr.str(), ["ERROR: retriever 'cmd:bm25=*': the name 'bm25' is "
+                                       "taken*cmd:OTHER_NAME=COMMAND"])
 
 
 SKIP_BM25 = """
@@ -200,7 +201,7 @@ def test_turn_granularitys_refusal_says_why_and_names_a_question_it_scores(
     assert f"instance 1 (q2): {reason}" in result.stdout.str()
     by_id, _ = run(pytester, unmarked, *turn, "retrieval-eval::temporal-reasoning::q2")
     assert by_id.ret == pytest.ExitCode.USAGE_ERROR
-    by_id.stderr.fnmatch_lines([
+    match_errors(by_id.stderr.str(), [
         "ERROR: not found: retrieval-eval::temporal-reasoning::q2: question q2 is not scored "
         f"in this run: {reason}"])
     sessions, _ = run(pytester, unmarked, "--retrieval-eval-retriever=bm25", "-k", "q2")

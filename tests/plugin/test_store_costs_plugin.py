@@ -83,7 +83,7 @@ def test_a_cmd_stores_start_up_transport_and_footprint_are_apart(
     monkeypatch.setenv("COLUMNS", "300")
     log = pytester.path / "store.log"
     result, report = run(pytester, "--retrieval-eval-retriever", cost_store(log),
-                         "-k", "temporal-reasoning")
+                         "-k", "temporal-reasoning", "--retrieval-eval-tables=all")
     assert result.ret == 0, result.stdout.str()
     requests = logged(log)
     indexed = [r for r in requests if r["op"] == "index"]
@@ -162,7 +162,7 @@ def test_a_python_stores_import_construction_and_footprint(
     result, report = run(pytester, "--retrieval-eval-retriever",
                          "heavy_cost_stores:Heavy,heavy_cost_stores:Light",
                          "-k", "knowledge-update", "-o", "pythonpath=.",
-                         subprocess=True)
+                         "--retrieval-eval-tables=all", subprocess=True)
     assert result.ret == 0, result.stdout.str()
     heavy, light = report["timing"]["heavy"], report["timing"]["light"]
     for entry in (heavy, light):

@@ -13,6 +13,7 @@ import pytest_retrieval_eval.session  # noqa: F401  (loaded once: in-process run
 from pytest_retrieval_eval.data.generator.instances import SAMPLE, iter_instances
 from pytest_retrieval_eval.reporting import diagnostic_lines
 from pytest_retrieval_eval.scoring import diagnostics
+from tests.support.reliability_support import match_errors
 
 USABLE = [i for i in iter_instances(SAMPLE) if not i["question_id"].endswith("_abs")]
 KS = (1, 5, 10)
@@ -160,7 +161,7 @@ def test_sample_diagnostics_agree_with_the_separately_scored_lists(
     out = pytester.path / "r.json"
     names = "hybrid,semantic,fts,fts+mode:or,hybrid+fts:or"
     res = run(pytester, "--retrieval-eval", "--no-model", "--retrieval-eval-retriever", names,
-              "--retrieval-eval-json", str(out))
+              "--retrieval-eval-json", str(out), "-v")
     assert res.ret == 0, res.stdout.str()
     report = json.loads(out.read_text())
     ranked: dict[str, dict[str, list[str]]] = {}
@@ -227,8 +228,9 @@ def test_bad_variant_is_a_usage_error(pytester: pytest.Pytester, where: str) -> 
         args += ["--retrieval-eval-retriever", "hybrid+rrf:60"]
     res = run(pytester, *args)
     assert res.ret == 4
-    res.stderr.fnmatch_lines(["*retriever 'hybrid+rrf:60': unknown parameter 'rrf'; hybrid "
-                              "takes rrf_k (*), pool (*), fts (and|or), recency (*)*"])
+    match_errors(res.stderr.str(), ["*retriever 'hybrid+rrf:60': unknown parameter 'rrf'; "
+                                    "hybrid takes rrf_k (*), pool (*), fts (and|or), "
+                                    "recency (*)*"])
 
 
 def test_diagnostics_in_a_distributed_run(pytester: pytest.Pytester, tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from pytest_retrieval_eval.cli import console as cli
 from tests.support.hub_standin import HubStandIn, serve
 from tests.support.lme_factory import small_dataset
 from tests.support.model_factory import make_model_dir
+from tests.support.reliability_support import joined_errors
 from tests.support.wrapped import unwrap
 from tests.vectors.test_cache_hub import REPO, tree
 
@@ -150,7 +151,7 @@ def test_a_repo_of_another_model_is_a_usage_error(published: Path, pytester: pyt
     result = run(pytester, "--retrieval-eval", "--retrieval-eval-data", str(dataset),
                  "--retrieval-eval-model", str(other), "--retrieval-eval-cache-repo", REPO)
     assert result.ret == USAGE_ERROR
-    lines = [line for line in result.stderr.lines if "ERROR" in line]
+    lines = [line for line in joined_errors(result.stderr.str()) if "ERROR" in line]
     assert len(lines) == 1 and "holds vectors of tiny-model" in lines[0], result.stderr.str()
     assert "--retrieval-eval-model=tiny-model" in lines[0]
     assert not list(empty_cache.glob("vectors/*/shard-*"))
@@ -166,5 +167,5 @@ def test_plugin_errors_are_usage_errors(hub: HubStandIn, pytester: pytest.Pytest
     result = run(pytester, "--retrieval-eval", "--no-model", "--retrieval-eval-data",
                  str(dataset), "--retrieval-eval-cache-repo", repo)
     assert result.ret == USAGE_ERROR
-    assert needle in result.stderr.str()
+    assert any(needle in line for line in joined_errors(result.stderr.str()))
 

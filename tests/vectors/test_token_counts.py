@@ -163,3 +163,17 @@ def test_the_cache_folder_is_keyed_by_the_tokenizer(tmp_path: Path) -> None:
     c = tc.TokenCounter({"name": "o200k_base", "library": "bpe-openai", "version": "2"}, len)
     dirs = {tc.tokens_dir(tmp_path, x) for x in (a, b, c)}
     assert len(dirs) == 3 and all(d.parent == tmp_path / "tokens" for d in dirs)
+
+
+def test_loading_an_encoding_shows_no_library_deprecation() -> None:
+    """bpe-openai 0.1.x opens its ranks with a deprecated importlib.resources call, at import
+    and per encoding; the main job printed that warning three times after its summary. In a
+    fresh process (the library imported once a process), with such warnings made errors."""
+    import subprocess
+
+    code = ("from pytest_retrieval_eval.vectors.token_counts import load_counter\n"
+            "print(load_counter('o200k_base').count('hello world'))")
+    done = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", code],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-1500:]
+    assert done.stdout.strip() == "2" and done.stderr == ""
