@@ -76,13 +76,14 @@ def logged(log: Path) -> list[dict[str, Any]]:
 
 def test_a_cmd_stores_start_up_transport_and_footprint_are_apart(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Hello takes 0.5 s: start-up, never the first persona's ingest; one persona counted
+    """Hello takes 2 s: start-up, never the first persona's ingest; one persona counted
     per index request (the start-up's item counted one more before); each rank's 0.2 s is
     the store's, the plugin's side of it transport; 1 MB on disk per persona; the child
     keeps 50 MB per index."""
     monkeypatch.setenv("COLUMNS", "300")
     log = pytester.path / "store.log"
-    result, report = run(pytester, "--retrieval-eval-retriever", cost_store(log),
+    result, report = run(pytester, "--retrieval-eval-retriever",
+                         cost_store(log, "--hello-sleep=2"),
                          "-k", "temporal-reasoning", "--retrieval-eval-tables=all")
     assert result.ret == 0, result.stdout.str()
     requests = logged(log)
@@ -93,10 +94,14 @@ def test_a_cmd_stores_start_up_transport_and_footprint_are_apart(
     assert requests[0]["offered"] == ["json", "base64-f32le"]
     startup = timing["startup"]
     assert startup["processes"] == 1 and timing["startup_ms"] == startup["total_ms"]
-    assert startup["hello_ms"] >= 500 and startup["spawn_ms"] >= 0
-    assert timing["startup_ms"] >= 500 > timing["ingest"]["total_ms"] / len(indexed)
+    assert startup["hello_ms"] >= 2000 and startup["spawn_ms"] >= 0
     pairs = [p for p in report["pairs"] if p["retriever"] == "cost-store"]
-    assert sum("startup" in p["latency_ms"] for p in pairs) == 1
+    first = [p["latency_ms"] for p in pairs if "startup" in p["latency_ms"]]
+    assert len(first) == 1 and first[0]["startup"] >= 2000
+    # The starting item's ingest is its index request's alone: on a loaded CI machine an index
+    # took up to 0.8 s, so the bound is the hello's 2 s, which that ingest would hold if
+    # start-up were charged to it (0.5 s and a mean over personas once flaked there).
+    assert timing["startup_ms"] >= 2000 > first[0]["ingest"]
     assert all(p["latency_ms"]["retrieval"] >= 200 for p in pairs)  # the store's sleep
     assert all(0 <= p["latency_ms"]["transport"] < 200 for p in pairs)
     transport = timing["transport"]

@@ -1,6 +1,6 @@
 """A ``cmd:`` store with costs to measure: ``python cost_store.py LOG [--base64]``.
 
-It says hello after sleeping 0.5 s (a start-up to see), logs every request's op, and for
+It says hello after sleeping 0.5 s, or S with ``--hello-sleep=S`` (a start-up to see), logs every request's op, and for
 each persona's vectors their exact values, to LOG (one JSON line each); in ``index`` it
 writes 1,000,000 bytes into the request's ``workdir`` (when it names one) and keeps 50 MB of
 written memory (``child_rss_bytes`` and RSS growth to see); ``rank`` sleeps 0.2 s (a store
@@ -40,13 +40,15 @@ def cosine(a: list[float], b: list[float]) -> float:
 def main() -> int:
     log = Path(sys.argv[1])
     encoded = "--base64" in sys.argv[2:]
+    hello_sleep = next((float(a.split("=", 1)[1]) for a in sys.argv[2:]
+                        if a.startswith("--hello-sleep=")), 0.5)
     personas: dict[str, tuple[list[str], list[list[float]]]] = {}
     for line in sys.stdin:
         request = json.loads(line)
         op = request["op"]
         entry: dict[str, object] = {"op": op}
         if op == "hello":
-            time.sleep(0.5)
+            time.sleep(hello_sleep)
             entry["offered"] = request.get("vector_encodings")
             answer: dict[str, object] = {"name": "cost-store", "vectors": True}
             if encoded:
