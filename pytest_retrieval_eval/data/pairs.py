@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
@@ -188,6 +188,10 @@ class SessionTurns(Sequence[tuple[str, str]]):
             return [self[i] for i in range(*index.indices(len(self)))]
         turn = self._turns[index]
         return str(turn["role"]), str(turn["content"])
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:  # not the mixin's index loop
+        for turn in self._turns:
+            yield str(turn["role"]), str(turn["content"])
 
     def __repr__(self) -> str:
         return f"SessionTurns({list(self)!r})"
@@ -381,7 +385,7 @@ def _parse(index: int, raw: dict[str, object]) -> Instance:
         checked = cast("Sequence[Mapping[str, object]]", sessions[position])  # _session_text
         rows.append(Row(sid, content, created_at, SessionTurns(checked)))
         answer_turns[sid] = tuple(f"{sid}_{n}" for n, turn in enumerate(checked, start=1)
-                                  if turn.get("has_answer") is True)
+                                  if turn.get("has_answer") is True) if has_answer else ()
 
     notes: dict[str, int] = {}
     # Gold rejections come after the haystack's checks: LongMemEval's protocol scores an

@@ -36,6 +36,7 @@ from pathlib import Path
 __all__ = [
     "MEMO_DIR",
     "SIDECAR_SUFFIX",
+    "SQLITE_MAGIC",
     "VERIFIED_SUFFIX",
     "FileVersion",
     "commit_file",
@@ -275,7 +276,7 @@ def write_sidecar(
 
 
 #: The first 16 bytes of every SQLite database file (sqlite.org/fileformat.html, 1.3).
-_SQLITE_MAGIC = b"SQLite format 3\x00"
+SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def sqlite_change_counter(path: Path) -> int | None:
@@ -287,7 +288,7 @@ def sqlite_change_counter(path: Path) -> int | None:
             head = f.read(28)
     except OSError:
         return None
-    if len(head) < 28 or not head.startswith(_SQLITE_MAGIC):
+    if len(head) < 28 or not head.startswith(SQLITE_MAGIC):
         return None
     return int.from_bytes(head[24:28], "big")
 

@@ -56,6 +56,8 @@ Scored = dict[int, Judged | Callable[[], Judged | None]]
 
 
 def _is_pair(item: object) -> bool:
+    if type(item) is tuple and len(item) == 2 and type(item[1]) in (float, int):
+        return True  # the common case, without the ABC's isinstance (a call per row)
     return (isinstance(item, tuple) and len(item) == 2
             and isinstance(item[1], numbers.Real) and not isinstance(item[1], bool))
 

@@ -41,6 +41,7 @@ from .. import vipune
 from ..errors import CacheError, one_line, write_fault
 from ..io.checksums import (
     SIDECAR_SUFFIX,
+    SQLITE_MAGIC,
     VERIFIED_SUFFIX,
     left_by_dead_builder,
     matches_sidecar,
@@ -218,15 +219,34 @@ def _header(path: str | Path) -> tuple[int | None, int | None, list[tuple[str, s
     return (int(version[0]) if version else None, int(mark[0]) if mark else None, master)
 
 
-def _valid(header: tuple[int | None, int | None, object], reference_only: bool | None) -> bool:
-    """:func:`is_valid_store` of a :func:`_header`: the kind's user_version, vipune's schema."""
-    global _EXPECTED_MASTER
-    allowed = {
+def _page_one_marks(path: Path) -> tuple[int, int] | None:
+    """The store's ``user_version`` and ``application_id`` as page 1 holds them (header
+    bytes 60..63 and 68..71, big-endian signed: sqlite.org/fileformat.html, 1.3), read without
+    opening SQLite; None when ``path`` holds no SQLite header."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(72)
+    except OSError:
+        return None
+    if len(head) < 72 or not head.startswith(SQLITE_MAGIC):
+        return None
+    return (int.from_bytes(head[60:64], "big", signed=True),
+            int.from_bytes(head[68:72], "big", signed=True))
+
+
+def _kinds(reference_only: bool | None) -> set[int]:
+    """The user_versions a store of that kind may hold (None: either kind)."""
+    return {
         None: {VIPUNE_USER_VERSION, REFERENCE_USER_VERSION},
         False: {VIPUNE_USER_VERSION},
         True: {REFERENCE_USER_VERSION},
     }[reference_only]
-    if header[0] not in allowed:
+
+
+def _valid(header: tuple[int | None, int | None, object], reference_only: bool | None) -> bool:
+    """:func:`is_valid_store` of a :func:`_header`: the kind's user_version, vipune's schema."""
+    global _EXPECTED_MASTER
+    if header[0] not in _kinds(reference_only):
         return False
     if _EXPECTED_MASTER is None:
         _EXPECTED_MASTER = _expected_master()
@@ -308,6 +328,10 @@ class StoreCache:
         ``fingerprint``'s mark.
         """
         target = self.path_for(key)
+        marks = self._stamped_marks(target, session_ids)
+        if marks is not None and marks[0] in _kinds(reference_only) and (
+                fingerprint is None or marks[1] == model_mark(fingerprint)):
+            return target.resolve()
         header = _header(target)
         if _valid(header, reference_only) and self._verified(target, session_ids):
             if fingerprint is None or header[1] == model_mark(fingerprint):
@@ -324,6 +348,24 @@ class StoreCache:
                 f"--retrieval-eval-cache"
             ) from None
         return target.resolve()
+
+    def _stamped_marks(self, target: Path, session_ids: Sequence[str] | None
+                       ) -> tuple[int, int] | None:
+        """Under ``stamp``, a store version its stamp vouches for (with these ids): its
+        user_version and application_id from page 1, with no SQLite connection (None: no
+        such stamp, or ``full``). A stamp is written only for a version found complete with
+        vipune's schema (built here, or hashed after :func:`_valid`), and the schema is part
+        of the store's key, so the stamp's version needs no schema read (issue 35.1)."""
+        if self.verify != "stamp":
+            return None
+        try:
+            st = target.stat()
+            expected = read_sidecar(target)
+        except (OSError, ValueError):
+            return None
+        if not stamp_matches(target, st, expected, ids_note(session_ids)):
+            return None
+        return _page_one_marks(target)
 
     def _verified(self, target: Path, session_ids: Sequence[str] | None) -> bool:
         """The store's version is verified: by its stamp (``stamp``), else by a rehash and

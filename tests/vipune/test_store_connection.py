@@ -123,8 +123,12 @@ def test_the_kept_tokenizer_gives_fts_tokens_answer_from_one_table(
     tokenizer.close()
 
 
-def test_a_warm_store_check_opens_the_store_once(tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_warm_store_check_opens_no_connection_under_its_stamp(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under ``stamp`` a verified store's version (stamp, ids, page 1's user_version and
+    model mark) needs no SQLite connection (issue 35.1: one open a persona and item before);
+    ``full`` reads its header and ids on a connection each (and hashes it once per
+    process)."""
     cache = store.StoreCache(tmp_path / "stores")
     ids = ("a", "b")
     vectors = np.ones((2, vipune.EMBEDDING_DIM), dtype=np.float32)
@@ -136,4 +140,9 @@ def test_a_warm_store_check_opens_the_store_once(tmp_path: Path,
     built = cache.get_or_build(key, rows, session_ids=ids, fingerprint="model")
     opened = _count_opens(monkeypatch)
     assert cache.get_or_build(key, rows, session_ids=ids, fingerprint="model") == built
-    assert len(_store_opens(opened)) == 1, opened
+    assert _store_opens(opened) == [], opened
+    full = store.StoreCache(tmp_path / "stores", verify="full")
+    assert full.get_or_build(key, rows, session_ids=ids, fingerprint="model") == built
+    assert len(_store_opens(opened)) == 2, opened  # the header, then the ids after the hash
+    assert full.get_or_build(key, rows, session_ids=ids, fingerprint="model") == built
+    assert len(_store_opens(opened)) == 4, opened  # again (the hash itself is memoised)
