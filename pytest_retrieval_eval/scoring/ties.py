@@ -195,6 +195,26 @@ def extreme_orders(ranked: Sequence[str], scores: Sequence[float],
     return worst, best
 
 
+def order_matters(ranked: Sequence[str], scores: Sequence[float], gold: Collection[str],
+                  k: int) -> bool:
+    """Whether some order of the ties of ``ranked`` could change a metric at ``k``: a tie
+    block starting in the top k that mixes gold and other ids, or repeats a gold id. When
+    none does, :func:`extreme_orders` gives one order for worst and best (a block of other
+    ids, or of distinct gold ids, stays as it is in both), so :func:`tie_ranges` finds no
+    metric sensitive: the tie report skips it (most cut-offs, at a fraction of its cost)."""
+    gold_set = _as_set(gold)
+    for s, e in tie_blocks(scores):
+        if s >= k:
+            break
+        if e - s < 2:
+            continue
+        block = ranked[s:e]
+        hits = sum(1 for x in block if x in gold_set)
+        if hits and (hits < len(block) or len(set(block)) < len(block)):
+            return True
+    return False
+
+
 def _as_set(ids: Collection[str]) -> Collection[str]:
     """``ids`` as a set, without copying one (:func:`orders_ranges` judges many rankings
     against one haystack)."""
@@ -289,6 +309,8 @@ def pair_ties(scored: Mapping[int, Judged | Callable[[], Judged | None]] | None,
                                    corpus_ids=corpus_ids)
         else:
             ranked, scores = case
+            if not order_matters(ranked, scores, gold, k):
+                continue  # every order of its ties scores alike: nothing sensitive at k
             ranges = tie_ranges(ranked, scores, gold, k, protocol=protocol,
                                 rankable=rankable, corpus_ids=corpus_ids)
         for name, r in ranges.items():

@@ -127,9 +127,12 @@ def _tokens(words: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
 
 
 def _tokenizer_db() -> sqlite3.Connection:
-    """An in-memory FTS5 table with vipune's tokenizer, and its ``fts5vocab`` instance table."""
+    """An in-memory FTS5 table with vipune's tokenizer, and its ``fts5vocab`` instance table.
+    Contentless (``content=''``): only the index is kept, which ``delete-all`` empties at
+    once, where a content table's DELETE reads and tokenizes each row again (a third of the
+    cost; the same tokens: the index is what both tables read back)."""
     db = sqlite3.connect(":memory:", check_same_thread=False)
-    db.execute(f"CREATE VIRTUAL TABLE q USING fts5(c, tokenize='{FTS_TOKENIZE}')")
+    db.execute(f"CREATE VIRTUAL TABLE q USING fts5(c, tokenize='{FTS_TOKENIZE}', content='')")
     db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(q, 'instance')")
     return db
 
@@ -145,7 +148,7 @@ def _tokenize(db: sqlite3.Connection, words: tuple[str, ...]) -> tuple[tuple[str
             out[int(rowid) - 1].append(str(term))
         return tuple(tuple(t) for t in out)
     finally:
-        db.execute("DELETE FROM q")
+        db.execute("INSERT INTO q(q) VALUES ('delete-all')")
 
 
 class FtsTokenizer:

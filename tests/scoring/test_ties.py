@@ -137,3 +137,40 @@ def test_summarize_means_over_scored_pairs() -> None:
     assert got["sensitive_pairs"] == 1
     assert got["metrics"]["recall@2"] == {"as_run": 0.5, "expected": 0.75, "worst": 0.5,
                                           "best": 1.0, "pairs": 1}
+
+
+@pytest.mark.parametrize("protocol", ["vipune", "longmemeval"])
+def test_a_cut_whose_ties_cannot_matter_is_skipped_and_only_such_a_cut(protocol: str) -> None:
+    """order_matters (the tie report's shortcut, issue 35): where it says no order of the
+    ties can change a metric at k, every order scores alike (brute force); pair_ties then
+    equals the full computation on random cases, gold repeated in a block included."""
+    rng = random.Random(7)
+    skipped = kept = 0
+    for _ in range(400):
+        n = rng.randint(1, 7)
+        pool = [f"s{i}" for i in range(n + 2)]
+        ranked = (rng.sample(pool, n) if protocol == "vipune"
+                  else [rng.choice(pool[:n]) for _ in range(n)])
+        scores = sorted((float(rng.randint(0, 2)) for _ in range(n)), reverse=True)
+        gold = rng.sample(pool, rng.randint(1, 3))
+        k = rng.randint(1, n + 1)
+        want = _brute(ranked, scores, gold, k, protocol, pool, ranked)
+        if not ties.order_matters(ranked, scores, gold, k):
+            skipped += 1
+            assert all(high - low <= ties.EPS for _, low, high in want.values()), (
+                ranked, scores, gold, k)
+        else:
+            kept += 1
+        full = {ties.metric_key(name, k): r._asdict() for name, r in tie_ranges(
+            ranked, scores, gold, k, protocol=protocol, rankable=pool,
+            corpus_ids=ranked).items() if r.sensitive}
+        got = ties.pair_ties({k: (ranked, scores)}, gold, [k], protocol=protocol,
+                             rankable=pool, corpus_ids=ranked)
+        assert got == {"sensitive": full}
+    assert skipped > 100 and kept > 50, (skipped, kept)
+    # a block of gold alone matters when it repeats an id: a cut at 2 holds 1 or 2 of them
+    ranked, scores, gold = ["a", "a", "b", "c"], [1.0, 1.0, 1.0, 0.0], ["a", "b"]
+    want = _brute(ranked, scores, gold, 2, "longmemeval", ranked, ranked)
+    assert any(high - low > ties.EPS for _, low, high in want.values())
+    assert ties.order_matters(ranked, scores, gold, 2)
+    assert not ties.order_matters(["a", "b", "c"], [1.0, 1.0, 0.0], ["a", "b"], 1)
