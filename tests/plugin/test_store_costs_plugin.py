@@ -112,7 +112,7 @@ def test_a_cmd_stores_start_up_transport_and_footprint_are_apart(
     assert footprint["rss_growth_bytes"] >= (len(indexed) - 1) * 45 * MB
     assert footprint["approximate"] is True
     line = next(x for x in result.outlines if x.startswith("cost-store: ingest"))
-    assert "; start-up 0." in line and "; transport " in line and " a query, " in line
+    assert "; start-up 2." in line and "; transport " in line and " a query, " in line
     assert f"disk {len(indexed)}.0 MB" in line and "child RSS " in line
 
 
