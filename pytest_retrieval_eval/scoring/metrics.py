@@ -19,13 +19,7 @@ from .longmemeval_metrics import strip_turn
 
 def dedupe(ranked: Iterable[str]) -> list[str]:
     """Drop repeated ids, keeping each id at its best (first) rank."""
-    seen: set[str] = set()
-    out: list[str] = []
-    for item in ranked:
-        if item not in seen:
-            seen.add(item)
-            out.append(item)
-    return out
+    return list(dict.fromkeys(ranked))  # insertion-ordered: each id where it first appears
 
 
 def recall(ranked: Sequence[str], gold: Collection[str], k: int) -> float:
