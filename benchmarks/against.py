@@ -243,7 +243,13 @@ def against(rev: str, data: Path, base: Path, repeat: int) -> list[str]:
                    "--cache", str(old.cache)], cwd, _env())
     line = next((ln for ln in prep.output.splitlines() if "prep:" in ln), "")
     notes = [f"vectors embedded by NEW, copied to {rev}'s cache; {rev}'s prep then said: "
-             f"`{line.strip()}`"]
+             f"`{line.strip()}`",
+             "pytest runs: " + (" ".join(host_plugins_off()) or "no other pytest plugin")
+             + " (the dev environment's plugins, off in both versions); "
+             + ("PYTHONDONTWRITEBYTECODE set: pytest rewrites and compiles the plugin's "
+                "modules in every run, as on this machine"
+                if os.environ.get("PYTHONDONTWRITEBYTECODE") else
+                "bytecode cached (the rewritten modules' pycs are kept between runs)")]
     phases.append(interleave("first run, hybrid (builds the stores)", versions, 1,
                              lambda v, i: _pytest(v, data, work / f"first-{v.label}.json",
                                                   "hybrid"), cwd))

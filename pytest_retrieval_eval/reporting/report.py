@@ -8,7 +8,6 @@ numbers: results are sorted by (retriever order, pair index) before anything is 
 
 from __future__ import annotations
 
-import re
 import statistics
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -394,27 +393,20 @@ def write_json(report: Mapping[str, Any], path: Path,
 
 
 def report_text(report: Mapping[str, Any]) -> str:
-    """The report as JSON text: indented one space, except each pair's ``explain`` (what
-    ``retrieval-eval explain`` reads, not read by eye), which is written compact on one
-    line: the report is then about the size it was before the explain facts (issue 35,
-    item 3). The same value either way for any JSON reader. ``ValueError`` for a NaN or an
+    """The report as JSON text: indented one space, except each of ``pairs``, written
+    compact on a line of its own (by the C encoder: the indented encoder is pure Python,
+    a second of a full-M run's report; issue 35, items 3 and 5). The same value either way
+    for any JSON reader; a pair is a line to ``grep``. ``ValueError`` for a NaN or an
     infinite number."""
     pairs = report.get("pairs")
-    if not isinstance(pairs, list) or not any(
-            isinstance(p, Mapping) and isinstance(p.get("explain"), Mapping) for p in pairs):
+    if not isinstance(pairs, list) or not pairs:
         return user_files.json_text(report, indent=1, sort_keys=False) + "\n"
-    # Each explain is stood in for by a string no dataset text holds (a fresh uuid4), then
-    # that string's JSON is replaced by the explain's compact JSON.
-    mark = f"@explain-{uuid.uuid4().hex}-"
-    flat: list[str] = []
-    shown: list[Any] = []
-    for pair in pairs:
-        if isinstance(pair, Mapping) and isinstance(pair.get("explain"), Mapping):
-            flat.append(user_files.json_text(pair["explain"], separators=(",", ":")))
-            pair = {**pair, "explain": f"{mark}{len(flat) - 1}"}
-        shown.append(pair)
-    text = user_files.json_text({**report, "pairs": shown}, indent=1, sort_keys=False)
-    marked = re.compile(f'"{re.escape(mark)}([0-9]+)"')
-    if len(marked.findall(text)) != len(flat):  # pragma: no cover - a uuid4 never repeats
+    # The pairs are stood in for by a string no dataset text holds (a fresh uuid4), then
+    # that string's JSON line is replaced by the pairs, one compact line each.
+    mark = f"@pairs-{uuid.uuid4().hex}"
+    lines = ",\n  ".join(user_files.json_text(pair, separators=(",", ":")) for pair in pairs)
+    text = user_files.json_text({**report, "pairs": [mark]}, indent=1, sort_keys=False)
+    stand_in = f'[\n  "{mark}"\n ]'
+    if text.count(stand_in) != 1:  # pragma: no cover - a uuid4 never repeats
         return user_files.json_text(report, indent=1, sort_keys=False) + "\n"
-    return marked.sub(lambda m: flat[int(m.group(1))], text) + "\n"
+    return text.replace(stand_in, f"[\n  {lines}\n ]") + "\n"

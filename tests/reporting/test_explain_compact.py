@@ -110,7 +110,7 @@ def test_compact_facts_read_back_in_the_long_form() -> None:
         "rows": {"a": {"score": 2.5}}, "fts": {"words": ["x"], "matched": {"a": ["x"]}}}
 
 
-def test_report_text_is_the_same_value_with_each_explain_on_one_line() -> None:
+def test_report_text_is_the_same_value_with_each_pair_on_one_line() -> None:
     report = {"schema_version": 1, "ks": [1], "pairs": [
         {"question_id": "q1", "explain": {"rows": [0.5, None], "fusion": {"matched": [1]}},
          "metrics": {"recall@1": 1.0}},
@@ -118,7 +118,12 @@ def test_report_text_is_the_same_value_with_each_explain_on_one_line() -> None:
     ]}
     text = report_text(report)
     assert json.loads(text) == report
-    assert '   "explain": {"rows":[0.5,null],"fusion":{"matched":[1]}},\n' in text
-    assert '    "recall@1": 1.0\n' in text  # the rest indented as before
+    lines = text.splitlines()
+    assert lines[lines.index(' "pairs": [') + 1:lines.index(' "pairs": [') + 4] == [
+        '  {"question_id":"q1","explain":{"rows":[0.5,null],"fusion":{"matched":[1]}},'
+        '"metrics":{"recall@1":1.0}},',
+        '  {"question_id":"q\\"2","metrics":{}}', " ]"]
+    assert ' "ks": [\n  1\n ],' in text  # the rest indented as before
+    assert json.loads(report_text({**report, "pairs": []})) == {**report, "pairs": []}
     with pytest.raises(ValueError):
         report_text({"pairs": [{"explain": {"rows": [float("nan")]}}]})
