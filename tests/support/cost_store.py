@@ -6,7 +6,7 @@ each); in ``index`` it writes 1,000,000 bytes into the request's ``workdir`` (wh
 one) and keeps 50 MB of written memory (``child_rss_bytes`` and RSS growth to see); ``rank``
 sleeps 0.2 s (a store time the transport must not eat) and ranks by cosine, in float64 of
 the float32 values.
-``--base64``asks for ``"vector_encoding": "base64-f32le"`` and decodes it (a JSON array then
+``--base64`` asks for ``"vector_encoding": "base64-f32le"`` and decodes it (a JSON array then
 stops it, as an array without it does a base64 string).
 """
 
