@@ -2,11 +2,11 @@
 
 Layout: a one-line header (dataset, lane, model, protocol where the report has one), then one
 table per metric family the report holds (the tables the terminal's ``-v`` shows:
-``memory_recall@k`` and ``turn_recall@k`` where a memory store ran, the budget's). Summary tables have a row per question type plus ``overall`` and the
-retrievers as column groups (one column per k); the best value of each k in a row is bold
-only when it is strictly the best (no bold on a tie, none on a row of zeros; the self-check
-``oracle`` is never best, issue 38 item 11). The diagnostics
-follow in a collapsed ``<details>``. Comparison tables have the same rows, and per retriever
+``memory_recall@k`` and ``turn_recall@k`` where a memory store ran, the budget's). Summary
+tables have a row per question type plus ``overall`` and the retrievers as column groups (one
+column per k); the best value of each k in a row is bold only when it is strictly the best (no
+bold on a tie, none on a row of zeros; the self-check ``oracle`` is never best, issue 38 item
+11). The diagnostics follow in a collapsed ``<details>``. Comparison tables have the same rows, and per retriever
 the columns m (pairs that differ), base -> new, delta with its 95% CI, and the Holm-adjusted
 p-value (bold and marked ``*`` when significant, marked ``†`` when too few pairs differ to
 reach the level), then a list: what ``†`` means, and per retriever the smallest delta its
