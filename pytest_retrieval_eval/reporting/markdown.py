@@ -6,12 +6,12 @@ table per metric family the report holds (the tables the terminal's ``-v`` shows
 tables have a row per question type plus ``overall`` and the retrievers as column groups (one
 column per k); the best value of each k in a row is bold only when it is strictly the best (no
 bold on a tie, none on a row of zeros; the self-check ``oracle`` is never best, issue 38 item
-11). The diagnostics follow in a collapsed ``<details>``. Comparison tables have the same rows, and per retriever
-the columns m (pairs that differ), base -> new, delta with its 95% CI, and the Holm-adjusted
-p-value (bold and marked ``*`` when significant, marked ``†`` when too few pairs differ to
-reach the level), then a list: what ``†`` means, and per retriever the smallest delta its
-overall row could detect (an estimate); the agreement of the rankings (identical top k, mean
-overlap@k) and the gained and lost questions follow, each in a ``<details>``.
+11). The diagnostics follow in a collapsed ``<details>``. Comparison tables have the same rows,
+and per retriever the columns m (pairs that differ), base -> new, delta with its 95% CI, and
+the Holm-adjusted p-value (bold and marked ``*`` when significant, marked ``†`` when too few
+pairs differ to reach the level), then a list: what ``†`` means, and per retriever the smallest
+delta its overall row could detect (an estimate); the agreement of the rankings (identical top
+k, mean overlap@k) and the gained and lost questions follow, each in a ``<details>``.
 
 Text from the dataset or a saved report (question ids, the dataset's and the reports' names)
 is written as a code span (:func:`code`): no newline of it starts a heading, and no HTML or
