@@ -1,16 +1,17 @@
 """The summary, and a comparison, as GitHub-flavoured Markdown (job summaries, PR comments).
 
 Layout: a one-line header (dataset, lane, model, protocol where the report has one), then one
-table per metric. Summary tables have a row per question type plus ``overall`` and the
-retrievers as column groups (one column per k); the best value of each k in a row is bold
-only when it is strictly the best (no bold on a tie, none on a row of zeros; the self-check
-``oracle`` is never best, issue 38 item 11). The diagnostics
-follow in a collapsed ``<details>``. Comparison tables have the same rows, and per retriever
-the columns m (pairs that differ), base -> new, delta with its 95% CI, and the Holm-adjusted
-p-value (bold and marked ``*`` when significant, marked ``†`` when too few pairs differ to
-reach the level), then a list: what ``†`` means, and per retriever the smallest delta its
-overall row could detect (an estimate); the agreement of the rankings (identical top k, mean
-overlap@k) and the gained and lost questions follow, each in a ``<details>``.
+table per metric family the report holds (the tables the terminal's ``-v`` shows:
+``memory_recall@k`` and ``turn_recall@k`` where a memory store ran, the budget's). Summary
+tables have a row per question type plus ``overall`` and the retrievers as column groups (one
+column per k); the best value of each k in a row is bold only when it is strictly the best (no
+bold on a tie, none on a row of zeros; the self-check ``oracle`` is never best, issue 38 item
+11). The diagnostics follow in a collapsed ``<details>``. Comparison tables have the same rows,
+and per retriever the columns m (pairs that differ), base -> new, delta with its 95% CI, and
+the Holm-adjusted p-value (bold and marked ``*`` when significant, marked ``†`` when too few
+pairs differ to reach the level), then a list: what ``†`` means, and per retriever the smallest
+delta its overall row could detect (an estimate); the agreement of the rankings (identical top
+k, mean overlap@k) and the gained and lost questions follow, each in a ``<details>``.
 
 Text from the dataset or a saved report (question ids, the dataset's and the reports' names)
 is written as a code span (:func:`code`): no newline of it starts a heading, and no HTML or
@@ -116,8 +117,10 @@ def summary_markdown(report: Mapping[str, Any]) -> str:
         return "\n".join([*lines, "No pair was scored.", ""])
     ks = list(report["ks"])
     qtypes = sorted({t for r in retrievers for t in summary[r]["by_type"]}, key=type_order)
+    # every family the report's summary holds (memory_recall@k, turn_recall@k, a newer
+    # metric's), as the terminal's -v shows them (summary_choice.chosen)
     families = families_for(str(report.get("protocol") or "vipune"),
-                            str(report.get("granularity") or "session"))
+                            str(report.get("granularity") or "session"), summary)
     for family, _ in families:
         lines.extend(_family_table(summary, retrievers, qtypes, family, ks, f"{family}@k"))
     budgets = list((report.get("budget") or {}).get("budgets") or [])

@@ -210,7 +210,9 @@ def terminal_lines(report: Mapping[str, Any], width: int = 80, *,
     lines = fit_lines(header_lines(info, budget_words="budget" in choice.shown), width)
     if not report["summary"] or not any(
             s["overall"]["n"] for s in report["summary"].values()):
-        return [*lines, *fit_lines([_nothing_scored(info), *_error_lines(report)], width)]
+        failed = len(report.get("errors") or [])
+        return [*lines, *fit_lines([_nothing_scored(info, failed)]
+                                   + ([] if failed else _error_lines(report)), width)]
     shown = table_lines(report["summary"], report["retrievers"], report["ks"],
                         choice.families, width, overall_only=overall_only
                         ) if choice.families else []
@@ -256,9 +258,14 @@ def terminal_lines(report: Mapping[str, Any], width: int = 80, *,
     return [*lines, *fit_lines([*tail, *_error_lines(report)], width), *unknown]
 
 
-def _nothing_scored(info: Mapping[str, Any]) -> str:
-    """"no pair was scored", with the way to see why when the selection took every pair."""
+def _nothing_scored(info: Mapping[str, Any], failed: int = 0) -> str:
+    """"no pair was scored", and why: the ``failed`` items that ran all failed (the line
+    stands for the errors line then), or the selection took every pair."""
     skipped = info.get("skipped") or {}
+    if failed:
+        chosen = "selected " if skipped.get("not_selected") else ""
+        return (f"no pair was scored: {failed} {chosen}item(s) failed; see their failures "
+                "above")
     if skipped.get("not_selected") and not info.get("scored"):
         return "no pair was scored: -k, -m or node ids chose none (list the items: --co -q)"
     return "no pair was scored"

@@ -153,7 +153,8 @@ class Retriever(Protocol):
 
     Memories (issue 36, docs/memories.md): ``rank`` may return :class:`Memory` items (a
     turn, a chunk, a fact, with the sessions and turns it came from) until they cover
-    ``limit`` distinct sessions; the harness derives the session ranking from them.
+    ``limit`` distinct sessions and number at least ``limit`` (or it runs out); the
+    harness reads to that bound and derives the session ranking from them.
 
     Lifecycle (optional, docs/design.md "A store's lifecycle"): ``index(persona)`` is called
     once per persona (by :attr:`Persona.key`), before that persona's first ``rank``, in the

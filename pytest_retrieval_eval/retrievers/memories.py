@@ -21,7 +21,9 @@ memory with its score; a ranking may mix the three. What the harness derives:
 
 How far a ranking is read (:mod:`.ranked_output`): a memory counts by the sessions it covers,
 so memories are read until they cover ``limit`` distinct sessions, never cut at ``limit``
-memories.
+memories, and until they number ``limit`` (memories that each cover several sessions:
+``memory_recall@k`` is over the first k memories, the session metrics over the first k
+distinct sessions). One-session memories reach ``limit`` memories by ``limit`` sessions.
 """
 
 from __future__ import annotations
@@ -215,14 +217,15 @@ def _excerpt(text: str | None) -> str | None:
 
 def memory_record(memories: Sequence[Memory], gold: Sequence[str],
                   top: int) -> list[dict[str, Any]]:
-    """The memories the JSON report keeps: the first ones up to ``top`` distinct sessions,
-    plus the first memory covering each gold session past them; each with its 1-based
+    """The memories the JSON report keeps: the first ones up to ``top`` distinct sessions
+    and at least ``top`` of them (the memories ``memory_recall@top`` counts), plus the first
+    memory covering each gold session past them; each with its 1-based
     ``rank``, ``id``, ``score``, ``sessions``, ``turns`` and ``text`` (an excerpt of at
     most :data:`MAX_RECORDED_TEXT` characters, None where the store gave none)."""
     kept: list[int] = []
     seen: set[str] = set()
     for i, memory in enumerate(memories):
-        if len(seen) >= top:
+        if len(seen) >= top and len(kept) >= top:
             break
         kept.append(i)
         seen.update(covered(memory))

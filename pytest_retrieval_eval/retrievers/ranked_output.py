@@ -4,7 +4,8 @@ A retriever may return a list, a tuple, any other iterable, or an iterator (a ge
 an endless one such as ``itertools.cycle(ids)``). The run reads only what it needs:
 
 * under vipune's protocol (asked for ``limit`` ids; the ranking is deduplicated and cut to
-  ``limit``): until ``limit`` distinct ids have been read, and never more than
+  ``limit``): until ``limit`` distinct ids have been read (a memory counts by the sessions
+  it covers) and ``limit`` items, and never more than
   ``REPEATS_READ`` x max(``limit``, the persona's size) items in all, so a retriever that
   repeats ids without end stops too (what it repeated is its ranking);
 * under LongMemEval's protocol (every corpus position ranked, repeats kept): the persona's
@@ -48,7 +49,8 @@ def _checked(result: object, name: str, question_id: str,
 
 def _ids_of(item: object) -> tuple[str, ...]:
     """The ids an item counts as: a memory the sessions it covers (issue 36: memories are
-    read until they cover ``limit`` sessions), an ``(id, score)`` pair its id."""
+    read until they cover ``limit`` sessions and number ``limit``), an ``(id, score)`` pair
+    its id."""
     if isinstance(item, Memory):
         return covered(item)
     return (_id_of(item),)
@@ -63,8 +65,10 @@ def _id_of(item: object) -> str:
 def read_distinct(result: object, name: str, question_id: str, limit: int,
                   persona_size: int, verb: str = "rank returned") -> list[object]:
     """The items of ``result`` up to the ``limit``-th distinct id (an ``(id, score)`` pair
-    counts by its id, a :class:`.Memory` by the sessions it covers), at most
-    ``REPEATS_READ * max(limit, persona_size)`` items."""
+    counts by its id, a :class:`.Memory` by the sessions it covers) and at least ``limit``
+    items (memories that each cover several sessions: ``memory_recall@k`` is over the first
+    k memories; ids and one-session memories hold ``limit`` items by the ``limit``-th
+    distinct id), at most ``REPEATS_READ * max(limit, persona_size)`` items."""
     items = _checked(result, name, question_id, verb)
     cap = REPEATS_READ * max(limit, persona_size, 1)
     out: list[object] = []
@@ -72,7 +76,7 @@ def read_distinct(result: object, name: str, question_id: str, limit: int,
     for item in itertools.islice(items, cap):
         out.append(item)
         seen.update(_ids_of(item))
-        if len(seen) >= limit:
+        if len(seen) >= limit and len(out) >= limit:
             break
     return out
 

@@ -118,3 +118,35 @@ def test_every_number_of_a_memory_store_by_hand(pytester: pytest.Pytester,
         f"      ---- budget {t1 + t2 + t3} tok: the whole ranking fits (3 memories, "
         f"{t1 + t2 + t3} tok) ----",
     ]
+
+
+def test_memories_of_several_sessions_by_hand(pytester: pytest.Pytester,
+                                              tmp_path: Path) -> None:
+    """memory_recall@k is over the first k memories even where fewer memories already cover
+    k sessions; the session metrics stay on the first k distinct sessions."""
+    data = write_dataset(tmp_path / "lme.json", [make_instance("q1", n_sessions=5,
+                                                               gold=(1, 4))])
+    out = tmp_path / "r.json"
+    result = pytester.runpytest(
+        "-p", "no:randomly", "-W", "ignore::pytest.PytestAssertRewriteWarning",
+        "--retrieval-eval", "--no-model", f"--retrieval-eval-data={data}",
+        "--retrieval-eval-retriever=tests.support.memory_store:SeveralSessionMemories",
+        "--retrieval-eval-k=1,2,3", f"--retrieval-eval-json={out}")
+    assert result.ret == 0, result.stdout.str()
+    pair = json.loads(out.read_text())["pairs"][0]
+    m = pair["metrics"]
+    # Read at limit 3: summary-a (s0, s2) and fact-b (s4) cover 3 sessions in 2 memories,
+    # so fact-c (s3, then s1 of its turn) is read too; then 3 memories, 5 sessions: stop.
+    # The session ranking: s0, s2, s4, s3, s1; its first 3 sessions are scored.
+    assert pair["ranked"] == ["q1_s0", "q1_s2", "q1_s4"]
+    assert [r["id"] for r in pair["memories"]] == ["summary-a", "fact-b", "fact-c"]
+    # gold s1 and s4: the first k sessions hold none, none, s4
+    assert [m[f"recall@{k}"] for k in (1, 2, 3)] == [0.0, 0.0, 0.5]
+    assert [m[f"recall_any@{k}"] for k in (1, 2, 3)] == [0.0, 0.0, 1.0]
+    assert [m[f"recall_all@{k}"] for k in (1, 2, 3)] == [0.0, 0.0, 0.0]
+    # ndcg_any@3: s4 at rank 3 adds 1/log2(3); the ideal of two gold is 1 + 1/log2(2)
+    assert m["ndcg_any@3"] == pytest.approx((1 / math.log2(3)) / 2)
+    # memory_recall@k, the first k memories: {s0, s2}; + s4; + s3, s1
+    assert [m[f"memory_recall@{k}"] for k in (1, 2, 3)] == [0.0, 0.5, 1.0]
+    # turn_recall@k: the has_answer turns s1_1 and s4_1 among the first k memories' turns
+    assert [m[f"turn_recall@{k}"] for k in (1, 2, 3)] == [0.0, 0.5, 1.0]

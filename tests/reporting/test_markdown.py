@@ -118,3 +118,28 @@ def test_hostile_retriever_names_reach_the_markdown_inert() -> None:
 def test_inert_keeps_plain_names_as_they_are() -> None:
     assert markdown.inert("hybrid+fts:or") == "hybrid+fts:or"
     assert markdown.inert("a|b") == "a\\|b" and markdown.inert("x\ny") == "x\\\\ny"
+
+
+def test_the_markdown_holds_the_tables_of_the_terminals_verbose_summary() -> None:
+    """Issue 36 audit B: a report with memory metrics gets their tables in the Markdown, as
+    the terminal's -v shows them (the same families, in the same order)."""
+    from pytest_retrieval_eval.reporting.report import summarize
+    from pytest_retrieval_eval.reporting.summary_choice import chosen
+
+    report = make_report({"turns": [("q1", "multi-session", 0.5), ("q2", "multi-session", 1)],
+                          "sessions": [("q1", "multi-session", 0.0),
+                                       ("q2", "multi-session", 1.0)]}, ks=(1, 5))
+    for pair in report["pairs"]:
+        value = pair["metrics"]["recall@1"]
+        pair["metrics"].update({f"memory_recall@{k}": value for k in (1, 5)})
+        if pair["retriever"] == "turns":
+            pair["metrics"].update({f"turn_recall@{k}": value / 2 for k in (1, 5)})
+    report["summary"] = summarize(report["pairs"], report["retrievers"])
+    text = markdown.summary_markdown(report)
+    headings = [line[len("#### "):] for line in text.splitlines() if line.startswith("#### ")]
+    verbose = [f"{family}@k" for family, _ in chosen(report, None, verbose=True).families]
+    assert headings == verbose == ["recall@k", "recall_any@k", "recall_all@k", "ndcg_any@k",
+                                   "memory_recall@k", "turn_recall@k"]
+    memory, turn = text.split("#### memory_recall@k")[1].split("#### turn_recall@k")
+    assert "| **overall** | 2 | **0.750** | **0.750** | 0.500 | 0.500 |" in memory
+    assert "| **overall** | 2 | 0.375 | 0.375 | - | - |" in turn  # one value: nothing to beat

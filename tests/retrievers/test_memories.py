@@ -17,10 +17,12 @@ from pytest_retrieval_eval.retrievers.memories import (
     MAX_RECORDED_TEXT,
     memories_from_json,
     memory_record,
+    pair_memory_metrics,
     read_memories,
     session_ranking,
     session_scores,
 )
+from pytest_retrieval_eval.retrievers.ranked_output import read_distinct
 from pytest_retrieval_eval.retrievers.ranking import rank_all, rank_per_k
 
 SESSIONS = ("s_1", "s_2", "s_3", "s_4")
@@ -70,6 +72,34 @@ def test_memories_are_read_until_they_cover_limit_sessions_never_limit_memories(
     assert len(consumed) == 3
 
 
+def test_memories_of_several_sessions_are_read_until_they_number_limit_too() -> None:
+    # m1 covers s_1 and s_3, m2 s_4, m3 s_2; gold s_2 and s_4. m1 and m2 cover 3 sessions,
+    # but memory_recall@3 is over the first 3 memories: m3 is read too, and nothing past it.
+    consumed: list[str] = []
+
+    def items() -> Iterator[Memory]:
+        for memory in [Memory("m1", sessions=("s_1", "s_3")), Memory("m2", sessions=("s_4",)),
+                       Memory("m3", sessions=("s_2",)), Memory("m4", sessions=("s_2",))]:
+            consumed.append(memory.id)
+            yield memory
+
+    memories: dict[int, list[Memory]] = {}
+    rankings, _ = rank_per_k(Store(items()), persona(), query(), [2, 3], {},  # type: ignore[arg-type]
+                             memories=memories)
+    assert consumed == ["m1", "m2", "m3"]
+    assert [m.id for m in memories[3]] == ["m1", "m2", "m3"]
+    # the session metrics read the first 3 distinct sessions of s_1, s_3, s_4, s_2
+    assert rankings[3] == rankings[2] == ["s_1", "s_3", "s_4"]
+    # by hand: gold covered by [m1, m2] = {s_4}; by [m1, m2, m3] = {s_4, s_2}
+    assert pair_memory_metrics(memories, ("s_2", "s_4"), [2, 3]) == {
+        "memory_recall@2": 0.5, "memory_recall@3": 1.0}
+    # session ids (and pairs) are read to the limit-th distinct id, as before
+    ids = ["s_1", "s_1", "s_2", "s_3", "s_4"]
+    assert read_distinct(iter(ids), "store", "q1", 2, 4) == ["s_1", "s_1", "s_2"]
+    assert read_distinct(iter([("s_1", 1.0), ("s_2", 0.5), ("s_3", 0.1)]), "store", "q1", 2,
+                         4) == [("s_1", 1.0), ("s_2", 0.5)]
+
+
 def test_the_derived_ranking_and_its_scores() -> None:
     items = [Memory("a", 0.9, turns=("s_3_1",)), Memory("b", 0.8, ("s_1",), ("s_2_3",)),
              Memory("c", 0.7, turns=("s_3_2",)), Memory("d", 0.5, ("s_4", "s_1"))]
@@ -80,9 +110,10 @@ def test_the_derived_ranking_and_its_scores() -> None:
     scored: dict[int, object] = {}
     rankings, _ = rank_per_k(Store(items), persona(), query(), [1, 3], scored,  # type: ignore[arg-type]
                              memories=memories)
-    # one call at the largest k: a and b cover its 3 sessions, so c and d are never read
+    # one call at the largest k: a and b cover its 3 sessions, c makes 3 memories (the
+    # first 3 memories are memory_recall@3's), so d is never read
     assert rankings[3] == rankings[1] == ["s_3", "s_1", "s_2"]
-    assert memories[3] == memories[1] == got[:2]
+    assert memories[3] == memories[1] == got[:3]
     assert scored[3] == (["s_3", "s_1", "s_2"], [0.9, 0.8, 0.8])
 
 
@@ -157,6 +188,10 @@ def test_the_record_keeps_the_top_sessions_memories_and_those_covering_gold() ->
     assert len(record[0]["text"]) == MAX_RECORDED_TEXT and record[0]["text"].endswith("…")
     assert record[1] == {"rank": 2, "id": "b", "score": None, "sessions": ["s_1"],
                          "turns": [], "text": None}
+    # memories of several sessions: the first top of them are kept (memory_recall@top's)
+    items = [Memory("a", None, ("s_1", "s_3")), Memory("b", None, ("s_3", "s_4")),
+             Memory("c", None, ("s_1",)), Memory("d", None, ("s_2",))]
+    assert [m["id"] for m in memory_record(items, ("s_1",), top=3)] == ["a", "b", "c"]
 
 
 def test_a_run_file_of_turn_docnos_is_a_memory_ranking(tmp_path: Path) -> None:

@@ -148,3 +148,24 @@ class HandMemories:
             seen.update(memory.sessions)
             seen.update(t.rsplit("_", 1)[0] for t in memory.turns)
         return out
+
+
+class SeveralSessionMemories:
+    """Memories that each cover several sessions (summaries, facts drawn from several
+    conversations), on the history of tests/plugin/test_memory_numbers.py with five sessions
+    ``q1_s0`` .. ``q1_s4``. ``rank`` returns all five, whatever the limit: the plugin reads
+    them to its bound (``limit`` sessions and ``limit`` memories)."""
+
+    name = "several-sessions"
+    needs_vectors = False
+
+    def rank(self, persona: Any, query: Any, limit: int) -> list[Any]:
+        from pytest_retrieval_eval.retrievers import Memory
+
+        return [
+            Memory("summary-a", 0.9, sessions=("q1_s0", "q1_s2")),
+            Memory("fact-b", 0.8, turns=("q1_s4_1",)),
+            Memory("fact-c", 0.7, sessions=("q1_s3",), turns=("q1_s1_1",)),
+            Memory("summary-d", 0.6, sessions=("q1_s2", "q1_s1")),
+            Memory("fact-e", 0.5, sessions=("q1_s3",)),
+        ]
