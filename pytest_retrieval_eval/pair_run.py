@@ -221,6 +221,8 @@ class PairRun:
     memories: dict[int, list[Memory]] = field(default_factory=dict)
     #: What this item's ``index`` call left (:func:`.store_costs.footprint`); None: no call.
     footprint: dict[str, Any] | None = None
+    #: Whether the result records explain facts (none read them without a JSON report or -v).
+    explain: bool = True
 
     def walk(self, persona: Persona, query: Query, inputs: PairInputs,
              startup: Mapping[str, float] | None = None,
@@ -427,6 +429,6 @@ class PairRun:
             **self.counts,
             "ties": pair_ties(scored or None, pair.gold, ks, protocol=self.settings.protocol,
                               rankable=rankable, corpus_ids=pair.session_ids),
-            "explain": explain_facts(self.retriever, query, pair.gold, rankings, components,
-                                     ks, scored),
+            **({"explain": explain_facts(self.retriever, query, pair.gold, rankings,
+                                         components, ks, scored)} if self.explain else {}),
         }

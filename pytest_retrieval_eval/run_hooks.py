@@ -58,6 +58,9 @@ def start(config: pytest.Config) -> None:
     state = EvalSession(read_settings(config), read_only=_collect_only(config))
     state.junit_properties = bool(getattr(config.option, "xmlpath", None)) and (
         config.getini("junit_family") == "xunit1")
+    # explain facts are read from the JSON report (retrieval-eval explain) and by -v's
+    # explanations only: a run with neither pays nothing for them
+    state.explain = state.settings.json_path is not None or config.get_verbosity() > 0
     config.stash[SESSION_KEY] = state
     manager = config.pluginmanager
     if not manager.is_registered(_THIS_MODULE):

@@ -86,6 +86,9 @@ class EvalSession:
     selection: Any = None
     #: The plugin's node in the collection tree (collection.RetrievalEvalCollector).
     collector: Any = None
+    #: Whether pair results carry explain facts: only where something reads them, a JSON
+    #: report or ``-v``'s explanations (issue 35.2; run_hooks.start decides).
+    explain: bool = True
     #: Whether pair items carry JUnit properties (--junitxml under junit_family=xunit1).
     junit_properties: bool = False
     #: ``--co``, ``--setup-plan``, ``--setup-only``: nothing under the cache is created,
@@ -432,7 +435,7 @@ class EvalSession:
             inputs = self.pair_inputs(pair, retriever_name, custom)
         walk = pair_run.PairRun(self.settings, self.cache_root, self.pairs, self.names, pair,
                                 retriever_name, retriever, column, custom=custom is not None,
-                                token_counts=self.token_counts)
+                                token_counts=self.token_counts, explain=self.explain)
         result = walk.walk(self.persona(pair), self.query(pair), inputs, startup, started)
         config = read_config(retriever, retriever_name if custom is None else "")
         if config is not None:  # the report keeps one per retriever (store_config.py)

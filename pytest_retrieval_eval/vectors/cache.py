@@ -35,6 +35,7 @@ import os
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from itertools import repeat
 from pathlib import Path
 
 import numpy as np
@@ -413,11 +414,11 @@ class VectorCache(ShardWriter):
         if n == 0:
             return out
         index = self._index
-        rows = np.fromiter((index.get(k, -1) for k in keys), dtype=np.int64, count=n)
+        rows = np.fromiter(map(index.get, keys, repeat(-1, n)), dtype=np.int64, count=n)
         if (rows < 0).any():
             self.refresh()
             index = self._index
-            rows = np.fromiter((index.get(k, -1) for k in keys), dtype=np.int64, count=n)
+            rows = np.fromiter(map(index.get, keys, repeat(-1, n)), dtype=np.int64, count=n)
             absent = int((rows < 0).sum())
             if absent:
                 raise self._missing_error(keys, absent)

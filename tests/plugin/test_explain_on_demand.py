@@ -1,0 +1,77 @@
+"""Explain facts cost only those who read them (issue 35, item 2): a run that writes no JSON
+report and shows no ``-v`` explanations computes none (FTS5's matched words included), and
+its numbers are those of a run that records them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.usefixtures("isolated_cache")
+
+# Counts fts_matched's calls (the matched words: most of hybrid's explain cost) and keeps
+# each result's keys, written at session end.
+CONFTEST = '''
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_retrieval_eval import vipune
+
+CALLS = []
+_real = vipune.fts_matched
+
+
+def _counted(*args, **kwargs):
+    CALLS.append(1)
+    return _real(*args, **kwargs)
+
+
+vipune.fts_matched = _counted
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):
+    from pytest_retrieval_eval.fixtures import SESSION_KEY
+
+    state = session.config.stash[SESSION_KEY]
+    keys = sorted({k for r in state.outcomes.results for k in r})
+    ranked = sorted((r["retriever"], r["question_id"], r["ranked"], sorted(r["metrics"].items()))
+                    for r in state.outcomes.results)
+    Path("seen.json").write_text(json.dumps({"calls": len(CALLS), "keys": keys,
+                                             "summary": state.report["summary"],
+                                             "ranked": ranked}))
+    vipune.fts_matched = _real
+'''
+
+
+def run(pytester: pytest.Pytester, *args: str) -> dict[str, object]:
+    pytester.makeconftest(CONFTEST)
+    # in a subprocess: the conftest's patch reaches the modules the run itself imported
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "-p", "no:cacheprovider", "--retrieval-eval", "--no-model",
+        "--retrieval-eval-retriever=hybrid,fts", *args)
+    assert result.ret == 0, result.stdout.str()
+    seen: dict[str, object] = json.loads((pytester.path / "seen.json").read_text())
+    return seen
+
+
+def test_no_report_and_no_v_computes_no_explain_facts(pytester: pytest.Pytester) -> None:
+    seen = run(pytester)
+    assert seen["calls"] == 0 and "explain" not in seen["keys"], seen  # type: ignore[operator]
+    assert "ties" in seen["keys"]  # the tie report stays: its line is in every summary
+
+
+@pytest.mark.parametrize("asks", [["--retrieval-eval-json=r.json"], ["-v", "-k", "1127eab1"]])
+def test_a_report_or_v_records_them(pytester: pytest.Pytester, asks: list[str]) -> None:
+    seen = run(pytester, *asks)
+    assert seen["calls"] and "explain" in seen["keys"], seen  # type: ignore[operator]
+
+
+def test_the_numbers_are_the_same_either_way(pytester: pytest.Pytester) -> None:
+    with_facts = run(pytester, "--retrieval-eval-json=with.json")
+    without = run(pytester)
+    assert with_facts["summary"] == without["summary"]
+    assert with_facts["ranked"] == without["ranked"]
