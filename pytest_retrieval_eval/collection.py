@@ -32,6 +32,7 @@ PYTEST_DONT_REWRITE: loaded while the plugin is off; holds no test asserts.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -255,8 +256,6 @@ def pair_test(request: pytest.FixtureRequest) -> None:
     """
     from .fixtures import SESSION_KEY
     from .options import CUSTOM_RETRIEVER
-    from .reporting.publish import pair_properties
-    from .retrievers.trec_run import RunChangedError
     from .session import PairInputs
 
     started = time.perf_counter()  # the item's own wall time: the harness's overhead
@@ -289,15 +288,25 @@ def pair_test(request: pytest.FixtureRequest) -> None:
             results.append(state.run_pair(item.position, item.retriever, custom=custom,
                                           inputs=PairInputs(vectors, query_vector, store),
                                           started=started, column=column))
-        except (RunChangedError, StopRun) as exc:  # a run file swapped under this process,
+        except _stops() as exc:  # a run file swapped under this process,
             request.session.shouldfail = str(exc)  # a store that cannot be made: stop here
             raise
         started = time.perf_counter()
     item.retrieval_eval_results = results  # ride on its report (plugin.py)
     if state.junit_properties:  # --junitxml under junit_family=xunit1 (xunit2 forbids them)
+        from .reporting.publish import pair_properties
+
         for result in results:
             for name, value in pair_properties(result):
                 item.user_properties.append((name, value))
+
+
+def _stops() -> tuple[type[BaseException], ...]:
+    """What stops the run from a pair item: StopRun, and a run file's ``RunChangedError``
+    once :mod:`.retrievers.trec_run` is loaded (it alone raises one; a run reading no run
+    file never loads it)."""
+    trec_run = sys.modules.get(f"{__package__}.retrievers.trec_run")
+    return (StopRun,) if trec_run is None else (trec_run.RunChangedError, StopRun)
 
 
 def attach_collector(state: EvalSession, collector: pytest.Collector,

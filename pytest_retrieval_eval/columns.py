@@ -16,7 +16,7 @@ from typing import Any
 from .errors import DataError
 from .options import BUILTIN_RETRIEVERS, COMMAND_PREFIX, CUSTOM_RETRIEVER
 from .reporting.report import PairResult
-from .retrievers.command import command_name
+from .retrievers.command_selector import command_name
 from .retrievers.loader import UserRetriever, usable_name
 from .retrievers.variants import is_variant
 

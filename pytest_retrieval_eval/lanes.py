@@ -13,23 +13,25 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import retrievers as retrievers_mod
-from .data import corpus as corpus_mod
-from .data import subset as subset_mod
-from .errors import CacheError, RetrievalEvalError
+from .errors import CacheError, ModelError, RetrievalEvalError
 from .io.checksums import MEMO_DIR
 from .options import DEFAULT_DATA, DEFAULT_DATA_REPO, DEFAULT_MODEL
+from .plan import Plan
 from .retrievers.variants import is_variant
 from .settings import RECIPE_OPTIONS, Settings
 from .vectors import cache as cache_mod
-from .vectors import model_files
-from .vectors import prep as prep_mod
-from .vectors.embedding import EmbedConfig, recipe_fingerprint
+
+if TYPE_CHECKING:  # model files, prep and the embedder load when a lane needs them
+    from .data import corpus as corpus_mod
+    from .data import subset as subset_mod
+    from .vectors import model_files
+
+    AnyCorpus = corpus_mod.Corpus | subset_mod.SubsetCorpus
 
 Progress = Callable[[str, int, "int | None"], None]
-AnyCorpus = corpus_mod.Corpus | subset_mod.SubsetCorpus
 
 
 def vector_cache(cache_root: Path, model: Mapping[str, Any]) -> cache_mod.VectorCache:
@@ -96,7 +98,7 @@ def choose_cached_model(settings: Settings, cache_root: Path,
     # (machine-specific paths) nor the cache's format number.
     model = {k: v for k, v in holding[0].items() if k not in ("roots", "format")}
     missing = vector_cache(cache_root, model).missing(
-        [prep_mod.query_key(p.question, str(model.get("query_prefix", "")))
+        [cache_mod.query_key(p.question, str(model.get("query_prefix", "")))
          for p in corpus.pairs if not p.abstention])
     if missing:
         raise CacheError(
@@ -113,6 +115,8 @@ def wanted_files(settings: Settings, cache_root: Path) -> model_files.ModelFiles
     that is not in the local Hugging Face cache (then only its name identifies it)."""
     if settings.model is None:
         return None
+    from .vectors import model_files
+
     return model_files.files_here(settings.model, memo_dir=cache_root / MEMO_DIR)
 
 
@@ -173,6 +177,8 @@ def model_arg(settings: Settings, cache_root: Path,
     if info is None:
         return DEFAULT_MODEL, ""
     name = str(info.get("name") or DEFAULT_MODEL)
+    from .vectors import model_files
+
     folder = model_files.folder_holding(name, str(info.get("model_sha256", "")),
                                         str(info.get("tokenizer_sha256", "")),
                                         cache_root / MEMO_DIR)
@@ -196,6 +202,8 @@ def other_files(settings: Settings, cache_root: Path, files: model_files.ModelFi
                 namesake: Mapping[str, Any]) -> str:
     """The line when the cache's vectors of the named model's name were made from other
     files than the ones here (another folder of that name, a changed Hub snapshot)."""
+    from .vectors.embedding import EmbedConfig, recipe_fingerprint
+
     s = settings
     assert s.model is not None
     recipe = wanted_recipe(s, namesake)
@@ -329,3 +337,54 @@ def pull(settings: Settings, cache_root: Path, progress: Progress | None, *,
              progress=progress, model_flag="--retrieval-eval-model",
              deadline=settings.network_deadline,
              deadline_flag="--retrieval-eval-network-deadline")
+
+
+def cached_lane(state: Any, progress: Progress | None) -> Plan:
+    """``--no-model``: the plan of the one cached model that covers the run's corpus
+    (:func:`choose_cached_model`; what ``--retrieval-eval-cache-repo`` holds is pulled when
+    none does), its every shard checked. ``state``: the run's :class:`.session.EvalSession`,
+    which keeps the vector cache."""
+    s = state.settings
+    try:
+        model = choose_cached_model(s, state.cache_root, state.prep_corpus())
+    except CacheError:
+        if s.cache_repo is None:
+            raise
+        # What the repo has, then choose again.
+        pull(s, state.cache_root, progress, model=s.model)
+        model = choose_cached_model(s, state.cache_root, state.prep_corpus())
+    # Every shard checked now: a corrupt one is a usage error naming the file, never
+    # a vector served (the model lane's prep quarantines and re-embeds).
+    state.vectors = vector_cache(state.cache_root, model)
+    if not state.read_only:
+        state.vectors.verify()
+    return Plan(str(state.corpus.path), str(state.cache_root), "model-free", model, None)
+
+
+def model_lane(state: Any, progress: Progress | None) -> Plan:
+    """The model lane: the plan of the run's model, loaded (a failure names the
+    ``--no-model`` command that would work, :func:`no_model_hint`), with the vectors the cache
+    lacks pulled (``--retrieval-eval-cache-repo``) and embedded. ``state``: the run's
+    :class:`.session.EvalSession`, which keeps the embedder and the vector cache."""
+    from .vectors import prep as prep_mod
+    from .vectors.embedding import load_embedder
+
+    s = state.settings
+    spec = s.model or DEFAULT_MODEL
+    try:
+        embedder = load_embedder(spec, state.embed_config(),
+                                 memo_dir=state.cache_root / MEMO_DIR,
+                                 deadline=s.network_deadline)
+    except ModelError as exc:
+        hint = no_model_hint(s, state.cache_root, state.corpus)
+        if hint is None:
+            raise
+        raise ModelError(f"{exc}; {hint}") from None
+    state.embedder = embedder
+    state.vectors = vector_cache(state.cache_root, embedder.info())
+    if s.cache_repo is not None and state.vectors.missing(
+            prep_mod.needed_keys(state.prep_corpus(), embedder)):
+        pull(s, state.cache_root, progress,
+             fingerprint=embedder.fingerprint, model=embedder.name)
+    prep_mod.run_prep(state.prep_corpus(), embedder, state.vectors, progress)
+    return Plan(str(state.corpus.path), str(state.cache_root), "model", embedder.info(), spec)

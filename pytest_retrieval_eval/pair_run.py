@@ -17,20 +17,17 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from . import personas, store_costs
 from .columns import Columns
-from .data.corpus import Corpus, PairRecord
 from .data.protocol import LONGMEMEVAL, View
 from .errors import CacheError
 from .options import COMMAND_PREFIX
 from .reporting.report import PairResult
-from .retrievers.base import Memory, Persona, Query
-from .retrievers.fusion import part_times
-from .retrievers.loader import UserRetriever
+from .retrievers.base import Memory, Persona, Query, part_times
 from .retrievers.memories import (
     has_memories,
     is_plain,
@@ -44,11 +41,14 @@ from .scoring import longmemeval_metrics as lme_metrics
 from .scoring.metrics import score_rankings, session_recall
 from .scoring.ties import pair_ties
 from .settings import Settings
-from .vectors.cache import VectorCache
-from .vectors.embedding import Embedder
-from .vectors.store_embedding import StoreEmbedding
-from .vipune import exports as store_exports
-from .vipune.store import StoreCache
+
+if TYPE_CHECKING:
+    from .data.corpus import Corpus, PairRecord
+    from .retrievers.loader import UserRetriever
+    from .vectors.cache import VectorCache
+    from .vectors.embedding import Embedder
+    from .vectors.store_embedding import StoreEmbedding
+    from .vipune.store import StoreCache
 
 #: How many personas, and queries, a process keeps built (the pairs it ranks now).
 KEPT = 4
@@ -168,7 +168,12 @@ def workdir(cache_root: Path, column: str, persona_key: str) -> Path:
     ``<cache>/workdirs/<column>/<persona key>/`` (a column that is no short, safe file
     name, a ``cmd:`` selector say, is named as store exports are: a prefix and a hash)."""
     plain = re.fullmatch(r"[A-Za-z0-9_+-][A-Za-z0-9._+-]{0,63}", column) is not None
-    folder = column if plain else store_exports.unique_stem(column)
+    if plain:
+        folder = column
+    else:
+        from .vipune.exports import unique_stem
+
+        folder = unique_stem(column)
     return cache_root / "workdirs" / folder / persona_key
 
 

@@ -12,20 +12,20 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from . import retrievers as retrievers_mod
-from .data.corpus import Corpus, PairRecord
 from .data.pairs import text_key
-from .data.turn_texts import turn_items
 from .retrievers.base import LazySequence
-from .vectors.cache import VectorCache
-from .vectors.embedding import Embedder
-from .vectors.prep import query_key
-from .vipune import exports
+from .vectors.cache import query_key
 from .vipune import store as store_mod
+
+if TYPE_CHECKING:
+    from .data.corpus import Corpus, PairRecord
+    from .vectors.cache import VectorCache
+    from .vectors.embedding import Embedder
 
 __all__ = ["build_persona", "build_query"]
 
@@ -64,6 +64,8 @@ def build_persona(pair: PairRecord, corpus: Corpus, vectors: VectorCache | None,
             pair.session_ids, load_texts(), matrix, pair.created_at),
             session_ids=pair.session_ids, fingerprint=fingerprint)
         if store_dir is not None:
+            from .vipune import exports
+
             exports.export_persona_store(path, store_dir, pair.question_id)
         built.append(path)
         return path
@@ -96,6 +98,8 @@ def turn_persona(pair: PairRecord, turns: Sequence[Sequence[Mapping[str, str]]],
     texts: list[str] = []
     created: list[str] = []
     records: list[tuple[Mapping[str, str]]] = []
+    from .data.turn_texts import turn_items
+
     for sid, date, own in zip(pair.session_ids, pair.created_at, turns, strict=True):
         for turn_id, text in turn_items(sid, own):
             ids.append(turn_id)

@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,26 +26,24 @@ from .columns import Columns, stores_in_place
 from .data import corpus as corpus_mod
 from .data import dataset as dataset_mod
 from .data import ingest
-from .data import subset as subset_mod
 from .data.protocol import LONGMEMEVAL, View
-from .data.turn_texts import WithTurnTexts
-from .errors import CacheError, DataError, ModelError, RetrievalEvalError
+from .errors import DataError, RetrievalEvalError
 from .io.checksums import MEMO_DIR
-from .options import CUSTOM_RETRIEVER, DEFAULT_MODEL
+from .options import CUSTOM_RETRIEVER, DEFAULT_MODEL, RUN_PREFIX
 from .pair_run import PairInputs, PairMemo
 from .plan import Plan
 from .reporting.report import PairResult
-from .retrievers import terms as terms_mod
-from .retrievers import trec_run
 from .retrievers.loader import UserRetriever, describe_dotted, is_dotted
 from .retrievers.store_config import read_config
 from .settings import Settings, check_reference
 from .vectors import cache as cache_mod
-from .vectors import prep as prep_mod
-from .vectors.embedding import EmbedConfig, Embedder, load_embedder
-from .vectors.store_embedding import StoreEmbedding
 from .vipune import store as store_mod
 from .worker_results import WorkerResults
+
+if TYPE_CHECKING:  # loaded where a run needs them: a subset, turns, bm25, run files, a model
+    from .data import subset as subset_mod
+    from .data.turn_texts import WithTurnTexts
+    from .vectors.embedding import EmbedConfig, Embedder
 
 __all__ = ["EvalSession", "PairInputs", "Plan", "Progress"]
 
@@ -141,6 +139,8 @@ class EvalSession:
         return self.settings.cache_dir or cache_mod.default_cache_dir()
 
     def embed_config(self) -> EmbedConfig:
+        from .vectors.embedding import EmbedConfig
+
         s = self.settings
         return EmbedConfig(pooling=s.pooling,  # type: ignore[arg-type]
                            max_length=s.max_length, query_prefix=s.query_prefix,
@@ -170,6 +170,8 @@ class EvalSession:
         self.corpus = corpus
         self._choose_subset()
         if "bm25" in s.retrievers and self.view.is_default and not self.read_only:
+            from .retrievers import terms as terms_mod
+
             # Saved once per corpus, before any worker starts: no process splits texts again.
             terms_mod.ensure_table(corpus, self.cache_root, progress,
                                    rehash=s.verify == "full")
@@ -177,46 +179,19 @@ class EvalSession:
             plan = Plan(str(corpus.path), str(self.cache_root),
                         "model-free" if s.no_model else "model", None, None)
         elif s.no_model:
-            try:
-                model = lanes.choose_cached_model(s, self.cache_root, self.prep_corpus())
-            except CacheError:
-                if s.cache_repo is None:
-                    raise
-                # What the repo has, then choose again.
-                lanes.pull(s, self.cache_root, progress, model=s.model)
-                model = lanes.choose_cached_model(s, self.cache_root, self.prep_corpus())
-            # Every shard checked now: a corrupt one is a usage error naming the file, never
-            # a vector served (the model lane's prep quarantines and re-embeds).
-            self.vectors = lanes.vector_cache(self.cache_root, model)
-            if not self.read_only:
-                self.vectors.verify()
-            plan = Plan(str(corpus.path), str(self.cache_root), "model-free", model, None)
+            plan = lanes.cached_lane(self, progress)
         elif self.read_only:
             # Listing scores nothing, so it needs no model: none is loaded, none downloaded
             # (a Hub-named one would land in the HF cache, outside this run's cache).
             plan = Plan(str(corpus.path), str(self.cache_root), "model", None,
                         s.model or DEFAULT_MODEL)
         else:
-            spec = s.model or DEFAULT_MODEL
-            try:
-                embedder = load_embedder(spec, self.embed_config(),
-                                         memo_dir=self.cache_root / MEMO_DIR,
-                                         deadline=s.network_deadline)
-            except ModelError as exc:
-                hint = lanes.no_model_hint(s, self.cache_root, corpus)
-                if hint is None:
-                    raise
-                raise ModelError(f"{exc}; {hint}") from None
-            self.embedder = embedder
-            self.vectors = lanes.vector_cache(self.cache_root, embedder.info())
-            if s.cache_repo is not None and self.vectors.missing(
-                    prep_mod.needed_keys(self.prep_corpus(), embedder)):
-                lanes.pull(s, self.cache_root, progress,
-                           fingerprint=embedder.fingerprint, model=embedder.name)
-            prep_mod.run_prep(self.prep_corpus(), embedder, self.vectors, progress)
-            plan = Plan(str(corpus.path), str(self.cache_root), "model", embedder.info(), spec)
-        plan = replace(plan, dataset_path=str(source.path.resolve()),
-                       runs=trec_run.run_pins(self._retrievers))
+            plan = lanes.model_lane(self, progress)
+        if _reads_runs(self._retrievers):
+            from .retrievers import trec_run
+
+            plan = replace(plan, runs=trec_run.run_pins(self._retrievers))
+        plan = replace(plan, dataset_path=str(source.path.resolve()))
         self.plan = plan
         # Temp files of store builds killed over an hour ago (live builders are younger).
         if not self.read_only:
@@ -227,6 +202,8 @@ class EvalSession:
     def _choose_subset(self) -> None:
         assert self.corpus is not None
         if self.settings.subset is not None:
+            from .data import subset as subset_mod
+
             self.subset = subset_mod.choose(self.corpus, self.settings.subset,
                                             self.settings.subset_seed)
 
@@ -235,6 +212,8 @@ class EvalSession:
         assert self.corpus is not None
         if self.subset is None:
             return self.corpus
+        from .data import subset as subset_mod
+
         return subset_mod.SubsetCorpus(self.corpus, self.subset)
 
     def prep_corpus(self) -> Any:
@@ -244,6 +223,8 @@ class EvalSession:
         if not any(getattr(r, "unit", None) == "turn" for r in self._retrievers.values()):
             return corpus
         if self._turn_corpus is None or self._turn_corpus.corpus is not corpus:
+            from .data.turn_texts import WithTurnTexts
+
             self._turn_corpus = WithTurnTexts(corpus)
         return self._turn_corpus
 
@@ -264,7 +245,9 @@ class EvalSession:
                 continue
             if is_dotted(name):
                 self._users[name] = describe_dotted(name, self._imports)
-            elif trec_run.is_run(name):  # read once per process, checked against the pin
+            elif _reads_runs([name]):  # read once per process, checked against the pin
+                from .retrievers import trec_run
+
                 self._retrievers[name] = trec_run.run_retriever(
                     name, self.plan.runs if self.plan is not None else {})
             elif name == "bm25" and self.settings.protocol == LONGMEMEVAL:
@@ -306,6 +289,10 @@ class EvalSession:
     def run_files(self) -> dict[str, dict[str, Any]]:
         """Per ``run:PATH`` selector, what its file held (:func:`.trec_run.run_files`)."""
         assert self.corpus is not None
+        if not _reads_runs(self._retrievers):
+            return {}
+        from .retrievers import trec_run
+
         return trec_run.run_files(self._retrievers, self.corpus, self.column)
 
     def column(self, selector: str) -> str:
@@ -326,6 +313,8 @@ class EvalSession:
         self.corpus = corpus_mod.open_corpus(Path(plan.corpus_path))
         self._choose_subset()  # deterministic: the controller's very pairs
         if plan.lane == "model" and plan.model_spec is not None and not self.read_only:
+            from .vectors.embedding import load_embedder
+
             self.embedder = load_embedder(plan.model_spec, self.embed_config(),
                                           memo_dir=Path(plan.cache_root) / MEMO_DIR,
                                           deadline=self.settings.network_deadline)
@@ -339,6 +328,8 @@ class EvalSession:
         self._stores = store_mod.StoreCache(Path(self.plan.cache_root) / "stores",
                                             verify=self.settings.verify)
         if self.vectors is not None and self.pairs.embedding is None:
+            from .vectors.store_embedding import StoreEmbedding
+
             name = str((self.plan.model or {}).get("name", "the run's model"))
             self.pairs.embedding = StoreEmbedding(self.vectors, self.embedder, name)
         self.dataset_info = {
@@ -348,7 +339,10 @@ class EvalSession:
         }
         self._make_retrievers()  # workers make theirs here
         bm25 = self._retrievers.get("bm25")
-        if isinstance(bm25, retrievers_mod.BM25Retriever) and self.view.is_default:
+        if bm25 is not None and isinstance(bm25, retrievers_mod.BM25Retriever) and \
+                self.view.is_default:
+            from .retrievers import terms as terms_mod
+
             table = terms_mod.table_path(Path(self.plan.cache_root), corpus.dataset_sha256)
             corpus_sha = terms_mod.corpus_file_sha256(corpus)  # counts of this very corpus
             bm25.use_table(lambda: terms_mod.open_table(table, corpus_sha))
@@ -502,3 +496,10 @@ class EvalSession:
         tails = (tuple(node.split("::")[-2:]) for node in ids
                  if node.startswith("retrieval-eval::"))
         self.select([names[tail] for tail in tails if tail in names])
+
+
+
+def _reads_runs(selectors: Iterable[str]) -> bool:
+    """Whether a retriever of the run reads a TREC run file (``run:PATH``): only then is
+    :mod:`.retrievers.trec_run` imported."""
+    return any(name.startswith(RUN_PREFIX) for name in selectors)

@@ -426,8 +426,8 @@ def retriever_inputs(retrievers: tuple[str, ...],
     import importlib.util
     import shutil
 
-    from .retrievers.command import PREFIX as CMD_PREFIX
-    from .retrievers.command import parse_command
+    from .retrievers.command_selector import PREFIX as CMD_PREFIX
+    from .retrievers.command_selector import parse_command
     from .retrievers.loader import is_dotted
     from .retrievers.variants import split_dotted
 

@@ -16,21 +16,35 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .retrievers.command import CommandRetriever
+if TYPE_CHECKING:
+    from .retrievers.command import CommandRetriever
 
 __all__ = ["folder_bytes", "footprint", "process_of", "resident_bytes", "start_command",
            "transport_ms"]
+
+_COMMAND_MODULE = f"{__package__}.retrievers.command"
+
+
+def _as_command(retriever: Any) -> CommandRetriever | None:
+    """``retriever`` when it is a ``cmd:`` store, else None. A run with no ``cmd:`` store
+    never imports :mod:`.retrievers.command` (and then holds none of its retrievers)."""
+    command = sys.modules.get(_COMMAND_MODULE)
+    if command is None or not isinstance(retriever, command.CommandRetriever):
+        return None
+    return retriever  # type: ignore[no-any-return]
 
 
 def start_command(retriever: Any) -> dict[str, float] | None:
     """Start a ``cmd:`` store not yet started in this process (spawn and hello): its start-up
     parts in milliseconds, ``{"spawn": ..., "hello": ...}``; None when there was nothing to
     start. A command that fails to start raises its one line, as its first ``index`` did."""
-    if not isinstance(retriever, CommandRetriever) or retriever.started:
+    retriever = _as_command(retriever)
+    if retriever is None or retriever.started:
         return None
     begun = time.perf_counter()
     retriever.start()
@@ -42,9 +56,8 @@ def start_command(retriever: Any) -> dict[str, float] | None:
 
 def transport_ms(retriever: Any) -> float | None:
     """The plugin's side of a ``cmd:`` store's calls so far (None: not a ``cmd:`` store)."""
-    if isinstance(retriever, CommandRetriever):
-        return retriever.transport_ms
-    return None
+    command = _as_command(retriever)
+    return None if command is None else command.transport_ms
 
 
 def resident_bytes(pid: int | str = "self") -> int | None:
@@ -82,8 +95,9 @@ def folder_bytes(folder: Path) -> int:
 
 def process_of(retriever: Any) -> int | str:
     """The process a store's ``index`` runs in: a ``cmd:`` store's child, else this one."""
-    if isinstance(retriever, CommandRetriever) and retriever.pid is not None:
-        return retriever.pid
+    command = _as_command(retriever)
+    if command is not None and command.pid is not None:
+        return command.pid
     return "self"
 
 
@@ -99,6 +113,6 @@ def footprint(retriever: Any, persona_key: str, folder: Path,
         "rss_growth_bytes": None if after is None or rss_before is None
         else after - rss_before,
     }
-    if isinstance(retriever, CommandRetriever):
+    if _as_command(retriever) is not None:
         record["child_rss_bytes"] = after
     return record

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import DataError, one_line
-from ..io import hub
 from ..io.checksums import memoised_sha256
 
 __all__ = [
@@ -103,7 +102,11 @@ def check_readable_file(path: Path, what: str = "dataset file") -> None:
 
 
 def _from_hub(name: str, repo: str, filename: str, offline: bool,
-              offline_reason: str, deadline: float) -> DatasetSource:
+              offline_reason: str, deadline: float | None) -> DatasetSource:
+    from ..io import hub  # a named dataset only: a path or the sample never loads it
+
+    if deadline is None:
+        deadline = hub.DEFAULT_DEADLINE
     local = hub.cached_file(repo, filename, repo_type="dataset")
     if local is not None:
         return DatasetSource(name, local)
@@ -138,7 +141,7 @@ def resolve_dataset(
     filename: str | None = None,
     offline: bool = False,
     offline_reason: str = "offline mode is on",
-    deadline: float = hub.DEFAULT_DEADLINE,
+    deadline: float | None = None,
 ) -> DatasetSource:
     """Resolve ``spec`` to a local file.
 
@@ -147,6 +150,7 @@ def resolve_dataset(
     no network when ``offline`` or ``HF_HUB_OFFLINE`` is set); anything else must be the path
     of a readable file. Raises :class:`DataError` (one line) otherwise. ``offline_reason``
     says why in that line when ``offline`` kept a named dataset from being downloaded.
+    ``deadline``: the Hub call's, in seconds (default :data:`.io.hub.DEFAULT_DEADLINE`).
     """
     spec = spec.strip()
     if not spec:

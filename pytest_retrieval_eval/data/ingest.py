@@ -42,7 +42,6 @@ from .corpus import (
     records_digest,
 )
 from .dataset import DatasetSource, file_sha256, sample_digest
-from .json_stream import iter_instances
 from .pairs import GOLD_FROM_HAS_ANSWER, Instance, Rejection, text_key
 from .protocol import View, parse_for_view
 
@@ -166,6 +165,14 @@ class _Builder:
         meta["records_sha256"] = records_digest(meta, pair_rows, rejection_rows)
         meta["complete"] = "1"
         self.conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", list(meta.items()))
+
+
+def iter_instances(path: Path) -> Iterator[tuple[int, object]]:
+    """:func:`.json_stream.iter_instances`, loaded when a corpus is built (a run whose corpus
+    is in the cache never parses the dataset)."""
+    from .json_stream import iter_instances as stream
+
+    return stream(path)
 
 
 def _instances(source: DatasetSource, view: View) -> Iterator[Instance | Rejection]:

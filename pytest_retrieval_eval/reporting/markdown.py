@@ -37,8 +37,6 @@ from .config_lines import compare_config_lines, config_markdown
 from .reference_lines import reference_markdown
 from .summary_table import families_for, type_order
 
-#: The step-summary file GitHub Actions reads after each step.
-STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 #: What reading a malformed section of a saved report raises.
 _UNREADABLE = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 #: Diagnostics are worded for a line this wide: every phrase in its longest form.

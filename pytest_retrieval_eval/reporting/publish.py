@@ -15,10 +15,11 @@ from typing import Any
 
 from ..errors import RetrievalEvalError, one_line
 from ..io import user_files
-from .markdown import STEP_SUMMARY_ENV, run_markdown
 
 #: The name this run's side has in an in-run comparison.
 THIS_RUN = "this run"
+#: The step-summary file GitHub Actions reads after each step.
+STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
 
 def attach_comparison(report: dict[str, Any], base: Mapping[str, Any], base_path: Path,
@@ -68,6 +69,8 @@ def publish_markdown(report: Mapping[str, Any], path: Path | None,
     summary_file = os.environ.get(STEP_SUMMARY_ENV, "").strip() if step_summary else ""
     if path is None and not summary_file:
         return []
+    from .markdown import run_markdown
+
     text = run_markdown(report)
     if not text.endswith("\n"):
         text += "\n"

@@ -14,17 +14,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..data.subset import subset_info
 from ..errors import CacheError
 from ..io import user_files
 from ..scoring import ties
-from ..scoring.metrics import mean_metrics
-from . import cost_lines, diagnostic_lines, summary_choice
-from .config_lines import collect as collect_configs
+from ..scoring.metrics import MEMORY_RECALL, mean_metrics
+from . import diagnostic_lines, summary_choice
 from .headline import build_headline, headline_lines
-from .memory_lines import summary_metrics
-from .part_timing import part_lines, part_timing
-from .reference_lines import reference_lines, reference_section
 from .run_header import NOTE_TEXT as NOTE_TEXT
 from .run_header import SHOWN_REJECTIONS as SHOWN_REJECTIONS
 from .run_header import budget_header as budget_header
@@ -55,7 +50,11 @@ def sort_results(results: Iterable[PairResult], retrievers: Sequence[str]) -> li
 def summarize(results: Sequence[PairResult], retrievers: Sequence[str]) -> dict[str, Any]:
     """``{retriever: {"overall": {n, metrics…}, "by_type": {type: {n, metrics…}}}}``."""
     summary: dict[str, Any] = {}
-    metrics = summary_metrics(results)  # a session store's memory_recall@k: its recall@k
+    metrics = [r["metrics"] for r in results]
+    if any(key.startswith(f"{MEMORY_RECALL}@") for m in metrics for key in m):
+        from .memory_lines import summary_metrics  # a memory store ran
+
+        metrics = summary_metrics(results)  # a session store's memory_recall@k: its recall@k
     for name in retrievers:
         mine = [(r, m) for r, m in zip(results, metrics, strict=True) if r["retriever"] == name]
         by_type: dict[str, Any] = {}
@@ -132,12 +131,52 @@ def timing_summary(results: Sequence[PairResult]) -> dict[str, dict[str, Any]]:
             entry["ingest"] = {"total_ms": sum(ingest), "personas": len(ingest),
                                **({k: v for k, v in _median_p95(ingest).items() if k != "n"}
                                   if ingest else {})}
-        parts = part_timing(lats)  # a fused store's parts, inside its own (RRF)
-        if parts:
-            entry["parts"] = parts
-        entry.update(cost_lines.costs(lats, footprints.get(name, [])))
+        if any(isinstance(x.get("parts"), Mapping) for x in lats):
+            from .part_timing import part_timing
+
+            parts = part_timing(lats)  # a fused store's parts, inside its own (RRF)
+            if parts:
+                entry["parts"] = parts
+        if name in footprints or any(x.get(c) is not None for x in lats for c in _COSTS):
+            from .cost_lines import costs
+
+            entry.update(costs(lats, footprints.get(name, [])))
         out[name] = entry
     return out
+
+
+#: What a pair's ``latency_ms`` holds of a store's costs (:func:`.cost_lines.costs`), and
+#: what a retriever's timing entry then holds (:func:`.cost_lines.cost_phrases`): where none
+#: is there, cost_lines is not loaded.
+_COSTS = ("startup", "transport")
+_COST_ENTRIES = ("startup", "transport", "footprint")
+
+
+def _cost_phrases(entry: Mapping[str, Any]) -> list[str]:
+    if not any(entry.get(key) for key in _COST_ENTRIES):
+        return []
+    from .cost_lines import cost_phrases
+
+    return cost_phrases(entry)
+
+
+def _reference_lines(section: object, width: int) -> list[str]:
+    """The ``ref_recall@k`` table of ``--retrieval-eval-reference`` ([] without it)."""
+    if not isinstance(section, Mapping):
+        return []
+    from .reference_lines import reference_lines
+
+    return reference_lines(section, width)
+
+
+def _collect_configs(results: Iterable[PairResult]) -> tuple[dict[str, Any], list[PairResult]]:
+    """:func:`.config_lines.collect`, which is loaded only when some result holds a config."""
+    results = list(results)
+    if not any("config" in r for r in results):
+        return {}, results
+    from .config_lines import collect
+
+    return collect(results)
 
 
 def timing_lines(timing: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -147,7 +186,7 @@ def timing_lines(timing: Mapping[str, Mapping[str, Any]]) -> list[str]:
     lines = []
     for name, entry in timing.items():
         ingest = entry.get("ingest")
-        costs = cost_lines.cost_phrases(entry)
+        costs = _cost_phrases(entry)
         if ingest is None and not entry.get("startup"):
             continue
         query = entry["query"]
@@ -160,7 +199,10 @@ def timing_lines(timing: Mapping[str, Mapping[str, Any]]) -> list[str]:
         phrases.append(f"query {query['median']:.1f} ms (p95 {query['p95']:.1f})"
                        + (", ingest excluded" if ingest is not None else ""))
         lines.append(f"{name}: " + "; ".join([*phrases, *costs]))
-    lines.extend(part_lines(timing))
+    if any(entry.get("parts") for entry in timing.values()):
+        from .part_timing import part_lines  # a fused store's parts (RRF)
+
+        lines.extend(part_lines(timing))
     overhead = [f"{name} {e['overhead']['median']:.1f} ms" for name, e in timing.items()
                 if e.get("overhead")]
     if overhead:
@@ -222,7 +264,7 @@ def terminal_lines(report: Mapping[str, Any], width: int = 80, *,
                                 overall_only=overall_only) if "budget" in choice.shown else []
     if budget_table:
         shown = [*shown, "", *budget_table] if shown else budget_table
-    ref_table = reference_lines(report.get("reference"), width)  # --retrieval-eval-reference
+    ref_table = _reference_lines(report.get("reference"), width)
     if ref_table:
         shown = [*shown, "", *ref_table] if shown else ref_table
     unknown = fit_lines(choice.unknown_lines(), width)
@@ -282,13 +324,15 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
     """The JSON report (schema documented in the README). ``report_path`` (the JSON this
     run writes) and ``rerun`` (the run's options to repeat) go into the headline's next
     command (:func:`.headline.build_headline`)."""
-    configs, results = collect_configs(results)  # one per retriever (store_config.py)
+    configs, results = _collect_configs(results)  # one per retriever (store_config.py)
     # Rankings handed in by user tests (retrieval_eval_record) are columns of their own.
     retrievers = list(dict.fromkeys([*info["retrievers"], *(r["retriever"] for r in results)]))
     ks = list(info["ks"])
     ordered = sort_results(results, retrievers)
     reference = None  # --retrieval-eval-reference: ref_recall@k, from every worker's pairs
     if info.get("reference"):
+        from .reference_lines import reference_section
+
         reference, ordered = reference_section(ordered, str(info["reference"]), retrievers,
                                                ks, type_order)
     drifts = []
@@ -319,6 +363,8 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
     full_info["skipped"] = skipped
     full_info["run"] = run
     if info.get("subset"):  # --retrieval-eval-subset: the choice and its CI width
+        from ..data.subset import subset_info
+
         full_info["subset"] = subset_info(info["subset"], ordered,
                                           retrievers[0] if retrievers else None)
     report: dict[str, Any] = {

@@ -6,9 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..data.subset import subset_lines
 from ..errors import printable
-from .config_lines import retrievers_text
 
 #: How the header words each data note (counts over the whole dataset).
 NOTE_TEXT: dict[str, str] = {
@@ -74,7 +72,7 @@ def header_lines(info: Mapping[str, Any], *, budget_words: bool = True) -> list[
         (f"protocol: {protocol}  granularity: {info.get('granularity', 'session')}"
          + ("  (LongMemEval's own retrieval experiment)" if protocol == "longmemeval" else "")),
         f"lane: {info['lane']}  model: {model_text}",
-        (f"retrievers: {retrievers_text(info['retrievers'], info.get('config'))}  "
+        (f"retrievers: {_retrievers_text(info['retrievers'], info.get('config'))}  "
          f"k: {', '.join(map(str, info['ks']))}"),
         (f"pairs: {info['scored']} scored"
          + (f" ({info['scored_by_all']} by every retriever)"
@@ -90,7 +88,10 @@ def header_lines(info: Mapping[str, Any], *, budget_words: bool = True) -> list[
          + (f"; {skipped['items_skipped']} item(s) skipped by pytest"
             if skipped.get("items_skipped") else "")),
     ]
-    lines.extend(subset_lines(info.get("subset")))
+    if info.get("subset"):
+        from ..data.subset import subset_lines
+
+        lines.extend(subset_lines(info["subset"]))
     lines.extend(budget_header(info.get("budget"), full=budget_words))
     lines.extend(note_lines(info.get("notes") or {}))
     lines.extend(rejection_lines(info.get("rejections") or []))
@@ -118,3 +119,12 @@ def budget_header(budget: Mapping[str, Any] | None, *, full: bool = True) -> lis
     return [line + ("; recall@<B>tok takes memories in rank order while they fit, tokens@k "
                     "is the mean tokens of the first k" if full else
                     "; its table: -v")]
+
+
+def _retrievers_text(retrievers: Sequence[str], configs: Mapping[str, Any] | None) -> str:
+    """:func:`.config_lines.retrievers_text`, loaded only when some store has a config."""
+    if not configs:
+        return ", ".join(retrievers)
+    from .config_lines import retrievers_text
+
+    return retrievers_text(retrievers, configs)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..data.pairs import QUESTION_TYPES
-from ..scoring.budget import BUDGET_SUFFIX, TOKENS
+from ..scoring.metrics import BUDGET_SUFFIX, TOKENS
 from .text_width import fit_lines
 
 FAMILIES: tuple[tuple[str, str], ...] = (

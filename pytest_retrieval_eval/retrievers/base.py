@@ -217,3 +217,14 @@ def _option(options: object, names: Sequence[str], default: object) -> object:
         elif hasattr(options, name):
             return getattr(options, name)
     return default
+
+
+def part_times(retriever: object) -> dict[str, dict[str, float]] | None:
+    """A fused store's parts' times for the item that just ranked (None: not a fused store,
+    or nothing spent): its ``take_part_times`` (:class:`.fusion.RRF`), here so that the
+    harness asks every store without importing :mod:`.fusion`."""
+    take = getattr(retriever, "take_part_times", None)
+    if not callable(take):
+        return None
+    got = take()
+    return dict(got) if isinstance(got, Mapping) and got else None

@@ -32,7 +32,7 @@ from typing import Any
 
 from .. import vipune
 from ..errors import RetrievalEvalError
-from .base import Persona, Query, Retriever, _check_limit
+from .base import Persona, Query, Retriever, _check_limit, part_times
 from .loader import UserRetriever, describe_dotted, get_retriever, is_dotted
 from .ranked_output import read_distinct
 from .ranking import ranked_ids
@@ -231,13 +231,3 @@ class RRF:
                     failed.append(f"{self.labels[i]}: {type(exc).__name__}: {exc}")
         if failed:
             raise RetrievalEvalError("; ".join(failed))
-
-
-def part_times(retriever: object) -> dict[str, dict[str, float]] | None:
-    """A fused store's parts' times for the item that just ranked (None: not a fused store,
-    or nothing spent)."""
-    take = getattr(retriever, "take_part_times", None)
-    if not callable(take):
-        return None
-    got = take()
-    return dict(got) if isinstance(got, Mapping) and got else None

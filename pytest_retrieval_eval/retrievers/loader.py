@@ -9,20 +9,15 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import RetrievalEvalError, StopRun, one_line, printable
-from .base import Persona, Query, Retriever, _option
-from .bm25 import BM25Retriever
-from .command import PREFIX as COMMAND_PREFIX
-from .command import make_command_retriever
-from .oracle import OracleRetriever
-from .reference import FtsRetriever, HybridRetriever, SemanticRetriever
-from .trec_run import PREFIX as RUN_PREFIX
-from .trec_run import TrecRunRetriever
+from .base import _option
+from .command_selector import PREFIX as COMMAND_PREFIX
 from .variants import VariantError, is_variant, parse_keywords, split_dotted
-from .vipune_binary import VipuneBinaryRetriever
-from .whatif import make_variant
+
+if TYPE_CHECKING:
+    from .base import Persona, Query, Retriever
 
 __all__ = ["REGISTRY", "FunctionRetriever", "UserRetriever", "describe_dotted",
            "describe_object", "get_retriever", "is_dotted", "load_dotted"]
@@ -322,18 +317,33 @@ def _make_vipune(options: object) -> Retriever:
         raise RetrievalEvalError(f"vipune binary option {binary!r} must be a path or a name")
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
         raise RetrievalEvalError(f"vipune timeout option {timeout!r} must be a number")
+    from .vipune_binary import VipuneBinaryRetriever
+
     return VipuneBinaryRetriever(binary=binary, timeout=float(timeout))
 
 
+def _built_in(module: str, attr: str) -> Callable[[object], Retriever]:
+    """A factory that builds ``attr`` of this package's ``module``, the module imported on
+    the first build (a run imports only the retrievers it names)."""
+    def make(options: object) -> Retriever:
+        made: Retriever = getattr(importlib.import_module(f".{module}", __package__), attr)()
+        return made
+    return make
+
+
+RUN_PREFIX = "run:"  # trec_run.PREFIX (a TREC run file), stated here so it loads on use
+
+
 REGISTRY: dict[str, Callable[[object], Retriever]] = {
-    "hybrid": lambda options: HybridRetriever(),
-    "semantic": lambda options: SemanticRetriever(),
-    "fts": lambda options: FtsRetriever(),
-    "bm25": lambda options: BM25Retriever(),
-    "oracle": lambda options: OracleRetriever(),
+    "hybrid": _built_in("reference", "HybridRetriever"),
+    "semantic": _built_in("reference", "SemanticRetriever"),
+    "fts": _built_in("reference", "FtsRetriever"),
+    "bm25": _built_in("bm25", "BM25Retriever"),
+    "oracle": _built_in("oracle", "OracleRetriever"),
     "vipune": _make_vipune,
 }
-"""Built-in retriever factories by name; each takes the run's options (mapping or object)."""
+"""Built-in retriever factories by name; each takes the run's options (mapping or object)
+and imports its retriever's module on first use."""
 
 
 def get_retriever(name: str, options: object = None) -> Retriever:
@@ -352,10 +362,16 @@ def get_retriever(name: str, options: object = None) -> Retriever:
     if factory is not None:
         return factory(opts)
     if name.startswith(RUN_PREFIX):  # "run:PATH", a TREC run file (before what-ifs: '+')
+        from .trec_run import TrecRunRetriever
+
         return TrecRunRetriever(name[len(RUN_PREFIX):], selector=name)
     if name.startswith(COMMAND_PREFIX):  # "cmd:node store.js": before what-ifs ('+')
+        from .command import make_command_retriever
+
         return make_command_retriever(name, opts)
     if is_variant(name):  # "hybrid+rrf_k:60": before dotted paths, which also hold ':'
+        from .whatif import make_variant
+
         try:
             return make_variant(name)
         except VariantError as exc:

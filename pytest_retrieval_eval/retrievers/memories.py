@@ -34,7 +34,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import RetrieverError, one_line
-from ..scoring.memory_metrics import covered_sessions, memory_metrics
 from .base import Memory, Persona
 
 __all__ = ["MAX_RECORDED_TEXT", "covered", "has_memories", "is_plain", "memories_from_json",
@@ -49,6 +48,8 @@ def covered(memory: Memory) -> tuple[str, ...]:
     """The sessions a memory covers, in order: its ``sessions``, then its turns' sessions.
     Tolerant of ill-typed fields (the reader counts with it before :func:`read_memories`
     checks them): what is not a string is skipped."""
+    from ..scoring.memory_metrics import covered_sessions  # a memory store's only
+
     sessions = memory.sessions if isinstance(memory.sessions, (tuple, list)) else ()
     turns = memory.turns if isinstance(memory.turns, (tuple, list)) else ()
     return covered_sessions((s for s in sessions if isinstance(s, str)),
@@ -244,6 +245,8 @@ def pair_memory_metrics(memories: Mapping[int, Sequence[Memory]], gold: Sequence
                         gold_turns: Sequence[str] | None = None) -> dict[str, float]:
     """``memory_recall@k`` (and ``turn_recall@k``) of each k, on the memories of k's own
     call (:func:`.scoring.memory_metrics.memory_metrics`)."""
+    from ..scoring.memory_metrics import memory_metrics  # a memory store's only
+
     out: dict[str, float] = {}
     for k in ks:
         out.update(memory_metrics([(m.sessions, m.turns) for m in memories[k]], gold, (k,),

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
+# ``recall@500tok``'s suffix and the family of ``tokens@k``: named in .metrics, which the
+# summary table reads without loading this module.
+from .metrics import BUDGET_SUFFIX as BUDGET_SUFFIX
+from .metrics import TOKENS as TOKENS
+
 __all__ = ["BUDGET_SUFFIX", "TOKENS", "budget_fit", "budget_key", "budget_recall",
            "is_budget_key", "is_tokens_key", "parse_budget_key", "score_budget",
            "tokens_at_k", "tokens_key"]
-
-#: ``recall@500tok``: the family is ``recall``, the cut-off a budget in tokens.
-BUDGET_SUFFIX = "tok"
-#: The family of ``tokens@k``: a count of tokens, not a fraction.
-TOKENS = "tokens"
 
 
 def budget_key(budget: int) -> str:

@@ -23,14 +23,15 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from .longmemeval_metrics import strip_turn
+
+# The metric families a memory ranking adds (``memory_recall@k``, ``turn_recall@k``): named
+# in .metrics, which a report reads without loading this module.
+from .metrics import MEMORY_RECALL as MEMORY_RECALL
+from .metrics import TURN_RECALL as TURN_RECALL
 from .metrics import metric_key
 
 __all__ = ["MEMORY_RECALL", "TURN_RECALL", "covered_sessions", "memory_metrics",
            "memory_recall", "session_ranking", "turn_recall", "with_memory_recall"]
-
-#: The metric families a memory ranking adds (``memory_recall@k``, ``turn_recall@k``).
-MEMORY_RECALL = "memory_recall"
-TURN_RECALL = "turn_recall"
 
 Provenance = tuple[Sequence[str], Sequence[str]]  # (sessions, turns) of one memory
 

@@ -67,6 +67,16 @@ def ndcg_any(
     return actual / ideal if ideal > 0 else 0.0
 
 
+#: The metric families a memory ranking adds (``memory_recall@k``, ``turn_recall@k``;
+#: :mod:`.memory_metrics`), named here so that a report tells them without loading it.
+MEMORY_RECALL = "memory_recall"
+TURN_RECALL = "turn_recall"
+#: ``recall@500tok``: the family is ``recall``, the cut-off a budget in tokens (:mod:`.budget`).
+BUDGET_SUFFIX = "tok"
+#: The family of ``tokens@k``: a count of tokens, not a fraction (:mod:`.budget`).
+TOKENS = "tokens"
+
+
 def metric_key(name: str, k: int) -> str:
     """The report's name for a metric at a cut-off, e.g. ``recall@5``."""
     return f"{name}@{k}"

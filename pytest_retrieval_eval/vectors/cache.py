@@ -37,11 +37,13 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from itertools import repeat
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from ..data.dataset import SAMPLE_DIR
+from ..data.pairs import text_key
 from ..errors import CacheError
 from ..io.checksums import read_sidecar, sha256_file
 
@@ -80,6 +82,9 @@ __all__ = [
     "default_cache_dir",
     "list_models",
     "models_holding",
+    "query_key",
+    "query_prefix",
+    "query_text",
     "uncommitted_shards",
     "unlisted_folders",
 ]
@@ -107,6 +112,33 @@ def default_cache_dir() -> Path:
 def bundled_cache_dir() -> Path:
     """The read-only cache root shipped inside the package (the bundled sample's vectors)."""
     return SAMPLE_DIR / "cache"
+
+
+def query_prefix(model: str | Mapping[str, object] | Any) -> str:
+    """The query prefix of ``model``: a prefix string itself, a model-info mapping (a cache
+    manifest) or an embedder (its ``info()``). (This and the two below live here, not in
+    :mod:`.prep`, so that a ``--no-model`` run reads its query vectors without loading prep.)
+    """
+    if isinstance(model, str):
+        return model
+    info = model if isinstance(model, Mapping) else model.info()
+    prefix = info.get("query_prefix", "")
+    return prefix if isinstance(prefix, str) else ""
+
+
+def query_text(question: str, model: str | Mapping[str, object] | Any) -> str:
+    """The exact text embedded for a question: the query prefix + the question as given
+    (what :meth:`Embedder.embed_query` embeds)."""
+    return query_prefix(model) + question
+
+
+def query_key(question: str, model: str | Mapping[str, object] | Any) -> str:
+    """The cache key of a question's query vector: ``text_key(prefix + question)``.
+
+    ``model`` is the prefix itself, a model-info mapping, or an embedder. With no prefix this
+    equals the pair's ``question_key``.
+    """
+    return text_key(query_text(question, model))
 
 
 

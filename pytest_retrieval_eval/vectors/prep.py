@@ -30,6 +30,9 @@ import numpy.typing as npt
 from ..data.pairs import text_key
 from ..errors import CacheError, ModelError
 from .cache import CacheWarning, VectorCache
+from .cache import query_key as query_key  # moved to cache.py; kept here by name
+from .cache import query_prefix as query_prefix
+from .cache import query_text as query_text
 from .cached_models import models_holding
 
 __all__ = [
@@ -109,31 +112,6 @@ class PrepInterrupted(KeyboardInterrupt):
         super().__init__(f"prep interrupted: {saved} vectors saved, {remaining} still missing")
         self.saved = saved
         self.remaining = remaining
-
-
-def query_prefix(model: str | Mapping[str, object] | Any) -> str:
-    """The query prefix of ``model``: a prefix string itself, a model-info mapping (a cache
-    manifest) or an embedder (its ``info()``)."""
-    if isinstance(model, str):
-        return model
-    info = model if isinstance(model, Mapping) else model.info()
-    prefix = info.get("query_prefix", "")
-    return prefix if isinstance(prefix, str) else ""
-
-
-def query_text(question: str, model: str | Mapping[str, object] | Any) -> str:
-    """The exact text embedded for a question: the query prefix + the question as given
-    (what :meth:`Embedder.embed_query` embeds)."""
-    return query_prefix(model) + question
-
-
-def query_key(question: str, model: str | Mapping[str, object] | Any) -> str:
-    """The cache key of a question's query vector: ``text_key(prefix + question)``.
-
-    ``model`` is the prefix itself, a model-info mapping, or an embedder. With no prefix this
-    equals the pair's ``question_key``.
-    """
-    return text_key(query_text(question, model))
 
 
 def shard_of(key: str, count: int) -> int:

@@ -14,14 +14,17 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from ..data.pairs import text_key
 from ..errors import CacheError
-from .cache import VectorCache
-from .prep import EmbedderLike
+
+if TYPE_CHECKING:
+    from .cache import VectorCache
+    from .prep import EmbedderLike
 
 __all__ = ["StoreEmbedding"]
 

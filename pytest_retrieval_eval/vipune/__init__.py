@@ -26,7 +26,8 @@ name of the reference is importable from here: ``from pytest_retrieval_eval impo
 
 from __future__ import annotations
 
-from .cli_output import VipuneOutputError, format_search_json, parse_search_json
+from typing import TYPE_CHECKING, Any
+
 from .fts import (
     FTS_MODES,
     FTS_TOKENIZE,
@@ -90,6 +91,13 @@ from .semantic import (
     vector_to_blob,
 )
 
+if TYPE_CHECKING:  # the command line's output: loaded on first use (__getattr__)
+    from .cli_output import VipuneOutputError, format_search_json, parse_search_json
+
+#: Names of :mod:`.cli_output`, which only the ``vipune`` binary's retriever uses: a run
+#: that reads no vipune output does not load it.
+_CLI_OUTPUT = ("VipuneOutputError", "format_search_json", "parse_search_json")
+
 __all__ = [
     "DDL_STATEMENTS",
     "DECAY_LAMBDA",
@@ -147,3 +155,15 @@ __all__ = [
     "validate_recency",
     "vector_to_blob",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _CLI_OUTPUT:  # looked up each time, as retrievers/__init__.py does
+        from . import cli_output
+
+        return getattr(cli_output, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_CLI_OUTPUT})

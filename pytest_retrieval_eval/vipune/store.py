@@ -36,6 +36,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .. import vipune
 from ..errors import CacheError, one_line, write_fault
@@ -51,7 +52,6 @@ from ..io.checksums import (
     write_sidecar,
     write_stamp,
 )
-from .exports import export_name, export_store  # their home; named here too
 from .store_build import (  # their home; named here too
     EMPTY_DATE_PLACEHOLDER,
     PROJECT_ID,
@@ -63,6 +63,9 @@ from .store_build import (  # their home; named here too
     model_mark,
     rows_from_arrays,
 )
+
+if TYPE_CHECKING:  # their home; named here too, loaded on first use (__getattr__)
+    from .exports import export_name, export_store
 
 __all__ = [
     "EMPTY_DATE_PLACEHOLDER",
@@ -87,6 +90,17 @@ __all__ = [
     "store_model_mark",
     "store_user_version",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``export_name`` and ``export_store`` from :mod:`.exports`, their home, loaded on first
+    use: a run that exports no store never loads it."""
+    if name in ("export_name", "export_store"):
+        from . import exports
+
+        return getattr(exports, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _KEY_RE = re.compile(r"^[0-9a-f]{16,128}$")
 #: Suffix a store built from another model's vectors is renamed to (with its sidecar).
