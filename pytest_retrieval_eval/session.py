@@ -84,8 +84,7 @@ class EvalSession:
     selection: Any = None
     #: The plugin's node in the collection tree (collection.RetrievalEvalCollector).
     collector: Any = None
-    #: Whether pair results carry explain facts: only where something reads them, a JSON
-    #: report or ``-v``'s explanations (issue 35.2; run_hooks.start decides).
+    #: Whether pair results carry explain facts (run_hooks.start: a JSON report, or -v).
     explain: bool = True
     #: Whether pair items carry JUnit properties (--junitxml under junit_family=xunit1).
     junit_properties: bool = False
@@ -341,20 +340,16 @@ class EvalSession:
         bm25 = self._retrievers.get("bm25")
         if bm25 is not None and isinstance(bm25, retrievers_mod.BM25Retriever) and \
                 self.view.is_default:
-            from .retrievers import terms as terms_mod
+            from .retrievers.terms import use_term_table
 
-            table = terms_mod.table_path(Path(self.plan.cache_root), corpus.dataset_sha256)
-            corpus_sha = terms_mod.corpus_file_sha256(corpus)  # counts of this very corpus
-            bm25.use_table(lambda: terms_mod.open_table(table, corpus_sha))
+            use_term_table(bm25, Path(self.plan.cache_root), corpus)
         if "vipune" in self._retrievers and not (self.read_only and self.plan.model is None):
             retrievers_mod.check_compatible(self.plan.model)
         if self.settings.budgets and self.token_counts is None:
-            from .vectors import token_counts as tokens_mod  # the tokenizer: only when asked
+            from .vectors.token_counts import run_counts  # the tokenizer: only when asked
 
-            counter = tokens_mod.load_counter(self.settings.tokenizer)
-            self.token_counts = tokens_mod.TokenCounts(
-                counter, None if self.read_only else tokens_mod.tokens_dir(
-                    Path(self.plan.cache_root), counter))
+            self.token_counts = run_counts(self.settings.tokenizer, Path(self.plan.cache_root),
+                                           read_only=self.read_only)
 
     # -- items ------------------------------------------------------------------------------
 
@@ -496,7 +491,6 @@ class EvalSession:
         tails = (tuple(node.split("::")[-2:]) for node in ids
                  if node.startswith("retrieval-eval::"))
         self.select([names[tail] for tail in tails if tail in names])
-
 
 
 def _reads_runs(selectors: Iterable[str]) -> bool:

@@ -46,7 +46,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Print the explanation (or, with ``--diff``, the two reports' aligned); a missing
     question or retriever is one error line (exit 4)."""
     from ..reporting.compare import load_report, parse_retrievers
-    from ..reporting.explain import ExplainError, diff_lines, explain_lines
+    from ..reporting.explain import ExplainError, explain_lines
+    from ..reporting.explain_diff import diff_lines
 
     width = shutil.get_terminal_size((80, 24)).columns
     if args.diff is None:

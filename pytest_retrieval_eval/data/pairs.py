@@ -249,7 +249,35 @@ class _Reject(Exception):
 
 
 def _session_text(turns: object, position: int, sid: str) -> tuple[str, bool, bool]:
-    """Validate one session; return (rendered content, is_blank, has_answer)."""
+    """Validate one session; return (rendered content, is_blank, has_answer).
+
+    One pass over a session whose turns are all well formed (the cold build's hot loop:
+    LongMemEval_M holds 250,000 session slots), rendering as :func:`render_session` does;
+    anything else goes to :func:`_checked_session_text`, which names the fault."""
+    if type(turns) is list:
+        parts: list[str] = []
+        blank = True
+        has_answer = False
+        for turn in turns:
+            if not isinstance(turn, dict):
+                break
+            role = turn.get("role")
+            content = turn.get("content")
+            if type(role) is not str or type(content) is not str:
+                break
+            parts.append(f"{role}: {content}")
+            if blank and content and not content.isspace():
+                blank = False
+            if not has_answer and turn.get("has_answer") is True:
+                has_answer = True
+        else:
+            return "\n".join(parts), blank, has_answer
+    return _checked_session_text(turns, position, sid)
+
+
+def _checked_session_text(turns: object, position: int,
+                          sid: str) -> tuple[str, bool, bool]:
+    """:func:`_session_text`, each turn checked in turn: the first fault is a rejection."""
     if not isinstance(turns, list):
         raise _Reject(
             f"haystack_sessions[{position}] (session {_show(sid)}) is {_type_name(turns)}, "

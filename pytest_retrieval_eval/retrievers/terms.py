@@ -314,3 +314,11 @@ def _build(corpus: Corpus, corpus_sha: str, target: Path, progress: Progress | N
         for leftover in (tmp, sidecar_path(tmp)):
             with contextlib.suppress(FileNotFoundError):
                 os.remove(leftover)
+
+
+def use_term_table(bm25: Any, cache_root: Path, corpus: Corpus) -> None:
+    """Point the run's ``bm25`` retriever at the corpus's saved term counts (the table under
+    ``cache_root``, made on first use, of this very corpus file)."""
+    table = table_path(cache_root, corpus.dataset_sha256)
+    corpus_sha = corpus_file_sha256(corpus)
+    bm25.use_table(lambda: open_table(table, corpus_sha))

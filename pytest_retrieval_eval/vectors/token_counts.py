@@ -250,3 +250,10 @@ def _remove(path: Path) -> None:
     for name in (path, sidecar_path(path), path.with_name(path.name + VERIFIED_SUFFIX)):
         with contextlib.suppress(OSError):
             name.unlink()
+
+
+def run_counts(spec: str, cache_root: Path, *, read_only: bool = False) -> TokenCounts:
+    """A run's token counts (``--retrieval-eval-budget``): the tokenizer ``spec`` names,
+    its counts kept under ``cache_root`` (none written by a read-only run)."""
+    counter = load_counter(spec)
+    return TokenCounts(counter, None if read_only else tokens_dir(cache_root, counter))

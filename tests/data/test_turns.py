@@ -113,3 +113,34 @@ def test_encoded_turns_are_json_dumps_text_byte_for_byte() -> None:
     assert any(len(e) == 2 for e in entries) and any(len(e) == 3 for e in entries)
     assert encode_turns(text, turns) == json.dumps(entries, ensure_ascii=False,
                                                    separators=(",", ":"))
+
+
+def test_the_fast_session_check_equals_the_checked_one() -> None:
+    """pairs._session_text's one pass (issue 35.4, the cold build) gives what the turn by
+    turn check gives: the same text, blank and has_answer flags, or the same rejection."""
+    import pytest
+
+    from pytest_retrieval_eval.data import pairs
+
+    class Text(str):
+        pass
+
+    sessions: list[object] = [
+        [], [{"role": "user", "content": "hi"}, {"role": "assistant", "content": TRICKY}],
+        [{"role": "user", "content": "  "}, {"role": "user", "content": ""}],
+        [{"role": "user", "content": "x", "has_answer": True}, {"role": "a", "content": "y"}],
+        [{"role": "user", "content": "x", "has_answer": 1}],
+        [{"role": Text("user"), "content": Text("sub")}],
+        [{"role": "user"}], [{"content": "x"}], [{"role": "user", "content": 3}],
+        [{"role": None, "content": "x"}], ["not a turn"], "not a list", None,
+        [{"role": "user", "content": "ok"}, {"role": "user", "content": ["x"]}],
+    ]
+    for session in sessions:
+        try:
+            want: object = pairs._checked_session_text(session, 4, "s1")
+        except pairs._Reject as exc:
+            with pytest.raises(pairs._Reject) as got:
+                pairs._session_text(session, 4, "s1")
+            assert str(got.value) == str(exc), session
+        else:
+            assert pairs._session_text(session, 4, "s1") == want, session

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from pytest_retrieval_eval.reporting.explain import ExplainError, diff_lines, explain_lines
+from pytest_retrieval_eval.reporting.explain import ExplainError, explain_lines
+from pytest_retrieval_eval.reporting.explain_diff import diff_lines
 
 WORDS = ["Emergency", "fund", "months?"]
 TOKENS = [["emerg"], ["fund"], ["month"]]
