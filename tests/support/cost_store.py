@@ -1,7 +1,8 @@
 """A ``cmd:`` store with costs to measure: ``python cost_store.py LOG [--base64]``.
 
-It says hello after sleeping 0.5 s, or S with ``--hello-sleep=S`` (a start-up to see), logs every request's op, and for
-each persona's vectors their exact values, to LOG (one JSON line each); in ``index`` it
+It says hello after sleeping 0.5 s, or S with ``--hello-sleep=S`` (a start-up to see), logs
+every request's op, and for each persona's vectors their exact values, to LOG (one JSON line
+each); in ``index`` it
 writes 1,000,000 bytes into the request's ``workdir`` (when it names one) and keeps 50 MB of
 written memory (``child_rss_bytes`` and RSS growth to see); ``rank`` sleeps 0.2 s (a store
 time the transport must not eat) and ranks by cosine, in float64 of the float32 values.
