@@ -9,8 +9,9 @@ Each version runs as real serial ``pytest --retrieval-eval`` processes (the work
 package, or the commit's from a ``git archive`` copy, put first on ``PYTHONPATH``; both use
 the working tree's two example stores, or with ``--before-stores`` the commit runs its own),
 interleaved (NEW, BEFORE, NEW, ...). The Node store records its own milliseconds per request
-(``--times FILE``: from reading the chunk that ends the request's line to the answer written;
-before 2026-12-06 the store read lines with Node's readline and timed from the line event),
+(``--times FILE``: from reading the chunk that ends the request's line to the answer's write
+beginning; before 2026-12-06 the store read lines with Node's readline and timed from the line
+event to the answer written),
 set against the plugin's figures: the issue's target is the plugin's query latency
 and ingest within 1 ms + 5 % of the store's own, and the two stores within 1.2x of each other.
 NEW also runs the Node store with ``--base64`` (vectors as base64-f32le). Medians over the
@@ -126,7 +127,8 @@ def figures(runs: list[dict[str, Any]], store: str) -> dict[str, float]:
 def within(plugin: float, own: float, calls: float = 1.0) -> str:
     """Whether the plugin's figure is within 1 ms (a call) + 5 % of the store's own."""
     ok = abs(plugin - own) <= calls * 1.0 + 0.05 * own
-    return f"{plugin:.3f} vs own {own:.3f} ({'within' if ok else 'NOT within'} 1 ms + 5 %)"
+    return (f"{plugin:.3f} vs own {own:.3f}, {plugin - own:+.3f} "
+            f"({'within' if ok else 'NOT within'} 1 ms + 5 %)")
 
 
 def main() -> int:

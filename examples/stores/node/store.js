@@ -12,9 +12,9 @@
 //
 // Options: `--base64` asks in hello for vectors as base64 little-endian float32
 // ("vector_encoding": "base64-f32le": the same values, a fraction of the JSON to parse);
-// `--times FILE` writes the store's own milliseconds per request (from the chunk ending the
-// request's line read to the answer written) to FILE as JSON when stdin closes, to set against
-// the plugin's figures.
+// `--times FILE` writes the store's own milliseconds per request (from reading the chunk that
+// ends the request's line to the answer's write beginning) to FILE as JSON when stdin closes,
+// to set against the plugin's figures.
 "use strict";
 
 const fs = require("node:fs");
@@ -120,9 +120,13 @@ function serve(line, begun) {
   } catch (err) {
     reply = { error: `store.js: ${err.message}` };
   }
-  process.stdout.write(JSON.stringify(reply) + "\n");
+  const text = JSON.stringify(reply) + "\n";
+  // The timer stops as the answer's write begins: a write that wakes the plugin may return
+  // only after the plugin has run (on a busy machine, milliseconds of its next work).
+  const ended = process.hrtime.bigint();
+  process.stdout.write(text);
   if (op === "index" || op === "rank") {
-    times[`${op}_ms`].push(Number(process.hrtime.bigint() - begun) / 1e6);
+    times[`${op}_ms`].push(Number(ended - begun) / 1e6);
   }
 }
 
