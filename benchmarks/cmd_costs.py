@@ -5,11 +5,14 @@ sample and on generated data, for the working tree and a commit before it.
 
     python benchmarks/cmd_costs.py --before 21656d8 --repeat 3 --out /tmp/cmd-costs.md
 
-Each version runs as real serial ``pytest --retrieval-eval`` processes (the commit's package
-from a ``git archive`` copy put first on ``PYTHONPATH``; both use the working tree's two
-example stores), interleaved (NEW, BEFORE, NEW, ...). The Node store records its own
-milliseconds per request (``--times FILE``: from the request line read to the answer
-written), set against the plugin's figures: the issue's target is the plugin's query latency
+Each version runs as real serial ``pytest --retrieval-eval`` processes (the working tree's
+package, or the commit's from a ``git archive`` copy, put first on ``PYTHONPATH``; both use
+the working tree's two example stores, or with ``--before-stores`` the commit runs its own),
+interleaved (NEW, BEFORE, NEW, ...). The Node store records its own milliseconds per request
+(``--times FILE``: from reading the chunk that ends the request's line to the answer's write
+beginning; before 2026-12-06 the store read lines with Node's readline and timed from the line
+event to the answer written),
+set against the plugin's figures: the issue's target is the plugin's query latency
 and ingest within 1 ms + 5 % of the store's own, and the two stores within 1.2x of each other.
 NEW also runs the Node store with ``--base64`` (vectors as base64-f32le). Medians over the
 repeats; the load average is printed with each row (2 shared cores: queries of a few tenths
@@ -61,17 +64,21 @@ def generated(into: Path) -> tuple[Path, Path]:
 
 
 def one_run(tree: Path | None, data: str, model: Path | None, cache: Path, work: Path,
-            base64: bool) -> dict[str, Any]:
-    """One serial run: the report's timing of each store and the Node store's own times."""
+            base64: bool, stores: Path = ROOT) -> dict[str, Any]:
+    """One serial run: the report's timing of each store and the Node store's own times
+    (the example stores of ``stores``, a tree)."""
+    node_store = stores / NODE_STORE.relative_to(ROOT)
+    py_stores = stores / PY_STORES.relative_to(ROOT)
     times = {"json": work / "times-json.json", "base64": work / "times-base64.json"}
     for t in times.values():
         t.unlink(missing_ok=True)
-    node = shlex.join(["node", str(NODE_STORE), "--times", str(times["json"])])
-    packed = shlex.join(["node", str(NODE_STORE), "--base64", "--times", str(times["base64"])])
+    node = shlex.join(["node", str(node_store), "--times", str(times["json"])])
+    packed = shlex.join(["node", str(node_store), "--base64", "--times", str(times["base64"])])
     retrievers = [NUMPY, f"cmd:{node}", *([f"cmd:{packed}"] if base64 else [])]
     report = work / "report.json"
+    # NEW is the working tree's package (ROOT first on the path), never an installed copy.
     env = dict(os.environ, COLUMNS="200", PYTHONPATH=os.pathsep.join(
-        [*([str(tree)] if tree is not None else []), str(PY_STORES)]))
+        [str(tree if tree is not None else ROOT), str(py_stores)]))
     lane = [f"--retrieval-eval-model={model}"] if model is not None else ["--no-model"]
     argv = [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider",
             "-q", "--retrieval-eval", *lane, f"--retrieval-eval-data={data}",
@@ -120,7 +127,8 @@ def figures(runs: list[dict[str, Any]], store: str) -> dict[str, float]:
 def within(plugin: float, own: float, calls: float = 1.0) -> str:
     """Whether the plugin's figure is within 1 ms (a call) + 5 % of the store's own."""
     ok = abs(plugin - own) <= calls * 1.0 + 0.05 * own
-    return f"{plugin:.3f} vs own {own:.3f} ({'within' if ok else 'NOT within'} 1 ms + 5 %)"
+    return (f"{plugin:.3f} vs own {own:.3f}, {plugin - own:+.3f} "
+            f"({'within' if ok else 'NOT within'} 1 ms + 5 %)")
 
 
 def main() -> int:
@@ -130,6 +138,8 @@ def main() -> int:
     parser.add_argument("--work", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--data", choices=("sample", "generated", "both"), default="both")
+    parser.add_argument("--before-stores", action="store_true",
+                        help="the commit runs its own example stores (default: the tree's)")
     args = parser.parse_args()
     if shutil.which("node") is None:
         raise SystemExit("node is not installed")
@@ -140,7 +150,8 @@ def main() -> int:
                           capture_output=True, text=True).stdout.strip()
     lines = [f"cmd_costs: NEW {head} (working tree) against {args.before}, "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-             f"load {os.getloadavg()[0]:.1f}"]
+             f"load {os.getloadavg()[0]:.1f}"
+             + ("; the commit runs its own example stores" if args.before_stores else "")]
     sets = ["sample", "generated"] if args.data == "both" else [args.data]
     for which in sets:
         model = None
@@ -150,12 +161,15 @@ def main() -> int:
             data = str(path)
         versions = {"NEW": None, args.before: before}
         runs: dict[str, list[dict[str, Any]]] = {v: [] for v in versions}
+        stores = {name: tree if tree is not None and args.before_stores else ROOT
+                  for name, tree in versions.items()}
         for name, tree in versions.items():  # a warm-up each: prep, corpus, vectors
-            one_run(tree, data, model, work / f"cache-{which}-{name}", work, base64=False)
+            one_run(tree, data, model, work / f"cache-{which}-{name}", work, base64=False,
+                    stores=stores[name])
         for _ in range(args.repeat):
             for name, tree in versions.items():
                 runs[name].append(one_run(tree, data, model, work / f"cache-{which}-{name}",
-                                          work, base64=name == "NEW"))
+                                          work, base64=name == "NEW", stores=stores[name]))
         load = os.getloadavg()[0]
         for name in versions:
             numpy = figures(runs[name], "numpy")

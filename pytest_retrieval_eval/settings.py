@@ -382,13 +382,16 @@ def check_combinations(settings: Settings) -> None:
 
 def _check_outputs_apart(settings: Settings) -> None:
     """No output of the run names its dataset, its base report or another of its outputs
-    (by resolved path and by inode): the report would replace the file it was made from."""
+    (by resolved path and by inode): the report would replace the file it was made from.
+    Neither an output nor the folder of store exports lies inside a cache folder."""
     summary = os.environ.get("GITHUB_STEP_SUMMARY", "").strip()
     outputs = [("--retrieval-eval-json", settings.json_path),
                ("--retrieval-eval-markdown", settings.markdown),
                ("$GITHUB_STEP_SUMMARY",
                 Path(summary) if summary and not settings.no_step_summary else None)]
-    if not settings.enabled or all(p is None for _, p in outputs):
+    # A folder of vipune store exports: checked against the cache folders only.
+    folders = [("--retrieval-eval-store-dir", settings.store_dir)]
+    if not settings.enabled or all(p is None for _, p in [*outputs, *folders]):
         return
     from .data.dataset import KNOWN, SAMPLE_NAME, SAMPLE_PATH
     from .io.user_files import first_clash, inside_folder
@@ -409,7 +412,7 @@ def _check_outputs_apart(settings: Settings) -> None:
     caches: list[tuple[str, Path]] = [
         ("the run's cache (--retrieval-eval-cache)", settings.cache_dir or default_cache_dir()),
               ("the bundled sample's read-only cache", bundled_cache_dir())]
-    for option, given in outputs:
+    for option, given in [*outputs, *folders]:
         for what, root in caches:
             if given is not None and inside_folder(given, root):
                 raise usage_error(

@@ -37,6 +37,15 @@ def note_lines(notes: Mapping[str, Any]) -> list[str]:
     return ["notes: " + "; ".join(noted)] if noted else []
 
 
+def run_file_lines(run_files: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """A line per ``run:PATH`` file whose lines name questions the dataset lacks: in the
+    summary too, since ``-q`` hides pytest's session header, which says it first."""
+    from ..retrievers.trec_run import unknown_line
+
+    lines = (unknown_line(name, facts) for name, facts in run_files.items())
+    return [line for line in lines if line is not None]
+
+
 def rejection_lines(rejections: Sequence[Mapping[str, Any]]) -> list[str]:
     """One line per rejected instance (the first few), each with its reason."""
     if not rejections:
@@ -94,6 +103,7 @@ def header_lines(info: Mapping[str, Any], *, budget_words: bool = True) -> list[
         lines.extend(subset_lines(info["subset"]))
     lines.extend(budget_header(info.get("budget"), full=budget_words))
     lines.extend(note_lines(info.get("notes") or {}))
+    lines.extend(run_file_lines(info.get("run_files") or {}))
     lines.extend(rejection_lines(info.get("rejections") or []))
     if protocol == "vipune" and info.get("granularity", "session") == "session" and \
             ds["gold_source"] != "answer_session_ids":

@@ -395,8 +395,11 @@ class CommandRetriever:
                         f"{timeout:g} s (killed); raise --retrieval-eval-cmd-"
                         f"{'index-' if self._last.startswith('index') else ''}timeout if it "
                         "needs longer")
-                for key, _ in sel.select(left):
+                ready = sel.select(left)
+                woke = time.perf_counter()  # the answer's first byte is here (or not yet)
+                for key, _ in ready:
                     if key.fileobj is proc.stdin:
+                        begun = time.perf_counter()
                         try:
                             sent = os.write(proc.stdin.fileno(), pending)
                         except BlockingIOError:
@@ -407,7 +410,11 @@ class CommandRetriever:
                             continue
                         pending = pending[sent:]
                         if not pending and writing:
-                            written = time.perf_counter()
+                            # The last byte went during this write: the store's time starts
+                            # when the write began, since a write that wakes the store may
+                            # return only once the store has run (the scheduler lets the
+                            # woken reader go first), even after it answered.
+                            written = begun
                             sel.unregister(proc.stdin)
                             writing = False
                         continue
@@ -422,7 +429,7 @@ class CommandRetriever:
                     if not chunk:
                         raise self._fail(self._exit_line(proc))
                     if written is not None:  # the answer's first byte: the store's time ends
-                        self.clock.store_ms += (time.perf_counter() - written) * 1000.0
+                        self.clock.store_ms += (max(woke, written) - written) * 1000.0
                         written = None
                     self._out += chunk
                     if pending and self._out.strip():  # before it could have read it all

@@ -11,10 +11,14 @@ a later persona were encoded for an earlier one), and the rest of the request go
 
 **The clock.** A request's *store* time runs from the moment its last byte is written to the
 first byte of its answer (summed over the request's exchanges, when the store asks to embed
-texts in between); everything else the plugin spends on the request (building and encoding
-it, writing it, reading and decoding the answer, checking it) is the store's *transport*,
-reported apart (:class:`Clock`). The embed answers' time is neither: the plugin reports it as
-``latency_ms.store_embedding``.
+texts in between). The first is read when the write that carries the last byte begins (a
+write that wakes the store may return only after the store has run, even answered), the
+second when the plugin wakes to the answer. So it holds the store reading what is left in
+the pipe (at most its capacity, 64 KB on Linux: the rest it read while the plugin wrote) and
+both processes' wake-ups. Everything else the plugin spends on the request (building and
+encoding it, writing it, reading and decoding the answer, checking it) is the store's
+*transport*, reported apart (:class:`Clock`). The embed answers' time is neither: the plugin
+reports it as ``latency_ms.store_embedding``.
 """
 
 from __future__ import annotations

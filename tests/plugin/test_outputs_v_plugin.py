@@ -95,6 +95,33 @@ def test_a_report_inside_the_runs_cache_is_refused(pytester: pytest.Pytester,
     usage_error_line(result, "--retrieval-eval-json", "lies inside the run's cache")
 
 
+def test_store_exports_inside_a_cache_are_refused(pytester: pytest.Pytester,
+                                                  tmp_path: Path) -> None:
+    """--retrieval-eval-store-dir writes a .sqlite file per question: never into the run's
+    cache, the default root or the bundled sample's read-only cache."""
+    cache = tmp_path / "mycache"
+    exports = cache / "exports"
+    result = run_plugin(pytester, "--no-model", f"--retrieval-eval-cache={cache}",
+                        f"--retrieval-eval-store-dir={exports}")
+    usage_error_line(result, f"--retrieval-eval-store-dir {exports} lies inside the run's "
+                     f"cache (--retrieval-eval-cache) {cache}")
+    assert not cache.exists()
+    default = tmp_path / "cache"  # RETRIEVAL_EVAL_CACHE_DIR, the default root
+    result = run_plugin(pytester, "--no-model", f"--retrieval-eval-store-dir={default}")
+    usage_error_line(result, "--retrieval-eval-store-dir", "lies inside the run's cache")
+    assert not default.exists()
+    bundled = bundled_cache_dir()
+    before = set(bundled.rglob("*"))
+    try:
+        result = run_plugin(pytester, "--no-model", f"--retrieval-eval-store-dir={bundled}")
+        usage_error_line(result, f"--retrieval-eval-store-dir {bundled} lies inside the "
+                         "bundled sample's read-only cache")
+        assert set(bundled.rglob("*")) == before
+    finally:  # a failing run must not leave exports in the package's cache
+        for path in sorted(set(bundled.rglob("*")) - before, reverse=True):
+            path.rmdir() if path.is_dir() else path.unlink()
+
+
 @pytest.mark.parametrize("command", ["compare", "plot"])
 def test_compare_and_plot_never_write_inside_the_bundled_cache(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str) -> None:

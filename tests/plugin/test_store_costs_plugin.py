@@ -138,6 +138,35 @@ def test_persona_counts_equal_the_index_requests_when_two_questions_share_one(
     assert report["timing"]["cost-store"]["ingest"]["personas"] == 2
 
 
+def test_persona_counts_equal_the_index_requests_under_two_workers(
+        pytester: pytest.Pytester, tiny_model_dir: Path) -> None:
+    """Under ``-n 2`` each worker starts its own command and indexes what its items need:
+    the personas counted are the index requests both processes got (each worker counted one
+    too many before: 28 against 26). Two questions share a history, so both workers may
+    index it; each index request is one persona, wherever it ran."""
+    data = write_dataset(pytester.path / "lme.json", [
+        make_instance("q1", session_prefix="shared"), make_instance("q2", session_prefix="shared"),
+        make_instance("q3", question_type="temporal-reasoning"),
+        make_instance("q4", question_type="knowledge-update")])
+    log = pytester.path / "store.log"
+    out = pytester.path / "report.json"
+    result = pytester.runpytest(
+        "-p", "no:randomly", "-p", "no:cacheprovider", "-W",
+        "ignore::pytest.PytestAssertRewriteWarning", "--retrieval-eval", "-n", "2",
+        f"--retrieval-eval-model={tiny_model_dir}", f"--retrieval-eval-data={data}",
+        f"--retrieval-eval-json={out}", "--retrieval-eval-retriever",
+        cost_store(log, "--hello-sleep=0"))
+    assert result.ret == 0, result.stdout.str()
+    report = json.loads(out.read_text(encoding="utf-8"))
+    requests = logged(log)
+    indexed = [r for r in requests if r["op"] == "index"]
+    hellos = [r for r in requests if r["op"] == "hello"]
+    timing = report["timing"]["cost-store"]
+    assert 1 <= len(hellos) <= 2 and timing["startup"]["processes"] == len(hellos)
+    assert len({r["persona"] for r in indexed}) == 3 <= len(indexed) <= 3 + len(hellos) - 1
+    assert timing["ingest"]["personas"] == len(indexed)
+
+
 def test_base64_vectors_reach_the_store_as_the_same_float32_values(
         pytester: pytest.Pytester) -> None:
     """The store that asked for base64-f32le decodes exactly the vectors the JSON store

@@ -260,6 +260,27 @@ def test_a_run_file_swapped_under_xdist_is_never_scored_as_a_mix(
     assert serial["retrievers"] == ["second"] and serial["pairs"]
 
 
+def test_unknown_qids_are_in_the_summary_under_q(pytester: pytest.Pytester,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """``-q`` hides pytest's session header, the one place that said a run file's lines
+    name no question of the dataset: the summary (which ``-q`` prints) says it too."""
+    monkeypatch.setenv("COLUMNS", "400")
+    _, base = run_with_report(pytester, "--retrieval-eval-retriever", "semantic")
+    lines = run_lines(base, "semantic", "b")
+    pytester.path.joinpath("typo.trec").write_text(
+        "\n".join([*lines, "no_such_question Q0 x 1 1 b"]) + "\n")
+    result, data = run_with_report(pytester, "-q", "--retrieval-eval-retriever",
+                                   "run:typo.trec")
+    assert data["run_files"]["run:typo.trec"]["unknown_question_lines"] == 1
+    said = (f"run:typo.trec: 1 of {len(lines) + 1} line(s) name no question of the dataset "
+            "(qid 'no_such_question'); they are not scored: check those qids against the "
+            "dataset's question_id")
+    out = result.stdout.lines
+    assert f"retrieval-eval: {said}" not in out  # the session header, hidden by -q
+    summary = out[next(i for i, line in enumerate(out) if line.strip("= ") == "retrieval-eval"):]
+    assert said in summary, "\n".join(out)
+
+
 def test_a_bom_is_dropped_and_unknown_qids_are_counted(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 34 item 2: a BOM glued itself to the first line's qid, which then named no

@@ -353,3 +353,37 @@ def test_the_stores_helpers_are_killed_after_it_exits(
         assert wait_gone(pid), f"helper {pid} outlived the store"
     finally:
         kill_left([pid])  # never left behind, whatever the code under test did
+
+
+def test_the_stores_time_starts_before_a_write_that_returns_late(
+        closing: list[CommandRetriever], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write that wakes the store may return only once the store has run (the scheduler
+    lets the woken reader go first), even after it answered: the store's time starts when
+    the request's last write began, so such a write never hides the store's own time (it
+    once read 0.02 ms for a 0.14 ms rank). Simulated: the rank's write returns only once the
+    answer is there; the store takes 0.2 s on it."""
+    import os
+    import select
+
+    r = make(fake("slow"), closing)
+    p = persona()
+    r.index(p)
+    assert r._proc is not None and r._proc.stdin is not None and r._proc.stdout is not None
+    stdin, stdout = r._proc.stdin.fileno(), r._proc.stdout.fileno()
+    real_write = os.write
+    spans: list[float] = []
+
+    def late_write(fd: int, data: bytes) -> int:
+        begun = time.perf_counter()
+        sent = real_write(fd, data)
+        if fd == stdin:  # returns once the answer is readable
+            select.select([stdout], [], [], 30.0)
+            spans.append(time.perf_counter() - begun)
+        return sent
+
+    monkeypatch.setattr(os, "write", late_write)
+    before = r.clock.store_ms
+    assert r.rank(p, query(), 3) == ["s0", "s1", "s2"]
+    monkeypatch.undo()
+    assert len(spans) == 1 and spans[0] >= 0.19  # the store's 0.2 s lie inside the write
+    assert r.clock.store_ms - before >= spans[0] * 1000.0

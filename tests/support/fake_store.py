@@ -11,8 +11,8 @@ says: ``ok`` (rows in order, scores falling), ``error`` (an ``{"error"}`` answer
 ``repeats`` (every id twice), ``indexids`` (index answered ``{"ids": []}``), ``latin1`` (a
 rank answer that is not UTF-8), ``early`` (index answered after reading only its first bytes,
 then nothing more read), ``helper`` (as ``ok``, with a forked child that sleeps 300 s and
-holds the pipes; its pid logged as ``fake-store helper PID``). Every request is logged to
-stderr as ``fake-store got OP``.
+holds the pipes; its pid logged as ``fake-store helper PID``), ``slow`` (as ``ok``, each rank
+answered after 0.2 s). Every request is logged to stderr as ``fake-store got OP``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ import json
 import os
 import sys
 import time
+
+#: Seconds the ``slow`` store takes on each rank.
+SLOW_S = 0.2
 
 
 def early() -> int:
@@ -95,6 +98,8 @@ def main(mode: str) -> int:
             answer = {"ids": [*ids, "made-up-1", "made-up-2", "made-up-3"],
                       "scores": [*scores, *[scores[-1]] * 3]}
         else:
+            if mode == "slow":
+                time.sleep(SLOW_S)
             ids = personas[request["persona"]][: request["limit"]]
             answer = {"ids": ids, "scores": [float(-i) for i in range(len(ids))],
                       "facts": [{"row": i} for i in range(len(ids))]}
