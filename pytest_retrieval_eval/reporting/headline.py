@@ -113,8 +113,8 @@ def _lines(h: Mapping[str, Any], top: int) -> list[str]:
         name = e["retriever"]
         why = "no rows" if e["reason"] == "no_rows" else f"fewer than {top} rows"
         hint = f" ({AND_WORDS})" if e["reason"] == "no_rows" and fts_ands_words(name) else ""
-        lines.append(f"most misses: {name} returned {why} for {e['count']} of the "
-                     f"{e['missed']} pairs it missed{hint}")
+        lines.append(f"most misses: {name}: {why} in {e['count']} of its {e['missed']} "
+                     f"misses{hint}")
     n = h["next"]
     if n is not None:
         lines.append(f"next: {n['command']}")

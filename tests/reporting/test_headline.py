@@ -65,7 +65,7 @@ def test_the_misses_no_rows_explain_and_the_next_command() -> None:
                            "b": {"pairs": 3, "missed": 2, "no_rows": 2, "fewer_rows": 0}}
     assert h["explained"] == {"retriever": "b", "reason": "no_rows", "count": 2, "missed": 2,
                               "pairs": 3}
-    assert "most misses: b returned no rows for 2 of the 2 pairs it missed" in h["lines"]
+    assert "most misses: b: no rows in 2 of its 2 misses" in h["lines"]
     # The best at the largest k (a) on its weakest type's first missed pair (q2).
     assert h["next"]["question_id"] == "q2" and h["next"]["retriever"] == "a"
     assert h["lines"][-1] == "next: pytest --retrieval-eval -v -k 'q2 and a'"
@@ -81,8 +81,8 @@ def test_the_misses_no_rows_explain_and_the_next_command() -> None:
 def test_an_fts_and_retriever_says_why_its_rows_are_empty() -> None:
     renamed = [{**p, "retriever": "fts"} if p["retriever"] == "b" else p for p in PAIRS]
     h = build_headline(report(renamed, ["a", "fts"]))
-    assert ("most misses: fts returned no rows for 2 of the 2 pairs it missed (vipune ANDs the "
-            "query's words)" in h["lines"])
+    assert ("most misses: fts: no rows in 2 of its 2 misses (vipune ANDs the query's words)"
+            in h["lines"])
 
 
 def test_a_name_minus_k_cannot_read_is_selected_by_its_node_id() -> None:
