@@ -133,6 +133,10 @@ def _dedupe_scored(ids: Sequence[str], scores: Sequence[float] | None,
                    ) -> tuple[list[str], list[float] | None]:
     if scores is None:
         return dedupe(ids), None
+    if len(set(ids)) == len(ids):  # the common case: no id repeats (a C-speed check)
+        if len(scores) != len(ids):
+            raise ValueError("ids and scores differ in length")
+        return list(ids), list(scores)
     seen: set[str] = set()
     out_ids: list[str] = []
     out_scores: list[float] = []
