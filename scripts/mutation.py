@@ -111,13 +111,8 @@ _SORT_REVERSED_TIES = (
     'fused = sorted(sorted(scores.items(), key=lambda item: item[0].encode("utf-8"),'
     " reverse=True), key=lambda item: -item[1])"
 )
-_DEDUPE_FIRST = """        if item not in seen:
-            seen.add(item)
-            out.append(item)"""
-_DEDUPE_LAST = """        if item in seen:
-            out.remove(item)
-        seen.add(item)
-        out.append(item)"""
+_DEDUPE_FIRST = "    return list(dict.fromkeys(ranked))"
+_DEDUPE_LAST = "    return list(reversed(dict.fromkeys(reversed(list(ranked)))))"
 _SEARCH_HYBRID_SIGNATURE_END = """    recency_weight: float = 0.0,
     *,
     project_id: str,

@@ -81,7 +81,8 @@ def test_a_turn_store_in_python_over_cmd_and_as_a_run_file_agree(
 def test_explain_diff_and_compare_read_a_memory_store_beside_a_session_store(
         pytester: pytest.Pytester) -> None:
     from pytest_retrieval_eval.reporting.compare import compare_reports, compare_retrievers
-    from pytest_retrieval_eval.reporting.explain import diff_lines, explain_lines
+    from pytest_retrieval_eval.reporting.explain import explain_lines
+    from pytest_retrieval_eval.reporting.explain_diff import diff_lines
 
     _, data = run_with_report(
         pytester, "--retrieval-eval-retriever",

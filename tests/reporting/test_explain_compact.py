@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 import pytest_retrieval_eval.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
-from pytest_retrieval_eval.reporting.explain import diff_lines, explain_lines
+from pytest_retrieval_eval.reporting.explain import explain_lines
+from pytest_retrieval_eval.reporting.explain_diff import diff_lines
 from pytest_retrieval_eval.reporting.explain_facts import full_facts
 from pytest_retrieval_eval.reporting.report import report_text
 from pytest_retrieval_eval.retrievers.ranking import compact_facts

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_retrieval_eval.reporting.compare_lines import table_lines
-from pytest_retrieval_eval.reporting.explain import diff_lines, explain_lines
+from pytest_retrieval_eval.reporting.explain import explain_lines
+from pytest_retrieval_eval.reporting.explain_diff import diff_lines
 
 GOLD = ["s2", "s4"]
 
