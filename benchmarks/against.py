@@ -210,14 +210,25 @@ def interleave(name: str, versions: Sequence[Version], repeat: int,
     return phase
 
 
-def against(rev: str, data: Path, base: Path, repeat: int) -> list[str]:
-    """Every phase, NEW against ``rev``; the Markdown lines of the table."""
+def against(rev: str, data: Path, base: Path, repeat: int,
+            warm_only: bool = False) -> list[str]:
+    """Every phase, NEW against ``rev``; the Markdown lines of the table. ``warm_only``: the
+    warm runs alone, on the caches a previous full ``--against`` run left under ``base``
+    (corpus, vectors, stores, term counts), the venvs made anew from the working tree."""
     new, old = build_versions(rev, base)
     versions = (new, old)
     work = base / "work"
     shutil.rmtree(work, ignore_errors=True)
     (work / "empty").mkdir(parents=True)
     cwd = work / "empty"
+    if warm_only:
+        if not all((v.cache / "stores").is_dir() and (v.cache / "terms").is_dir()
+                   for v in versions):
+            raise SystemExit("benchmark: --warm-only needs the caches of a full --against run "
+                             f"under {base}; run it once without --warm-only")
+        return [*table(_warm_phases(versions, data, work, repeat), new, old, repeat), "",
+                f"- warm runs only, on the caches of an earlier full run under {base}",
+                _same_note(new, old, work, rev)]
     for v in versions:
         shutil.rmtree(v.cache, ignore_errors=True)
         v.cache.mkdir(parents=True)
@@ -261,15 +272,29 @@ def against(rev: str, data: Path, base: Path, repeat: int) -> list[str]:
         "the run that saves bm25's term counts (4 retrievers)", versions, repeat,
         lambda v, i: _pytest(v, data, work / f"terms-{v.label}-{i}.json", FOUR), cwd,
         lambda v: shutil.rmtree(v.cache / "terms", ignore_errors=True)))
-    phases.append(interleave(
+    phases.extend(_warm_phases(versions, data, work, repeat)[1:])
+    return [*table(phases, new, old, repeat), "", *(f"- {n}" for n in notes),
+            _same_note(new, old, work, rev)]
+
+
+def _warm_phases(versions: Sequence[Version], data: Path, work: Path,
+                 repeat: int) -> list[Phase]:
+    """The warm hybrid and the warm four-retriever runs (their reports kept under work)."""
+    cwd = work / "empty"
+    return [interleave(
+        "warm run, hybrid", versions, repeat,
+        lambda v, i: _pytest(v, data, work / f"hybrid-{v.label}-{i}.json", "hybrid"), cwd,
+        size=lambda v, i: work / f"hybrid-{v.label}-{i}.json"), interleave(
         "warm run, 4 retrievers", versions, repeat,
         lambda v, i: _pytest(v, data, work / f"four-{v.label}-{i}.json", FOUR), cwd,
-        size=lambda v, i: work / f"four-{v.label}-{i}.json"))
+        size=lambda v, i: work / f"four-{v.label}-{i}.json")]
+
+
+def _same_note(new: Version, old: Version, work: Path, rev: str) -> str:
     same = all(_numbers(work / f"{kind}-{new.label}-0.json")
                == _numbers(work / f"{kind}-{old.label}-0.json") for kind in ("hybrid", "four"))
-    notes.append("summaries and full rankings of NEW and " + rev + ": "
-                 + ("identical" if same else "DIFFER"))
-    return table(phases, new, old, repeat) + [""] + [f"- {n}" for n in notes]
+    return f"- summaries and full rankings of NEW and {rev}: " + (
+        "identical" if same else "DIFFER")
 
 
 def _tiny(base: Path) -> Path:

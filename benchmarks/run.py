@@ -110,6 +110,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="measure the working tree against the commit or branch REV, "
                              "each in its own scratch venv, phases interleaved, and print "
                              "NEW/REV ratios (benchmarks/against.py); --only is ignored")
+    parser.add_argument("--warm-only", action="store_true",
+                        help="with --against: only the warm runs, on the caches an earlier "
+                             "full --against run left (the venvs made anew)")
     args = parser.parse_args(argv)
     scale = SCALES[args.scale]
     if args.against is not None:
@@ -194,7 +197,8 @@ def _against(args: argparse.Namespace, scale: Scale) -> int:
     info = machine()
     print("\n".join(info), flush=True)
     data, _ = ensure_data(scale, base, Results())
-    lines = against(args.against, data, base / scale.name / "against", args.repeat)
+    lines = against(args.against, data, base / scale.name / "against", args.repeat,
+                    warm_only=args.warm_only)
     text = "\n".join([*info, f"uptime: {os.getloadavg()[0]:.2f} at the end", "", *lines])
     print("\n" + text)
     if args.out is not None:

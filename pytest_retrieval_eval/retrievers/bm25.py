@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .base import Persona, Query, _check_limit
+from .base import CheckedScores, Persona, Query, _check_limit
 from .bm25_index import BM25Index
 from .terms import DocTerms, TermTable, count_terms
 
@@ -117,7 +117,7 @@ class BM25Retriever:
     name = "bm25"
     needs_vectors = False  # ranks without embeddings: no model, no prep
     #: Every row and its BM25 score after the last ``rank`` (the tie-aware metrics).
-    last_scores: list[tuple[str, float]] | None = None
+    last_scores: Sequence[tuple[str, float]] | None = None
 
     def __init__(self, cache_size: int = 4, terms: DocTermCache | None = None) -> None:
         self.cache_size = cache_size
@@ -159,7 +159,8 @@ class BM25Retriever:
         scores = self.index(persona).scores(query.question.split())
         order = np.argsort(-scores, kind="stable")
         # Every row and its score, best first: the tie-aware metrics read the equal scores.
-        self.last_scores = [(persona.session_ids[i], float(scores[i])) for i in order.tolist()]
+        self.last_scores = CheckedScores((persona.session_ids[i], float(scores[i]))
+                                         for i in order.tolist())
         return [persona.session_ids[i] for i in order[:lim].tolist()]
 
 
@@ -174,7 +175,7 @@ class LongMemEvalBM25Retriever:
 
     name = "bm25"
     needs_vectors = False
-    last_scores: list[tuple[str, float]] | None = None
+    last_scores: Sequence[tuple[str, float]] | None = None
 
     def __init__(self, cache_size: int = 4) -> None:
         self.cache_size = cache_size
@@ -198,5 +199,6 @@ class LongMemEvalBM25Retriever:
         scores = self.scores(persona, query)
         order = np.argsort(scores)[::-1]
         # Every item and its score, best first: the tie-aware metrics read the equal scores.
-        self.last_scores = [(persona.session_ids[i], float(scores[i])) for i in order.tolist()]
+        self.last_scores = CheckedScores((persona.session_ids[i], float(scores[i]))
+                                         for i in order.tolist())
         return [persona.session_ids[i] for i in order[:lim].tolist()]

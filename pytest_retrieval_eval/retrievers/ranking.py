@@ -35,7 +35,7 @@ from ..errors import RetrieverError
 from ..scoring.diagnostics import fused_lists
 from ..scoring.metrics import dedupe
 from ..scoring.ties import TieOrders
-from .base import Memory, Persona, Query, Retriever
+from .base import CheckedScores, Memory, Persona, Query, Retriever
 from .fused_ties import FusionInputs, tie_orders
 from .memories import has_memories, is_plain, read_memories, session_ranking, session_scores
 from .ranked_output import read_all_positions, read_distinct
@@ -79,6 +79,8 @@ def split_scored(items: Iterable[object], name: str,
 def _last_scores(retriever: object) -> list[tuple[str, float]] | None:
     """``retriever.last_scores`` as (id, score) pairs, else None."""
     value = getattr(retriever, "last_scores", None)
+    if type(value) is CheckedScores:  # the plugin's own retrievers': read as they are
+        return list(value)
     if not isinstance(value, Sequence):
         return None
     out: list[tuple[str, float]] = []

@@ -17,6 +17,7 @@ import numpy as np
 from .. import vipune
 from ..vipune import store as store_mod
 from .base import (
+    CheckedScores,
     Persona,
     Query,
     _query_vector,
@@ -52,7 +53,7 @@ class HybridRetriever:
         self.last_components: dict[str, list[str]] | None = None
         #: Every fused candidate and its RRF score, best first (the returned ids are its first
         #: ``limit``): equal scores past the cut, for the tie-aware metrics.
-        self.last_scores: list[tuple[str, float]] | None = None
+        self.last_scores: Sequence[tuple[str, float]] | None = None
         #: Gives the lists the last ``rank`` fused and the fusion (the ties it inherits from
         #: them), when the tie report asks.
         self.last_fusion: Callable[[], FusionInputs] | None = None
@@ -112,7 +113,7 @@ class HybridRetriever:
             raise _store_error(self.name, query, exc) from None
         self.last_components = {"semantic": [i for i, _ in parts.semantic],
                                 "fts": [i for i, _ in parts.fts]}
-        self.last_scores = list(parts.candidates or parts.fused)
+        self.last_scores = CheckedScores(parts.candidates or parts.fused)
         self.last_fusion = partial(self._fusion_inputs, persona, query,
                                    semantic or parts.semantic, parts.fts, lim, recency)
         self.last_matched = partial(_matched, self, persona, query,
@@ -163,13 +164,13 @@ class SemanticRetriever:
     """vipune ``Database::search`` reference: float64 cosine, stable ties, top ``limit``."""
 
     name = "semantic"
-    last_scores: list[tuple[str, float]] | None = None
+    last_scores: Sequence[tuple[str, float]] | None = None
 
     def __init__(self) -> None:
         #: Every row and its cosine, best first (the returned ids are its first ``limit``):
         #: the stable sort makes the top ``limit`` this list's prefix, so the equal scores
         #: past the cut come for free.
-        self.last_scores: list[tuple[str, float]] | None = None
+        self.last_scores: Sequence[tuple[str, float]] | None = None
 
     def rank(self, persona: Persona, query: Query, limit: int) -> list[str]:
         lim = _vipune_limit(limit)
@@ -181,7 +182,7 @@ class SemanticRetriever:
             results = vipune.semantic_ranking(persona.vectors, persona.session_ids, qvec)
         except ValueError as exc:
             raise _wrap_vipune_error(self.name, query, exc) from None
-        self.last_scores = results
+        self.last_scores = CheckedScores(results)
         return [mem_id for mem_id, _ in results[:lim]]
 
 
@@ -197,7 +198,7 @@ class FtsRetriever:
     def __init__(self, project_id: str = store_mod.PROJECT_ID) -> None:
         self.project_id = project_id
         #: The returned rows and their scores (minus FTS5's ``bm25()``, so higher is better).
-        self.last_scores: list[tuple[str, float]] | None = None
+        self.last_scores: Sequence[tuple[str, float]] | None = None
         #: Gives the rows the LIMIT left out that tie with the last one, scored the same way
         #: (one more query, when the LIMIT was reached), when the tie report asks: a tie
         #: running past the cut is seen.
@@ -220,7 +221,7 @@ class FtsRetriever:
             raise _wrap_vipune_error(self.name, query, exc) from None
         except sqlite3.Error as exc:
             raise _store_error(self.name, query, exc) from None
-        self.last_scores = [(mem_id, -score) for mem_id, score in results]
+        self.last_scores = CheckedScores((mem_id, -score) for mem_id, score in results)
         self.last_tied_past = partial(self._tied_past, persona, query, results, lim)
         self.last_matched = partial(_matched, self, persona, query,
                                     [mem_id for mem_id, _ in results] if self.mode == "and"

@@ -145,8 +145,11 @@ class TermTable:
         self.tokens = list(tokens)
         self.rows = {key: row for row, key in enumerate(keys)}
         self.indptr = indptr
-        self.terms = terms
-        self.counts = counts
+        # Both rows in one (2, N) array, made once: a text's counts are then a view of it,
+        # not a stack of two slices per text and item (233,658 of them in a full-M bm25 run).
+        self.pairs = np.stack((terms, counts))
+        self.terms = self.pairs[0]
+        self.counts = self.pairs[1]
         self.lengths = lengths
 
     def __len__(self) -> int:
@@ -162,8 +165,7 @@ class TermTable:
         if row is None:
             return None
         lo, hi = int(self.indptr[row]), int(self.indptr[row + 1])
-        return DocTerms(np.stack((self.terms[lo:hi], self.counts[lo:hi])),
-                        int(self.lengths[row]))
+        return DocTerms(self.pairs[:, lo:hi], int(self.lengths[row]))
 
 
 def table_path(cache_dir: Path, dataset_sha256: str) -> Path:

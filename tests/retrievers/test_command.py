@@ -157,7 +157,7 @@ def test_the_node_example_ranks_as_semantic(closing: list[CommandRetriever]) -> 
             assert r.rank(p, query(qvec), limit) == ids
             assert semantic.last_scores is not None and r.last_scores is not None
             # Its scores equal semantic's bit for bit, the ties past the cut included.
-            assert r.last_scores == semantic.last_scores[:len(r.last_scores)]
+            assert r.last_scores == list(semantic.last_scores[:len(r.last_scores)])
     p = persona(n=30, key="tie")
     assert r.rank(p, query(p.vectors[1]), 1) == ["s1"]  # s3 holds the very same vector
     assert r.last_scores is not None and [i for i, _ in r.last_scores] == ["s1", "s3"]

@@ -131,7 +131,7 @@ def test_rrf_of_semantic_and_fts_at_k25_ranks_as_hybrid(tmp_path: Path) -> None:
         query = make_query(question, qvec.astype(np.float32))
         for limit in (1, 3, 5, 8):
             assert fused.rank(persona, query, limit) == hybrid.rank(persona, query, limit)
-            assert fused.last_scores == hybrid.last_scores
+            assert list(fused.last_scores) == list(hybrid.last_scores)
 
 
 @pytest.mark.parametrize(("args", "message"), [
