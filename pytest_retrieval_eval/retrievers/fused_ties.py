@@ -71,9 +71,7 @@ class _Block:
 def _blocks(inputs: FusionInputs) -> list[_Block]:
     out: list[_Block] = []
     for j, ((ids, scores), cap) in enumerate(zip(inputs.lists, inputs.caps, strict=True)):
-        for s, e in tie_blocks(scores):
-            if s >= cap:
-                break
+        for s, e in tie_blocks(scores, stop=cap):
             if e - s >= 2:
                 out.append(_Block(j, s, tuple(ids[s:e]), min(e, cap) - s))
     return out

@@ -78,15 +78,21 @@ class TieOrders(NamedTuple):
     extremes: list[tuple[list[str], list[float]]]
 
 
-def tie_blocks(scores: Sequence[float]) -> list[tuple[int, int]]:
+def tie_blocks(scores: Sequence[float], stop: int | None = None) -> list[tuple[int, int]]:
     """``[start, end)`` of each run of consecutive equal scores, in ranking order (a run of
-    one is a block too)."""
+    one is a block too); with ``stop``, only the blocks starting before it (a fused ranking
+    reads its input lists to a cap: the rest of a long list is never scanned)."""
     out: list[tuple[int, int]] = []
+    n = len(scores)
+    end = n if stop is None else min(n, stop)
     start = 0
-    for i in range(1, len(scores) + 1):
-        if i == len(scores) or scores[i] != scores[start]:
-            out.append((start, i))
-            start = i
+    while start < end:
+        i = start + 1
+        first = scores[start]
+        while i < n and scores[i] == first:
+            i += 1
+        out.append((start, i))
+        start = i
     return out
 
 

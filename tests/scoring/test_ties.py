@@ -174,3 +174,15 @@ def test_a_cut_whose_ties_cannot_matter_is_skipped_and_only_such_a_cut(protocol:
     assert any(high - low > ties.EPS for _, low, high in want.values())
     assert ties.order_matters(ranked, scores, gold, 2)
     assert not ties.order_matters(["a", "b", "c"], [1.0, 1.0, 0.0], ["a", "b"], 1)
+
+
+def test_tie_blocks_stop_keeps_the_blocks_starting_before_it() -> None:
+    rng = random.Random(3)
+    for _ in range(300):
+        scores = sorted((float(rng.randint(0, 3)) for _ in range(rng.randint(0, 12))),
+                        reverse=True)
+        whole = tie_blocks(scores)
+        assert [e for _, e in whole][-1:] == ([len(scores)] if scores else [])
+        assert all(scores[s] == scores[e - 1] for s, e in whole)
+        for stop in range(len(scores) + 2):
+            assert tie_blocks(scores, stop=stop) == [(s, e) for s, e in whole if s < stop]
