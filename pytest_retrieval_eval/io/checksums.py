@@ -55,6 +55,7 @@ __all__ = [
     "share_as_umask",
     "sidecar_path",
     "sqlite_change_counter",
+    "sqlite_header",
     "stamp_matches",
     "temp_path",
     "write_sidecar",
@@ -279,18 +280,25 @@ def write_sidecar(
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
+def sqlite_header(path: Path, size: int) -> bytes | None:
+    """The first ``size`` bytes of a SQLite file's header (page 1, which every open of the
+    database reads), or None when ``path`` is no SQLite file or cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(size)
+    except OSError:
+        return None
+    if len(head) < size or not head.startswith(SQLITE_MAGIC):
+        return None
+    return head
+
+
 def sqlite_change_counter(path: Path) -> int | None:
     """SQLite's file change counter (header bytes 24..27, big-endian; bumped by every
     transaction that writes the file), or None when ``path`` is no SQLite file or cannot be
-    read. Reads the first 28 bytes only: page 1, which every open of the database reads."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(28)
-    except OSError:
-        return None
-    if len(head) < 28 or not head.startswith(SQLITE_MAGIC):
-        return None
-    return int.from_bytes(head[24:28], "big")
+    read. Reads the first 28 bytes only."""
+    head = sqlite_header(path, 28)
+    return None if head is None else int.from_bytes(head[24:28], "big")
 
 
 def _stamp_of(path: Path, st: os.stat_result) -> list[int | None]:

@@ -42,12 +42,12 @@ from .. import vipune
 from ..errors import CacheError, one_line, write_fault
 from ..io.checksums import (
     SIDECAR_SUFFIX,
-    SQLITE_MAGIC,
     VERIFIED_SUFFIX,
     left_by_dead_builder,
     matches_sidecar,
     memoised_sha256,
     read_sidecar,
+    sqlite_header,
     stamp_matches,
     write_sidecar,
     write_stamp,
@@ -237,12 +237,8 @@ def _page_one_marks(path: Path) -> tuple[int, int] | None:
     """The store's ``user_version`` and ``application_id`` as page 1 holds them (header
     bytes 60..63 and 68..71, big-endian signed: sqlite.org/fileformat.html, 1.3), read without
     opening SQLite; None when ``path`` holds no SQLite header."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(72)
-    except OSError:
-        return None
-    if len(head) < 72 or not head.startswith(SQLITE_MAGIC):
+    head = sqlite_header(path, 72)
+    if head is None:
         return None
     return (int.from_bytes(head[60:64], "big", signed=True),
             int.from_bytes(head[68:72], "big", signed=True))

@@ -89,30 +89,22 @@ def test_turns_not_found_in_their_text_are_stored_whole_and_bad_offsets_refused(
 
 
 def test_encoded_turns_are_json_dumps_text_byte_for_byte() -> None:
-    """encode_turns writes its JSON piece by piece (issue 35.4, the cold build): the same
-    text as json.dumps of the entries, for odd roles and contents stored whole."""
+    """encode_turns writes its JSON piece by piece (issue 35.4, the cold build): the text is
+    json.dumps's own of the value it holds, for odd roles and contents stored whole, and reads
+    back as the turns."""
     import json
 
-    from pytest_retrieval_eval.data.corpus import encode_turns
+    from pytest_retrieval_eval.data.corpus import decode_turns, encode_turns
 
     roles = ["user", "assistant", 'qu"ote', "tab\trole", "naïve", "\x00nul", "日本"]
     contents = [TRICKY, "", "plain", 'a "quoted" \\ back', "line\nbreak", "\u2028sep", "é"]
     turns = [(roles[i % len(roles)], contents[i % len(contents)]) for i in range(14)]
     text = "\n".join(f"{r}: {c}" for r, c in turns[:9])  # the rest are searched for, whole
-    entries: list[list[object]] = []
-    at = 0
-    for role, content in turns:
-        start = at + len(role) + (3 if entries else 2)
-        if not text.startswith(content, start):
-            start = text.find(content, at)
-        if start < 0:
-            entries.append([role, content])
-            continue
-        at = start + len(content)
-        entries.append([role, start, at])
+    stored = encode_turns(text, turns)
+    entries = json.loads(stored)
     assert any(len(e) == 2 for e in entries) and any(len(e) == 3 for e in entries)
-    assert encode_turns(text, turns) == json.dumps(entries, ensure_ascii=False,
-                                                   separators=(",", ":"))
+    assert stored == json.dumps(entries, ensure_ascii=False, separators=(",", ":"))
+    assert decode_turns(text, stored) == [{"role": r, "content": c} for r, c in turns]
 
 
 def test_the_fast_session_check_equals_the_checked_one() -> None:
