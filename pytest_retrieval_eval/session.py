@@ -338,8 +338,8 @@ class EvalSession:
         }
         self._make_retrievers()  # workers make theirs here
         bm25 = self._retrievers.get("bm25")
-        if bm25 is not None and isinstance(bm25, retrievers_mod.BM25Retriever) and \
-                self.view.is_default:
+        if (bm25 is not None  # first: naming BM25Retriever loads its module (a bm25 run's)
+                and isinstance(bm25, retrievers_mod.BM25Retriever) and self.view.is_default):
             from .retrievers.terms import use_term_table
 
             use_term_table(bm25, Path(self.plan.cache_root), corpus)

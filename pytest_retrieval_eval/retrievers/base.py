@@ -17,10 +17,15 @@ import numpy as np
 from .. import vipune
 from ..errors import RetrieverError, one_line
 
-__all__ = ["CheckedScores", "LazySequence", "LazyTexts", "Memory", "Persona", "Query",
+__all__ = ["RUN_PREFIX", "CheckedScores", "LazySequence", "LazyTexts", "Memory", "Persona", "Query",
            "Retriever"]
 
 T = TypeVar("T")
+
+
+#: A TREC run file's selector prefix (``run:PATH``, :mod:`.trec_run`), here where every run
+#: loads it: naming it loads no run-file code.
+RUN_PREFIX = "run:"
 
 
 class CheckedScores(tuple[tuple[str, float], ...]):

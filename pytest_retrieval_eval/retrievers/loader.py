@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import RetrievalEvalError, StopRun, one_line, printable
-from .base import _option
+from .base import RUN_PREFIX, _option
 from .command_selector import PREFIX as COMMAND_PREFIX
 from .variants import VariantError, is_variant, parse_keywords, split_dotted
 
@@ -23,7 +23,7 @@ __all__ = ["REGISTRY", "FunctionRetriever", "UserRetriever", "describe_dotted",
            "describe_object", "get_retriever", "is_dotted", "load_dotted"]
 
 #: Selector prefixes that are retrievers of their own, never ``module:attr`` paths.
-RESERVED_PREFIXES = ("cmd:", "run:")
+RESERVED_PREFIXES = (COMMAND_PREFIX, RUN_PREFIX)
 
 
 class FunctionRetriever:
@@ -329,9 +329,6 @@ def _built_in(module: str, attr: str) -> Callable[[object], Retriever]:
         made: Retriever = getattr(importlib.import_module(f".{module}", __package__), attr)()
         return made
     return make
-
-
-RUN_PREFIX = "run:"  # trec_run.PREFIX (a TREC run file), stated here so it loads on use
 
 
 REGISTRY: dict[str, Callable[[object], Retriever]] = {

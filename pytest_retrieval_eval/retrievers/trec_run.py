@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import RetrievalEvalError, RetrieverError, printable
 from ..scoring.longmemeval_metrics import strip_turn
-from .base import Memory, Persona, Query, _check_limit
+from .base import RUN_PREFIX, Memory, Persona, Query, _check_limit
 from .ranking import check_haystack
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ __all__ = ["PREFIX", "RunChangedError", "RunFile", "RunFileError", "TrecRunRetri
            "turn_memories", "unknown_line"]
 
 #: The selector's prefix: ``--retrieval-eval-retriever run:PATH``.
-PREFIX = "run:"
+PREFIX = RUN_PREFIX
 #: The longest line read (bytes); a longer one is malformed (no file blows up memory on it).
 MAX_LINE_BYTES = 64 * 1024
 #: How many unknown qids a run's facts name (all are counted).
