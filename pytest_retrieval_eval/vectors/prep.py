@@ -18,9 +18,12 @@ embedded again.
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -233,12 +236,39 @@ def _embed_missing(missing: Sequence[str], needed: Mapping[str, str | None], cor
     total = len(missing)
     if progress is not None:
         progress("embed", 0, total)
-    for offset in range(0, total, chunk_size):
-        chunk = list(missing[offset : offset + chunk_size])
-        vectors = _embed_chunk(chunk, needed, corpus, embedder, progress, offset, total)
-        cache.add(chunk, vectors)
-        if progress is not None:
-            progress("embed", offset + len(chunk), total)
+    with _ctrl_c_kept() as interrupted:
+        for offset in range(0, total, chunk_size):
+            chunk = list(missing[offset : offset + chunk_size])
+            vectors = _embed_chunk(chunk, needed, corpus, embedder, progress, offset, total)
+            cache.add(chunk, vectors)
+            if progress is not None:
+                progress("embed", offset + len(chunk), total)
+            if interrupted():
+                raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _ctrl_c_kept() -> Iterator[Callable[[], bool]]:
+    """Ctrl-C during the embedding loop is never lost: Python raises it wherever the main
+    thread is, and one raised in a finalizer (a dropped file lock's ``__del__``: "Exception
+    ignored in ...") is swallowed, so the prep ran on to the end. The handler also records
+    it; the loop then raises it after the chunk it was in. Only on the main thread, and only
+    over Python's own handler (a program's handler stays as it is)."""
+    hit: list[bool] = []
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield lambda: False
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        hit.append(True)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield lambda: bool(hit)
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _embed_chunk(
