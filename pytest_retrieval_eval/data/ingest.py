@@ -12,6 +12,7 @@ temp files that a killed build left.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import sqlite3
 from collections.abc import Iterator, Sequence
@@ -180,6 +181,25 @@ def _instances(source: DatasetSource, view: View) -> Iterator[Instance | Rejecti
         yield parse_for_view(index, raw, view)
 
 
+@contextlib.contextmanager
+def _cycle_collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for the streaming loop, as it was before.
+
+    The parser builds about 9 million dicts and lists on full LongMemEval_M, each instance
+    alive while it is checked, so the collector's generations fill and it traverses them
+    again and again: about 2 s of a 30 s build (``benchmarks/run.py --against``, issue 35).
+    The loop makes no reference cycles (a ``gc.collect()`` after a full-M build finds about
+    ten objects), so its memory is freed by reference counts alone and its peak is the same.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def _build(source: DatasetSource, sha256: str, sample: str, target: Path,
            progress: Progress | None, view: View) -> None:
     tmp = temp_path(target)
@@ -198,10 +218,11 @@ def _build(source: DatasetSource, sha256: str, sample: str, target: Path,
             if progress is not None:
                 progress(label, 0, None)
             done = 0
-            for done, parsed in enumerate(_instances(source, view), start=1):
-                builder.add(parsed)
-                if progress is not None:
-                    progress(label, done, None)
+            with _cycle_collector_paused():
+                for done, parsed in enumerate(_instances(source, view), start=1):
+                    builder.add(parsed)
+                    if progress is not None:
+                        progress(label, done, None)
             if progress is not None:
                 progress(label, done, done)  # the end of the step, with its count
             if builder.stats["instances"] == 0:

@@ -168,7 +168,9 @@ def text_key(text: str) -> str:
 class SessionTurns(Sequence[tuple[str, str]]):
     """A checked session's turns as (role, content) pairs, in order, made on reading: only a
     text the corpus build has not stored yet is read (most sessions of LongMemEval's
-    haystacks repeat across questions)."""
+    haystacks repeat across questions). The row holding them has :func:`render_session`'s
+    text of these very turns as its content (the corpus relies on it:
+    :func:`.corpus.encode_turns`)."""
 
     __slots__ = ("_turns",)
 
@@ -195,6 +197,10 @@ class SessionTurns(Sequence[tuple[str, str]]):
 
     def __repr__(self) -> str:
         return f"SessionTurns({list(self)!r})"
+
+    def roles_within(self, roles: frozenset[str]) -> bool:
+        """Whether every turn's role is one of ``roles``."""
+        return all(turn["role"] in roles for turn in self._turns)
 
 
 def render_session(turns: Sequence[Mapping[str, object]]) -> str:

@@ -302,6 +302,27 @@ def test_bad_dataset_file_raises_and_leaves_no_corpus(tmp_path: Path) -> None:
     assert list((tmp_path / "cache" / "corpus").glob("*.tmp")) == []
 
 
+def test_the_cycle_collector_is_paused_while_streaming_and_back_after(
+        source: DatasetSource, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 35.4 (the cold build): the collector traversed the parser's millions of dicts
+    for about 2 s of a 30 s full-M build. It is off while instances stream in, and on
+    again after a build, a failed one included."""
+    import gc
+
+    seen: list[bool] = []
+    add = ingest._Builder.add
+    monkeypatch.setattr(ingest._Builder, "add",
+                        lambda self, parsed: (seen.append(gc.isenabled()), add(self, parsed)))
+    assert gc.isenabled()
+    load_corpus(source, tmp_path / "cache")
+    assert seen and not any(seen) and gc.isenabled()
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(source.path.read_bytes()[:-40])
+    with pytest.raises(DataError):
+        load_corpus(DatasetSource("cut", cut), tmp_path / "cache")
+    assert gc.isenabled()
+
+
 def test_empty_array_dataset_is_data_error(tmp_path: Path) -> None:
     path = tmp_path / "none.json"
     path.write_text("[]")

@@ -107,6 +107,52 @@ def test_encoded_turns_are_json_dumps_text_byte_for_byte() -> None:
     assert decode_turns(text, stored) == [{"role": r, "content": c} for r, c in turns]
 
 
+def test_a_rendered_sessions_turns_are_stored_as_its_split_when_that_is_exact() -> None:
+    """Issue 35.4 (the cold build): a vipune session of user and assistant turns whose text
+    splits back into exactly its turns stores "" (two scans of the text, not a step per
+    turn). Random sessions built from the markers' own pieces read back as their turns
+    whichever form is stored, and both forms occur; each way the split could go wrong
+    (a content holding a marker, another role, a list that is not the row's rendering) is
+    stored as JSON."""
+    import random
+
+    import pytest
+
+    from pytest_retrieval_eval.data.corpus import decode_turns, encode_turns
+    from pytest_retrieval_eval.data.pairs import SessionTurns
+
+    def session(pairs: list[tuple[str, str]]) -> tuple[str, SessionTurns]:
+        records = [{"role": r, "content": c} for r, c in pairs]
+        return render_session(records), SessionTurns(records)
+
+    rng = random.Random(35)
+    pieces = ["\n", "user", "assistant", ": ", "\nuser: ", "x", " ", "\nassistant:"]
+    forms = {"split": 0, "json": 0}
+    for _ in range(3000):
+        pairs = [(rng.choice(["user", "assistant", "user", "system"]),
+                  "".join(rng.choice(pieces) for _ in range(rng.randint(0, 4))))
+                 for _ in range(rng.randint(1, 4))]
+        text, turns = session(pairs)
+        stored = encode_turns(text, turns)
+        forms["split" if stored == "" else "json"] += 1
+        assert decode_turns(text, stored) == [{"role": r, "content": c} for r, c in pairs]
+    assert min(forms.values()) > 300, forms
+
+    plain = [("user", "hi: there"), ("assistant", "a\nb: c\nuser:x"), ("user", "")]
+    assert encode_turns(*session(plain)) == ""
+    for odd in ([("user", "hi"), ("assistant", TRICKY)],  # a content holding "\nuser: "
+                [("user", "hi"), ("system", "rules")]):  # another role
+        text, turns = session(odd)
+        assert encode_turns(text, turns) != ""
+        assert decode_turns(text, encode_turns(text, turns)) == [
+            {"role": r, "content": c} for r, c in odd]
+    text, _ = session(plain)  # the same text, the turns a plain list: searched for, as JSON
+    assert encode_turns(text, plain).startswith("[")
+    for bad in ("system: hi", "hi"):
+        with pytest.raises(ValueError):
+            decode_turns(bad, "")
+
+
 def test_the_fast_session_check_equals_the_checked_one() -> None:
     """pairs._session_text's one pass (issue 35.4, the cold build) gives what the turn by
     turn check gives: the same text, blank and has_answer flags, or the same rejection."""
