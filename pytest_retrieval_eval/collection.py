@@ -277,17 +277,21 @@ def pair_test(request: pytest.FixtureRequest) -> None:
             raise stop from None
     custom = stores[0][1]
     vectors = query_vector = store = None
+    begun = time.perf_counter()  # the pair's inputs: read by its first item (PairInputs.ms)
     if state.holds_vectors():
         vectors = request.getfixturevalue("retrieval_eval_vectors").vectors
         query_vector = request.getfixturevalue("retrieval_eval_query_vector")
     if any(state.needs_store(item.retriever, c) for _, c in stores):  # before the timing
         store = request.getfixturevalue("retrieval_eval_store")
+    inputs_ms = (time.perf_counter() - begun) * 1000.0
     results = []
     for column, custom in stores:
         try:
             results.append(state.run_pair(item.position, item.retriever, custom=custom,
-                                          inputs=PairInputs(vectors, query_vector, store),
+                                          inputs=PairInputs(vectors, query_vector, store,
+                                                            inputs_ms),
                                           started=started, column=column))
+            inputs_ms = 0.0  # read once for the item's stores
         except _stops() as exc:  # a run file swapped under this process,
             request.session.shouldfail = str(exc)  # a store that cannot be made: stop here
             raise

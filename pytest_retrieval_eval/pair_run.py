@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -58,11 +58,24 @@ KEPT = 4
 class PairInputs:
     """What one pair item hands its retriever besides the pair: the values of the public
     fixtures ``retrieval_eval_vectors``, ``retrieval_eval_query_vector`` and
-    ``retrieval_eval_store`` (None: the run holds no vectors; the retriever reads no store)."""
+    ``retrieval_eval_store`` (None: the run holds no vectors; the retriever reads no store).
+    ``ms``: the milliseconds this item spent getting them: the pair's first item reads them,
+    later items of the pair (other columns) find them held, so this is the pair's cost,
+    reported as the item's ``inputs`` apart from its overhead (None: not timed)."""
 
     vectors: np.ndarray | None
     query_vector: np.ndarray | None
     store: Path | None
+    ms: float | None = None
+
+    @classmethod
+    def timed(cls, vectors: Callable[[], np.ndarray | None],
+              query_vector: Callable[[], np.ndarray | None],
+              store: Callable[[], Path | None]) -> PairInputs:
+        """The inputs the three calls give, with the time they took."""
+        begun = time.perf_counter()
+        values = vectors(), query_vector(), store()
+        return cls(*values, ms=(time.perf_counter() - begun) * 1000.0)
 
 
 @dataclass
@@ -298,13 +311,16 @@ class PairRun:
                             self.token_counts)
         if budget is not None:
             latency["budget"] = (time.perf_counter() - begun) * 1000.0
+        if inputs.ms is not None:
+            latency["inputs"] = inputs.ms
         if started is not None:  # the item's own wall time less the store's and the model's
             total = (time.perf_counter() - started) * 1000.0
-            # the import happened before the item
+            # the import happened before the item; the pair's inputs are the pair's
             in_item = sum(v for k, v in startup_parts.items() if k != "import")
             result["latency_ms"]["overhead"] = max(0.0, total - retrieval_ms - (
                 ingest_ms or 0.0) - (embed_ms or 0.0) - in_item - (
-                latency.get("budget") or 0.0) - store_embedding - sum(transport.values()))
+                latency.get("budget") or 0.0) - store_embedding - sum(transport.values())
+                - (inputs.ms or 0.0))
         return result
 
     def start(self) -> dict[str, float] | None:

@@ -390,11 +390,11 @@ class EvalSession:
     def pair_inputs(self, pair: corpus_mod.PairRecord, retriever_name: str,
                     custom: retrievers_mod.Retriever | None = None) -> PairInputs:
         """What a retriever is handed for the pair, from the methods the public fixtures
-        wrap (a pair item gets these through the fixtures themselves)."""
-        return PairInputs(
-            vectors=self.passage_vectors(pair),
-            query_vector=self.query_vector(pair) if self.holds_vectors() else None,
-            store=self.store_path(pair) if self.needs_store(retriever_name, custom) else None)
+        wrap (a pair item gets these through the fixtures themselves), timed."""
+        return PairInputs.timed(
+            lambda: self.passage_vectors(pair),
+            lambda: self.query_vector(pair) if self.holds_vectors() else None,
+            lambda: self.store_path(pair) if self.needs_store(retriever_name, custom) else None)
 
     def run_pair(self, index: int, retriever_name: str,
                  custom: retrievers_mod.Retriever | None = None,

@@ -106,7 +106,10 @@ def _median_p95(values: list[float]) -> dict[str, float]:
 
 def timing_summary(results: Sequence[PairResult]) -> dict[str, dict[str, Any]]:
     """Per retriever: ``query`` (rank time only), ``overhead`` (the harness's own time per
-    item: the item's wall time less ingest, rank and query embedding) and, for a retriever
+    item: the item's wall time less ingest, rank, query embedding and the pair's inputs),
+    ``inputs`` (``total_ms``, median and p95 of the time items spent getting their pair's
+    vectors, query vector and store: a pair's first item reads them, whatever its
+    retriever, so they are kept apart from its overhead) and, for a retriever
     with ``index``, ``ingest`` (``total_ms`` and ``personas``, with the median and p95 of one
     persona's ``index``), in milliseconds; a store's ``startup``, ``transport`` and
     ``footprint`` where it has them (:func:`.cost_lines.costs`)."""
@@ -123,6 +126,9 @@ def timing_summary(results: Sequence[PairResult]) -> dict[str, dict[str, Any]]:
         overhead = [float(x["overhead"]) for x in lats if x.get("overhead") is not None]
         if overhead:
             entry["overhead"] = _median_p95(overhead)
+        inputs = [float(x["inputs"]) for x in lats if x.get("inputs") is not None]
+        if inputs:  # the pair's vectors, query vector and store: its first item reads them
+            entry["inputs"] = {"total_ms": sum(inputs), **_median_p95(inputs)}
         startup = [float(x["startup"]) for x in lats if x.get("startup") is not None]
         if startup:  # a store's start-up, once per process that ranked with it
             entry["startup_ms"] = sum(startup)
@@ -206,7 +212,10 @@ def timing_lines(timing: Mapping[str, Mapping[str, Any]]) -> list[str]:
     overhead = [f"{name} {e['overhead']['median']:.1f} ms" for name, e in timing.items()
                 if e.get("overhead")]
     if overhead:
-        lines.append("harness overhead per item (median): " + ", ".join(overhead))
+        inputs = sum(e["inputs"]["total_ms"] for e in timing.values() if e.get("inputs"))
+        lines.append("harness overhead per item (median): " + ", ".join(overhead) + (
+            f"; apart: the pairs' vectors and stores, read once a pair, {inputs:.0f} ms in all"
+            if inputs else ""))
     return lines
 
 def budget_section(results: Sequence[PairResult], retrievers: Sequence[str],
