@@ -101,18 +101,18 @@ def _similarities(vectors: np.ndarray, query_vector: np.ndarray) -> np.ndarray:
     _check_finite(q)
     _check_finite(mat)
     q64 = q.astype(np.float64)
-    # Column-major float64 copy: one vector operation per dimension, adding the products
-    # (exact: float32 x float32 fits float64) left to right, as Rust's per-row ``sum`` does.
+    if mat.shape[0] == 1:  # one row: its own left-to-right sums (the rule itself)
+        return np.array([cosine_similarity(mat[0], q)], dtype=np.float64)
+    # Column-major float64 copy (exact: float32 x float32 fits float64). Reducing its
+    # leading axis adds each row's products left to right, as Rust's per-row ``sum`` does:
+    # with two rows or more the rows are the iteration's inner, vectorised axis and the
+    # dimensions its outer one, so each sum takes the products in order (numpy sums
+    # pairwise only along an inner axis, which a single row would make the dimensions).
+    # Four vector operations, where a step per dimension took 4 x 384 (issue 35).
     cols = np.ascontiguousarray(mat.T, dtype=np.float64)
-    dots = np.zeros(mat.shape[0], dtype=np.float64)
-    squares = np.zeros(mat.shape[0], dtype=np.float64)
-    tmp = np.empty(mat.shape[0], dtype=np.float64)
-    for j in range(cols.shape[0]):
-        col = cols[j]
-        np.multiply(col, q64[j], out=tmp)
-        dots += tmp
-        np.multiply(col, col, out=tmp)
-        squares += tmp
+    dots = np.add.reduce(cols * q64[:, None], axis=0)
+    np.multiply(cols, cols, out=cols)
+    squares = np.add.reduce(cols, axis=0)
     row_norms = np.sqrt(squares)
     query_norm = math.sqrt(float(np.add.accumulate(q64 * q64)[-1]))
     sims = np.zeros(mat.shape[0], dtype=np.float64)

@@ -684,3 +684,24 @@ def test_a_nul_in_the_query_fails_as_vipunes_fts_search_does(docs_store: Path) -
         line = str(info.value)
         assert line.startswith("vipune rejects the input: Database error: unterminated string")
         assert "NUL" in line and "delete" not in line and "\n" not in line
+
+
+def test_every_rows_cosine_adds_its_products_left_to_right_at_any_shape() -> None:
+    """Issue 35: the matrix cosine reduces a column-major copy in four vector operations.
+    Its sums must still take each row's products in order (Rust's ``sum``), so that it equals
+    the one-row rule bit for bit: magnitudes spread over 1e-17..1e17 make any other order
+    (pairwise, blocked) differ in the last bits, at every row count and width tried."""
+    rng = np.random.default_rng(35)
+    for n in (*range(1, 18), 64, 500, 2049):
+        for d in (1, 2, 3, 5, 8, 17, 384, 1024):
+            if n * d > 600_000:
+                continue
+            mat = (rng.standard_normal((n, d)) * np.exp(rng.uniform(-40, 40, (n, d)))
+                   ).astype(np.float32)
+            query = (rng.standard_normal(d) * np.exp(rng.uniform(-40, 40, d))).astype(np.float32)
+            mat[rng.random((n, d)) < 0.01] = 0.0
+            got = vipune.semantic._similarities(mat, query)
+            rows = range(n) if n <= 64 else rng.choice(n, 64, replace=False)
+            want = [vipune.cosine_similarity(mat[i], query) for i in rows]
+            assert got.dtype == np.float64 and got.shape == (n,)
+            assert [float(got[i]) for i in rows] == want, (n, d)
