@@ -339,8 +339,9 @@ class Corpus:
 
 #: The roles whose rendered sessions may split back into their turns (:func:`encode_turns`).
 _SPLIT_ROLES = frozenset(("user", "assistant"))
-_SPLIT_AT = re.compile("\n(?=user: |assistant: )")
-_MARKER = re.compile("\n(?:user|assistant): ")  # one scan: 2.5x faster than two str.count
+_ROLE_ALTERNATIVES = "|".join(sorted(_SPLIT_ROLES))
+_SPLIT_AT = re.compile(f"\n(?=(?:{_ROLE_ALTERNATIVES}): )")  # where a turn begins
+_MARKER = re.compile(f"\n(?:{_ROLE_ALTERNATIVES}): ")  # one scan: 2.5x faster than str.count
 
 
 def encode_turns(text: str, turns: Sequence[tuple[str, str]]) -> str:
