@@ -364,12 +364,12 @@ def turn_phase(base: Path, tiny: Path, instances: int, repeat: int, results: Res
 #: (label, file suffix, function) whose cumulative time the profile summary reports.
 PROFILE_SPOTS = (
     ("whole run", "_pytest/main.py", "wrap_session"),
-    ("prepare (corpus, model choice, cache checks)", "pytest_retrieval_eval/session.py",
+    ("prepare (corpus, model choice, cache checks)", "pytest_retrieval_eval/run/session.py",
      "prepare"),
     ("  load_corpus (incl. corpus checksum)", "pytest_retrieval_eval/data/corpus.py",
      "load_corpus"),
-    ("items (run_pair)", "pytest_retrieval_eval/session.py", "run_pair"),
-    ("  persona: vectors, key", "pytest_retrieval_eval/session.py", "persona"),
+    ("items (run_pair)", "pytest_retrieval_eval/run/session.py", "run_pair"),
+    ("  persona: vectors, key", "pytest_retrieval_eval/run/session.py", "persona"),
     ("  store reuse check (get_or_build)", "pytest_retrieval_eval/vipune/store.py",
      "get_or_build"),
     ("  retriever hybrid (rank, once per candidate pool)",

@@ -41,12 +41,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .config.settings import usage_error
 from .errors import RetrievalEvalError, StopRun, fit_error, one_line
 from .fixtures import MARKER
-from .settings import usage_error
 
 if TYPE_CHECKING:
-    from .session import EvalSession
+    from .run.session import EvalSession
 
 ROOT_NAME = "retrieval-eval"
 
@@ -254,9 +254,9 @@ def pair_test(request: pytest.FixtureRequest) -> None:
     with one line (PairItem.repr_failure) instead of a setup error with a traceback; and only
     what the run holds is asked for.
     """
+    from .config.options import CUSTOM_RETRIEVER
     from .fixtures import SESSION_KEY
-    from .options import CUSTOM_RETRIEVER
-    from .session import PairInputs
+    from .run.session import PairInputs
 
     started = time.perf_counter()  # the item's own wall time: the harness's overhead
     item = request.node
@@ -361,7 +361,7 @@ def check_selection(state: EvalSession, selection: Selection) -> None:
             rejected = next((r for r in corpus.rejections for t in readings if r.question_id
                              and _names_question(t, r.question_id)), None)
             if rejected is not None:  # say why, not "no such question" (issue 38.14)
-                from .run_facts import rejection_reason
+                from .run.run_facts import rejection_reason
 
                 raise usage_error(
                     f"not found: {wanted}: question {rejected.question_id} is not scored in "

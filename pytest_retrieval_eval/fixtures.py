@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # numpy and the data wings load only in an enabled run (off m
 
     from .data.corpus import Corpus, PairRecord
     from .retrievers import Memory, Retriever
-    from .session import EvalSession
+    from .run.session import EvalSession
     from .vectors.embedding import Embedder
 
 __all__ = [

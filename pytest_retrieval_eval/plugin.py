@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from .options import NO_MODEL_ALIAS, OPTIONS, SWITCH, add_no_model_alias, add_options
+from .config.options import NO_MODEL_ALIAS, OPTIONS, SWITCH, add_no_model_alias, add_options
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -91,7 +91,7 @@ def switched_on(config: pytest.Config) -> bool:
         return raw
     if raw is None or raw == []:  # unset (pytest < 9 gives [] for a None default)
         return False
-    from .settings import read_switch
+    from .config.settings import read_switch
 
     return read_switch(config)
 

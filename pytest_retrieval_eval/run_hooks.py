@@ -26,12 +26,12 @@ from .collection import (
     reaches_rootdir,
     rootdir_collector,
 )
+from .config.options import CUSTOM_RETRIEVER
+from .config.settings import usage_error
 from .errors import RetrievalEvalError, StopRun, one_line
-from .options import CUSTOM_RETRIEVER
-from .settings import usage_error
 
 if TYPE_CHECKING:  # the heavy modules (onnxruntime, pyarrow) load when the run needs them
-    from .session import EvalSession
+    from .run.session import EvalSession
 
 BASE_KEY = pytest.StashKey[dict[str, Any]]()  # the --retrieval-eval-compare report, loaded
 PUBLISHED_KEY = pytest.StashKey[list[str]]()  # where the Markdown went (terminal lines)
@@ -51,9 +51,9 @@ _THIS_MODULE = sys.modules[__name__]
 def start(config: pytest.Config) -> None:
     """An enabled run (``--retrieval-eval``): its settings read and checked, its EvalSession
     in ``config.stash``, and these hooks registered (plugin.py's pytest_configure calls it)."""
+    from .config.settings import read_settings
     from .fixtures import SESSION_KEY
-    from .session import EvalSession
-    from .settings import read_settings
+    from .run.session import EvalSession
 
     state = EvalSession(read_settings(config), read_only=_collect_only(config))
     state.junit_properties = bool(getattr(config.option, "xmlpath", None)) and (
@@ -108,7 +108,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     state = _session(session.config)
     if state is None:
         return
-    from .plan import Plan
+    from .run.plan import Plan
 
     config = session.config
     try:
@@ -144,7 +144,7 @@ def _prepare(state: EvalSession, config: pytest.Config) -> None:
     """Prepare, showing the cache's repair notices as one terminal line each."""
     import warnings
 
-    from .terminal_progress import Progress
+    from .run.terminal_progress import Progress
     from .vectors.cache import CacheWarning
 
     caught: list[warnings.WarningMessage] = []
@@ -332,7 +332,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                 state.fatal = str(exc)
                 raise pytest.UsageError(str(exc)) from None
         from .fixtures import pair_id
-        from .record_columns import column_names
+        from .run.record_columns import column_names
 
         corpus = state.corpus
         state.record_columns = column_names(
@@ -372,7 +372,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:  # c
         session.exitstatus = pytest.ExitCode.USAGE_ERROR
         return
     from .reporting import publish, report
-    from .run_facts import run_info
+    from .run.run_facts import run_info
 
     info = run_info(state, interrupted=exitstatus == pytest.ExitCode.INTERRUPTED,
                     stopped=bool(session.shouldstop or session.shouldfail),
@@ -403,7 +403,7 @@ def _rerun_options(config: pytest.Config) -> list[str]:
     ``--retrieval-eval``, ``--no-model`` and the plugin's options as typed (a space form's
     value is the argument after it), but for the JSON report, the tables and the compare
     options (the next command writes nothing)."""
-    from .options import OPTIONS
+    from .config.options import OPTIONS
 
     valued = {o.flag for o in OPTIONS if not o.is_flag}
     skipped = ("--retrieval-eval-json", "--retrieval-eval-tables", "--retrieval-eval-markdown",

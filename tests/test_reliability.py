@@ -33,13 +33,13 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from pytest_retrieval_eval.cli import console as cli
+from pytest_retrieval_eval.config.options import OPTIONS
+from pytest_retrieval_eval.config.settings import Settings
 from pytest_retrieval_eval.data.dataset import DatasetSource
 from pytest_retrieval_eval.data.ingest import load_corpus
 from pytest_retrieval_eval.errors import RetrievalEvalError
-from pytest_retrieval_eval.options import OPTIONS
 from pytest_retrieval_eval.reporting.report import build_report, terminal_lines
-from pytest_retrieval_eval.session import EvalSession
-from pytest_retrieval_eval.settings import Settings
+from pytest_retrieval_eval.run.session import EvalSession
 from pytest_retrieval_eval.vectors.cache import VectorCache
 from pytest_retrieval_eval.vectors.embedding import EmbedConfig, load_embedder, resolve_model
 from tests.data.test_pairs import mutated_instances
@@ -430,7 +430,7 @@ def test_fuzz_mutated_instances_are_scored_pairs_or_counted_rejections(
             result = session.run_pair(position, name)
             assert set(result["ranked"]) <= set(corpus.pairs[position].session_ids)
             assert all(0.0 <= v <= 1.0 and not math.isnan(v) for v in result["metrics"].values())
-    from pytest_retrieval_eval.run_facts import run_info
+    from pytest_retrieval_eval.run.run_facts import run_info
 
     report = build_report(run_info(session), session.results, session.errors)
     assert report["skipped"]["rejected"] == len(corpus.rejections)

@@ -9,8 +9,8 @@ import argparse
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..config.options import DEFAULT_DATA_REPO, DEFAULT_NETWORK_DEADLINE, deadline_seconds, repo_id
 from ..errors import CacheHubError
-from ..options import DEFAULT_DATA_REPO, DEFAULT_NETWORK_DEADLINE, deadline_seconds, repo_id
 from .args import OneLineParser, directory, nonempty, write_fitted
 from .progress_bar import ProgressBar
 

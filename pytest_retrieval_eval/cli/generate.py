@@ -14,9 +14,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ..config.options import positive_int
 from ..errors import RetrievalEvalError, write_fault
 from ..io.user_files import TargetRefused, same_file, sweep_dead_temps
-from ..options import positive_int
 from .args import cache_clash, file_path, write_fitted
 from .progress_bar import ProgressBar
 

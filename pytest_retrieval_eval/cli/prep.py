@@ -9,13 +9,12 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..errors import CacheError, ModelError, one_line, printable
-
 # The pytest options' defaults and validators, so both spellings behave alike.
-from ..options import DEFAULT_DATA, DEFAULT_DATA_REPO, DEFAULT_MODEL
-from ..options import choice as _choice
-from ..options import max_length as _max_length
-from ..options import positive_int as _positive_int
+from ..config.options import DEFAULT_DATA, DEFAULT_DATA_REPO, DEFAULT_MODEL
+from ..config.options import choice as _choice
+from ..config.options import max_length as _max_length
+from ..config.options import positive_int as _positive_int
+from ..errors import CacheError, ModelError, one_line, printable
 from .args import EXIT_INTERRUPTED, PROG, directory, nonempty, terminal_width, write_fitted
 from .progress_bar import ProgressBar
 
@@ -105,7 +104,7 @@ def _shard(value: str) -> tuple[int, int]:
 
 
 def _add_scale_arguments(prep: argparse.ArgumentParser) -> None:
-    from ..options import nonnegative_int
+    from ..config.options import nonnegative_int
 
     prep.add_argument("--subset", type=_positive_int, default=None, metavar="N",
                       help="embed only the texts of N usable pairs, stratified by question "

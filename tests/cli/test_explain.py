@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-import pytest_retrieval_eval.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
+import pytest_retrieval_eval.run.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
 from pytest_retrieval_eval import vipune
 from pytest_retrieval_eval.cli import console as cli
 from pytest_retrieval_eval.reporting.explain import explain_lines

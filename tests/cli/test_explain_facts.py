@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-import pytest_retrieval_eval.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
+import pytest_retrieval_eval.run.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
 from pytest_retrieval_eval.cli import console as cli
 from pytest_retrieval_eval.reporting.explain_facts import full_facts
 from tests.support.plugin_runs import run_with_report

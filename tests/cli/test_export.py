@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-import pytest_retrieval_eval.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
+import pytest_retrieval_eval.run.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
 from pytest_retrieval_eval.cli import console as cli
 from pytest_retrieval_eval.reporting.report import SCHEMA_VERSION
 from pytest_retrieval_eval.reporting.trec_files import (

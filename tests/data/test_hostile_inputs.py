@@ -210,7 +210,7 @@ def test_progress_of_an_open_ended_step_is_rate_limited_in_a_log() -> None:
 
 
 def test_plugin_progress_never_floods_a_log() -> None:
-    from pytest_retrieval_eval.terminal_progress import Progress as _Progress
+    from pytest_retrieval_eval.run.terminal_progress import Progress as _Progress
 
     written: list[str] = []
 

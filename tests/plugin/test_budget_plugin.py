@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-import pytest_retrieval_eval.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
+import pytest_retrieval_eval.run.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
 from pytest_retrieval_eval.data.pairs import render_session
 from tests.support.lme_factory import make_instance, write_dataset
 from tests.support.reliability_support import joined_errors, match_errors

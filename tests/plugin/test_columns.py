@@ -211,7 +211,7 @@ def test_plot_tells_base_from_new_by_the_reports_own_stamp(pytester: pytest.Pyte
 def test_a_tests_own_parameters_are_its_id_without_the_pairs(full: str, own: str) -> None:
     from types import SimpleNamespace
 
-    from pytest_retrieval_eval.record_columns import _own_params
+    from pytest_retrieval_eval.run.record_columns import _own_params
 
     item = SimpleNamespace(callspec=SimpleNamespace(id=full))
     assert _own_params(item, "multi-session::q1") == own

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-import pytest_retrieval_eval.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
+import pytest_retrieval_eval.run.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
 from pytest_retrieval_eval.data.generator.instances import SAMPLE, iter_instances
 from tests.support import ROOT
 

@@ -17,7 +17,8 @@ import pytest
 #: bytecode, PYTHONDONTWRITEBYTECODE=1; benchmarks/RESULTS.md, "Off cost (issue 29)").
 OFF_MODULES = {
     "pytest_retrieval_eval", "pytest_retrieval_eval.fixtures",
-    "pytest_retrieval_eval.options", "pytest_retrieval_eval.plugin",
+    "pytest_retrieval_eval.config", "pytest_retrieval_eval.config.options",
+    "pytest_retrieval_eval.plugin",
 }
 
 PROBE = """

@@ -116,7 +116,7 @@ def test_plugin_off_imports_no_heavy_module(tmp_path: Path) -> None:
         "code = pytest.main(['-q', '-p', 'no:cacheprovider', '-p', 'no:xdist', "
         "'-p', 'no:hypothesispytest', 'test_x.py'])\n"
         "heavy = [m for m in ('numpy', 'sqlite3', 'onnxruntime', 'pyarrow', 'tokenizers', "
-        "'huggingface_hub', 'pytest_retrieval_eval.session') if m in sys.modules]\n"
+        "'huggingface_hub', 'pytest_retrieval_eval.run.session') if m in sys.modules]\n"
         "print('HEAVY', heavy)\n"
         "sys.exit(code)\n"
     )
@@ -139,7 +139,7 @@ def test_plugin_off_imports_no_heavy_module(tmp_path: Path) -> None:
 def test_settings_record_which_recipe_options_were_set(
         pytester: pytest.Pytester, args: tuple[str, ...], ini: str,
         explicit: frozenset[str]) -> None:
-    from pytest_retrieval_eval.settings import read_settings
+    from pytest_retrieval_eval.config.settings import read_settings
 
     pytester.makeini("[pytest]\n" + ini)
     settings = read_settings(pytester.parseconfig(*args))

@@ -499,7 +499,7 @@ def test_no_model_with_two_models_in_the_cache_asks_for_one(
 
 def test_model_lane_shows_prep_progress_then_embeds_nothing_the_second_time(
         pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_retrieval_eval.terminal_progress import Progress as _Progress
+    from pytest_retrieval_eval.run.terminal_progress import Progress as _Progress
 
     # These steps end within a second, which shows no progress (tests/cli/test_progress.py).
     monkeypatch.setattr(_Progress, "GRACE", 0.0)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import pytest_retrieval_eval.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
+import pytest_retrieval_eval.run.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
 from pytest_retrieval_eval.data import dataset, ingest
 from pytest_retrieval_eval.data.protocol import View
 from pytest_retrieval_eval.vectors import cache, prep

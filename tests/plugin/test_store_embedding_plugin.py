@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-import pytest_retrieval_eval.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
+import pytest_retrieval_eval.run.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
 from tests.support.plugin_runs import run_with_report
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")

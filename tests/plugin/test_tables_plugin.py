@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-import pytest_retrieval_eval.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
+import pytest_retrieval_eval.run.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from pytest_retrieval_eval.data.pairs import text_key
 from pytest_retrieval_eval.data.turn_texts import WithTurnTexts
-from pytest_retrieval_eval.session import EvalSession
+from pytest_retrieval_eval.run.session import EvalSession
 from pytest_retrieval_eval.vectors.store_embedding import StoreEmbedding
 from tests.support.model_factory import make_model_dir
 from tests.test_reliability import run_settings

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-import pytest_retrieval_eval.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
+import pytest_retrieval_eval.run.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
 from tests.support.plugin_runs import run_with_report
 
 pytest.importorskip("pytest_retrieval_eval.retrievers.memories")

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-import pytest_retrieval_eval.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
+import pytest_retrieval_eval.run.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
 from pytest_retrieval_eval.reporting.explain import explain_lines
 from pytest_retrieval_eval.reporting.explain_diff import diff_lines
 from pytest_retrieval_eval.reporting.explain_facts import full_facts

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_retrieval_eval.config.options import BUDGET_ENCODINGS, DEFAULT_BUDGET_TOKENIZER
 from pytest_retrieval_eval.data.pairs import text_key
 from pytest_retrieval_eval.errors import DataError, ModelError
-from pytest_retrieval_eval.options import BUDGET_ENCODINGS, DEFAULT_BUDGET_TOKENIZER
 from pytest_retrieval_eval.vectors import token_counts as tc
 from tests.support.model_factory import build_wordpiece_tokenizer
 

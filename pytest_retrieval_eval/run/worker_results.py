@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..reporting.report import PairResult
 from .columns import Columns
-from .reporting.report import PairResult
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """A pair's persona and query, built from what the run holds: the corpus, the vector cache,
 the persona stores and (model lane) the embedder.
 
-:class:`~pytest_retrieval_eval.session.EvalSession` keeps the last few of each and times the
+:class:`~pytest_retrieval_eval.run.session.EvalSession` keeps the last few of each and times the
 live query embedding; these functions only build. A persona's texts are read from the corpus
 on first use, and its vipune store is built (or found and checked) on first use, once however
 many searches use it.
@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import retrievers as retrievers_mod
-from .data.pairs import text_key
-from .retrievers.base import LazySequence
-from .vectors.cache import query_key
-from .vipune import store as store_mod
+from .. import retrievers as retrievers_mod
+from ..data.pairs import text_key
+from ..retrievers.base import LazySequence
+from ..vectors.cache import query_key
+from ..vipune import store as store_mod
 
 if TYPE_CHECKING:
-    from .data.corpus import Corpus, PairRecord
-    from .vectors.cache import VectorCache
-    from .vectors.embedding import Embedder
+    from ..data.corpus import Corpus, PairRecord
+    from ..vectors.cache import VectorCache
+    from ..vectors.embedding import Embedder
 
 __all__ = ["build_persona", "build_query"]
 
@@ -64,7 +64,7 @@ def build_persona(pair: PairRecord, corpus: Corpus, vectors: VectorCache | None,
             pair.session_ids, load_texts(), matrix, pair.created_at),
             session_ids=pair.session_ids, fingerprint=fingerprint)
         if store_dir is not None:
-            from .vipune import exports
+            from ..vipune import exports
 
             exports.export_persona_store(path, store_dir, pair.question_id)
         built.append(path)
@@ -98,7 +98,7 @@ def turn_persona(pair: PairRecord, turns: Sequence[Sequence[Mapping[str, str]]],
     texts: list[str] = []
     created: list[str] = []
     records: list[tuple[Mapping[str, str]]] = []
-    from .data.turn_texts import turn_items
+    from ..data.turn_texts import turn_items
 
     for sid, date, own in zip(pair.session_ids, pair.created_at, turns, strict=True):
         for turn_id, text in turn_items(sid, own):

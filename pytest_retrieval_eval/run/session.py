@@ -20,30 +20,30 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import retrievers as retrievers_mod
+from ..config.options import CUSTOM_RETRIEVER, DEFAULT_MODEL, RUN_PREFIX
+from ..config.settings import Settings, check_reference
+from ..data import corpus as corpus_mod
+from ..data import dataset as dataset_mod
+from ..data import ingest
+from ..data.protocol import LONGMEMEVAL, View
+from ..errors import DataError, RetrievalEvalError
+from ..io.checksums import MEMO_DIR
+from ..reporting.report import PairResult
+from ..retrievers.loader import UserRetriever, describe_dotted, is_dotted
+from ..retrievers.store_config import read_config
+from ..vectors import cache as cache_mod
+from ..vipune import store as store_mod
 from . import lanes, pair_run
-from . import retrievers as retrievers_mod
 from .columns import Columns, stores_in_place
-from .data import corpus as corpus_mod
-from .data import dataset as dataset_mod
-from .data import ingest
-from .data.protocol import LONGMEMEVAL, View
-from .errors import DataError, RetrievalEvalError
-from .io.checksums import MEMO_DIR
-from .options import CUSTOM_RETRIEVER, DEFAULT_MODEL, RUN_PREFIX
 from .pair_run import PairInputs, PairMemo
 from .plan import Plan
-from .reporting.report import PairResult
-from .retrievers.loader import UserRetriever, describe_dotted, is_dotted
-from .retrievers.store_config import read_config
-from .settings import Settings, check_reference
-from .vectors import cache as cache_mod
-from .vipune import store as store_mod
 from .worker_results import WorkerResults
 
 if TYPE_CHECKING:  # loaded where a run needs them: a subset, turns, bm25, run files, a model
-    from .data import subset as subset_mod
-    from .data.turn_texts import WithTurnTexts
-    from .vectors.embedding import EmbedConfig, Embedder
+    from ..data import subset as subset_mod
+    from ..data.turn_texts import WithTurnTexts
+    from ..vectors.embedding import EmbedConfig, Embedder
 
 __all__ = ["EvalSession", "PairInputs", "Plan", "Progress"]
 
@@ -138,7 +138,7 @@ class EvalSession:
         return self.settings.cache_dir or cache_mod.default_cache_dir()
 
     def embed_config(self) -> EmbedConfig:
-        from .vectors.embedding import EmbedConfig
+        from ..vectors.embedding import EmbedConfig
 
         s = self.settings
         return EmbedConfig(pooling=s.pooling,  # type: ignore[arg-type]
@@ -169,7 +169,7 @@ class EvalSession:
         self.corpus = corpus
         self._choose_subset()
         if "bm25" in s.retrievers and self.view.is_default and not self.read_only:
-            from .retrievers import terms as terms_mod
+            from ..retrievers import terms as terms_mod
 
             # Saved once per corpus, before any worker starts: no process splits texts again.
             terms_mod.ensure_table(corpus, self.cache_root, progress,
@@ -187,7 +187,7 @@ class EvalSession:
         else:
             plan = lanes.model_lane(self, progress)
         if _reads_runs(self._retrievers):
-            from .retrievers import trec_run
+            from ..retrievers import trec_run
 
             plan = replace(plan, runs=trec_run.run_pins(self._retrievers))
         plan = replace(plan, dataset_path=str(source.path.resolve()))
@@ -201,7 +201,7 @@ class EvalSession:
     def _choose_subset(self) -> None:
         assert self.corpus is not None
         if self.settings.subset is not None:
-            from .data import subset as subset_mod
+            from ..data import subset as subset_mod
 
             self.subset = subset_mod.choose(self.corpus, self.settings.subset,
                                             self.settings.subset_seed)
@@ -211,7 +211,7 @@ class EvalSession:
         assert self.corpus is not None
         if self.subset is None:
             return self.corpus
-        from .data import subset as subset_mod
+        from ..data import subset as subset_mod
 
         return subset_mod.SubsetCorpus(self.corpus, self.subset)
 
@@ -222,7 +222,7 @@ class EvalSession:
         if not any(getattr(r, "unit", None) == "turn" for r in self._retrievers.values()):
             return corpus
         if self._turn_corpus is None or self._turn_corpus.corpus is not corpus:
-            from .data.turn_texts import WithTurnTexts
+            from ..data.turn_texts import WithTurnTexts
 
             self._turn_corpus = WithTurnTexts(corpus)
         return self._turn_corpus
@@ -245,7 +245,7 @@ class EvalSession:
             if is_dotted(name):
                 self._users[name] = describe_dotted(name, self._imports)
             elif _reads_runs([name]):  # read once per process, checked against the pin
-                from .retrievers import trec_run
+                from ..retrievers import trec_run
 
                 self._retrievers[name] = trec_run.run_retriever(
                     name, self.plan.runs if self.plan is not None else {})
@@ -290,7 +290,7 @@ class EvalSession:
         assert self.corpus is not None
         if not _reads_runs(self._retrievers):
             return {}
-        from .retrievers import trec_run
+        from ..retrievers import trec_run
 
         return trec_run.run_files(self._retrievers, self.corpus, self.column)
 
@@ -312,7 +312,7 @@ class EvalSession:
         self.corpus = corpus_mod.open_corpus(Path(plan.corpus_path))
         self._choose_subset()  # deterministic: the controller's very pairs
         if plan.lane == "model" and plan.model_spec is not None and not self.read_only:
-            from .vectors.embedding import load_embedder
+            from ..vectors.embedding import load_embedder
 
             self.embedder = load_embedder(plan.model_spec, self.embed_config(),
                                           memo_dir=Path(plan.cache_root) / MEMO_DIR,
@@ -327,7 +327,7 @@ class EvalSession:
         self._stores = store_mod.StoreCache(Path(self.plan.cache_root) / "stores",
                                             verify=self.settings.verify)
         if self.vectors is not None and self.pairs.embedding is None:
-            from .vectors.store_embedding import StoreEmbedding
+            from ..vectors.store_embedding import StoreEmbedding
 
             name = str((self.plan.model or {}).get("name", "the run's model"))
             self.pairs.embedding = StoreEmbedding(self.vectors, self.embedder, name)
@@ -340,13 +340,13 @@ class EvalSession:
         bm25 = self._retrievers.get("bm25")
         if (bm25 is not None  # first: naming BM25Retriever loads its module (a bm25 run's)
                 and isinstance(bm25, retrievers_mod.BM25Retriever) and self.view.is_default):
-            from .retrievers.terms import use_term_table
+            from ..retrievers.terms import use_term_table
 
             use_term_table(bm25, Path(self.plan.cache_root), corpus)
         if "vipune" in self._retrievers and not (self.read_only and self.plan.model is None):
             retrievers_mod.check_compatible(self.plan.model)
         if self.settings.budgets and self.token_counts is None:
-            from .vectors.token_counts import run_counts  # the tokenizer: only when asked
+            from ..vectors.token_counts import run_counts  # the tokenizer: only when asked
 
             self.token_counts = run_counts(self.settings.tokenizer, Path(self.plan.cache_root),
                                            read_only=self.read_only)

@@ -133,7 +133,7 @@ def parse_retrievers(value: str) -> tuple[str, ...]:
     names = [p.strip() for p in str(value).split(",") if p.strip()]
     if not names:
         raise argparse.ArgumentTypeError("retriever list is empty; give e.g. hybrid")
-    from .retrievers.variants import (
+    from ..retrievers.variants import (
         VariantError,
         is_variant,
         parse_keywords,
@@ -156,8 +156,8 @@ def parse_retrievers(value: str) -> tuple[str, ...]:
                 raise argparse.ArgumentTypeError(
                     f"retriever {name!r} names no file; give run:PATH of a TREC run file")
         elif name.startswith(COMMAND_PREFIX):  # "cmd:node store.js" (a comma ends it)
-            from .errors import RetrievalEvalError
-            from .retrievers.command import parse_command  # numpy: only when asked
+            from ..errors import RetrievalEvalError
+            from ..retrievers.command import parse_command  # numpy: only when asked
 
             try:
                 parse_command(name)
@@ -256,7 +256,7 @@ def choice(*allowed: str) -> Callable[[str], str]:
 
 def repo_id(value: str) -> str:
     """A Hugging Face Hub repo id, ``ORG/NAME``."""
-    from .vectors.hub_sync import valid_repo_id
+    from ..vectors.hub_sync import valid_repo_id
 
     if not valid_repo_id(value.strip()):
         raise argparse.ArgumentTypeError(f"{value!r} is not a Hub repo id; give ORG/NAME")
@@ -279,8 +279,8 @@ def path_text(value: str) -> str:
 def compare_map(value: str) -> str:
     """``BASE_NAME=NEW_NAME[,...]`` (or ``NAME``), checked as ``compare --retrievers`` reads
     it; kept as text, parsed again where the comparison is made."""
-    from .errors import RetrievalEvalError
-    from .reporting.compare import parse_retrievers
+    from ..errors import RetrievalEvalError
+    from ..reporting.compare import parse_retrievers
 
     try:
         parse_retrievers(str(value), one_report=False)
@@ -473,7 +473,7 @@ def _command_line(opt: Option) -> Callable[[str], Any]:
         try:
             return opt.parse(value)
         except argparse.ArgumentTypeError as exc:
-            from .errors import fit_error  # loaded only for a bad value
+            from ..errors import fit_error  # loaded only for a bad value
 
             raise pytest.UsageError(fit_error(f"{opt.flag}: {exc}", prefix="ERROR: ")) from None
 

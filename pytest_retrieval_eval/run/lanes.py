@@ -15,19 +15,19 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import retrievers as retrievers_mod
-from .errors import CacheError, ModelError, RetrievalEvalError
-from .io.checksums import MEMO_DIR
-from .options import DEFAULT_DATA, DEFAULT_DATA_REPO, DEFAULT_MODEL
+from .. import retrievers as retrievers_mod
+from ..config.options import DEFAULT_DATA, DEFAULT_DATA_REPO, DEFAULT_MODEL
+from ..config.settings import RECIPE_OPTIONS, Settings
+from ..errors import CacheError, ModelError, RetrievalEvalError
+from ..io.checksums import MEMO_DIR
+from ..retrievers.variants import is_variant
+from ..vectors import cache as cache_mod
 from .plan import Plan
-from .retrievers.variants import is_variant
-from .settings import RECIPE_OPTIONS, Settings
-from .vectors import cache as cache_mod
 
 if TYPE_CHECKING:  # model files, prep and the embedder load when a lane needs them
-    from .data import corpus as corpus_mod
-    from .data import subset as subset_mod
-    from .vectors import model_files
+    from ..data import corpus as corpus_mod
+    from ..data import subset as subset_mod
+    from ..vectors import model_files
 
     AnyCorpus = corpus_mod.Corpus | subset_mod.SubsetCorpus
 
@@ -115,7 +115,7 @@ def wanted_files(settings: Settings, cache_root: Path) -> model_files.ModelFiles
     that is not in the local Hugging Face cache (then only its name identifies it)."""
     if settings.model is None:
         return None
-    from .vectors import model_files
+    from ..vectors import model_files
 
     return model_files.files_here(settings.model, memo_dir=cache_root / MEMO_DIR)
 
@@ -177,7 +177,7 @@ def model_arg(settings: Settings, cache_root: Path,
     if info is None:
         return DEFAULT_MODEL, ""
     name = str(info.get("name") or DEFAULT_MODEL)
-    from .vectors import model_files
+    from ..vectors import model_files
 
     folder = model_files.folder_holding(name, str(info.get("model_sha256", "")),
                                         str(info.get("tokenizer_sha256", "")),
@@ -202,7 +202,7 @@ def other_files(settings: Settings, cache_root: Path, files: model_files.ModelFi
                 namesake: Mapping[str, Any]) -> str:
     """The line when the cache's vectors of the named model's name were made from other
     files than the ones here (another folder of that name, a changed Hub snapshot)."""
-    from .vectors.embedding import EmbedConfig, recipe_fingerprint
+    from ..vectors.embedding import EmbedConfig, recipe_fingerprint
 
     s = settings
     assert s.model is not None
@@ -330,7 +330,7 @@ def no_model_hint(settings: Settings, cache_root: Path,
 def pull(settings: Settings, cache_root: Path, progress: Progress | None, *,
          fingerprint: str | None = None, model: str | None = None) -> None:
     """``--retrieval-eval-cache-repo``: fetch the model's vectors the cache lacks."""
-    from .vectors.hub_sync import pull as hub_pull
+    from ..vectors.hub_sync import pull as hub_pull
 
     assert settings.cache_repo is not None
     hub_pull(settings.cache_repo, cache_root, fingerprint=fingerprint, model=model,
@@ -366,8 +366,8 @@ def model_lane(state: Any, progress: Progress | None) -> Plan:
     ``--no-model`` command that would work, :func:`no_model_hint`), with the vectors the cache
     lacks pulled (``--retrieval-eval-cache-repo``) and embedded. ``state``: the run's
     :class:`.session.EvalSession`, which keeps the embedder and the vector cache."""
-    from .vectors import prep as prep_mod
-    from .vectors.embedding import load_embedder
+    from ..vectors import prep as prep_mod
+    from ..vectors.embedding import load_embedder
 
     s = state.settings
     spec = s.model or DEFAULT_MODEL

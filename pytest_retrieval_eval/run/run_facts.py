@@ -8,11 +8,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .data.protocol import LONGMEMEVAL, NO_GOLD_TURNS, NO_USER_EVIDENCE, REPEATED_SLOTS_KEPT
-from .reporting.report import NOTE_TEXT
+from ..data.protocol import LONGMEMEVAL, NO_GOLD_TURNS, NO_USER_EVIDENCE, REPEATED_SLOTS_KEPT
+from ..reporting.report import NOTE_TEXT
 
 if TYPE_CHECKING:
-    from .data.pairs import Rejection
+    from ..data.pairs import Rejection
     from .session import EvalSession
 
 
@@ -57,7 +57,7 @@ def run_info(session: EvalSession, *, stopped: bool = False, interrupted: bool =
     ``--maxfail``): either way the report says how many selected items ran. ``project``:
     pytest's rootdir, whose git commit and branch the report records (``io.git_facts``:
     None when it is no checkout; ``retrieval-eval history`` reads them)."""
-    from .io.git_facts import git_facts
+    from ..io.git_facts import git_facts
 
     assert session.plan is not None and session.corpus is not None
     corpus = session.corpus

@@ -57,7 +57,7 @@ class Progress:
             if final:
                 self.tr.write_line("")
         else:
-            from .reporting.text_width import fit_lines
+            from ..reporting.text_width import fit_lines
 
             for part in fit_lines([line], self.width):
                 self.tr.write_line(part)

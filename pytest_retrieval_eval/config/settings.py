@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from .errors import fit_error
+from ..errors import fit_error
 from .options import (
     BUDGET_ENCODINGS,
     DEFAULT_BUDGET_TOKENIZER,
@@ -393,8 +393,8 @@ def _check_outputs_apart(settings: Settings) -> None:
     folders = [("--retrieval-eval-store-dir", settings.store_dir)]
     if not settings.enabled or all(p is None for _, p in [*outputs, *folders]):
         return
-    from .data.dataset import KNOWN, SAMPLE_NAME, SAMPLE_PATH
-    from .io.user_files import first_clash, inside_folder
+    from ..data.dataset import KNOWN, SAMPLE_NAME, SAMPLE_PATH
+    from ..io.user_files import first_clash, inside_folder
 
     data = settings.data.strip()
     data_path = (SAMPLE_PATH if data == SAMPLE_NAME else None if data in KNOWN
@@ -407,7 +407,7 @@ def _check_outputs_apart(settings: Settings) -> None:
         raise usage_error(
             f"{option} {path} is the file {other} names: writing it would replace that file; "
             f"give {option} a path of its own")
-    from .vectors.cache import bundled_cache_dir, default_cache_dir
+    from ..vectors.cache import bundled_cache_dir, default_cache_dir
 
     caches: list[tuple[str, Path]] = [
         ("the run's cache (--retrieval-eval-cache)", settings.cache_dir or default_cache_dir()),
@@ -429,10 +429,10 @@ def retriever_inputs(retrievers: tuple[str, ...],
     import importlib.util
     import shutil
 
-    from .retrievers.command_selector import PREFIX as CMD_PREFIX
-    from .retrievers.command_selector import parse_command
-    from .retrievers.loader import is_dotted
-    from .retrievers.variants import split_dotted
+    from ..retrievers.command_selector import PREFIX as CMD_PREFIX
+    from ..retrievers.command_selector import parse_command
+    from ..retrievers.loader import is_dotted
+    from ..retrievers.variants import split_dotted
 
     base = rootdir if rootdir is not None else Path.cwd()
     found: list[tuple[str, Path]] = []
@@ -465,7 +465,7 @@ def retriever_inputs(retrievers: tuple[str, ...],
 def _check_regular_target(option: str, value: Path) -> None:
     """A FIFO, device or socket at the report's path is refused before any work (the writer
     would refuse it only at the end of the run; it never replaces one)."""
-    from .io.user_files import TargetRefused, resolve_target
+    from ..io.user_files import TargetRefused, resolve_target
 
     try:
         resolve_target(value)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .retrievers.command import CommandRetriever
+    from ..retrievers.command import CommandRetriever
 
 __all__ = ["folder_bytes", "footprint", "process_of", "resident_bytes", "start_command",
            "transport_ms"]

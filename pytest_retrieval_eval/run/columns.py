@@ -4,7 +4,7 @@ retriever selector fills.
 A selector's column is its retriever's own ``name`` where that is usable and free, else the
 selector. The custom fixture's retriever, or the several stores it may return, are named as
 they are first used; a ``cmd:`` retriever learns its name as it runs (its hello). The run's
-:class:`~pytest_retrieval_eval.session.EvalSession` holds one :class:`Columns`.
+:class:`~pytest_retrieval_eval.run.session.EvalSession` holds one :class:`Columns`.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import DataError
-from .options import BUILTIN_RETRIEVERS, COMMAND_PREFIX, CUSTOM_RETRIEVER
-from .reporting.report import PairResult
-from .retrievers.command_selector import command_name
-from .retrievers.loader import UserRetriever, usable_name
-from .retrievers.variants import is_variant
+from ..config.options import BUILTIN_RETRIEVERS, COMMAND_PREFIX, CUSTOM_RETRIEVER
+from ..errors import DataError
+from ..reporting.report import PairResult
+from ..retrievers.command_selector import command_name
+from ..retrievers.loader import UserRetriever, usable_name
+from ..retrievers.variants import is_variant
 
 
 def stores_in_place(names: Sequence[str], selectors: Sequence[str]) -> tuple[str, ...]:

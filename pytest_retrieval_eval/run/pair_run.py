@@ -6,7 +6,7 @@ late name of a ``cmd:`` retriever, the haystack check, the metrics, and the resu
 facts (diagnostics, ties, explain). A new step is a line of ``walk`` and, where it needs one,
 a method of its own. :class:`PairMemo` is what the items of one process share (the last few
 personas and queries, the live query embeddings' times, the personas indexed, the retrievers
-used). :class:`~pytest_retrieval_eval.session.EvalSession` makes one ``PairRun`` per item.
+used). :class:`~pytest_retrieval_eval.run.session.EvalSession` makes one ``PairRun`` per item.
 """
 
 from __future__ import annotations
@@ -21,34 +21,34 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import personas, store_costs
-from .columns import Columns
-from .data.protocol import LONGMEMEVAL, View
-from .errors import CacheError
-from .options import COMMAND_PREFIX
-from .reporting.report import PairResult
-from .retrievers.base import Memory, Persona, Query, part_times
-from .retrievers.memories import (
+from ..config.options import COMMAND_PREFIX
+from ..config.settings import Settings
+from ..data.protocol import LONGMEMEVAL, View
+from ..errors import CacheError
+from ..reporting.report import PairResult
+from ..retrievers.base import Memory, Persona, Query, part_times
+from ..retrievers.memories import (
     has_memories,
     is_plain,
     memory_record,
     pair_memory_metrics,
     read_memories,
 )
-from .retrievers.ranking import Scored, check_haystack, explain_facts, rank_all, rank_per_k
-from .scoring import diagnostics
-from .scoring import longmemeval_metrics as lme_metrics
-from .scoring.metrics import score_rankings, session_recall
-from .scoring.ties import pair_ties
-from .settings import Settings
+from ..retrievers.ranking import Scored, check_haystack, explain_facts, rank_all, rank_per_k
+from ..scoring import diagnostics
+from ..scoring import longmemeval_metrics as lme_metrics
+from ..scoring.metrics import score_rankings, session_recall
+from ..scoring.ties import pair_ties
+from . import personas, store_costs
+from .columns import Columns
 
 if TYPE_CHECKING:
-    from .data.corpus import Corpus, PairRecord
-    from .retrievers.loader import UserRetriever
-    from .vectors.cache import VectorCache
-    from .vectors.embedding import Embedder
-    from .vectors.store_embedding import StoreEmbedding
-    from .vipune.store import StoreCache
+    from ..data.corpus import Corpus, PairRecord
+    from ..retrievers.loader import UserRetriever
+    from ..vectors.cache import VectorCache
+    from ..vectors.embedding import Embedder
+    from ..vectors.store_embedding import StoreEmbedding
+    from ..vipune.store import StoreCache
 
 #: How many personas, and queries, a process keeps built (the pairs it ranks now).
 KEPT = 4
@@ -184,7 +184,7 @@ def workdir(cache_root: Path, column: str, persona_key: str) -> Path:
     if plain:
         folder = column
     else:
-        from .vipune.exports import unique_stem
+        from ..vipune.exports import unique_stem
 
         folder = unique_stem(column)
     return cache_root / "workdirs" / folder / persona_key
@@ -305,7 +305,7 @@ class PairRun:
             metrics.update(budget[0])
             result["budget"] = budget[1]
         if "memories" in result:  # explain's tokens and excerpts of the recorded memories
-            from .retrievers.memory_tokens import describe_record
+            from ..retrievers.memory_tokens import describe_record
 
             describe_record(result["memories"], self.memories[self.settings.max_k], persona,
                             self.token_counts)
@@ -387,7 +387,7 @@ class PairRun:
         filled; tokens@k each k's own ranking (docs/budget.md)."""
         if self.token_counts is None:
             return None
-        from .retrievers.memory_tokens import budget_step
+        from ..retrievers.memory_tokens import budget_step
 
         # a memory store's context is its memories; a session store's its session ranking
         per_k: Mapping[int, Sequence[str | Memory]] = self.memories or rankings
@@ -398,9 +398,9 @@ class PairRun:
     def read_all(self, persona: Persona, query: Query) -> list[str] | list[Memory]:
         """The store's ranking at the persona's size (the budget's longer read), checked as
         every ranking is: a memory store's memories, read to cover every session."""
-        from .retrievers.ranked_output import read_distinct
-        from .retrievers.ranking import split_scored
-        from .scoring.metrics import dedupe
+        from ..retrievers.ranked_output import read_distinct
+        from ..retrievers.ranking import split_scored
+        from ..scoring.metrics import dedupe
 
         n = len(self.pair.session_ids)
         name = str(getattr(self.retriever, "name", "retriever"))
