@@ -44,6 +44,7 @@ from pytest_retrieval_eval.vectors.cache import VectorCache
 from pytest_retrieval_eval.vectors.embedding import EmbedConfig, load_embedder, resolve_model
 from tests.data.test_pairs import mutated_instances
 from tests.support.lme_factory import make_instance, write_dataset
+from tests.support.processes import default_sigint
 from tests.support.reliability_support import (
     BGE,
     SNAPSHOT,
@@ -614,6 +615,7 @@ def start_prep(data: Path, model: Path, cache: Path) -> subprocess.Popen[str]:
         [sys.executable, "-m", "pytest_retrieval_eval.cli",
          *prep_argv(data, model, cache, "--chunk-size", "2")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env(),
+        preexec_fn=default_sigint,
     )
 
 

@@ -24,6 +24,7 @@ from pytest_retrieval_eval.vectors.embedding import EmbedConfig, load_embedder
 from pytest_retrieval_eval.vectors.prep import WAIT_LABEL, PrepInterrupted, query_key
 from tests.support import ROOT
 from tests.support.lme_factory import make_instance, small_dataset, write_dataset
+from tests.support.processes import default_sigint
 from tests.support.wrapped import unwrap
 
 pytest_plugins = ["pytester"]
@@ -285,6 +286,7 @@ def _start_prep(dataset: Path, model: Path, cache: Path) -> subprocess.Popen[str
         [sys.executable, "-m", "pytest_retrieval_eval.cli",
          *prep_args(dataset, model, cache, "--chunk-size", "2", "--no-progress")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        preexec_fn=default_sigint,
     )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.support.lme_factory import make_instance, write_dataset
+from tests.support.processes import default_sigint
 from tests.support.reliability_support import run_plugin, subprocess_env
 
 STOP_AFTER = """
@@ -148,7 +149,8 @@ def test_ctrl_c_under_xdist_keeps_what_the_workers_finished(pytester: pytest.Pyt
          "--retrieval-eval", "--no-model", "--retrieval-eval-retriever", "bm25",
          f"--retrieval-eval-data={data}", f"--retrieval-eval-json={out}"],
         cwd=pytester.path, env=subprocess_env(RETRIEVAL_EVAL_CACHE_DIR=str(isolated_cache)),
-        capture_output=True, text=True, timeout=300, start_new_session=True, check=False)
+        capture_output=True, text=True, timeout=300, start_new_session=True, check=False,
+        preexec_fn=default_sigint)
     text = proc.stdout + proc.stderr
     report = report_of(out)
     assert report["interrupted"] is True, text

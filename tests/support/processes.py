@@ -41,3 +41,11 @@ def kill_left(pids: Iterable[int]) -> None:
         if not gone(pid):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def default_sigint() -> None:
+    """A child's ``preexec_fn``: SIGINT back to its default, so the child's Python installs
+    its KeyboardInterrupt handler. A suite started in the background (``&``, nohup) inherits
+    SIGINT ignored, and a child that ignores it never sees the Ctrl-C its test sends."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+

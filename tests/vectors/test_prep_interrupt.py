@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import pytest
@@ -47,8 +47,17 @@ class _Cache:
             _Dropped()  # made and dropped at once: its finalizer runs here
 
 
+@pytest.fixture
+def sigint_raises() -> Iterator[None]:
+    """SIGINT raising KeyboardInterrupt in this process, as in a terminal's pytest: a suite
+    started in the background (``&``, nohup) inherits it ignored."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 def test_a_ctrl_c_swallowed_by_a_finalizer_stops_prep_after_its_chunk(
-        recwarn: pytest.WarningsRecorder) -> None:
+        recwarn: pytest.WarningsRecorder, sigint_raises: None) -> None:
     keys = [f"k{i}" for i in range(10)]
     cache = _Cache()
     with pytest.raises(KeyboardInterrupt):
