@@ -52,10 +52,19 @@
   }
   function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); }
   function isNum(v) { return typeof v === "number" && isFinite(v); }
+  function fixed(v, digits) {
+    /* Python's format(v, ".Nf"): an exact half rounds to even (toFixed rounds it up), so
+       the page prints the terminal's and the Markdown's digits */
+    var f = Math.pow(10, digits), s = v * f;
+    if (Math.abs(s % 1) === 0.5) {
+      var low = Math.floor(s);
+      return ((low % 2 === 0 ? low : low + 1) / f).toFixed(digits);
+    }
+    return v.toFixed(digits);
+  }
   function fmt(v, family) {
     if (!isNum(v)) return "–";
-    if (family === "tokens") return String(Math.round(v));
-    return v.toFixed(3);
+    return fixed(v, family === "tokens" ? 0 : 3);
   }
   function fmtMs(v) { return !isNum(v) ? "–" : v >= 100 ? v.toFixed(0) + " ms" : v.toFixed(2) + " ms"; }
   function color(name) {
@@ -725,8 +734,8 @@
           el("th", {scope: "row", text: row.retriever}), el("td", {text: row.question_type}), el("td", {text: String(row.n)}),
           el("td", {text: fmt(row.base)}), el("td", {text: fmt(row.new)}),
           el("td", {"class": row.delta > 0 ? "up" : row.delta < 0 ? "down" : null, "data-value": row.delta, text: (row.delta > 0 ? "+" : "") + fmt(row.delta) + sig}),
-          el("td", {text: "[" + fmt(row.ci_low) + ", " + fmt(row.ci_high) + "]"}), el("td", {text: isNum(row.p) ? row.p.toFixed(3) : "–"}),
-          el("td", {text: isNum(row.p_holm) ? row.p_holm.toFixed(3) : "–"}), el("td", {text: isNum(row.differing) ? String(row.differing) : "–"}),
+          el("td", {text: "[" + fmt(row.ci_low) + ", " + fmt(row.ci_high) + "]"}), el("td", {text: isNum(row.p) ? fixed(row.p, 3) : "–"}),
+          el("td", {text: isNum(row.p_holm) ? fixed(row.p_holm, 3) : "–"}), el("td", {text: isNum(row.differing) ? String(row.differing) : "–"}),
           el("td", {text: isNum(dd.estimate) ? "±" + fmt(dd.estimate) : (dd.reason || "–")})]));
       });
       append(holder, el("div", {"class": "scroll"}, el("table", {"class": "compare", id: "compare-table"}, [
@@ -806,9 +815,9 @@
     document.getElementById("title").textContent = "retrieval-eval" + (ds ? " · " + ds : "");
     var mainNode = document.getElementById("main");
     var sections = [];
+    uniqueQuestions();  /* before any section: compare's links look questions up */
     if (DATA.mode === "compare" && DATA.comparison) sections.push(compareSection());
     if (DATA.mode === "history" && DATA.history) sections.push(historySection());
-    uniqueQuestions();
     sections.push(runSection(), picturesSection(), questionsSection());
     if (DATA.mode !== "run") sections.push(sections.shift());
     sections.sort(function (a, b) {
