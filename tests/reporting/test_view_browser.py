@@ -23,6 +23,7 @@ from pytest_retrieval_eval.cli import main
 from tests.support import view_reports
 
 CHROMIUM = Path("/usr/bin/chromium")
+NONE = "\N{EN DASH}"  # what the page shows where a report holds no value
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--no-first-run"]
 SHOTS = Path("/tmp/view-shots")
@@ -104,7 +105,7 @@ def _check_table(page: Any, report: dict[str, Any]) -> int:
             cell["type"]]
         want = row.get(cell["metric"])
         if want is None:
-            assert cell["text"] == "–", cell
+            assert cell["text"] == NONE, cell
             continue
         assert float(cell["value"]) == want, cell  # the JSON's number, exactly
         shown = f"{want:.0f}" if cell["metric"].startswith("tokens@") else f"{want:.3f}"
@@ -181,7 +182,8 @@ def test_generated_questions_curves_and_keyboard(browser: Any, reports: dict[str
     # One curve per retriever, a point at each of the run's budgets on it, each the
     # summary's recall@<B>tok.
     budgets = report["budget"]["budgets"]
-    curves = page.eval_on_selector_all("#curve path.curve", "ps => ps.map(p => p.dataset.retriever)")
+    curves = page.eval_on_selector_all("#curve path.curve",
+                                       "ps => ps.map(p => p.dataset.retriever)")
     assert curves == report["retrievers"] == ["bm25", "fts", "turnstore", "facts"]
     points = page.eval_on_selector_all(
         "#curve circle.budget-point",
@@ -329,8 +331,9 @@ def test_two_reports_compare_and_several_a_history(browser: Any, reports: dict[s
     lines = page.eval_on_selector_all("#history-chart path.curve",
                                       "ps => ps.map(p => p.dataset.retriever)")
     assert lines == [r for r in new["retrievers"] if r != "oracle"]
-    commits = page.eval_on_selector_all("#history-table tbody th", "hs => hs.map(h => h.textContent)")
-    middle = ((new["run"].get("git") or {}).get("commit") or "–")[:12]  # tmp: no checkout
+    commits = page.eval_on_selector_all("#history-table tbody th",
+                                        "hs => hs.map(h => h.textContent)")
+    middle = ((new["run"].get("git") or {}).get("commit") or NONE)[:12]  # tmp: no checkout
     assert commits == ["a" * 12, middle, "c" * 12]  # oldest first
     view.clean()
     view.shot(tmp_path, "history-390")
