@@ -61,10 +61,14 @@ class Page:
         self.page.on("console", lambda m: self.console.append((m.type, m.text)))
         self.page.on("pageerror", lambda e: self.console.append(("pageerror", str(e))))
         self.page.on("request", lambda r: self.requests.append(r.url))
-        self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+        self.page.on("dialog", self._dialog)
         self.url = html.resolve().as_uri()
         self.page.goto(self.url)
         self.page.wait_for_selector("body[data-ready]", timeout=10000)
+
+    def _dialog(self, dialog: Any) -> None:
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
 
     def clean(self) -> None:
         assert [m for m in self.console if m[0] in ("error", "pageerror", "warning")] == []

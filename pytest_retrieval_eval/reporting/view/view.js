@@ -271,7 +271,8 @@
   /* ---------------------------------------------------------------- figures */
   function frame(w, h, title, id) {
     var root = sv("svg", {viewBox: "0 0 " + w + " " + h, role: "img", "aria-label": title,
-                          "class": "chart", id: id, preserveAspectRatio: "xMidYMid meet"});
+                          "class": "chart" + (w > 500 ? " wide" : ""), id: id,
+                          preserveAspectRatio: "xMidYMid meet"});
     append(root, sv("title", {text: title}));
     return root;
   }
@@ -422,7 +423,7 @@
     var lo = Math.min.apply(null, pts.map(function (p) { return p.c; })), hi = Math.max.apply(null, pts.map(function (p) { return p.c; }));
     lo = Math.pow(10, Math.floor(Math.log10(lo))); hi = Math.pow(10, Math.ceil(Math.log10(hi) + 1e-9));
     if (hi <= lo) hi = lo * 10;
-    var w = 370, h = 280, left = 48, right = 12, top = 12, bottom = 40;
+    var w = 370, h = 280, left = 48, right = 12, top = 24, bottom = 40;
     var x = logScale(lo, hi, left, w - right), y = linear(0, 1, h - bottom, top);
     var svgNode = frame(w, h, title, id);
     var g = sv("g");
@@ -455,9 +456,10 @@
 
   function picturesSection() {
     var s = section("pictures", "Pictures");
-    append(s, barsHolder);
-    append(s, el("h3", {text: "Recall against context tokens"}));
-    append(s, curveFigure());
+    append(s, el("div", {"class": "fig-row"}, [
+      el("div", {"class": "fig-cell"}, [el("h3", {text: "Recall by question type"}), barsHolder]),
+      el("div", {"class": "fig-cell"}, [el("h3", {text: "Recall against context tokens"}), curveFigure()])]));
+    append(s, el("h3", {text: "Recall against cost"}));
     var timing = RUN.timing || {};
     append(s, el("div", {"class": "pair-figs"}, [
       paretoFigure("latency", "recall against query latency (median ms per query)", "median query latency, ms (log)",
