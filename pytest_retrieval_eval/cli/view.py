@@ -39,7 +39,18 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     paths = [Path(p) for p in args.reports]
     _check_apart("-o", args.output, paths)
-    reports = [(p, load_report(p)) for p in paths]
+    # Only the run shown needs its pairs' rankings, memories and explain facts: the base of a
+    # comparison and the older reports of a history are read slim (what compare reads).
+    if len(paths) == 1:
+        reports = [(paths[0], load_report(paths[0]))]
+    else:
+        from ..reporting.history import report_time
+
+        reports = [(p, load_report(p, slim=True)) for p in paths]
+        shown = (len(reports) - 1 if len(reports) == 2
+                 else max(range(len(reports)), key=lambda i: report_time(reports[i][1],
+                                                                        reports[i][0])))
+        reports[shown] = (paths[shown], load_report(paths[shown]))
     comparison = None
     if len(reports) == 2:
         comparison = compare_reports(reports[0][1], reports[1][1], base_name=str(paths[0]),

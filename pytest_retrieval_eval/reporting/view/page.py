@@ -132,8 +132,9 @@ def page_data(reports: Sequence[tuple[Path, Mapping[str, Any]]], *,
     from .. import history as hist
 
     ordered = sorted(reports, key=lambda pr: hist.report_time(pr[1], pr[0]))
+    newest = max(reports, key=lambda pr: hist.report_time(pr[1], pr[0]))  # the first, on a tie
     data["mode"] = "history"
-    data["run"] = _run_part(ordered[-1][1], ordered[-1][0].name)
+    data["run"] = _run_part(newest[1], newest[0].name)
     data["history"] = _history_part(ordered)
     return data
 

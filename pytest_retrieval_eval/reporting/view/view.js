@@ -388,14 +388,15 @@
       append(g, sv("text", {x: x(b) + 3, y: top + 10, "class": "tick", text: b + " tok"}));
     });
     names.forEach(function (r) {
-      var c = curves[r], end = Math.min(c.end, hi), v = c.at(lo), d = "M" + x(lo).toFixed(1) + "," + y(v).toFixed(1);
-      c.events.forEach(function (e) {
-        if (e[0] <= lo || e[0] > end) return;
-        var nv = c.at(e[0]);
-        if (nv === v) return;
-        d += "H" + x(e[0]).toFixed(1) + "V" + y(nv).toFixed(1);
-        v = nv;
-      });
+      /* one pass over the sorted steps: each distinct token count lifts the curve once */
+      var c = curves[r], ev = c.events, end = Math.min(c.end, hi), v = 0, i = 0;
+      while (i < ev.length && ev[i][0] <= lo) v += ev[i++][1];
+      var d = "M" + x(lo).toFixed(1) + "," + y(v).toFixed(1);
+      while (i < ev.length && ev[i][0] <= end) {
+        var t = ev[i][0];
+        while (i < ev.length && ev[i][0] === t) v += ev[i++][1];
+        d += "H" + x(t).toFixed(1) + "V" + y(v).toFixed(1);
+      }
       d += "H" + x(end).toFixed(1);
       append(g, sv("path", {d: d, "class": "curve" + (r === "oracle" ? " oracle" : ""), stroke: color(r), "data-retriever": r,
                             "data-end": c.end}, sv("title", {text: r + ": recall against context tokens, exact up to " + Math.round(c.end) + " tokens"})));
