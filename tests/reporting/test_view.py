@@ -76,7 +76,7 @@ def test_view_command_writes_a_page_and_refuses_to_replace_a_report(
     out = tmp_path / "cmp.html"
     assert main(["view", str(base), str(new), "-o", str(out)]) == 0
     assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
-    assert f"view: {out}" in capsys.readouterr().out
+    assert f"view: {out}" in " ".join(capsys.readouterr().out.split())  # fitted to a width
     assert main(["view", str(base), str(new), "-o", str(new)]) == 4
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "-o" in err and "would replace that report" in err

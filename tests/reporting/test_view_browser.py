@@ -41,12 +41,20 @@ def browser() -> Iterator[Any]:
         chromium.close()
 
 
+# One fixture per report, so that a worker (pytest-xdist) runs only the runs its tests read.
 @pytest.fixture(scope="module")
-def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("view-reports")
-    return {"sample": view_reports.sample_report(root / "sample"),
-            "generated": view_reports.generated_report(root / "generated"),
-            "hostile": view_reports.hostile_report(root / "hostile")}
+def sample_json(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return view_reports.sample_report(tmp_path_factory.mktemp("view-sample"))
+
+
+@pytest.fixture(scope="module")
+def generated_json(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return view_reports.generated_report(tmp_path_factory.mktemp("view-generated"))
+
+
+@pytest.fixture(scope="module")
+def hostile_json(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return view_reports.hostile_report(tmp_path_factory.mktemp("view-hostile"))
 
 
 class Page:
@@ -118,12 +126,12 @@ def _check_table(page: Any, report: dict[str, Any]) -> int:
     return checked
 
 
-def test_sample_loads_clean_and_its_table_is_the_json(browser: Any, reports: dict[str, Path],
+def test_sample_loads_clean_and_its_table_is_the_json(browser: Any, sample_json: Path,
                                                       tmp_path: Path) -> None:
-    html = reports["sample"].with_suffix(".html")
-    _view([reports["sample"]], html)
-    report = _load(reports["sample"])
-    assert html.stat().st_size <= 3 * reports["sample"].stat().st_size
+    html = sample_json.with_suffix(".html")
+    _view([sample_json], html)
+    report = _load(sample_json)
+    assert html.stat().st_size <= 3 * sample_json.stat().st_size
     view = Page(browser, html)
     page = view.page
     checked = _check_table(page, report)
@@ -175,11 +183,11 @@ def _gold_ranks(pair: dict[str, Any]) -> dict[str, int | None]:
         pair["ranked"].index(g) + 1 if g in pair["ranked"] else None) for g in pair["gold"]}
 
 
-def test_generated_questions_curves_and_keyboard(browser: Any, reports: dict[str, Path],
+def test_generated_questions_curves_and_keyboard(browser: Any, generated_json: Path,
                                                  tmp_path: Path) -> None:
-    report = _load(reports["generated"])
-    html = _view([reports["generated"]], tmp_path / "generated.html")
-    assert html.stat().st_size <= 3 * reports["generated"].stat().st_size
+    report = _load(generated_json)
+    html = _view([generated_json], tmp_path / "generated.html")
+    assert html.stat().st_size <= 3 * generated_json.stat().st_size
     view = Page(browser, html)
     page = view.page
     assert _check_table(page, report) == 4 * 7
@@ -253,14 +261,14 @@ def test_generated_questions_curves_and_keyboard(browser: Any, reports: dict[str
 
 
 def test_a_hostile_dataset_runs_no_script_and_shows_its_strings(
-        browser: Any, reports: dict[str, Path], tmp_path: Path) -> None:
-    html = _view([reports["hostile"]], tmp_path / "hostile.html")
+        browser: Any, hostile_json: Path, tmp_path: Path) -> None:
+    html = _view([hostile_json], tmp_path / "hostile.html")
     text = html.read_text(encoding="utf-8")
     assert text.count("</script") == 2 and text.count("<script") == 2  # the page's own
     assert "\u2028" not in text and "<img" not in text
     view = Page(browser, html)
     page = view.page
-    report = _load(reports["hostile"])
+    report = _load(hostile_json)
     by_id = {p["question_id"]: p for p in report["pairs"]}
     buttons = page.locator("button.qbtn")
     assert buttons.count() == len(by_id) == len(view_reports.HOSTILE)
@@ -302,16 +310,16 @@ def _variant(report: dict[str, Any], *, created: str, commit: str, swap: tuple[s
     return out
 
 
-def test_two_reports_compare_and_several_a_history(browser: Any, reports: dict[str, Path],
+def test_two_reports_compare_and_several_a_history(browser: Any, sample_json: Path,
                                                    tmp_path: Path) -> None:
-    new = _load(reports["sample"])
+    new = _load(sample_json)
     base = tmp_path / "base.json"
     base.write_text(json.dumps(_variant(new, created="2026-01-01T00:00:00+00:00",
                                         commit="a" * 40, swap=("hybrid", "semantic"))))
     third = tmp_path / "third.json"
     third.write_text(json.dumps(_variant(new, created="2099-01-01T00:00:00+00:00",
                                          commit="c" * 40, swap=("hybrid", "bm25"))))
-    html = _view([base, reports["sample"]], tmp_path / "compare.html")
+    html = _view([base, sample_json], tmp_path / "compare.html")
     view = Page(browser, html)
     page = view.page
     rows = page.locator("#compare-table tbody tr")
@@ -329,7 +337,7 @@ def test_two_reports_compare_and_several_a_history(browser: Any, reports: dict[s
     view.clean()
     view.shot(tmp_path, "compare-1440")
     page.close()
-    history = _view([third, base, reports["sample"]], tmp_path / "history.html")
+    history = _view([third, base, sample_json], tmp_path / "history.html")
     view = Page(browser, history, width=390)
     page = view.page
     lines = page.eval_on_selector_all("#history-chart path.curve",
