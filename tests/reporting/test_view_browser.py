@@ -167,6 +167,21 @@ def test_sample_loads_clean_and_its_table_is_the_json(browser: Any, sample_json:
     assert page.inner_text("#headline").count("best:") == 1
     view.clean()
     view.shot(tmp_path, "sample-1440")
+    # A report written before budget.reach: the curve from the tokens it kept (the first
+    # max-k memories'), each budget's point the run's recall@<B>tok all the same.
+    old = copy.deepcopy(report)
+    for pair in old["pairs"]:
+        del pair["budget"]["reach"], pair["budget"]["read_tokens"]
+    older = _view([view_reports.write_json(tmp_path / "old.json", old)], tmp_path / "old.html")
+    before = Page(browser, older)
+    assert before.page.locator("#curve path.curve").count() == len(report["retrievers"])
+    for name, budget, value in before.page.eval_on_selector_all(
+            "#curve circle.budget-point",
+            "cs => cs.map(c => [c.dataset.retriever, +c.dataset.budget, +c.dataset.value])"):
+        assert value == pytest.approx(
+            report["summary"][name]["overall"][f"recall@{budget}tok"], abs=1e-12)
+    before.clean()
+    before.page.close()
     narrow = Page(browser, html, width=390)
     # Readable at 390 px: nothing but the tables' own scrollers is wider than the screen.
     assert narrow.page.evaluate("document.documentElement.scrollWidth") <= 390

@@ -60,6 +60,11 @@ def run_plugin(folder: Path, *args: str, html: bool = False) -> Path:
     return out
 
 
+def write_json(path: Path, report: dict[str, Any]) -> Path:
+    path.write_text(json.dumps(report), encoding="utf-8")
+    return path
+
+
 def sample_report(folder: Path, html: bool = False) -> Path:
     return run_plugin(folder, "--retrieval-eval-budget=500,2000", "--retrieval-eval-retriever",
                       "hybrid,semantic,fts,bm25,oracle,semantic+unit:turn", html=html)

@@ -336,14 +336,30 @@
     append(barsHolder, el("figure", null, [svgNode, el("figcaption", {text: key + " per question type (follows the table's metric and cut-off)"}), legend(RETRIEVERS)]));
   }
 
+  function reachOf(p) {
+    /* budget.reach as the report holds it; a report written before it existed: worked out
+       from the tokens it kept of the first max-k memories (exact up to their sum) */
+    var b = p.budget || {};
+    if (b.reach) return {reach: b.reach, read: b.read_tokens, ended: b.ended};
+    if (!Array.isArray(b.tokens)) return null;  /* no budget; [] : nothing ranked, none reached */
+    var reach = {}, total = 0;
+    (p.gold || []).forEach(function (g) { reach[g] = null; });
+    b.tokens.forEach(function (t, i) {
+      total += t;
+      var m = (p.memories || [])[i];
+      var covers = p.memories ? (m ? memCovers(m) : []) : [(p.ranked || [])[i]];
+      covers.forEach(function (s) { if (reach[s] === null) reach[s] = total; });
+    });
+    return {reach: reach, read: total, ended: b.tokens.length === b.read ? b.ended : null};
+  }
   function curveOf(name) {
-    var pairs = (RUN.pairs || []).filter(function (p) { return p.retriever === name && p.budget && p.budget.reach; });
+    var pairs = (RUN.pairs || []).filter(function (p) { return p.retriever === name && reachOf(p); });
     if (!pairs.length || !BUDGETS.length) return null;
     var maxB = Math.max.apply(null, BUDGETS), n = pairs.length, limit = Infinity, events = [];
     pairs.forEach(function (p) {
-      var reach = p.budget.reach, gold = Object.keys(reach);
-      var whole = p.budget.ended && p.budget.ended[String(maxB)] === "ranking";
-      if (!whole && isNum(p.budget.read_tokens)) limit = Math.min(limit, p.budget.read_tokens);
+      var r = reachOf(p), reach = r.reach, gold = Object.keys(reach);
+      var whole = r.ended && r.ended[String(maxB)] === "ranking";
+      if (!whole && isNum(r.read)) limit = Math.min(limit, r.read);
       gold.forEach(function (id) {
         if (isNum(reach[id])) events.push([reach[id], 1 / (gold.length * n)]);
       });
@@ -358,7 +374,7 @@
     RETRIEVERS.forEach(function (r) { var c = curveOf(r); if (c) { curves[r] = c; names.push(r); } });
     if (!names.length) {
       return el("p", {"class": "note", id: "curve-missing", text: BUDGETS.length
-        ? "This report does not record each gold session's reach (reports written before budget.reach): run again to draw recall against context tokens."
+        ? "This report keeps no token counts of its rankings: run again to draw recall against context tokens."
         : "Recall against context tokens needs token counts: run with --retrieval-eval-budget (e.g. 500,2000) to draw it."});
     }
     var maxB = Math.max.apply(null, BUDGETS), minB = Math.min.apply(null, BUDGETS);
@@ -367,8 +383,9 @@
     names.forEach(function (r) {
       var c = curves[r];
       var last = c.events.length ? c.events[c.events.length - 1][0] : maxB;
-      var end = isFinite(c.limit) ? c.limit : Math.max(last, maxB) * 1.25;
-      c.end = Math.max(end, maxB);
+      /* exact up to the fewest tokens a pair read (this version reads past k to the
+         largest budget, so that is never short of it; an older report's kept tokens may be) */
+      c.end = isFinite(c.limit) ? c.limit : Math.max(last, maxB) * 1.25;
       hi = Math.max(hi, Math.min(c.end, maxB * 64));
     });
     hi = Math.pow(10, Math.ceil(Math.log10(hi) * 4) / 4);
@@ -401,7 +418,8 @@
       append(g, sv("path", {d: d, "class": "curve" + (r === "oracle" ? " oracle" : ""), stroke: color(r), "data-retriever": r,
                             "data-end": c.end}, sv("title", {text: r + ": recall against context tokens, exact up to " + Math.round(c.end) + " tokens"})));
       BUDGETS.forEach(function (b) {
-        var val = c.at(b), summary = cell(r, "overall", "recall@" + b + "tok");
+        var summary = cell(r, "overall", "recall@" + b + "tok");
+        var val = b <= c.end || !isNum(summary) ? c.at(b) : summary;  /* past the curve: the run's */
         append(g, sv("circle", {cx: x(b), cy: y(val), r: 4, fill: color(r), "class": "budget-point",
                                 "data-retriever": r, "data-budget": b, "data-value": val},
                      sv("title", {text: r + " recall@" + b + "tok " + fmt(isNum(summary) ? summary : val)})));
@@ -530,7 +548,7 @@
       var marks = el("span", {"class": "marks"}, RETRIEVERS.filter(function (r) { return ps[r]; }).map(function (r) {
         var o = outcome(ps[r], state.qK);
         return el("span", {"class": "mark " + o, style: "color:" + color(r), title: r + ": " + o + " at " + state.qK,
-                           "aria-label": r + " " + o, text: OUTCOME_MARK[o]});
+                           role: "img", "aria-label": r + " " + o, text: OUTCOME_MARK[o]});
       }));
       append(ul, el("li", null, el("button", {type: "button", "class": "qbtn" + (state.open === qid ? " current" : ""),
                                               "data-qid": qid, "aria-current": state.open === qid ? "true" : null,
