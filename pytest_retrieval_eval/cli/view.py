@@ -53,8 +53,11 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         reports[shown] = (paths[shown], load_report(paths[shown]))
     comparison = None
     if len(reports) == 2:
-        comparison = compare_reports(reports[0][1], reports[1][1], base_name=str(paths[0]),
-                                     new_name=str(paths[1]),
+        # the page's labels: the files' names, or their paths where the names are the same
+        names = ([p.name for p in paths] if paths[0].name != paths[1].name
+                 else [str(p) for p in paths])
+        comparison = compare_reports(reports[0][1], reports[1][1], base_name=names[0],
+                                     new_name=names[1],
                                      allow_different_data=args.allow_different_data)
     size = write_view(reports, args.output, option="-o", comparison=comparison)
     write_fitted(out, [f"view: {args.output} ({size / 1024:.0f} KiB)"])
