@@ -460,14 +460,18 @@
       d += "H" + x(hi).toFixed(1);
       append(g, sv("path", {d: d, "class": "front"}, sv("title", {text: "Pareto front: no retriever is both cheaper and better"})));
     }
+    var placed = [];  /* labels' boxes: a label that would cover another moves down a line */
     pts.forEach(function (p) {
       var onFront = front.indexOf(p) >= 0;
       append(g, sv("circle", {cx: x(p.c), cy: y(p.v), r: onFront ? 6 : 4.5, fill: color(p.r), "class": onFront ? "on-front" : "off-front",
                               "data-retriever": p.r, "data-cost": p.c, "data-value": p.v},
                    sv("title", {text: p.r + ": " + key + " " + fmt(p.v) + ", " + fmtMs(p.c) + (onFront ? " (on the front)" : "")})));
-      var right = x(p.c) > w - 110;
-      append(g, sv("text", {x: right ? x(p.c) - 7 : x(p.c) + 7, y: y(p.v) - 7, "class": "point-label",
-                            "text-anchor": right ? "end" : "start", text: short(p.r, 22)}));
+      var right = x(p.c) > w - 110, label = short(p.r, 22), lw = label.length * 6.2;
+      var lx = right ? x(p.c) - 7 - lw : x(p.c) + 7, ly = y(p.v) - 7;
+      for (var tries = 0; tries < 6 && placed.some(function (b) {
+        return lx < b[0] + b[2] && b[0] < lx + lw && Math.abs(ly - b[1]) < 12; }); tries++) ly += 13;
+      placed.push([lx, ly, lw]);
+      append(g, sv("text", {x: lx, y: ly, "class": "point-label", text: label}));
     });
     append(svgNode, g);
     return el("figure", null, [svgNode, el("figcaption", {text: title + (missing.length ? " (not recorded: " + missing.join(", ") + ")" : "")})]);
