@@ -396,6 +396,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:  # c
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
     config.stash[PUBLISHED_KEY] = publish.publish_markdown(
         state.report, state.settings.markdown, not state.settings.no_step_summary)
+    if state.settings.html is not None:  # after the JSON, as the Markdown: never costs it
+        config.stash[PUBLISHED_KEY].extend(publish.publish_view(state.report,
+                                                                state.settings.html))
 
 
 def _rerun_options(config: pytest.Config) -> list[str]:
@@ -407,6 +410,7 @@ def _rerun_options(config: pytest.Config) -> list[str]:
 
     valued = {o.flag for o in OPTIONS if not o.is_flag}
     skipped = ("--retrieval-eval-json", "--retrieval-eval-tables", "--retrieval-eval-markdown",
+               "--retrieval-eval-html",
                "--retrieval-eval-compare", "--retrieval-eval-compare-retrievers")
     args = [str(a) for a in config.invocation_params.args]
     kept = ["--retrieval-eval"]

@@ -23,6 +23,8 @@ report comparison and data generation. This module assembles the parser and runs
   rankings as TREC run files and qrels (docs/trec.md).
 * :mod:`.generate`: ``retrieval-eval generate --preset sample OUT.json`` writes
   deterministic LongMemEval-shaped data (the bundled sample, a synthetic LongMemEval_M).
+* :mod:`.view`: ``retrieval-eval view REPORT.json [MORE.json ...] -o view.html`` writes one
+  self-contained HTML page of reports (docs/view.md).
 * :mod:`.args` holds what they share (program name, exit statuses, the one-line parser,
   argument types); :mod:`.progress_bar` the progress bar.
 
@@ -49,6 +51,7 @@ from . import generate as cli_generate
 from . import history as cli_history
 from . import prep as cli_prep
 from . import reports as cli_reports
+from . import view as cli_view
 from .args import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, PROG, OneLineParser
 from .progress_bar import ProgressBar
 
@@ -85,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_explain.add_commands(sub)
     cli_export.add_commands(sub)
     cli_generate.add_commands(sub)
+    cli_view.add_commands(sub)
     return parser
 
 
@@ -160,6 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cli_export.run(args, out, err)
         if args.command == "generate":
             return cli_generate.run(args, out, err)
+        if args.command == "view":
+            return cli_view.run(args, out, err)
         return cli_prep.run(args, out, err)
     except RetrievalEvalError as exc:
         err.write(error_line(for_cli(one_line(exc)), err))

@@ -356,6 +356,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("--retrieval-eval-markdown", "retrieval_eval_markdown", path_text, None,
             "write the summary (and the comparison) as GitHub-flavoured Markdown to PATH "
             "(default: none)", "PATH"),
+    Option("--retrieval-eval-html", "retrieval_eval_html", path_text, None,
+            "write one self-contained HTML page of the run (tables, recall against context "
+            "tokens, every question's rankings; docs/view.md) to PATH (default: none)",
+            "PATH"),
     Option("--retrieval-eval-no-step-summary", "retrieval_eval_no_step_summary", boolean,
             False, "do not append the Markdown summary to $GITHUB_STEP_SUMMARY (default: "
             "appended when that variable is set)", is_flag=True),

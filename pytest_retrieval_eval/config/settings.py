@@ -63,6 +63,7 @@ class Settings:
     compare: Path | None = None
     compare_retrievers: str | None = None  # BASE=NEW[,...] for the in-run comparison
     markdown: Path | None = None
+    html: Path | None = None  # --retrieval-eval-html (reporting/view)
     no_step_summary: bool = False
     protocol: str = "vipune"
     granularity: str = "session"
@@ -103,6 +104,7 @@ RECIPE_OPTIONS = ("pooling", "max_length", "query_prefix")
 
 #: Options whose value is a path: relative ones in the ini file are read from its folder.
 INI_PATHS = ("retrieval_eval_json", "retrieval_eval_compare", "retrieval_eval_markdown",
+             "retrieval_eval_html",
              "retrieval_eval_cache", "retrieval_eval_store_dir")
 #: Options whose value may be a path or a name: resolved from the ini file's folder when it
 #: looks like a path (holds a separator, or names something there).
@@ -299,8 +301,9 @@ def read_settings(config: pytest.Config) -> Settings:
             v["k"] = LONGMEMEVAL_KS
         if not _given(config, "retrieval_eval_retriever"):
             v["retriever"] = ("bm25",)
-    compare, markdown = v.pop("compare"), v.pop("markdown")
+    compare, markdown, html = v.pop("compare"), v.pop("markdown"), v.pop("html")
     settings = Settings(
+        html=Path(html).expanduser() if html else None,
         compare=Path(compare).expanduser() if compare else None,
         markdown=Path(markdown).expanduser() if markdown else None,
         cache_dir=Path(cache).expanduser() if cache else None,
@@ -377,6 +380,12 @@ def check_combinations(settings: Settings) -> None:
         _check_regular_target("--retrieval-eval-markdown", settings.markdown)
         _check_writable_folder("--retrieval-eval-markdown", settings.markdown,
                                settings.markdown.parent)
+    if settings.html is not None:
+        if settings.html.is_dir():
+            raise usage_error(
+                f"--retrieval-eval-html {settings.html}: is a directory; give a file path")
+        _check_regular_target("--retrieval-eval-html", settings.html)
+        _check_writable_folder("--retrieval-eval-html", settings.html, settings.html.parent)
     _check_outputs_apart(settings)
 
 
@@ -387,6 +396,7 @@ def _check_outputs_apart(settings: Settings) -> None:
     summary = os.environ.get("GITHUB_STEP_SUMMARY", "").strip()
     outputs = [("--retrieval-eval-json", settings.json_path),
                ("--retrieval-eval-markdown", settings.markdown),
+               ("--retrieval-eval-html", settings.html),
                ("$GITHUB_STEP_SUMMARY",
                 Path(summary) if summary and not settings.no_step_summary else None)]
     # A folder of vipune store exports: checked against the cache folders only.

@@ -94,6 +94,21 @@ def publish_markdown(report: Mapping[str, Any], path: Path | None,
     return lines
 
 
+def publish_view(report: Mapping[str, Any], path: Path) -> list[str]:
+    """Write the run's HTML view to ``path`` (:mod:`.view`, docs/view.md): the report as the
+    JSON holds it (its ``info`` left out), with the run's comparison where it made one;
+    returns the terminal line saying where it went, or the one-line error why not."""
+    from ..errors import RetrievalEvalError
+    from .view import write_view
+
+    public = {key: value for key, value in report.items() if key != "info"}
+    try:
+        size = write_view([(path, public)], path, option="--retrieval-eval-html")
+    except RetrievalEvalError as exc:
+        return [f"retrieval-eval: error: {exc}"]
+    return [f"HTML view: {path} ({size / 1024:.0f} KiB)"]
+
+
 def pair_properties(result: Mapping[str, Any]) -> list[tuple[str, object]]:
     """A pair item's JUnit XML properties: every metric at every k, then its latencies."""
     props: list[tuple[str, object]] = [("retriever", result["retriever"]),

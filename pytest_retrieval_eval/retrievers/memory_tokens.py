@@ -20,7 +20,7 @@ from typing import Any
 
 from ..data.pairs import render_session, text_key
 from ..errors import RetrieverError
-from ..scoring.budget import budget_fit, score_budget
+from ..scoring.budget import budget_fit, gold_reach, score_budget
 from ..scoring.longmemeval_metrics import strip_turn
 from ..vectors.token_counts import TokenCounts
 from .base import Memory, Persona
@@ -157,7 +157,9 @@ def budget_step(context: Sequence[str | Memory], per_k: Mapping[int, Sequence[st
     holds, ``held``, the tokens of that context, ``ended``: "budget" when a memory did not
     fit, "ranking" when the ranking ran out first (recall@<B>tok then counts fewer tokens
     than B), and ``read``: the memories read
-    for the contexts (``reread``: whether that took the second, longer read)."""
+    for the contexts (``reread``: whether that took the second, longer read), ``reach``
+    (:func:`..scoring.budget.gold_reach`) and ``read_tokens``, the tokens of the memories
+    read: recall at any budget up to it (beyond it, where ``ended`` is "ranking")."""
     memories = as_memories(context)
     tokens = memory_tokens(memories, persona, counts)
     covered = [covered_sessions(m) for m in memories]
@@ -188,5 +190,8 @@ def budget_step(context: Sequence[str | Memory], per_k: Mapping[int, Sequence[st
              "fit": fit,
              "held": {b: sum(tokens[:n]) for b, n in fit.items()},
              "ended": {b: "ranking" if n == len(tokens) else "budget" for b, n in fit.items()},
-             "read": len(tokens), "reread": bool(reread)}
+             "read": len(tokens), "reread": bool(reread),
+             # per gold session, the tokens of the shortest context covering it (bounded
+             # by the gold's size): recall at every budget, for the HTML view's curve
+             "reach": gold_reach(tokens, covered, gold), "read_tokens": sum(tokens)}
     return metrics, facts

@@ -25,7 +25,7 @@ from .metrics import BUDGET_SUFFIX as BUDGET_SUFFIX
 from .metrics import TOKENS as TOKENS
 
 __all__ = ["BUDGET_SUFFIX", "TOKENS", "budget_fit", "budget_key", "budget_recall",
-           "is_budget_key", "is_tokens_key", "parse_budget_key", "score_budget",
+           "gold_reach", "is_budget_key", "is_tokens_key", "parse_budget_key", "score_budget",
            "tokens_at_k", "tokens_key"]
 
 
@@ -82,6 +82,24 @@ def budget_recall(tokens: Sequence[int], covered: Sequence[Sequence[str]],
         return 0.0
     fit = budget_fit(tokens, budget)
     return len(gold_set & _covered(covered[:fit])) / len(gold_set)
+
+
+def gold_reach(tokens: Sequence[int], covered: Sequence[Sequence[str]],
+               gold: Collection[str]) -> dict[str, int | None]:
+    """For each gold session, the tokens of the shortest context (a prefix of the ranking)
+    that covers it: the running total through the first memory covering it; None when no
+    memory read covers it. A pair's ``recall@<B>tok`` for any ``B`` is then the share of
+    gold whose reach is at most ``B`` (running totals never fall, so a memory at index
+    ``i`` is inside :func:`budget_fit`'s context exactly when its running total is within
+    ``B``): the HTML view draws recall against every budget from it (docs/view.md)."""
+    reach: dict[str, int | None] = dict.fromkeys(sorted(set(gold)))
+    total = 0
+    for count, sessions in zip(tokens, covered, strict=False):
+        total += count
+        for session in sessions:
+            if session in reach and reach[session] is None:
+                reach[session] = total
+    return reach
 
 
 def tokens_at_k(tokens: Sequence[int], k: int) -> int:

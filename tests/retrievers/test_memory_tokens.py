@@ -122,7 +122,8 @@ def test_budget_step_by_hand() -> None:
     assert facts == {"tokens": [11, 7, 7], "fit": {"10": 0, "18": 2, "24": 2, "25": 3},
                      "held": {"10": 0, "18": 18, "24": 18, "25": 25},
                      "ended": {"10": "budget", "18": "budget", "24": "budget",
-                               "25": "ranking"}, "read": 3, "reread": False}
+                               "25": "ranking"}, "read": 3, "reread": False,
+                     "reach": {"s1": 18, "s2": 25}, "read_tokens": 25}
 
 
 def test_budget_step_per_k_rankings() -> None:

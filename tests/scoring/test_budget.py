@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pytest_retrieval_eval.scoring.budget import (
     budget_fit,
     budget_key,
     budget_recall,
+    gold_reach,
     is_budget_key,
     is_tokens_key,
     parse_budget_key,
@@ -74,3 +77,25 @@ def test_keys() -> None:
                                           "recall@٣tok")] == [None] * 4
     assert is_budget_key("recall@8000tok") and not is_budget_key("recall@10")
     assert is_tokens_key("tokens@10") and not is_tokens_key("tokens@10tok")
+
+
+def test_gold_reach_by_hand() -> None:
+    # s4 is covered by m3 (running total 750), s6 by m5 (830), s9 by nothing read.
+    assert gold_reach(TOKENS, COVERED, ["s4", "s6", "s9"]) == {"s4": 750, "s6": 830,
+                                                                "s9": None}
+    # The first memory covering a session counts, not a later one.
+    assert gold_reach([5, 7], [("a",), ("a",)], ["a"]) == {"a": 5}
+
+
+@given(st.lists(st.tuples(st.integers(0, 60), st.sets(st.sampled_from("abcdef"), max_size=3)),
+                max_size=12),
+       st.sets(st.sampled_from("abcdefg"), min_size=1, max_size=4), st.integers(0, 800))
+def test_gold_reach_gives_recall_at_every_budget(memories: list[tuple[int, set[str]]],
+                                                 gold: set[str], budget: int) -> None:
+    # The view's curve (docs/view.md) reads recall@B off the reach: the same number as
+    # budget_recall for any budget, zero-token memories and repeated sessions included.
+    tokens = [t for t, _ in memories]
+    covered = [sorted(c) for _, c in memories]
+    reach = gold_reach(tokens, covered, gold)
+    from_reach = sum(1 for r in reach.values() if r is not None and r <= budget) / len(gold)
+    assert from_reach == budget_recall(tokens, covered, gold, budget)
