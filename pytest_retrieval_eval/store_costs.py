@@ -141,4 +141,6 @@ def footprint(retriever: Any, persona_key: str, folder: Path,
     }
     if _as_command(retriever) is not None or _as_server(retriever) is not None:
         record["child_rss_bytes"] = after
+    if _as_server(retriever) is not None:  # a fresh server per persona: all of it is new
+        record["rss_growth_bytes"] = None
     return record

@@ -125,6 +125,7 @@ class Server:
         self._main: concurrent.futures.Future[None] | None = None
         #: Why the transport ended, when it saw why (exit, not JSON-RPC, a long line).
         self._why: str | None = None
+        self._closing = False
 
     @property
     def pid(self) -> int | None:
@@ -175,14 +176,12 @@ class Server:
                 ready.set_exception(Broken(f"{self._what()} stopped during the handshake"))
 
     def _handshake_line(self, exc: BaseException, timeout: float) -> str:
+        exc = _innermost(exc)
         if isinstance(exc, Broken):
             return str(exc)
         if isinstance(exc, TimeoutError):
             return (f"{self._what()} did not finish the MCP handshake within {timeout:g} s "
                     "(killed); check it is an MCP server and speaks on this transport")
-        exc = _innermost(exc)
-        if isinstance(exc, Broken):
-            return str(exc)
         why = self._why or f"{type(exc).__name__}: {one_line(exc, 200)}"
         return (f"{self._what()} did not finish the MCP handshake ({why}); check it is an "
                 "MCP server (stdio: JSON-RPC lines on stdout, logs on stderr)")
@@ -300,7 +299,7 @@ class Server:
         with contextlib.suppress(OSError, ValueError):
             assert proc.stdin is not None
             proc.stdin.close()
-        if self._why is None:
+        if self._closing and self._why is None:  # a clean close: it may exit on its own
             deadline = time.monotonic() + CLOSE_GRACE_S
             while exit_status(proc) is None and time.monotonic() < deadline:
                 await anyio.sleep(0.02)
@@ -364,6 +363,7 @@ class Server:
         """End the session (the process given :data:`CLOSE_GRACE_S` to exit), then make
         sure its group is gone."""
         stop, main = self._stop, self._main
+        self._closing = True
         if stop is not None and main is not None and not main.done():
             with contextlib.suppress(Exception):
                 self.loop.portal.start_task_soon(_set, stop).result(GRACE_S)

@@ -84,7 +84,8 @@ class ToolMapping:
 # from src/mcp/tools.rs at 2bc4864 (randomm/vipune): store_memory answers
 # {"id", "status": "added"} as JSON text, a conflict is an INVALID_REQUEST error whose data's
 # "type" is "conflict"; search_memories answers [{"id", "content", "similarity",
-# "created_at"}] best first, no metadata, so provenance comes from the stored id.
+# "created_at"}] best first (later versions add the stored "metadata", read when there);
+# provenance from the metadata, else from the id the store answer gave.
 _VIPUNE = ToolMapping(
     preset="vipune", store_tool="store_memory", search_tool="search_memories",
     store_arguments={"text": "{text}", "metadata": "{metadata}"},
@@ -92,7 +93,7 @@ _VIPUNE = ToolMapping(
     search_arguments={"query": "{query}", "limit": "{limit}", "hybrid": True,
                       "recency_weight": 0.0},
     results="", result_id="id", result_score="similarity", result_text="content",
-    result_metadata="", stored_id="id", conflict="conflict", limit_sensitive=True)
+    result_metadata="metadata", stored_id="id", conflict="conflict", limit_sensitive=True)
 
 # @modelcontextprotocol/server-memory: a knowledge graph kept in MEMORY_FILE_PATH (a JSON
 # lines file); create_entities takes {"entities": [{name, entityType, observations}]},

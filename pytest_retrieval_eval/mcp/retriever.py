@@ -58,7 +58,8 @@ class McpRetriever:
     needs_vectors = False  # the server embeds (or not) on its own
 
     def __init__(self, selector: str, *, timeout: float = 60.0, index_timeout: float = 600.0,
-                 rootdir: str | os.PathLike[str] | None = None) -> None:
+                 rootdir: str | os.PathLike[str] | None = None,
+                 cache_dir: str | os.PathLike[str] | None = None) -> None:
         self.selector = selector if selector.startswith(PREFIX) else PREFIX + selector
         self.spec = parse_selector(self.selector)
         for label, value in (("timeout", timeout), ("index timeout", index_timeout)):
@@ -69,6 +70,8 @@ class McpRetriever:
                     "of seconds above 0")
         self.timeout, self.index_timeout = float(timeout), float(index_timeout)
         self.rootdir = None if rootdir is None else Path(rootdir)
+        #: The run's cache, told to the server (a stand-in reads the run's vectors there).
+        self.cache_dir = None if cache_dir is None else Path(cache_dir)
         self.mapping: ToolMapping = build_mapping(self.selector, self.spec.options,
                                                   self.rootdir)
         self.name = self.spec.name or self.selector
@@ -161,6 +164,8 @@ class McpRetriever:
         env = None
         if self.spec.url is None:
             env = {**os.environ, "RETRIEVAL_EVAL_WORKDIR": str(folder),
+                   **({} if self.cache_dir is None
+                      else {"RETRIEVAL_EVAL_CACHE_DIR": str(self.cache_dir)}),
                    **{k: v.replace("{workdir}", str(folder))
                       for k, v in self.mapping.env.items()}}
         server = Server(self._loop, argv=self.argv, url=self.spec.url, cwd=folder,
@@ -337,7 +342,10 @@ def make_mcp_retriever(selector: str, options: object) -> McpRetriever:
     rootdir = _option(options, ("rootdir",), None)
     if rootdir is not None and not isinstance(rootdir, (str, os.PathLike)):
         rootdir = None
+    cache_dir = _option(options, ("cache_dir",), None)
+    if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
+        cache_dir = None
     return McpRetriever(selector, timeout=timeout,  # type: ignore[arg-type]
                         index_timeout=index_timeout,  # type: ignore[arg-type]
-                        rootdir=rootdir)
+                        rootdir=rootdir, cache_dir=cache_dir)
 
