@@ -16,8 +16,9 @@ A mapping is a preset (``+preset:NAME``), a small TOML file (``+map:PATH``), and
   answer is the list), and in each result ``result_id``, ``result_score``, ``result_text`` and
   ``result_metadata`` (``""``: not given);
 - ``stored_id``: where the store answer gives the new memory's id (provenance of later
-  results that carry only that id); ``conflict``: the value of an error's ``data.type`` (or an
-  answer's ``status``) that means "refused, not stored";
+  results that carry only that id); ``conflict``: the values (comma-separated) of an error's
+  ``data.type`` (or an answer's ``status``) that mean "refused, not stored" (vipune:
+  ``conflict``, and ``invalid_input`` for a text past its 100,000-byte limit);
 - ``reset_tool``: a tool called before each persona's ingest (a URL server's reset);
 - ``unit``: ``session`` (one store call per session) or ``turn``; ``limit_sensitive``: search
   once per cut-off k (a store whose top results depend on the limit);
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import RetrievalEvalError
+from ..errors import RetrievalEvalError, printable
 
 __all__ = ["PRESETS", "ToolMapping", "build_mapping", "check_options", "fill"]
 
@@ -71,6 +72,11 @@ class ToolMapping:
     limit_sensitive: bool = False
     env: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def refusals(self) -> tuple[str, ...]:
+        """The ``data.type`` / ``status`` values that mean "refused, not stored"."""
+        return tuple(v.strip() for v in self.conflict.split(",") if v.strip())
+
     def config(self) -> dict[str, Any]:
         """What sets the numbers, recorded with them (``store_config``)."""
         return {"preset": self.preset, "unit": self.unit, "store_tool": self.store_tool,
@@ -93,7 +99,8 @@ _VIPUNE = ToolMapping(
     search_arguments={"query": "{query}", "limit": "{limit}", "hybrid": True,
                       "recency_weight": 0.0},
     results="", result_id="id", result_score="similarity", result_text="content",
-    result_metadata="metadata", stored_id="id", conflict="conflict", limit_sensitive=True)
+    result_metadata="metadata", stored_id="id", conflict="conflict,invalid_input",
+    limit_sensitive=True)
 
 # @modelcontextprotocol/server-memory: a knowledge graph kept in MEMORY_FILE_PATH (a JSON
 # lines file); create_entities takes {"entities": [{name, entityType, observations}]},
@@ -115,7 +122,7 @@ PRESETS: dict[str, ToolMapping] = {m.preset: m for m in (_VIPUNE, _SERVER_MEMORY
 
 
 def _fail(selector: str, message: str) -> RetrievalEvalError:
-    return RetrievalEvalError(f"retriever '{selector}': {message}")
+    return RetrievalEvalError(printable(f"retriever '{selector}': {message}"))
 
 
 def _read_toml(selector: str, path: Path) -> dict[str, Any]:

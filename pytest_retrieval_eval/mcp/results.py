@@ -119,10 +119,10 @@ def stored_id(answer: Answer, mapping: ToolMapping) -> str | None:
 def refused(answer: Answer, mapping: ToolMapping) -> bool:
     """Whether a store answer says the memory was refused (its ``status`` is the mapping's
     ``conflict`` value)."""
-    if not mapping.conflict:
+    if not mapping.refusals:
         return False
     value, is_json = answer.value()
-    return is_json and isinstance(value, Mapping) and value.get("status") == mapping.conflict
+    return is_json and isinstance(value, Mapping) and value.get("status") in mapping.refusals
 
 
 def _text_of(value: Any) -> str | None:

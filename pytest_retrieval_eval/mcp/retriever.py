@@ -255,8 +255,7 @@ class McpRetriever:
         return answer
 
     def _is_conflict(self, data: Any) -> bool:
-        return bool(self.mapping.conflict) and isinstance(data, dict) and \
-            data.get("type") == self.mapping.conflict
+        return isinstance(data, dict) and data.get("type") in self.mapping.refusals
 
     def rank(self, persona: Persona, query: Query, limit: int) -> list[Memory]:
         lim = _check_limit(limit)

@@ -15,7 +15,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import RetrievalEvalError
+from ..errors import RetrievalEvalError, printable
 from ..retrievers.variants import _keyword_value
 
 __all__ = ["PREFIX", "McpSelector", "parse_selector"]
@@ -48,6 +48,7 @@ class McpSelector:
 
 def parse_selector(selector: str) -> McpSelector:
     """``selector`` read, or one :class:`RetrievalEvalError` line naming the fix."""
+    shown = printable(selector)
     text = selector[len(PREFIX):] if selector.startswith(PREFIX) else selector
     named = _NAMED.match(text)
     name = None
@@ -60,27 +61,27 @@ def parse_selector(selector: str) -> McpSelector:
         key, sep, value = part.partition(":")
         if not sep or not key.isidentifier() or not value:
             raise RetrievalEvalError(
-                f"retriever '{selector}': {part!r} is not key:value; write options as "
+                f"retriever '{shown}': {printable(repr(part))} is not key:value; write options as "
                 "mcp:COMMAND+key:value+key:value, e.g. mcp:my-server+preset:vipune")
         if key in options:
             raise RetrievalEvalError(
-                f"retriever '{selector}': option {key!r} is given twice; give each once")
+                f"retriever '{shown}': option {printable(repr(key))} is given twice; give each once")
         options[key] = _keyword_value(value)
     head = head.strip()
     if head.startswith(("http://", "https://")):
         if any(c.isspace() for c in head):
             raise RetrievalEvalError(
-                f"retriever '{selector}': the URL {head!r} holds a space; give "
+                f"retriever '{shown}': the URL {printable(repr(head))} holds a space; give "
                 "mcp:http://HOST:PORT/PATH")
         return McpSelector(selector, name, head, (), options)
     try:
         argv = tuple(shlex.split(head))
     except ValueError as exc:
         raise RetrievalEvalError(
-            f"retriever '{selector}': its command cannot be split into words ({exc}); close "
+            f"retriever '{shown}': its command cannot be split into words ({printable(exc)}); close "
             "its quotes, e.g. mcp:\"python my server.py\"") from None
     if not argv:
         raise RetrievalEvalError(
-            f"retriever '{selector}' names no server; give a command or a URL after 'mcp:', "
+            f"retriever '{shown}' names no server; give a command or a URL after 'mcp:', "
             "e.g. mcp:npx -y @modelcontextprotocol/server-memory+preset:server-memory")
     return McpSelector(selector, name, None, argv, options)
