@@ -18,12 +18,16 @@ rather than leaving the call to wait out its deadline, and stderr is read into a
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
 import contextlib
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,7 +44,7 @@ from ..errors import one_line
 from ..retrievers.command_process import CHUNK, CLOSE_GRACE_S, exit_status, kill_group
 from .results import Answer
 
-__all__ = ["GRACE_S", "Broken", "EventLoop", "Server", "ToolError"]
+__all__ = ["GRACE_S", "Broken", "EventLoop", "Server", "ToolError", "kill_all"]
 
 #: Seconds the calling thread waits past a deadline for the loop to report it.
 GRACE_S = 5.0
@@ -48,6 +52,47 @@ GRACE_S = 5.0
 MAX_LINE_BYTES = 16 * 1024 * 1024
 #: The bytes of the server's stderr kept (its last ones), shown when it fails.
 STDERR_TAIL_BYTES = 16 * 1024
+
+
+#: Every server process started and not yet stopped, for :func:`kill_all`.
+_LIVE: weakref.WeakSet[Server] = weakref.WeakSet()
+_GUARDED = False
+
+
+def kill_all() -> None:
+    """Kill every live server's process group (at exit, and on SIGTERM)."""
+    for server in list(_LIVE):
+        server.kill()
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    """SIGTERM (a CI cancel, ``timeout``, a container stop): the servers go first, then the
+    signal does what it did before (by default it ends the process, which runs no
+    ``finally``)."""
+    kill_all()
+    previous = _PREVIOUS.get(signum, signal.SIG_DFL)
+    if callable(previous):
+        previous(signum, frame)
+        return
+    signal.signal(signum, previous)
+    os.kill(os.getpid(), signum)
+
+
+_PREVIOUS: dict[int, Any] = {}
+
+
+def _guard() -> None:
+    """Once per process, from the main thread: kill the servers at exit and on SIGTERM."""
+    global _GUARDED
+    if _GUARDED or threading.current_thread() is not threading.main_thread():
+        return
+    _GUARDED = True
+    atexit.register(kill_all)
+    with contextlib.suppress(ValueError, OSError):
+        previous = signal.getsignal(signal.SIGTERM)
+        if previous is not signal.SIG_IGN:
+            _PREVIOUS[signal.SIGTERM] = previous
+            signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 class Broken(Exception):
@@ -136,6 +181,8 @@ class Server:
     def open(self, timeout: float) -> None:
         """Start the server (or connect) and finish the MCP handshake within ``timeout``;
         :class:`Broken` otherwise (the process killed)."""
+        _guard()
+        _LIVE.add(self)
         ready: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._main = self.loop.portal.start_task_soon(self._run, ready, timeout)
         try:
@@ -376,6 +423,7 @@ class Server:
         if self.proc is not None:
             self._why = self._why or "killed"
             kill_group(self.proc)
+        _LIVE.discard(self)
 
     def show_stderr(self) -> None:
         """The server's stderr tail onto ``sys.stderr`` (the item's captured output)."""

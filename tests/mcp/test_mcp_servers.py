@@ -6,7 +6,9 @@ servers fail in one line within their deadline and leave no process."""
 
 from __future__ import annotations
 
+import os
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -231,3 +233,37 @@ def test_conflicts_are_counted_not_failed_and_text_results_matched_back(
         texts.close()
     assert [m.sessions for m in got] == [("s1",), ("s3",), ()]
     assert facts["unmatched"] == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_mid_call_leaves_no_server(tmp_path: Path, signum: int) -> None:
+    """The run is stopped while a server hangs in a search: the server's group goes too
+    (Ctrl-C: the run's end closes it; SIGTERM: the plugin's handler kills it first)."""
+    cache = tmp_path / "cache"
+    selector = (f"mcp:h={PY} {shlex.quote(str(HOSTILE))} hang+store_tool:remember"
+                "+search_tool:recall+results:results")
+    env = {**os.environ, "RETRIEVAL_EVAL_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "--retrieval-eval", "--no-model", "-p", "no:randomly",
+         "-p", "no:cacheprovider", "--retrieval-eval-retriever", selector,
+         "-k", "2819ce0a", f"--rootdir={tmp_path}", "--retrieval-eval-cmd-timeout=120"],
+        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pids: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while not pids and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+            pids = [int(p.read_text()) for p in cache.rglob("server.pid")
+                    if p.read_text().strip()]
+        assert pids, "the server never started"
+        time.sleep(1.0)  # its ingest (three stores) is done; it hangs in the search
+        proc.send_signal(signum)
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        gone = [wait_gone(p) for p in pids]
+        kill_left(pids)
+    assert all(gone), pids

@@ -12,6 +12,8 @@ as its first argument says, at the search call unless told otherwise:
   JSON-RPC error whose data's type is ``conflict``; ``textonly``: ``recall`` answers texts
   (one block per result), the last one matching no stored text; ``malformed``: ``recall``'s
   results are a number; ``notmcp``: prints a banner and exits.
+
+It writes its pid to ``server.pid`` in its working folder first.
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ def recall(mid: object, args: dict) -> None:
 
 
 def main() -> None:
+    with open("server.pid", "w") as f:  # in its own folder: the tests look for it after
+        f.write(str(os.getpid()))
     if MODE == "notmcp":
         print("hello, I am not an MCP server", flush=True)
         return
