@@ -65,7 +65,8 @@ def parse_selector(selector: str) -> McpSelector:
                 "mcp:COMMAND+key:value+key:value, e.g. mcp:my-server+preset:vipune")
         if key in options:
             raise RetrievalEvalError(
-                f"retriever '{shown}': option {printable(repr(key))} is given twice; give each once")
+                f"retriever '{shown}': option {printable(repr(key))} is given twice; give "
+                "each once")
         options[key] = _keyword_value(value)
     head = head.strip()
     if head.startswith(("http://", "https://")):
@@ -78,8 +79,8 @@ def parse_selector(selector: str) -> McpSelector:
         argv = tuple(shlex.split(head))
     except ValueError as exc:
         raise RetrievalEvalError(
-            f"retriever '{shown}': its command cannot be split into words ({printable(exc)}); close "
-            "its quotes, e.g. mcp:\"python my server.py\"") from None
+            f"retriever '{shown}': its command cannot be split into words "
+            f"({printable(exc)}); close its quotes, e.g. mcp:\"python my server.py\"") from None
     if not argv:
         raise RetrievalEvalError(
             f"retriever '{shown}' names no server; give a command or a URL after 'mcp:', "

@@ -14,8 +14,14 @@ from hypothesis import strategies as st
 
 from pytest_retrieval_eval.errors import RetrievalEvalError, RetrieverError
 from pytest_retrieval_eval.mcp.mapping import PRESETS, build_mapping, check_options, fill
-from pytest_retrieval_eval.mcp.results import Answer, Provenance, Unit, read_results, \
-    refused, stored_id
+from pytest_retrieval_eval.mcp.results import (
+    Answer,
+    Provenance,
+    Unit,
+    read_results,
+    refused,
+    stored_id,
+)
 from pytest_retrieval_eval.mcp.selector import parse_selector
 from pytest_retrieval_eval.retrievers.base import Memory
 

@@ -85,7 +85,8 @@ def test_a_stdio_server_equals_the_store_in_process_and_n2_equals_serial(
     assert timing["server"]["search_calls"] == 4 and timing["server"]["unmatched"] == 0
     assert timing["server"]["store_calls"] == sum(
         p["server"]["store_calls"] for p in by_pair(serial, "cos").values())
-    result.stdout.fnmatch_lines(["cos: ingest*", "*start-up * in 4 processes*", "*store and 4 search*"])
+    result.stdout.fnmatch_lines(["cos: ingest*", "*start-up * in 4 processes*",
+                                 "*store and 4 search*"])
     _, parallel = run(pytester, *args, "-n", "2")
     for qid, pair in by_pair(serial, "cos").items():
         assert by_pair(parallel, "cos")[qid]["ranked"] == pair["ranked"], qid
