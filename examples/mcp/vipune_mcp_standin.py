@@ -71,6 +71,10 @@ Where the stand-in differs from vipune, on purpose (each choice says why):
   ``vipune-standin.db`` in the working folder, in the v0.1.8 schema of the reference plus a
   side table for type, status and telemetry (FTS5 statistics read only ``memories_fts``).
   It is reopened if present, as vipune's would be: start each persona with a fresh folder.
+- **Long texts**: vipune refuses a text past 100,000 bytes (``validate_input_length``, "Input
+  too long: N characters (max: 100000)"), ``force`` or not, and so does the stand-in: the
+  bundled sample holds such a session. ``VIPUNE_STANDIN_MAX_INPUT=BYTES`` moves the limit
+  (``0``: none), for a what-if that stores every session.
 - The project is ``VIPUNE_PROJECT`` (default ``longmemeval``, the reference's). No token
   limit: later vipune refuses content past 512 tokens (``src/embedding/engine.rs`` @
   ab9a6227, ``embed_role``: ``ContentTooLong``), which the cached vectors cannot tell.
@@ -296,6 +300,11 @@ class StandIn:
         self.vectors = RunVectors()
         self.threshold = _env_float("VIPUNE_SIMILARITY_THRESHOLD", DEFAULT_THRESHOLD)
         self.recency = _env_float("VIPUNE_RECENCY_WEIGHT", DEFAULT_RECENCY)
+        raw_max = os.environ.get("VIPUNE_STANDIN_MAX_INPUT", "").strip()
+        if raw_max and not raw_max.isdigit():
+            sys.exit(f"vipune stand-in: VIPUNE_STANDIN_MAX_INPUT={raw_max!r} is not a whole "
+                     "number of bytes (0: no limit)")
+        self.max_input = int(raw_max) if raw_max else vipune.MAX_INPUT_LENGTH
         self.hybrid = os.environ.get("VIPUNE_STANDIN_HYBRID", "true").strip().lower() != "false"
         self.ids_mode = os.environ.get("VIPUNE_STANDIN_IDS", "provenance").strip() or "provenance"
         if self.ids_mode not in ("provenance", "uuid"):
@@ -330,9 +339,9 @@ class StandIn:
                                 "'active' or 'candidate'.")
         meta_text = "null" if metadata is None else _dumps(metadata)
         size = len(text.encode("utf-8"))
-        if size > vipune.MAX_INPUT_LENGTH:  # MemoryStore::validate_input_length
+        if 0 < self.max_input < size:  # MemoryStore::validate_input_length
             raise invalid_input(f"Input too long: {size} characters "
-                                f"(max: {vipune.MAX_INPUT_LENGTH})")
+                                f"(max: {self.max_input})")
         vector = self.vectors.passage(text)
         if supersedes is None and not force:
             conflicts = self.conflicts(vector)

@@ -115,3 +115,29 @@ def vipune_standin_ranking(workdir: Path, env: Mapping[str, str],
     text past vipune's 100,000 bytes)."""
     return anyio.run(_vipune_standin, workdir, env, sessions, question, limit, search_args,
                      force)
+
+
+async def _server_memory(command: str, args: Sequence[str], workdir: Path,
+                         sessions: Sequence[tuple[str, str]], question: str,
+                         entity_type: str) -> list[str]:
+    env = {"MEMORY_FILE_PATH": str((workdir / "memory.jsonl").resolve())}
+    async with connect(command, args, env, workdir) as session:
+        for session_id, text in sessions:
+            created = await call_json(session, "create_entities", {"entities": [
+                {"name": session_id, "entityType": entity_type, "observations": [text]}]})
+            assert [e["name"] for e in created] == [session_id], created
+        found = await call_json(session, "search_nodes", {"query": question})
+    return [str(e["name"]) for e in found["entities"]]
+
+
+def server_memory_ranking(command: tuple[str, list[str]], workdir: Path,
+                          sessions: Sequence[tuple[str, str]], question: str,
+                          entity_type: str = "session") -> list[str]:
+    """The ``server-memory`` preset's calls: one ``create_entities`` per session (one entity
+    named by the session id, ``entityType`` ``session``, observations ``[its text]``), in the
+    order given, then ``search_nodes`` with the question. Returns the entity names in the
+    order the server answered (its graph's order: it does not rank). Each persona gets its own
+    memory file, ``<workdir>/memory.jsonl`` (absolute: a relative ``MEMORY_FILE_PATH`` is
+    read from the package's folder)."""
+    return anyio.run(_server_memory, command[0], command[1], workdir, sessions, question,
+                     entity_type)
