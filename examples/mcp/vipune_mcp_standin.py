@@ -205,6 +205,8 @@ class Store:
         self.path = path
         self.project_id = project_id
         self.conn = sqlite3.connect(path, check_same_thread=False)  # one request at a time
+        # A stand-in's file need not survive a power cut: no fsync per stored memory.
+        self.conn.execute("PRAGMA synchronous = OFF")
         self.conn.executescript(vipune.SCHEMA_SQL)
         self.conn.execute(_SIDE_TABLE)
         self.conn.commit()

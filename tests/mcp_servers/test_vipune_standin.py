@@ -23,7 +23,7 @@ pytest.importorskip("mcp", reason="the mcp SDK is in the [mcp] extra")
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 
-from pytest_retrieval_eval import lanes, personas
+from pytest_retrieval_eval import lanes, personas, vipune
 from pytest_retrieval_eval.data import dataset, ingest
 from pytest_retrieval_eval.data.dataset import DatasetSource
 from pytest_retrieval_eval.data.generator import instances as generator
@@ -300,14 +300,14 @@ def test_at_recency_0_the_ranking_is_hybrids(
 
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[tuple[Persona, Query]]]:
-    """Two personas of the bundled sample, with its cached vectors."""
+    """A persona of the bundled sample, with its cached vectors (each is a server start)."""
     root = tmp_path_factory.mktemp("standin-sample")
     corpus = ingest.load_corpus(dataset.resolve_dataset("sample"), root)
     model = cache.list_models([cache.bundled_cache_dir()])[0]
     vectors = cache.VectorCache(root / "cache", model["fingerprint"], int(model["dim"]), model,
                                 read_only_roots=[cache.bundled_cache_dir()])
     stores = store_mod.StoreCache(root / "stores")
-    pairs = [p for p in corpus.pairs if not p.abstention][1:3]
+    pairs = [p for p in corpus.pairs if not p.abstention][1:2]
     out = [(personas.build_persona(p, corpus, vectors, stores, str(model["fingerprint"]),
                                    None),
             personas.build_query(p, None, vectors, model)[0]) for p in pairs]
@@ -344,3 +344,25 @@ def test_over_mcp_the_sample_ranks_as_hybrid_and_conflicts_refuse(
         else:
             kept.append(i)
     assert refused == want_refused and len(refused) >= 5
+
+
+@pytest.mark.parametrize("above", [False, True])
+def test_the_threshold_refuses_from_its_exact_value_on(
+        synthetic_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        above: bool) -> None:
+    """find_similar keeps cosine >= threshold (src/sqlite/search.rs @ c0344e8a, line 111):
+    a threshold of exactly the pair's cosine refuses, the next float up stores."""
+    cosine = vipune.cosine_similarity(DUPLICATE[2], SESSIONS[0][2])
+    threshold = float(np.nextafter(cosine, 2.0)) if above else cosine
+    monkeypatch.setenv("RETRIEVAL_EVAL_CACHE_DIR", str(synthetic_cache))
+    monkeypatch.setenv("RETRIEVAL_EVAL_MODEL_FINGERPRINT", FP)
+    monkeypatch.setenv("VIPUNE_DATABASE_PATH", str(tmp_path / "t.db"))
+    monkeypatch.setenv("VIPUNE_SIMILARITY_THRESHOLD", repr(threshold))
+    server = standin.StandIn()
+    server.store_memory(SESSIONS[0][1], {"session_id": "s1"})
+    if above:
+        assert server.store_memory(DUPLICATE[1], {"session_id": "s1b"})["status"] == "added"
+    else:
+        with pytest.raises(MCPError) as refused:
+            server.store_memory(DUPLICATE[1], {"session_id": "s1b"})
+        assert refused.value.data["conflicts"][0]["similarity"] == cosine
