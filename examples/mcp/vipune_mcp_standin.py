@@ -68,13 +68,18 @@ Where the stand-in differs from vipune, on purpose (each choice says why):
   ``VIPUNE_STANDIN_NOW`` (RFC 3339), else the newest stored date: the what-if "vipune, had
   it stored the conversation's dates", which is what ``hybrid+recency:W`` measures.
 - **Store file**: ``VIPUNE_DATABASE_PATH`` (vipune's own override name), else
-  ``vipune-standin.db`` in the working folder, in the v0.1.8 schema of the reference plus a
+  ``vipune-standin.db`` in ``RETRIEVAL_EVAL_WORKDIR`` (the folder the plugin gives each
+  persona's server), else in the working folder, in the v0.1.8 schema of the reference plus a
   side table for type, status and telemetry (FTS5 statistics read only ``memories_fts``).
   It is reopened if present, as vipune's would be: start each persona with a fresh folder.
 - **Long texts**: vipune refuses a text past 100,000 bytes (``validate_input_length``, "Input
   too long: N characters (max: 100000)"), ``force`` or not, and so does the stand-in: the
   bundled sample holds such a session. ``VIPUNE_STANDIN_MAX_INPUT=BYTES`` moves the limit
   (``0``: none), for a what-if that stores every session.
+- ``supersedes``: the new memory is stored without the conflict check and the old one's
+  status becomes ``superseded`` (answer ``{"id", "status": "superseded"}``). ``memory_types``
+  and ``statuses`` filter the rows searched; with neither, every row is (vipune's default
+  filter was not read). Not needed to measure retrieval.
 - The project is ``VIPUNE_PROJECT`` (default ``longmemeval``, the reference's). No token
   limit: later vipune refuses content past 512 tokens (``src/embedding/engine.rs`` @
   ab9a6227, ``embed_role``: ``ContentTooLong``), which the cached vectors cannot tell.
@@ -296,7 +301,9 @@ class StandIn:
     """The tools' behaviour, apart from the MCP plumbing (unit-testable in process)."""
 
     def __init__(self) -> None:
-        db = os.environ.get("VIPUNE_DATABASE_PATH", "").strip() or "vipune-standin.db"
+        folder = os.environ.get("RETRIEVAL_EVAL_WORKDIR", "").strip() or "."
+        db = (os.environ.get("VIPUNE_DATABASE_PATH", "").strip()
+              or os.path.join(folder, "vipune-standin.db"))
         self.store = Store(Path(db), os.environ.get("VIPUNE_PROJECT", "").strip()
                            or "longmemeval")
         self.vectors = RunVectors()
@@ -344,6 +351,9 @@ class StandIn:
         if 0 < self.max_input < size:  # MemoryStore::validate_input_length
             raise invalid_input(f"Input too long: {size} characters "
                                 f"(max: {self.max_input})")
+        if supersedes is not None and supersedes not in self.store.ids:
+            raise MCPError(INVALID_REQUEST, f"memory not found: {supersedes}",
+                           {"type": "not_found"})
         vector = self.vectors.passage(text)
         if supersedes is None and not force:
             conflicts = self.conflicts(vector)

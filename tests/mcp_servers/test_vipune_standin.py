@@ -366,3 +366,31 @@ def test_the_threshold_refuses_from_its_exact_value_on(
         with pytest.raises(MCPError) as refused:
             server.store_memory(DUPLICATE[1], {"session_id": "s1b"})
         assert refused.value.data["conflicts"][0]["similarity"] == cosine
+
+
+def test_supersedes_and_the_filters(synthetic_cache: Path, tmp_path: Path,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RETRIEVAL_EVAL_CACHE_DIR", str(synthetic_cache))
+    monkeypatch.setenv("RETRIEVAL_EVAL_MODEL_FINGERPRINT", FP)
+    monkeypatch.setenv("RETRIEVAL_EVAL_WORKDIR", str(tmp_path))
+    monkeypatch.delenv("VIPUNE_DATABASE_PATH", raising=False)
+    server = standin.StandIn()
+    assert server.store.path == tmp_path / "vipune-standin.db"
+    server.store_memory(SESSIONS[0][1], {"session_id": "s1"})
+    server.store_memory(SESSIONS[1][1], {"session_id": "s2"}, memory_type="preference")
+    with pytest.raises(MCPError, match="memory not found: nope"):
+        server.store_memory(DUPLICATE[1], {"session_id": "s1b"}, supersedes="nope")
+    assert server.store.ids == ["s1", "s2"]  # nothing stored by the refused call
+    # Near s1, but a supersede is not conflict-checked.
+    assert server.store_memory(DUPLICATE[1], {"session_id": "s1b"}, supersedes="s1") == {
+        "id": "s1b", "status": "superseded"}
+
+    def ids(**filters: Any) -> list[str]:
+        found = server.search_memories(QUESTION, 10, recency_weight=0.0, no_touch=True,
+                                       **filters)
+        return sorted(r["id"] for r in found)
+
+    assert ids() == ["s1", "s1b", "s2"]
+    assert ids(statuses=["active"]) == ["s1b", "s2"]
+    assert ids(memory_types=["preference"]) == ["s2"]
+    assert ids(memory_types=["fact"], statuses=["superseded"]) == ["s1"]
