@@ -35,9 +35,11 @@ What it copies from vipune (repository randomm/vipune; each rule names its commi
   otherwise ``search`` (cosine top ``limit``, then the recency re-sort of those). Both are the
   reference's own functions (:func:`vipune.search_hybrid_parts`, :func:`vipune.fuse_lists`,
   :func:`vipune.semantic_search`).
-- **Recency** (``src/temporal.rs``, ``apply_recency_weight``; v0.1.8, as
-  ``pytest_retrieval_eval/vipune/hybrid.py`` reproduces it): ``(1 - w) * score + w *
-  exp(-1e-6 * age_seconds)``, re-sorted by score, stable. ``recency_weight`` defaults to the
+- **Recency** (``src/temporal.rs`` @ 21505149: ``apply_recency_weight``, lines 174-185, the
+  formula on line 184; ``calculate_decay``, lines 126-157, whole seconds of age from
+  ``Utc::now()``, lambda 1e-6 on line 40; as ``pytest_retrieval_eval/vipune/hybrid.py``
+  reproduces it): ``(1 - w) * score + w * exp(-1e-6 * age_seconds)``, re-sorted by score,
+  stable (``src/memory/search.rs`` @ e76afd78). ``recency_weight`` defaults to the
   config's 0.3 (``src/config/mod.rs`` @ 44be5311 line 59; env ``VIPUNE_RECENCY_WEIGHT``).
   ``hybrid`` defaults to ``VIPUNE_STANDIN_HYBRID`` (``true`` unless set to ``false``: the
   config default was not found in the indexed sources).
