@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import sys
+import uuid
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -394,3 +395,18 @@ def test_supersedes_and_the_filters(synthetic_cache: Path, tmp_path: Path,
     assert ids(statuses=["active"]) == ["s1b", "s2"]
     assert ids(memory_types=["preference"]) == ["s2"]
     assert ids(memory_types=["fact"], statuses=["superseded"]) == ["s1"]
+
+
+def test_uuid_ids_as_vipune_names_them(synthetic_cache: Path, tmp_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """VIPUNE_STANDIN_IDS=uuid: vipune's random ids; provenance comes back in metadata."""
+    monkeypatch.setenv("RETRIEVAL_EVAL_CACHE_DIR", str(synthetic_cache))
+    monkeypatch.setenv("RETRIEVAL_EVAL_MODEL_FINGERPRINT", FP)
+    monkeypatch.setenv("VIPUNE_DATABASE_PATH", str(tmp_path / "u.db"))
+    monkeypatch.setenv("VIPUNE_STANDIN_IDS", "uuid")
+    server = standin.StandIn()
+    ids = [server.store_memory(text, {"session_id": sid})["id"] for sid, text, _, _ in SESSIONS]
+    assert all(str(uuid.UUID(i)) == i for i in ids) and len(set(ids)) == len(SESSIONS)
+    found = server.search_memories(QUESTION, 10, recency_weight=0.0, no_touch=True)
+    back = {r["id"]: r["metadata"]["session_id"] for r in found}
+    assert back == {i: sid for i, (sid, *_) in zip(ids, SESSIONS, strict=True)}
