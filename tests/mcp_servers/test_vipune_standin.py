@@ -324,7 +324,7 @@ def test_over_mcp_the_sample_ranks_as_hybrid_and_conflicts_refuse(
         (tmp_path / f"f{n}").mkdir()
         got, refused = mcp_clients.vipune_standin_ranking(
             tmp_path / f"f{n}", env, sessions, query.question, 10, force=True, hybrid=True,
-            recency_weight=0.0)
+            recency_weight=0.0, dates=persona.created_at)
         assert refused == []
         want = hybrid.rank(persona, query, 10)
         assert [i for i, _ in got] == want

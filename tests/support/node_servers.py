@@ -65,7 +65,7 @@ def install() -> None:
                     f"{' '.join(NPM_CI)}` in {INSTALL} with tests/support/npm/package*.json "
                     "copied there", pytrace=False)
     INSTALL.mkdir(exist_ok=True)
-    with FileLock(str(INSTALL.parent / ".mcp-servers.lock")):
+    with FileLock(str(INSTALL / ".install.lock")):  # inside the git-ignored folder
         if _fresh():
             return
         for name in ("package.json", "package-lock.json"):
