@@ -162,9 +162,9 @@ class RunVectors:
     def _open(self, key: str) -> cache_mod.VectorCache:
         if self._cache is not None:
             return self._cache
-        models = cache_mod.list_models(self.roots)
         if self.fingerprint:
-            chosen = [m for m in models if m.get("fingerprint") == self.fingerprint]
+            # Its manifest only (listing every model would read every shard's keys).
+            chosen = [m for m in map(self._manifest, self.roots) if m is not None][:1]
             if not chosen:
                 raise internal_error(
                     f"Embedding unavailable: no vectors of model {self.fingerprint[:12]} under "
@@ -182,6 +182,14 @@ class RunVectors:
             root, str(info["fingerprint"]), int(info["dim"]), info,
             read_only_roots=[cache_mod.bundled_cache_dir()])
         return self._cache
+
+    def _manifest(self, root: Path) -> dict[str, Any] | None:
+        path = root / "vectors" / self.fingerprint / "manifest.json"
+        try:
+            info = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return info if isinstance(info, dict) else None
 
     def _get(self, key: str, what: str) -> np.ndarray:
         cache = self._open(key)
