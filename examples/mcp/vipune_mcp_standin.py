@@ -35,9 +35,11 @@ What it copies from vipune (repository randomm/vipune; each rule names its commi
   otherwise ``search`` (cosine top ``limit``, then the recency re-sort of those). Both are the
   reference's own functions (:func:`vipune.search_hybrid_parts`, :func:`vipune.fuse_lists`,
   :func:`vipune.semantic_search`).
-- **Recency** (``src/temporal.rs``, ``apply_recency_weight``; v0.1.8, as
-  ``pytest_retrieval_eval/vipune/hybrid.py`` reproduces it): ``(1 - w) * score + w *
-  exp(-1e-6 * age_seconds)``, re-sorted by score, stable. ``recency_weight`` defaults to the
+- **Recency** (``src/temporal.rs`` @ 21505149: ``apply_recency_weight``, lines 174-185, the
+  formula on line 184; ``calculate_decay``, lines 126-157, whole seconds of age from
+  ``Utc::now()``, lambda 1e-6 on line 40; as ``pytest_retrieval_eval/vipune/hybrid.py``
+  reproduces it): ``(1 - w) * score + w * exp(-1e-6 * age_seconds)``, re-sorted by score,
+  stable (``src/memory/search.rs`` @ e76afd78). ``recency_weight`` defaults to the
   config's 0.3 (``src/config/mod.rs`` @ 44be5311 line 59; env ``VIPUNE_RECENCY_WEIGHT``).
   ``hybrid`` defaults to ``VIPUNE_STANDIN_HYBRID`` (``true`` unless set to ``false``: the
   config default was not found in the indexed sources).
@@ -68,9 +70,18 @@ Where the stand-in differs from vipune, on purpose (each choice says why):
   ``VIPUNE_STANDIN_NOW`` (RFC 3339), else the newest stored date: the what-if "vipune, had
   it stored the conversation's dates", which is what ``hybrid+recency:W`` measures.
 - **Store file**: ``VIPUNE_DATABASE_PATH`` (vipune's own override name), else
-  ``vipune-standin.db`` in the working folder, in the v0.1.8 schema of the reference plus a
+  ``vipune-standin.db`` in ``RETRIEVAL_EVAL_WORKDIR`` (the folder the plugin gives each
+  persona's server), else in the working folder, in the v0.1.8 schema of the reference plus a
   side table for type, status and telemetry (FTS5 statistics read only ``memories_fts``).
   It is reopened if present, as vipune's would be: start each persona with a fresh folder.
+- **Long texts**: vipune refuses a text past 100,000 bytes (``validate_input_length``, "Input
+  too long: N characters (max: 100000)"), ``force`` or not, and so does the stand-in: the
+  bundled sample holds such a session. ``VIPUNE_STANDIN_MAX_INPUT=BYTES`` moves the limit
+  (``0``: none), for a what-if that stores every session.
+- ``supersedes``: the new memory is stored without the conflict check and the old one's
+  status becomes ``superseded`` (answer ``{"id", "status": "superseded"}``). ``memory_types``
+  and ``statuses`` filter the rows searched; with neither, every row is (vipune's default
+  filter was not read). Not needed to measure retrieval.
 - The project is ``VIPUNE_PROJECT`` (default ``longmemeval``, the reference's). No token
   limit: later vipune refuses content past 512 tokens (``src/embedding/engine.rs`` @
   ab9a6227, ``embed_role``: ``ContentTooLong``), which the cached vectors cannot tell.
@@ -151,9 +162,9 @@ class RunVectors:
     def _open(self, key: str) -> cache_mod.VectorCache:
         if self._cache is not None:
             return self._cache
-        models = cache_mod.list_models(self.roots)
         if self.fingerprint:
-            chosen = [m for m in models if m.get("fingerprint") == self.fingerprint]
+            # Its manifest only (listing every model would read every shard's keys).
+            chosen = [m for m in map(self._manifest, self.roots) if m is not None][:1]
             if not chosen:
                 raise internal_error(
                     f"Embedding unavailable: no vectors of model {self.fingerprint[:12]} under "
@@ -171,6 +182,14 @@ class RunVectors:
             root, str(info["fingerprint"]), int(info["dim"]), info,
             read_only_roots=[cache_mod.bundled_cache_dir()])
         return self._cache
+
+    def _manifest(self, root: Path) -> dict[str, Any] | None:
+        path = root / "vectors" / self.fingerprint / "manifest.json"
+        try:
+            info = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return info if isinstance(info, dict) else None
 
     def _get(self, key: str, what: str) -> np.ndarray:
         cache = self._open(key)
@@ -201,6 +220,8 @@ class Store:
         self.path = path
         self.project_id = project_id
         self.conn = sqlite3.connect(path, check_same_thread=False)  # one request at a time
+        # A stand-in's file need not survive a power cut: no fsync per stored memory.
+        self.conn.execute("PRAGMA synchronous = OFF")
         self.conn.executescript(vipune.SCHEMA_SQL)
         self.conn.execute(_SIDE_TABLE)
         self.conn.commit()
@@ -290,12 +311,19 @@ class StandIn:
     """The tools' behaviour, apart from the MCP plumbing (unit-testable in process)."""
 
     def __init__(self) -> None:
-        db = os.environ.get("VIPUNE_DATABASE_PATH", "").strip() or "vipune-standin.db"
+        folder = os.environ.get("RETRIEVAL_EVAL_WORKDIR", "").strip() or "."
+        db = (os.environ.get("VIPUNE_DATABASE_PATH", "").strip()
+              or os.path.join(folder, "vipune-standin.db"))
         self.store = Store(Path(db), os.environ.get("VIPUNE_PROJECT", "").strip()
                            or "longmemeval")
         self.vectors = RunVectors()
         self.threshold = _env_float("VIPUNE_SIMILARITY_THRESHOLD", DEFAULT_THRESHOLD)
         self.recency = _env_float("VIPUNE_RECENCY_WEIGHT", DEFAULT_RECENCY)
+        raw_max = os.environ.get("VIPUNE_STANDIN_MAX_INPUT", "").strip()
+        if raw_max and not raw_max.isdigit():
+            sys.exit(f"vipune stand-in: VIPUNE_STANDIN_MAX_INPUT={raw_max!r} is not a whole "
+                     "number of bytes (0: no limit)")
+        self.max_input = int(raw_max) if raw_max else vipune.MAX_INPUT_LENGTH
         self.hybrid = os.environ.get("VIPUNE_STANDIN_HYBRID", "true").strip().lower() != "false"
         self.ids_mode = os.environ.get("VIPUNE_STANDIN_IDS", "provenance").strip() or "provenance"
         if self.ids_mode not in ("provenance", "uuid"):
@@ -330,9 +358,12 @@ class StandIn:
                                 "'active' or 'candidate'.")
         meta_text = "null" if metadata is None else _dumps(metadata)
         size = len(text.encode("utf-8"))
-        if size > vipune.MAX_INPUT_LENGTH:  # MemoryStore::validate_input_length
+        if 0 < self.max_input < size:  # MemoryStore::validate_input_length
             raise invalid_input(f"Input too long: {size} characters "
-                                f"(max: {vipune.MAX_INPUT_LENGTH})")
+                                f"(max: {self.max_input})")
+        if supersedes is not None and supersedes not in self.store.ids:
+            raise MCPError(INVALID_REQUEST, f"memory not found: {supersedes}",
+                           {"type": "not_found"})
         vector = self.vectors.passage(text)
         if supersedes is None and not force:
             conflicts = self.conflicts(vector)

@@ -75,13 +75,17 @@ def standin_session(workdir: Path, env: Mapping[str, str]
 
 async def _vipune_standin(workdir: Path, env: Mapping[str, str],
                           sessions: Sequence[tuple[str, str]], question: str, limit: int,
-                          search_args: Mapping[str, Any], force: bool
+                          search_args: Mapping[str, Any], force: bool,
+                          dates: Sequence[str] | None
                           ) -> tuple[list[tuple[str, float]], list[tuple[str, str]]]:
     refused: list[tuple[str, str]] = []
     async with standin_session(workdir, env) as session:
         ids: dict[str, str] = {}
-        for session_id, text in sessions:
-            args: dict[str, Any] = {"text": text, "metadata": {"session_id": session_id}}
+        for n, (session_id, text) in enumerate(sessions):
+            meta = {"session_id": session_id}
+            if dates is not None:
+                meta["created_at"] = dates[n]
+            args: dict[str, Any] = {"text": text, "metadata": meta}
             if force:
                 args["force"] = True
             try:
@@ -106,12 +110,40 @@ async def _vipune_standin(workdir: Path, env: Mapping[str, str],
 
 def vipune_standin_ranking(workdir: Path, env: Mapping[str, str],
                            sessions: Sequence[tuple[str, str]], question: str, limit: int,
-                           *, force: bool = True, **search_args: Any
+                           *, force: bool = True, dates: Sequence[str] | None = None,
+                           **search_args: Any
                            ) -> tuple[list[tuple[str, float]], list[tuple[str, str]]]:
     """The ``vipune`` preset's calls: one ``store_memory`` per session (text, metadata
-    ``{"session_id": ...}``, ``force`` when asked), then one ``search_memories``. Returns the
+    ``{"session_id": ...}``, with ``"created_at"`` when ``dates`` gives the sessions' dates;
+    ``force`` when asked), then one ``search_memories``. Returns the
     (session id, similarity) ranking, mapped back by metadata, and the sessions vipune
     refused to store, each with the error's type (``conflict``, or ``invalid_input`` for a
     text past vipune's 100,000 bytes)."""
     return anyio.run(_vipune_standin, workdir, env, sessions, question, limit, search_args,
-                     force)
+                     force, dates)
+
+
+async def _server_memory(command: str, args: Sequence[str], workdir: Path,
+                         sessions: Sequence[tuple[str, str]], question: str,
+                         entity_type: str) -> list[str]:
+    env = {"MEMORY_FILE_PATH": str((workdir / "memory.jsonl").resolve())}
+    async with connect(command, args, env, workdir) as session:
+        for session_id, text in sessions:
+            created = await call_json(session, "create_entities", {"entities": [
+                {"name": session_id, "entityType": entity_type, "observations": [text]}]})
+            assert [e["name"] for e in created] == [session_id], created
+        found = await call_json(session, "search_nodes", {"query": question})
+    return [str(e["name"]) for e in found["entities"]]
+
+
+def server_memory_ranking(command: tuple[str, list[str]], workdir: Path,
+                          sessions: Sequence[tuple[str, str]], question: str,
+                          entity_type: str = "session") -> list[str]:
+    """The ``server-memory`` preset's calls: one ``create_entities`` per session (one entity
+    named by the session id, ``entityType`` ``session``, observations ``[its text]``), in the
+    order given, then ``search_nodes`` with the question. Returns the entity names in the
+    order the server answered (its graph's order: it does not rank). Each persona gets its own
+    memory file, ``<workdir>/memory.jsonl`` (absolute: a relative ``MEMORY_FILE_PATH`` is
+    read from the package's folder)."""
+    return anyio.run(_server_memory, command[0], command[1], workdir, sessions, question,
+                     entity_type)
