@@ -268,3 +268,75 @@ def test_ctrl_c_or_sigterm_mid_call_leaves_no_server(tmp_path: Path, signum: int
         gone = [wait_gone(p) for p in pids]
         kill_left(pids)
     assert all(gone), pids
+
+
+@pytest.fixture(scope="module")
+def server_memory() -> tuple[str, list[str]]:
+    from tests.support import node_servers
+
+    return node_servers.server_memory()
+
+
+@pytest.mark.slow
+def test_server_memory_through_the_plugin_equals_the_direct_client(
+        pytester: pytest.Pytester, server_memory: tuple[str, list[str]],
+        tmp_path: Path) -> None:
+    """The sample's pairs through ``+preset:server-memory`` rank what the test's own SDK
+    client gets from the same calls (a whole question is no substring of any session: none)."""
+    from tests.support import mcp_clients
+
+    node, args = server_memory
+    selector = f"mcp:sm={shlex.quote(node)} {shlex.quote(args[0])}+preset:server-memory"
+    _, report = run(pytester, "--retrieval-eval-retriever", f"bm25,{selector}",
+                    "-k", "knowledge-update")
+    pairs = by_pair(report, "sm")
+    assert len(pairs) == 2
+    for qid, pair in pairs.items():
+        q = next(p for p in report["pairs"] if p["question_id"] == qid)
+        got = mcp_clients.server_memory_ranking(server_memory, _fresh(tmp_path / qid),
+                                                _sample_sessions(qid, tmp_path / "c"),
+                                                q["question"])
+        assert pair["ranked"] == got, qid
+
+
+def _fresh(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    return folder
+
+
+def _sample_sessions(qid: str, cache: Path) -> list[tuple[str, str]]:
+    """The sample pair's sessions as the preset stores them: each id once (its first
+    occurrence, as the persona keeps it), in time order, with its text."""
+    from pytest_retrieval_eval.data import dataset, ingest
+
+    corpus = ingest.load_corpus(dataset.resolve_dataset("sample"), cache)
+    pair = next(p for p in corpus.pairs if p.question_id == qid)
+    texts = corpus.texts(list(pair.text_keys))
+    first = list({sid: i for i, sid in reversed(list(enumerate(pair.session_ids)))}.values())
+    first.sort()
+    order = sorted(first, key=lambda i: pair.created_at[i] or "")
+    return [(pair.session_ids[i], texts[i]) for i in order]
+
+
+def test_server_memory_ranks_a_word_as_the_direct_client(
+        server_memory: tuple[str, list[str]], tmp_path: Path) -> None:
+    """A query the server can find (one word): the retriever's ranking is the direct SDK
+    client's, entity names mapped back to their sessions."""
+    from tests.support import mcp_clients
+
+    node, args = server_memory
+    retriever = make_retriever(f"mcp:sm={shlex.quote(node)} {shlex.quote(args[0])}"
+                               "+preset:server-memory", {"rootdir": str(ROOT)})
+    p = persona(tmp_path / "plugin")
+    try:
+        retriever.index(p)
+        got = retriever.rank(p, Query("q", "t", "cat", "", None, ()), 5)
+        facts = retriever.take_facts()
+    finally:
+        retriever.close()
+    order = sorted(range(3), key=lambda i: p.created_at[i])
+    direct = mcp_clients.server_memory_ranking(
+        server_memory, _fresh(tmp_path / "direct"),
+        [(p.session_ids[i], PERSONA_TEXTS[i]) for i in order], "cat")
+    assert [m.sessions[0] for m in got] == direct == ["s1", "s3"]
+    assert facts["unmatched"] == 0 and facts["store_calls"] == 3
