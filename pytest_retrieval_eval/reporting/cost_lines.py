@@ -19,7 +19,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["cost_phrases", "costs", "server_counts", "size_text"]
+__all__ = ["cost_phrases", "costs", "server_counts", "server_notes", "size_text"]
 
 #: The start-up parts as the pairs' ``latency_ms.startup_parts`` name them.
 PARTS = ("import", "construct", "spawn", "hello")
@@ -82,6 +82,27 @@ def server_counts(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "refused": {"count": len(refused), "ids": refused[:20]},
         "unmatched": sum(int(r.get("unmatched") or 0) for r in records),
     }
+
+
+def server_notes(timing: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """One line per ``mcp:`` store that refused to store some of the history or returned
+    results matching no session: shown with every summary, since its numbers are measured
+    without them."""
+    lines = []
+    for name, entry in timing.items():
+        server = entry.get("server")
+        if not isinstance(server, Mapping):
+            continue
+        refused = server["refused"]
+        if refused["count"]:
+            shown = ", ".join(refused["ids"][:3]) + (", ..." if refused["count"] > 3 else "")
+            lines.append(f"not stored: {name} refused {refused['count']} of "
+                         f"{server['store_calls']} store calls ({shown}; conflicts or "
+                         "invalid input): its numbers are measured without them")
+        if server["unmatched"]:
+            lines.append(f"unmatched: {server['unmatched']} result(s) of {name} matched no "
+                         "session of their history (counted in its ranking, covering none)")
+    return lines
 
 
 def size_text(n: float) -> str:

@@ -306,6 +306,11 @@ def terminal_lines(report: Mapping[str, Any], width: int = 80, *,
     for d in report.get("drift") or []:
         tail.append(f"drift {d['a']} vs {d['b']}: {d['identical']} of {d['pairs']} pairs have "
                      f"an identical top {d['k']}")
+    if any(isinstance(e, Mapping) and e.get("server") for e in
+           (report.get("timing") or {}).values()):
+        from .cost_lines import server_notes  # an mcp: store's refusals and misses
+
+        tail.extend(server_notes(report.get("timing") or {}))
     if "timing" in choice.shown:
         lat = report.get("latency_ms") or {}
         if lat:
