@@ -340,3 +340,43 @@ def test_server_memory_ranks_a_word_as_the_direct_client(
         [(p.session_ids[i], PERSONA_TEXTS[i]) for i in order], "cat")
     assert [m.sessions[0] for m in got] == direct == ["s1", "s3"]
     assert facts["unmatched"] == 0 and facts["store_calls"] == 3
+
+
+def test_unit_turn_stores_each_turn_and_maps_results_to_turns(tmp_path: Path) -> None:
+    """``+unit:turn``: one store call per turn (``role: content``), in time order, and a
+    result traced back to its turn and session."""
+    retriever = hostile("textonly", "+unit:turn")
+    p = persona(tmp_path)
+    p.turns = [[{"role": "user", "content": "I adopted a cat named Tom"},
+                {"role": "assistant", "content": "Lovely."}],
+               [{"role": "user", "content": "my bike is red"}],
+               [{"role": "user", "content": "the cat sleeps a lot"}]]
+    try:
+        retriever.index(p)
+        got = retriever.rank(p, Query("q1", "t", "lovely", "", None, ()), 3)
+        facts = retriever.take_facts()
+    finally:
+        retriever.close()
+    assert facts["store_calls"] == 4 and facts["stored"] == 4
+    assert got[0].sessions == ("s1",) and got[0].turns == ("s1_2",)
+    assert got[0].text == "assistant: Lovely."
+
+
+def test_through_pytest_a_broken_server_fails_each_item_in_one_line(
+        pytester: pytest.Pytester) -> None:
+    """The first item says why (the tools the server has), the next fails at once; the run
+    ends, its report written, no server left."""
+    out = pytester.path / "report.json"
+    selector = (f"mcp:h={PY} {shlex.quote(str(HOSTILE))} notools+store_tool:remember"
+                "+search_tool:recall")
+    result = pytester.runpytest("-p", "no:randomly", "-p", "no:cacheprovider",
+                                "--retrieval-eval", "--no-model", "--retrieval-eval-retriever",
+                                selector, "-k", "knowledge-update",
+                                f"--retrieval-eval-json={out}")
+    assert result.ret == 1 and out.exists()
+    result.assert_outcomes(failed=2)
+    text = " ".join(result.stdout.str().split())  # the lines as wrapped to the terminal
+    assert "has no tool 'recall'; its tools: remember, reset; name one with" in text
+    assert "(stopped at an earlier item)" in text
+    pids = [int(p.read_text()) for p in pytester.path.parent.rglob("server.pid")]
+    assert pids and all(wait_gone(p) for p in pids)
