@@ -423,11 +423,13 @@ OPTIONS: tuple[Option, ...] = (
             60.0, "seconds one vipune search may take before its item fails (default: 60)",
             "SECONDS"),
     Option("--retrieval-eval-cmd-timeout", "retrieval_eval_cmd_timeout", finite_seconds,
-            60.0, "seconds a cmd: retriever may take to answer hello or one rank before its "
-            "item fails and the command is stopped (default: 60)", "SECONDS"),
+            60.0, "seconds a cmd: retriever may take to answer hello or one rank, an mcp: "
+            "server its handshake or one tool call, before its item fails and the command "
+            "or server is stopped (default: 60)", "SECONDS"),
     Option("--retrieval-eval-cmd-index-timeout", "retrieval_eval_cmd_index_timeout",
             finite_seconds, 600.0, "seconds a cmd: retriever may take to answer one persona's "
-            "index request (default: 600)", "SECONDS"),
+            "index request, an mcp: server to store one persona's history (default: 600)",
+            "SECONDS"),
     # Recall at a context budget (scoring/budget.py, vectors/token_counts.py).
     Option("--retrieval-eval-budget", "retrieval_eval_budget", parse_budgets, None,
             "comma list of context budgets in tokens, each in 1..10000000: recall@<B>tok takes "

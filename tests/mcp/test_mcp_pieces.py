@@ -185,3 +185,10 @@ def test_a_missing_sdk_is_one_line_naming_the_extra(monkeypatch: pytest.MonkeyPa
     monkeypatch.setitem(sys.modules, "mcp", None)  # import mcp -> ModuleNotFoundError
     with pytest.raises(RetrievalEvalError, match=r"pip install 'pytest-retrieval-eval\[mcp\]'"):
         make_retriever("mcp:x+preset:vipune", {})
+
+
+def test_a_bad_option_is_a_usage_error_before_any_work(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--retrieval-eval", "--no-model", "--retrieval-eval-retriever",
+                                "mcp:my-server+preset:chroma")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*+preset:chroma is unknown; choose from vipune,*"])
