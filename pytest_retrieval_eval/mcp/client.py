@@ -115,16 +115,6 @@ class EventLoop:
         self._cm = start_blocking_portal(name="retrieval-eval-mcp")
         self.portal: BlockingPortal = self._cm.__enter__()
 
-    def run(self, func: Any, *args: Any, timeout: float) -> Any:
-        """``await func(*args)`` on the loop; :class:`TimeoutError` when it has not ended
-        within ``timeout`` seconds (it is then cancelled)."""
-        future = self.portal.start_task_soon(func, *args)
-        try:
-            return future.result(timeout)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            raise TimeoutError from None
-
     def close(self) -> None:
         """Stop the loop, its tasks cancelled (bounded: a stuck loop is left to its daemon
         thread)."""
