@@ -43,6 +43,7 @@ DEFAULT_NETWORK_DEADLINE = 600.0
 CUSTOM_RETRIEVER = "custom"  # ranked by the ``retrieval_eval_custom_retriever`` fixture
 RUN_PREFIX = "run:"  # ``run:PATH``: a TREC run file (retrievers/trec_run.py)
 COMMAND_PREFIX = "cmd:"  # a store run as a command (retrievers/command.py)
+MCP_PREFIX = "mcp:"  # a memory server over MCP (mcp/)
 _DOTTED = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 #: A whole number as typed: ASCII digits only (``int`` takes other scripts' digits, "1_0").
 _WHOLE = re.compile(r"^-?[0-9]+$")
@@ -161,6 +162,15 @@ def parse_retrievers(value: str) -> tuple[str, ...]:
 
             try:
                 parse_command(name)
+            except RetrievalEvalError as exc:
+                raise argparse.ArgumentTypeError(str(exc)) from None
+        elif name.startswith(MCP_PREFIX):  # "mcp:server+preset:vipune": its words, options
+            from ..errors import RetrievalEvalError
+            from ..mcp.mapping import check_options
+            from ..mcp.selector import parse_selector
+
+            try:
+                check_options(name, parse_selector(name).options)
             except RetrievalEvalError as exc:
                 raise argparse.ArgumentTypeError(str(exc)) from None
         elif is_variant(name):  # "hybrid+rrf_k:60+fts:or": checked now, a usage error if bad
@@ -417,11 +427,13 @@ OPTIONS: tuple[Option, ...] = (
             60.0, "seconds one vipune search may take before its item fails (default: 60)",
             "SECONDS"),
     Option("--retrieval-eval-cmd-timeout", "retrieval_eval_cmd_timeout", finite_seconds,
-            60.0, "seconds a cmd: retriever may take to answer hello or one rank before its "
-            "item fails and the command is stopped (default: 60)", "SECONDS"),
+            60.0, "seconds a cmd: retriever may take to answer hello or one rank, an mcp: "
+            "server its handshake or one tool call, before its item fails and the command "
+            "or server is stopped (default: 60)", "SECONDS"),
     Option("--retrieval-eval-cmd-index-timeout", "retrieval_eval_cmd_index_timeout",
             finite_seconds, 600.0, "seconds a cmd: retriever may take to answer one persona's "
-            "index request (default: 600)", "SECONDS"),
+            "index request, an mcp: server to store one persona's history (default: 600)",
+            "SECONDS"),
     # Recall at a context budget (scoring/budget.py, vectors/token_counts.py).
     Option("--retrieval-eval-budget", "retrieval_eval_budget", parse_budgets, None,
             "comma list of context budgets in tokens, each in 1..10000000: recall@<B>tok takes "

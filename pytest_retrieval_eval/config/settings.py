@@ -450,9 +450,10 @@ def retriever_inputs(retrievers: tuple[str, ...],
         label = f"--retrieval-eval-retriever {name}"
         if name.startswith(RUN_PREFIX):
             found.append((label, Path(name[len(RUN_PREFIX):]).expanduser()))
-        elif name.startswith(CMD_PREFIX):
+        elif name.startswith((CMD_PREFIX, "mcp:")):
             try:
-                argv = parse_command(name)
+                argv = parse_command(name) if name.startswith(CMD_PREFIX) else list(
+                    _mcp_argv(name))
             except Exception:
                 continue  # options.py refused it already
             for index, word in enumerate(argv):
@@ -470,6 +471,13 @@ def retriever_inputs(retrievers: tuple[str, ...],
             if spec is not None and spec.origin and Path(spec.origin).is_file():
                 found.append((label, Path(spec.origin)))
     return found
+
+
+def _mcp_argv(name: str) -> tuple[str, ...]:
+    """An ``mcp:`` selector's command words (none for a URL)."""
+    from ..mcp.selector import parse_selector
+
+    return parse_selector(name).argv
 
 
 def _check_regular_target(option: str, value: Path) -> None:

@@ -19,7 +19,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["cost_phrases", "costs", "size_text"]
+__all__ = ["cost_phrases", "costs", "server_counts", "server_notes", "size_text"]
 
 #: The start-up parts as the pairs' ``latency_ms.startup_parts`` name them.
 PARTS = ("import", "construct", "spawn", "hello")
@@ -69,6 +69,42 @@ def costs(latencies: Sequence[Mapping[str, Any]],
     return out
 
 
+def server_counts(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """An ``mcp:`` store's counts over its pairs' ``server`` records: ``personas``,
+    ``store_calls``, ``search_calls``, ``refused`` (sessions or turns the server refused to
+    store, e.g. as conflicts: ``count`` and up to 20 ``ids``), ``unmatched`` (results that
+    matched no session of the persona)."""
+    refused = [str(i) for r in records for i in (r.get("refused") or [])]
+    return {
+        "personas": sum(1 for r in records if r.get("store_calls") is not None),
+        "store_calls": sum(int(r.get("store_calls") or 0) for r in records),
+        "search_calls": sum(int(r.get("search_calls") or 0) for r in records),
+        "refused": {"count": len(refused), "ids": refused[:20]},
+        "unmatched": sum(int(r.get("unmatched") or 0) for r in records),
+    }
+
+
+def server_notes(timing: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """One line per ``mcp:`` store that refused to store some of the history or returned
+    results matching no session: shown with every summary, since its numbers are measured
+    without them."""
+    lines = []
+    for name, entry in timing.items():
+        server = entry.get("server")
+        if not isinstance(server, Mapping):
+            continue
+        refused = server["refused"]
+        if refused["count"]:
+            shown = ", ".join(refused["ids"][:3]) + (", ..." if refused["count"] > 3 else "")
+            lines.append(f"not stored: {name} refused {refused['count']} of "
+                         f"{server['store_calls']} store calls ({shown}; conflicts or "
+                         "invalid input): its numbers are measured without them")
+        if server["unmatched"]:
+            lines.append(f"unmatched: {server['unmatched']} result(s) of {name} matched no "
+                         "session of their history (counted in its ranking, covering none)")
+    return lines
+
+
 def size_text(n: float) -> str:
     """Bytes in words: ``512 B``, ``1.0 KB``, ``50.3 MB``, ``1.20 GB`` (powers of 1000)."""
     sign = "-" if n < 0 else ""
@@ -103,4 +139,15 @@ def cost_phrases(entry: Mapping[str, Any]) -> list[str]:
         if footprint.get("child_rss_bytes") is not None:
             words.append(f"child RSS {size_text(footprint['child_rss_bytes'])}")
         after.append(", ".join(words))
+    server = entry.get("server")
+    if server:
+        words = [f"{server['store_calls']:,} store and {server['search_calls']:,} search "
+                 f"calls for {server['personas']} persona(s)"]
+        refused = server["refused"]
+        if refused["count"]:
+            shown = ", ".join(refused["ids"][:5]) + (", ..." if refused["count"] > 5 else "")
+            words.append(f"{refused['count']} refused, not stored ({shown})")
+        if server["unmatched"]:
+            words.append(f"{server['unmatched']} result(s) matched no session")
+        after.append("; ".join(words))
     return after

@@ -116,11 +116,14 @@ def timing_summary(results: Sequence[PairResult]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     by_name: dict[str, list[Mapping[str, Any]]] = {}
     footprints: dict[str, list[Mapping[str, Any]]] = {}
+    servers: dict[str, list[Mapping[str, Any]]] = {}
     for r in results:
         if (r.get("latency_ms") or {}).get("retrieval") is not None:
             by_name.setdefault(r["retriever"], []).append(r["latency_ms"])
             if isinstance(r.get("footprint"), Mapping):
                 footprints.setdefault(r["retriever"], []).append(r["footprint"])
+            if isinstance(r.get("server"), Mapping):  # an mcp: store's calls and misses
+                servers.setdefault(r["retriever"], []).append(r["server"])
     for name, lats in by_name.items():
         entry: dict[str, Any] = {"query": _median_p95([float(x["retrieval"]) for x in lats])}
         overhead = [float(x["overhead"]) for x in lats if x.get("overhead") is not None]
@@ -147,6 +150,10 @@ def timing_summary(results: Sequence[PairResult]) -> dict[str, dict[str, Any]]:
             from .cost_lines import costs
 
             entry.update(costs(lats, footprints.get(name, [])))
+        if name in servers:
+            from .cost_lines import server_counts
+
+            entry["server"] = server_counts(servers[name])
         out[name] = entry
     return out
 
@@ -155,7 +162,7 @@ def timing_summary(results: Sequence[PairResult]) -> dict[str, dict[str, Any]]:
 #: what a retriever's timing entry then holds (:func:`.cost_lines.cost_phrases`): where none
 #: is there, cost_lines is not loaded.
 _COSTS = ("startup", "transport")
-_COST_ENTRIES = ("startup", "transport", "footprint")
+_COST_ENTRIES = ("startup", "transport", "footprint", "server")
 
 
 def _cost_phrases(entry: Mapping[str, Any]) -> list[str]:
@@ -299,6 +306,11 @@ def terminal_lines(report: Mapping[str, Any], width: int = 80, *,
     for d in report.get("drift") or []:
         tail.append(f"drift {d['a']} vs {d['b']}: {d['identical']} of {d['pairs']} pairs have "
                      f"an identical top {d['k']}")
+    if any(isinstance(e, Mapping) and e.get("server") for e in
+           (report.get("timing") or {}).values()):
+        from .cost_lines import server_notes  # an mcp: store's refusals and misses
+
+        tail.extend(server_notes(report.get("timing") or {}))
     if "timing" in choice.shown:
         lat = report.get("latency_ms") or {}
         if lat:

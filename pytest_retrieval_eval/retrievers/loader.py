@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import RetrievalEvalError, StopRun, one_line, printable
+from ..mcp.selector import PREFIX as MCP_PREFIX
 from .base import RUN_PREFIX, _option
 from .command_selector import PREFIX as COMMAND_PREFIX
 from .variants import VariantError, is_variant, parse_keywords, split_dotted
@@ -23,7 +24,7 @@ __all__ = ["REGISTRY", "FunctionRetriever", "UserRetriever", "describe_dotted",
            "describe_object", "get_retriever", "is_dotted", "load_dotted"]
 
 #: Selector prefixes that are retrievers of their own, never ``module:attr`` paths.
-RESERVED_PREFIXES = (COMMAND_PREFIX, RUN_PREFIX)
+RESERVED_PREFIXES = (COMMAND_PREFIX, RUN_PREFIX, MCP_PREFIX)
 
 
 class FunctionRetriever:
@@ -348,7 +349,9 @@ def get_retriever(name: str, options: object = None) -> Retriever:
     :mod:`pytest_retrieval_eval.retrievers.variants`), a TREC run file (``"run:PATH"``,
     :mod:`.trec_run`), or a user one by ``"package.module:attr"``.
 
-    ``"cmd:COMMAND"`` is a store run as a command (:mod:`.command`, docs/cmd-protocol.md).
+    ``"cmd:COMMAND"`` is a store run as a command (:mod:`.command`, docs/cmd-protocol.md);
+    ``"mcp:COMMAND"`` or ``"mcp:URL"`` a memory server over MCP (:mod:`..mcp`,
+    docs/memory-servers.md).
 
     ``options``: a mapping or an object (``settings.Settings``); the vipune retriever reads
     ``binary``/``vipune`` and ``timeout``/``vipune_timeout`` from it, ``cmd:`` ones
@@ -366,6 +369,10 @@ def get_retriever(name: str, options: object = None) -> Retriever:
         from .command import make_command_retriever
 
         return make_command_retriever(name, opts)
+    if name.startswith(MCP_PREFIX):  # "mcp:python server.py+preset:vipune" (issue 45)
+        from ..mcp import make_retriever
+
+        return make_retriever(name, opts)
     if is_variant(name):  # "hybrid+rrf_k:60": before dotted paths, which also hold ':'
         from .whatif import make_variant
 
@@ -378,5 +385,6 @@ def get_retriever(name: str, options: object = None) -> Retriever:
     raise RetrievalEvalError(
         f"retriever '{name}' is unknown; choose from {', '.join(sorted(REGISTRY))} "
         "or give 'package.module:attr', run:PATH (a TREC run file), 'cmd:COMMAND' (a "
-        "store in any language) or a what-if (hybrid+rrf_k:60, fts+mode:or, ...)"
+        "store in any language), 'mcp:COMMAND' (a memory server over MCP) or a what-if "
+        "(hybrid+rrf_k:60, fts+mode:or, ...)"
     )

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config.options import BUILTIN_RETRIEVERS, COMMAND_PREFIX, CUSTOM_RETRIEVER
+from ..config.options import BUILTIN_RETRIEVERS, COMMAND_PREFIX, CUSTOM_RETRIEVER, MCP_PREFIX
 from ..errors import DataError
 from ..reporting.report import PairResult
 from ..retrievers.command_selector import command_name
@@ -62,6 +62,14 @@ class Columns:
         for selector in selectors:
             user = users.get(selector)
             given = command_name(selector) if selector.startswith(COMMAND_PREFIX) else None
+            if selector.startswith(MCP_PREFIX):  # mcp:NAME=SERVER; a built-in's name is free
+                given = usable_name(getattr(built.get(selector), "name", None))  # unless run
+                if given == selector:
+                    given = None
+                elif given is not None and given in BUILTIN_RETRIEVERS \
+                        and given not in selectors and given not in columns.values():
+                    columns[selector] = given
+                    continue
             if given is not None:  # cmd:NAME=COMMAND: named up front, before it runs
                 if given in taken or given in columns.values():
                     raise DataError(

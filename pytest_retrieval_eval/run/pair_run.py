@@ -256,6 +256,11 @@ class PairRun:
         part_times(self.retriever)  # a fused store's parts: what an earlier failure left
         carried = store_costs.transport_ms(self.retriever)
         indexes, ingest_ms = self.index(persona)
+        server_startup = store_costs.server_startup(self.retriever)  # mcp: one per persona
+        if server_startup:
+            startup_parts.update(server_startup)
+            if ingest_ms is not None:
+                ingest_ms = max(0.0, ingest_ms - sum(server_startup.values()))
         spent_indexing = self.embedding_spent()
         carried_indexing = store_costs.transport_ms(self.retriever)
         if indexes:
@@ -264,6 +269,7 @@ class PairRun:
         rankings, components, scored = self.rank(persona, query)
         retrieval_ms = (time.perf_counter() - start) * 1000.0
         parts_ms = part_times(self.retriever)  # a fused store's parts (retrievers/fusion.py)
+        server = store_costs.server_facts(self.retriever)  # an mcp: store's calls and misses
         transport: dict[str, float] = {}
         if carried is not None and carried_indexing is not None:  # a cmd: store's own time
             transport["transport"] = (store_costs.transport_ms(self.retriever) or 0.0) \
@@ -295,6 +301,8 @@ class PairRun:
         result = self.result(query, rankings, components, scored, rankable, metrics, latency)
         if parts_ms:
             result["latency_ms"]["parts"] = parts_ms
+        if server:
+            result["server"] = server
         if self.footprint is not None:
             result["footprint"] = self.footprint
         # After the result's facts (explain reads the retriever's last call): the budget may

@@ -22,12 +22,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..mcp.retriever import McpRetriever
     from ..retrievers.command import CommandRetriever
 
-__all__ = ["folder_bytes", "footprint", "process_of", "resident_bytes", "start_command",
-           "transport_ms"]
+__all__ = ["folder_bytes", "footprint", "process_of", "resident_bytes", "server_facts",
+           "server_startup", "start_command", "transport_ms"]
 
-_COMMAND_MODULE = f"{__package__}.retrievers.command"
+_COMMAND_MODULE = "pytest_retrieval_eval.retrievers.command"
+_MCP_MODULE = "pytest_retrieval_eval.mcp.retriever"
 
 
 def _as_command(retriever: Any) -> CommandRetriever | None:
@@ -37,6 +39,30 @@ def _as_command(retriever: Any) -> CommandRetriever | None:
     if command is None or not isinstance(retriever, command.CommandRetriever):
         return None
     return retriever  # type: ignore[no-any-return]
+
+
+def _as_server(retriever: Any) -> McpRetriever | None:
+    """``retriever`` when it is an ``mcp:`` store, else None (a run with none never imports
+    :mod:`.mcp.retriever`, nor the SDK)."""
+    module = sys.modules.get(_MCP_MODULE)
+    if module is None or not isinstance(retriever, module.McpRetriever):
+        return None
+    return retriever  # type: ignore[no-any-return]
+
+
+def server_startup(retriever: Any) -> dict[str, float] | None:
+    """An ``mcp:`` store's server start-up in the ``index`` that just ran (a fresh server per
+    persona), ``{"spawn": ..., "hello": ...}`` ms, inside that ``index``'s time; None when it
+    started none."""
+    server = _as_server(retriever)
+    return None if server is None else server.take_startup()
+
+
+def server_facts(retriever: Any) -> dict[str, Any] | None:
+    """What an ``mcp:`` store counted in this item: store and search calls, sessions refused
+    as conflicts, results that matched no session (None: not one, or nothing)."""
+    server = _as_server(retriever)
+    return None if server is None else server.take_facts()
 
 
 def start_command(retriever: Any) -> dict[str, float] | None:
@@ -56,7 +82,7 @@ def start_command(retriever: Any) -> dict[str, float] | None:
 
 def transport_ms(retriever: Any) -> float | None:
     """The plugin's side of a ``cmd:`` store's calls so far (None: not a ``cmd:`` store)."""
-    command = _as_command(retriever)
+    command = _as_command(retriever) or _as_server(retriever)
     return None if command is None else command.transport_ms
 
 
@@ -95,7 +121,7 @@ def folder_bytes(folder: Path) -> int:
 
 def process_of(retriever: Any) -> int | str:
     """The process a store's ``index`` runs in: a ``cmd:`` store's child, else this one."""
-    command = _as_command(retriever)
+    command = _as_command(retriever) or _as_server(retriever)
     if command is not None and command.pid is not None:
         return command.pid
     return "self"
@@ -113,6 +139,8 @@ def footprint(retriever: Any, persona_key: str, folder: Path,
         "rss_growth_bytes": None if after is None or rss_before is None
         else after - rss_before,
     }
-    if _as_command(retriever) is not None:
+    if _as_command(retriever) is not None or _as_server(retriever) is not None:
         record["child_rss_bytes"] = after
+    if _as_server(retriever) is not None:  # a fresh server per persona: all of it is new
+        record["rss_growth_bytes"] = None
     return record

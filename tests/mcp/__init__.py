@@ -1,0 +1,1 @@
+"""Tests of mcp: retrievers (issue 45)."""

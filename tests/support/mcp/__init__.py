@@ -1,0 +1,1 @@
+"""MCP servers written for the tests of ``mcp:`` retrievers (issue 45)."""
