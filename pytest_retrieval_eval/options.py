@@ -36,7 +36,8 @@ DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
 DEFAULT_DATA = "sample"
 DEFAULT_DATA_REPO = "xiaowu0162/longmemeval-cleaned"
 DEFAULT_RETRIEVERS = ("hybrid",)
-BUILTIN_RETRIEVERS = ("hybrid", "semantic", "fts", "bm25", "oracle", "vipune")
+BUILTIN_RETRIEVERS = ("hybrid", "semantic", "fts", "bm25", "oracle", "vipune", "mem0",
+                      "llamaindex", "langchain")
 #: Seconds per Hub call: io/hub_deadline.py's DEFAULT_DEADLINE (a test pins the two equal;
 #: that module is not loaded while the plugin is off).
 DEFAULT_NETWORK_DEADLINE = 600.0
