@@ -220,10 +220,8 @@ class Mem0Store:
                             getattr(memory, "db", None)):
                 close = getattr(closing, "close", None)
                 if callable(close):
-                    try:
+                    with contextlib.suppress(Exception):  # at the end: nothing to do
                         close()
-                    except Exception:
-                        pass
 
 
 def _llm_failed(exc: BaseException) -> bool:
