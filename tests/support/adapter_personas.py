@@ -63,11 +63,13 @@ def sample_instances(n: int = 18) -> list[dict[str, Any]]:
     return data[:n]
 
 
-def generated_instances(n: int = 4, seed: int = 7) -> list[dict[str, Any]]:
-    """``n`` generated instances of a dozen short sessions each."""
+def generated_instances(n: int = 4, seed: int = 7, sessions: int = 12
+                        ) -> list[dict[str, Any]]:
+    """``n`` generated instances of about ``sessions`` short sessions each."""
     config = GeneratorConfig(seed=seed, type_counts=(("multi-session", n),),
-                             abstention_counts=(), sessions_per_history=12, filler_pool_size=40,
-                             persona_sessions=2, topical_sessions=3, session_bytes_mean=900,
+                             abstention_counts=(), sessions_per_history=sessions,
+                             filler_pool_size=40, persona_sessions=2,
+                             topical_sessions=min(3, sessions // 3), session_bytes_mean=900,
                              oversize_sessions=0)
     return list(iter_instances(config))
 
