@@ -88,20 +88,31 @@ def run_embeddings(persona: Persona) -> Any:
     return RunEmbeddings()
 
 
-def chunk_documents(persona: Persona, chunk_size: int, chunk_overlap: int) -> list[Any]:
+def chunk_documents(persona: Persona, chunk_size: int, chunk_overlap: int,
+                    splitter: Any = None) -> list[Any]:
     """The persona's sessions split as :class:`LangChainStore` splits them: LangChain
     ``Document`` chunks, each with ``id`` ``<session>#<j>`` and metadata ``session_id``,
-    ``date``, ``start_index`` and ``turns``."""
-    from langchain_text_splitters import RecursiveCharacterTextSplitter
+    ``date``, ``start_index`` and ``turns``. ``splitter``: any LangChain text splitter made
+    with ``add_start_index=True`` (default: ``RecursiveCharacterTextSplitter`` of these
+    sizes)."""
+    if splitter is None:
+        from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-    splitter = RecursiveCharacterTextSplitter(chunk_size=chunk_size, chunk_overlap=chunk_overlap,
-                                              add_start_index=True)
+        splitter = RecursiveCharacterTextSplitter(
+            chunk_size=chunk_size, chunk_overlap=chunk_overlap, add_start_index=True)
     out: list[Any] = []
     for doc in session_documents(persona):
         chunks = splitter.create_documents([doc.text], metadatas=[
             {"session_id": doc.session_id, "date": doc.date}])
         for j, chunk in enumerate(chunks):
-            start = int(chunk.metadata["start_index"])
+            start = int(chunk.metadata.get("start_index", -1))
+            if start < 0 or doc.text[start:start + len(chunk.page_content)] != \
+                    chunk.page_content:
+                raise RetrieverError(
+                    f"langchain: a chunk of session {doc.session_id} is not a piece of the "
+                    "session's text, so the turns it covers cannot be named; give a splitter "
+                    "that keeps the text and says where (add_start_index=True, separators "
+                    "kept, as RecursiveCharacterTextSplitter does)")
             chunk.metadata["turns"] = list(doc.turns(start, start + len(chunk.page_content)))
             chunk.id = f"{doc.session_id}#{j}"
             out.append(chunk)
@@ -129,11 +140,17 @@ class LangChainStore:
                        "chunk_overlap": chunk_overlap, **versions}
         self._stores: dict[str, tuple[Any, Any, int]] = {}
 
+    def splitter(self) -> Any:
+        """The text splitter (a subclass returns its own, made with ``add_start_index=True``:
+        docs/memory-libraries.md); None: ``RecursiveCharacterTextSplitter`` of the knobs."""
+        return None
+
     def index(self, persona: Persona) -> None:
         try:
             from langchain_core.vectorstores import InMemoryVectorStore
 
-            chunks = chunk_documents(persona, self.chunk_size, self.chunk_overlap)
+            chunks = chunk_documents(persona, self.chunk_size, self.chunk_overlap,
+                                     self.splitter())
             embedding = (run_embeddings(persona) if self.embedder == RUN
                          else user_class(self.name, self.embedder)())
             store = InMemoryVectorStore(embedding)

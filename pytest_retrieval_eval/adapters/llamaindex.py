@@ -75,13 +75,17 @@ def run_embedding(persona: Persona) -> Any:
     return RunEmbedding(model_name="run", embed_batch_size=2048)
 
 
-def nodes_of(persona: Persona, chunk_size: int, chunk_overlap: int) -> list[Any]:
+def nodes_of(persona: Persona, chunk_size: int, chunk_overlap: int,
+             splitter: Any = None) -> list[Any]:
     """The persona's nodes as :class:`LlamaIndexStore` makes them: ids ``<session>#<j>``,
-    metadata ``session_id``, ``date`` and ``turns`` (excluded from embedding)."""
+    metadata ``session_id``, ``date`` and ``turns`` (excluded from embedding). ``splitter``:
+    any LlamaIndex node parser (default: ``SentenceSplitter`` of these sizes)."""
     from llama_index.core import Document
-    from llama_index.core.node_parser import SentenceSplitter
 
-    splitter = SentenceSplitter(chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+    if splitter is None:
+        from llama_index.core.node_parser import SentenceSplitter
+
+        splitter = SentenceSplitter(chunk_size=chunk_size, chunk_overlap=chunk_overlap)
     out: list[Any] = []
     for doc in session_documents(persona):
         document = Document(text=doc.text, id_=doc.session_id,
@@ -132,11 +136,16 @@ class LlamaIndexStore:
                        "chunk_overlap": chunk_overlap, **versions}
         self._indexes: dict[str, tuple[Any, int]] = {}
 
+    def splitter(self) -> Any:
+        """The node parser (a subclass returns its own: docs/memory-libraries.md); None:
+        ``SentenceSplitter`` of the knobs."""
+        return None
+
     def index(self, persona: Persona) -> None:
         try:
             from llama_index.core import VectorStoreIndex
 
-            nodes = nodes_of(persona, self.chunk_size, self.chunk_overlap)
+            nodes = nodes_of(persona, self.chunk_size, self.chunk_overlap, self.splitter())
             model = (run_embedding(persona) if self.embedder == RUN
                      else user_class(self.name, self.embedder)())
             index = VectorStoreIndex(nodes, embed_model=model)

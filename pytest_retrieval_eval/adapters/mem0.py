@@ -125,20 +125,24 @@ class Mem0Store:
 
     def _memory(self, persona: Persona, folder: Path) -> Any:
         memory_class = import_mem0(folder / "home")
+        return memory_class.from_config(self.memory_config(persona, folder))
+
+    def memory_config(self, persona: Persona, folder: Path) -> dict[str, Any]:
+        """mem0's config for this persona, every path under ``folder`` (a subclass may
+        change it: docs/memory-libraries.md)."""
         dim = int(np.asarray(persona.vectors).shape[1]) if np.asarray(
             persona.vectors).ndim == 2 else None
         store: dict[str, Any] = {"collection_name": "memories"}
         if dim:
             store["embedding_model_dims"] = dim
         if self.vector_store == "qdrant":
-            store.update(path=str(folder / "qdrant"), on_disk=True)
+            store.update(path=str(folder / "qdrant"))
         embedder: dict[str, Any] = {"provider": self.embedder, "config": {}}
         if self.embedder == RUN:  # built by mem0, then replaced: no call is ever made
             embedder = {"provider": "openai", "config": {"api_key": "unused-run-model"}}
-        config = {"vector_store": {"provider": self.vector_store, "config": store},
-                  "embedder": embedder, "llm": llm_config(self.llm, self.infer),
-                  "history_db_path": str(folder / "history.db")}
-        return memory_class.from_config(config)
+        return {"vector_store": {"provider": self.vector_store, "config": store},
+                "embedder": embedder, "llm": llm_config(self.llm, self.infer),
+                "history_db_path": str(folder / "history.db")}
 
     def index(self, persona: Persona) -> None:
         if persona.workdir is None:

@@ -119,3 +119,29 @@ def test_a_library_failure_is_one_line_with_its_type() -> None:
         store.index(persona)  # type: ignore[attr-defined]
     assert str(info.value) == (f"langchain: persona {persona.key[:12]}: the library raised "
                                "ValueError: boom second line")
+
+
+def test_a_subclass_with_its_own_splitter_as_the_docs_conftest_writes_it() -> None:
+    """docs/memory-libraries.md's conftest: LineChunks splits at lines, 1000 characters; a
+    splitter that drops text (CharacterTextSplitter collapses blank lines) is one line."""
+    from langchain_text_splitters import CharacterTextSplitter
+
+    class LineChunks(LangChainStore):
+        def splitter(self) -> Any:
+            return RecursiveCharacterTextSplitter(separators=["\n", " ", ""], chunk_size=1000,
+                                                  chunk_overlap=0, add_start_index=True)
+
+    class Dropping(LangChainStore):
+        def splitter(self) -> Any:
+            return CharacterTextSplitter(separator="\n", chunk_size=1000, chunk_overlap=0,
+                                         add_start_index=True)
+
+    with pytest.raises(RetrieverError, match=r"is not a piece of the session's text"):
+        Dropping().index(personas(generated_instances(1))[0][0])
+
+    store = LineChunks()
+    for persona, query in personas(generated_instances(2)):
+        store.index(persona)
+        got = store.rank(persona, query, 5)
+        assert got and all(covers(persona, m) for m in got)
+        assert all(len(m.text or "") <= 1000 or "\n" not in (m.text or "") for m in got)
