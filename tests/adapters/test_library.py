@@ -75,3 +75,24 @@ def test_the_run_prints_the_warning_line(pytester: pytest.Pytester,
                                 "--collect-only", "-q")
     result.stdout.fnmatch_lines(["retrieval-eval: warning: langchain: langchain-core 9.0 is "
                                  "outside the tested range >=1.0,<2; *"])
+
+
+def test_the_adapters_use_no_network(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """With the run's model, no adapter opens a connection (mem0 and LlamaIndex build OpenAI
+    clients they never call; LlamaIndex's tokenizer is the copy it ships)."""
+    import socket
+
+    from tests.support.adapter_personas import generated_instances, personas
+
+    def refuse(self: socket.socket, address: object) -> None:
+        raise AssertionError(f"a connection to {address!r}")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    (persona, query), = personas(generated_instances(1, sessions=6), tmp_path)
+    for name in ("langchain", "llamaindex+chunk_size:256", "mem0"):
+        store = get_retriever(name)
+        store.index(persona)  # type: ignore[attr-defined]
+        assert store.rank(persona, query, 3)
+        store.close()  # type: ignore[attr-defined]
