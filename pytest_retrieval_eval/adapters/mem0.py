@@ -13,6 +13,9 @@ id, its turn ids and its date:
 - ``+infer:true``: mem0's LLM extracts facts from the session (the user's LLM settings,
   :mod:`.mem0_llm`); each fact names its session (mem0 does not say which turn).
 
+A later run with the same settings (and the same persona key: texts and model) reopens the
+memory its workdir holds instead of adding every session again.
+
 ``rank``: mem0's ``search(question, filters={"user_id": persona}, top_k=k)``, ``k`` from
 ``limit`` doubled until the memories cover ``limit`` sessions (or mem0 has no more above its
 ``threshold``, 0.1 by default, ``+threshold:``). Without spaCy and fastembed installed, mem0's
@@ -27,6 +30,7 @@ provider, configured as mem0 configures it (its environment variables).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 from pathlib import Path
@@ -47,6 +51,9 @@ RUN = "run"
 DEFAULT_THRESHOLD = 0.1
 #: The folder of a persona's workdir that holds all mem0 writes.
 FOLDER = "mem0"
+#: The file that marks a finished ingest (its settings, each memory's turn): a later run
+#: with the same settings reopens the memory instead of adding every session again.
+DONE = "ingested.json"
 
 
 def import_mem0(home: Path) -> Any:
@@ -148,15 +155,17 @@ class Mem0Store:
         if persona.workdir is None:
             raise RetrieverError(f"{self.name}: persona {persona.key[:12]} has no workdir")
         folder = persona.workdir / FOLDER
-        shutil.rmtree(folder, ignore_errors=True)  # a fresh memory each index
+        kept = self._reopen(persona, folder)
+        if kept is not None:
+            self._held[persona.key] = kept
+            self._costs[persona.key] = {}
+            return
+        shutil.rmtree(folder, ignore_errors=True)  # a fresh memory each ingest
         (folder / "home").mkdir(parents=True)
         meter = LlmMeter(self.llm)
         turn_of: dict[str, tuple[str, str | None]] = {}
         try:
-            memory = self._memory(persona, folder)
-            embedding = memory.embedding_model
-            if self.embedder == RUN:
-                memory.embedding_model = embedding = run_embedder(persona)
+            memory, embedding = self._open(persona, folder)
             if self.infer:
                 meter.attach(memory.llm)
             docs = session_documents(persona)
@@ -167,10 +176,10 @@ class Mem0Store:
                 messages = [{"role": t["role"], "content": t["content"]} for t in turns]
                 added = memory.add(messages, user_id=persona.key, infer=self.infer, metadata={
                     "session_id": doc.session_id, "turn_ids": ids, "date": doc.date})
-                kept = [i for i, m in zip(ids, messages, strict=True)
-                        if m["role"] != "system" and m["content"] is not None]
+                stored = [i for i, m in zip(ids, messages, strict=True)
+                          if m["role"] != "system" and m["content"] is not None]
                 for j, item in enumerate(added.get("results", [])):
-                    turn = kept[j] if not self.infer and j < len(kept) else None
+                    turn = stored[j] if not self.infer and j < len(stored) else None
                     turn_of[str(item["id"])] = (doc.session_id, turn)
         except Exception as exc:
             if self.infer and _llm_failed(exc):
@@ -178,7 +187,42 @@ class Mem0Store:
             raise library_error(self.name, f"persona {persona.key[:12]}", exc) from None
         finally:
             self._costs[persona.key] = meter.record() if self.infer else {}
+        (folder / DONE).write_text(json.dumps({"settings": self._fingerprint(),
+                                               "turns": turn_of}), encoding="utf-8")
         self._held[persona.key] = (memory, embedding, turn_of)
+
+    def _fingerprint(self) -> dict[str, Any]:
+        """What an ingest depends on besides the persona (its key: its texts and model)."""
+        return {"format": 1, "infer": self.infer, "embedder": self.embedder,
+                "vector_store": self.vector_store, "mem0": self.config.get("mem0ai"),
+                **({"llm": self.llm.label()} if self.infer else {})}
+
+    def _open(self, persona: Persona, folder: Path) -> tuple[Any, Any]:
+        memory = self._memory(persona, folder)
+        embedding = memory.embedding_model
+        if self.embedder == RUN:
+            memory.embedding_model = embedding = run_embedder(persona)
+        return memory, embedding
+
+    def _reopen(self, persona: Persona, folder: Path
+                ) -> tuple[Any, Any, dict[str, tuple[str, str | None]]] | None:
+        """An earlier run's memory of this persona with the same settings, reopened (its
+        LLM costs were that run's); None when there is none to reuse."""
+        try:
+            done = json.loads((folder / DONE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(done, dict) or done.get("settings") != self._fingerprint() or \
+                not isinstance(done.get("turns"), dict):
+            return None
+        turn_of = {str(k): (str(v[0]), None if v[1] is None else str(v[1]))
+                   for k, v in done["turns"].items()
+                   if isinstance(v, list) and len(v) == 2}
+        try:
+            memory, embedding = self._open(persona, folder)
+        except Exception:  # a damaged store: ingest again
+            return None
+        return memory, embedding, turn_of
 
     def ingest_costs(self, persona_key: str) -> dict[str, Any] | None:
         """The LLM calls and tokens of this persona's ``index`` (None: no LLM used)."""

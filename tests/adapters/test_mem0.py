@@ -205,3 +205,29 @@ def test_mem0_writes_nothing_outside_the_workdir(tmp_path: Path) -> None:
     written = [p.relative_to(work) for p in work.rglob("*") if p.is_file()]
     assert written and all(p.parts[1] == "mem0" for p in written)
     assert any(p.parts[2] == "qdrant" for p in written)
+
+
+def test_a_later_run_reopens_the_memory_its_workdir_holds(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    (persona, query), = personas(generated_instances(1, sessions=6), tmp_path)
+    first = get_retriever("mem0")
+    first.index(persona)  # type: ignore[attr-defined]
+    want = first.rank(persona, query, 5)
+    first.close()  # type: ignore[attr-defined]
+    assert (persona.workdir / "mem0" / "ingested.json").is_file()  # type: ignore[operator]
+    memory_class = import_mem0(tmp_path / "unused")
+
+    def no_add(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("added again")
+
+    monkeypatch.setattr(memory_class, "add", no_add)
+    again = get_retriever("mem0")
+    again.index(persona)  # type: ignore[attr-defined]
+    got = again.rank(persona, query, 5)
+    assert [(m.id, m.turns, m.text) for m in got] == [(m.id, m.turns, m.text) for m in want]
+    assert [m.score for m in got] == pytest.approx([m.score for m in want], abs=1e-6)
+    again.close()  # type: ignore[attr-defined]
+    other = Mem0Store(threshold=0.1, vector_store="qdrant", embedder="run", infer=False)
+    other._fingerprint = lambda: {"format": 0}  # type: ignore[method-assign]
+    with pytest.raises(RetrieverError, match="AssertionError: added again"):
+        other.index(persona)  # other settings: ingested again
