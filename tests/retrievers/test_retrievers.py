@@ -70,7 +70,8 @@ def test_builtins_fit_the_protocol_and_registry() -> None:
     for name in ["hybrid", "semantic", "fts", "bm25", "oracle"]:
         retriever = r.get_retriever(name)
         assert isinstance(retriever, r.Retriever) and retriever.name == name
-    with pytest.raises(RetrievalEvalError, match="unknown; choose from bm25, fts, hybrid, langchain"):
+    with pytest.raises(RetrievalEvalError,
+                       match="unknown; choose from bm25, fts, hybrid, langchain"):
         r.get_retriever("nope")
 
 
