@@ -6,8 +6,8 @@ turn provenance, the run's model through ``persona.embed``), offered as the buil
 Modules: ``registry`` (the adapters by name), ``library`` (the door to a library: installed,
 its version in the tested range, its exceptions as one line), ``sessions`` (a session as one
 document with each turn's character span), ``langchain``, ``llamaindex``, ``mem0`` (the
-adapters), ``mem0_llm`` (mem0's LLM settings and the calls and tokens it spent). A library is imported only by its adapter's
-``index``; naming no adapter imports nothing of this wing.
+adapters), ``mem0_llm`` (mem0's LLM settings and the calls and tokens it spent). A library
+is imported only by its adapter's ``index``; naming no adapter imports nothing of this wing.
 
 PYTEST_DONT_REWRITE: holds no test asserts.
 """
