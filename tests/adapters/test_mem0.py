@@ -155,7 +155,7 @@ def test_infer_true_against_the_standin_counts_its_calls_and_tokens(
 
 
 @pytest.mark.parametrize(("mode", "timeout", "said"), [
-    ("fail", 30.0, "InternalServerError"), ("slow", 0.5, "APITimeoutError"),
+    ("fail", 30.0, "InternalServerError"), ("slow", 0.5, "APITimeoutError|ReadTimeout: timed out"),
     ("nokey", 30.0, "OpenAIError: Missing credentials")])
 def test_an_llm_that_fails_is_one_line_naming_the_provider_and_the_fix(
         small: list[Any], mode: str, timeout: float, said: str,
@@ -171,8 +171,11 @@ def test_an_llm_that_fails_is_one_line_naming_the_provider_and_the_fix(
         store.close()
     line = str(info.value)
     assert "\n" not in line
-    assert line.startswith(f"mem0: persona {persona.key[:12]}: the LLM (openai:standin-model "
-                           f"at {url}) failed: {said}")
+    head = (f"mem0: persona {persona.key[:12]}: the LLM (openai:standin-model at {url}) "
+            "failed: ")
+    assert line.startswith(head)
+    # a timeout reaches mem0 as openai's APITimeoutError or as the transport's own
+    assert any(line[len(head):].startswith(cause) for cause in said.split("|")), line
     assert line.endswith("--retrieval-eval-llm-base-url, or measure +infer:false")
 
 
