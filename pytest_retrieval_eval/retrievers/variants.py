@@ -151,6 +151,8 @@ PARAMETERS: Mapping[str, Mapping[str, _Param]] = {
         "vector_store": _Param(_word, "qdrant",
                                "mem0's vector store provider (qdrant in local mode, under the "
                                "persona's workdir)"),
+        "threshold": _Param(_fraction, 0.1,
+                            "the least semantic score mem0's search keeps (mem0's default)"),
     },
 }
 

@@ -96,3 +96,15 @@ def test_the_adapters_use_no_network(monkeypatch: pytest.MonkeyPatch, tmp_path: 
         store.index(persona)  # type: ignore[attr-defined]
         assert store.rank(persona, query, 3)
         store.close()  # type: ignore[attr-defined]
+
+
+def test_every_knob_reaches_its_adapter() -> None:
+    lc = get_retriever("langchain+chunk_size:300+chunk_overlap:10")
+    assert (lc.chunk_size, lc.chunk_overlap) == (300, 10)  # type: ignore[attr-defined]
+    li = get_retriever("llamaindex+chunk_size:512+chunk_overlap:0")
+    assert (li.chunk_size, li.chunk_overlap) == (512, 0)  # type: ignore[attr-defined]
+    m = get_retriever("mem0+infer:true+threshold:0.25+vector_store:qdrant")
+    assert (m.infer, m.threshold, m.vector_store) == (True, 0.25, "qdrant")  # type: ignore[attr-defined]
+    assert m.name == "mem0+infer:true+threshold:0.25+vector_store:qdrant"
+    with pytest.raises(RetrievalEvalError, match="threshold:2 is not allowed"):
+        get_retriever("mem0+threshold:2")
