@@ -47,6 +47,11 @@ class RetrieverError(RetrievalEvalError):
     """A retriever failed for one pair (the item fails; the run goes on)."""
 
 
+class LibraryWarning(UserWarning):
+    """A library an adapter drives is installed at a version outside the range it was tested
+    with (``adapters/library.py``); printed as one terminal line at the run's start."""
+
+
 class StopRun(RetrievalEvalError):
     """A fault that every item would meet alike (a user store that cannot be created, the
     custom fixture raising): the first one stops the run as a usage error (exit 4, no report

@@ -144,6 +144,7 @@ def _prepare(state: EvalSession, config: pytest.Config) -> None:
     """Prepare, showing the cache's repair notices as one terminal line each."""
     import warnings
 
+    from .errors import LibraryWarning
     from .run.terminal_progress import Progress
     from .vectors.cache import CacheWarning
 
@@ -151,11 +152,12 @@ def _prepare(state: EvalSession, config: pytest.Config) -> None:
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", CacheWarning)
+            warnings.simplefilter("always", LibraryWarning)
             state.prepare(Progress(config))
     finally:
         tr = config.pluginmanager.get_plugin("terminalreporter")
         for w in caught:
-            if issubclass(w.category, CacheWarning) and tr is not None:
+            if issubclass(w.category, (CacheWarning, LibraryWarning)) and tr is not None:
                 tr.write_line(f"retrieval-eval: warning: {one_line(w.message)}")
             else:
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)

@@ -36,7 +36,8 @@ DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
 DEFAULT_DATA = "sample"
 DEFAULT_DATA_REPO = "xiaowu0162/longmemeval-cleaned"
 DEFAULT_RETRIEVERS = ("hybrid",)
-BUILTIN_RETRIEVERS = ("hybrid", "semantic", "fts", "bm25", "oracle", "vipune")
+BUILTIN_RETRIEVERS = ("hybrid", "semantic", "fts", "bm25", "oracle", "vipune", "mem0",
+                      "llamaindex", "langchain")
 #: Seconds per Hub call: io/hub_deadline.py's DEFAULT_DEADLINE (a test pins the two equal;
 #: that module is not loaded while the plugin is off).
 DEFAULT_NETWORK_DEADLINE = 600.0
@@ -242,6 +243,24 @@ def finite_seconds(value: str) -> float:
     return number
 
 
+def llm_spec(value: str) -> str:
+    """``PROVIDER`` or ``PROVIDER:MODEL`` (mem0's provider names: lower-case words)."""
+    value = str(value).strip()
+    if not re.fullmatch(r"[a-z][a-z0-9_]*(?::\S+)?", value):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not PROVIDER or PROVIDER:MODEL; give e.g. openai:gpt-4.1-nano")
+    return value
+
+
+def base_url(value: str) -> str:
+    """An ``http://`` or ``https://`` URL."""
+    value = str(value).strip()
+    if not re.fullmatch(r"https?://\S+", value):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not an http(s) URL; give e.g. http://127.0.0.1:8000/v1")
+    return value
+
+
 def max_length(value: str) -> int:
     """A tokenizer truncation length in 2..512 (bge and MiniLM take 512 positions)."""
     number = positive_int(value)
@@ -434,6 +453,18 @@ OPTIONS: tuple[Option, ...] = (
             finite_seconds, 600.0, "seconds a cmd: retriever may take to answer one persona's "
             "index request, an mcp: server to store one persona's history (default: 600)",
             "SECONDS"),
+    # The LLM of a memory library's adapter that calls one (mem0+infer:true, adapters/mem0_llm.py).
+    Option("--retrieval-eval-llm", "retrieval_eval_llm", llm_spec, None,
+            "the LLM mem0+infer:true extracts facts with, PROVIDER or PROVIDER:MODEL as mem0 "
+            "names them (openai:gpt-4.1-nano); the key comes from the environment "
+            "(OPENAI_API_KEY, ...) (default: mem0's own, openai and its default model)",
+            "PROVIDER[:MODEL]"),
+    Option("--retrieval-eval-llm-base-url", "retrieval_eval_llm_base_url", base_url, None,
+            "the OpenAI-compatible endpoint of --retrieval-eval-llm (default: the "
+            "provider's own, or OPENAI_BASE_URL)", "URL"),
+    Option("--retrieval-eval-llm-timeout", "retrieval_eval_llm_timeout", finite_seconds,
+            60.0, "seconds one LLM call of mem0+infer:true may take before its item fails "
+            "(default: 60)", "SECONDS"),
     # Recall at a context budget (scoring/budget.py, vectors/token_counts.py).
     Option("--retrieval-eval-budget", "retrieval_eval_budget", parse_budgets, None,
             "comma list of context budgets in tokens, each in 1..10000000: recall@<B>tok takes "

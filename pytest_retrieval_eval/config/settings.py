@@ -75,6 +75,9 @@ class Settings:
     network_deadline: float = DEFAULT_NETWORK_DEADLINE  # --retrieval-eval-network-deadline
     cmd_timeout: float = 60.0  # cmd: retrievers (retrievers/command.py)
     cmd_index_timeout: float = 600.0
+    llm: str | None = None  # mem0+infer:true's LLM (adapters/mem0_llm.py)
+    llm_base_url: str | None = None
+    llm_timeout: float = 60.0
     rootdir: Path | None = None  # where a cmd: retriever's command runs
     budget: tuple[int, ...] | None = None  # --retrieval-eval-budget (tokens)
     budget_tokenizer: str | None = None  # as given; None: DEFAULT_BUDGET_TOKENIZER

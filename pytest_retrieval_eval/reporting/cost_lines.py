@@ -10,7 +10,10 @@ terminal's timing line (:func:`.report.timing_lines`).
 - ``footprint``: ``disk_bytes`` (the workdirs' bytes after ``index``, each persona once),
   ``rss_growth_bytes`` (what the ``index`` calls added to the store's process, summed: the
   plugin's process, or a ``cmd:`` store's child), ``child_rss_bytes`` (a ``cmd:`` store's child
-  after an index, the largest seen), ``approximate: true`` for the RSS figures.
+  after an index, the largest seen), ``approximate: true`` for the RSS figures;
+- ``llm``: what the ``index`` calls spent on an LLM (the mem0 adapter's ``+infer:true``),
+  summed over the personas: ``calls``, ``prompt_tokens``, ``completion_tokens``, ``ms``,
+  ``personas``, and ``provider``.
 """
 
 from __future__ import annotations
@@ -66,6 +69,27 @@ def costs(latencies: Sequence[Mapping[str, Any]],
             **({"child_rss_bytes": max(child)} if child else {}),
             "approximate": True,
         }
+        llm = _llm(footprints)
+        if llm:
+            out["llm"] = llm
+    return out
+
+
+def _llm(footprints: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The index calls' LLM costs summed, each persona's last index once."""
+    per: dict[str, Mapping[str, Any]] = {}
+    for f in footprints:
+        if isinstance(f.get("llm"), Mapping):
+            per[str(f.get("persona"))] = f["llm"]
+    if not per:
+        return None
+    out: dict[str, Any] = {key: sum(int(x.get(key) or 0) for x in per.values())
+                           for key in ("calls", "prompt_tokens", "completion_tokens")}
+    out["ms"] = sum(float(x.get("ms") or 0.0) for x in per.values())
+    out["personas"] = len(per)
+    providers = sorted({str(x["provider"]) for x in per.values() if x.get("provider")})
+    if providers:
+        out["provider"] = ", ".join(providers)
     return out
 
 
@@ -150,4 +174,9 @@ def cost_phrases(entry: Mapping[str, Any]) -> list[str]:
         if server["unmatched"]:
             words.append(f"{server['unmatched']} result(s) matched no session")
         after.append("; ".join(words))
+    llm = entry.get("llm")
+    if llm:
+        after.append(f"LLM {llm['calls']} calls, {llm['prompt_tokens']:,} prompt + "
+                     f"{llm['completion_tokens']:,} completion tokens in ingest "
+                     f"({float(llm.get('ms') or 0.0) / 1000.0:.2f} s)")
     return after

@@ -162,7 +162,7 @@ def timing_summary(results: Sequence[PairResult]) -> dict[str, dict[str, Any]]:
 #: what a retriever's timing entry then holds (:func:`.cost_lines.cost_phrases`): where none
 #: is there, cost_lines is not loaded.
 _COSTS = ("startup", "transport")
-_COST_ENTRIES = ("startup", "transport", "footprint", "server")
+_COST_ENTRIES = ("startup", "transport", "footprint", "server", "llm")
 
 
 def _cost_phrases(entry: Mapping[str, Any]) -> list[str]:

@@ -332,6 +332,16 @@ def _built_in(module: str, attr: str) -> Callable[[object], Retriever]:
     return make
 
 
+def _adapter(name: str) -> Callable[[object], Retriever]:
+    """A memory library's adapter with its defaults (:mod:`..adapters.registry`, imported
+    when one is named)."""
+    def make(options: object) -> Retriever:
+        from ..adapters.registry import make_adapter
+
+        return make_adapter(name, {}, options)
+    return make
+
+
 REGISTRY: dict[str, Callable[[object], Retriever]] = {
     "hybrid": _built_in("reference", "HybridRetriever"),
     "semantic": _built_in("reference", "SemanticRetriever"),
@@ -339,6 +349,9 @@ REGISTRY: dict[str, Callable[[object], Retriever]] = {
     "bm25": _built_in("bm25", "BM25Retriever"),
     "oracle": _built_in("oracle", "OracleRetriever"),
     "vipune": _make_vipune,
+    "langchain": _adapter("langchain"),
+    "llamaindex": _adapter("llamaindex"),
+    "mem0": _adapter("mem0"),
 }
 """Built-in retriever factories by name; each takes the run's options (mapping or object)
 and imports its retriever's module on first use."""
@@ -377,7 +390,7 @@ def get_retriever(name: str, options: object = None) -> Retriever:
         from .whatif import make_variant
 
         try:
-            return make_variant(name)
+            return make_variant(name, opts)
         except VariantError as exc:
             raise RetrievalEvalError(str(exc)) from None
     if is_dotted(name):

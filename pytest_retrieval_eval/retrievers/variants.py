@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     pass
 
-__all__ = ["PARAMETERS", "VariantError", "VariantSpec", "is_variant", "parse_keywords",
+__all__ = ["ADAPTERS", "PARAMETERS", "VariantError", "VariantSpec", "is_variant", "parse_keywords",
            "parse_variant", "split_dotted"]
 
 MAX_POOL = 10_000  # vipune's MAX_SEARCH_LIMIT: no list may ask for more rows
@@ -69,6 +69,41 @@ class _Param:
     means: str
 
 
+_CLASS_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+
+
+def _embedder(text: str) -> str:
+    """``run`` (the run's model, through ``persona.embed``) or a class path ``pkg.mod.Class``."""
+    if text != "run" and not _CLASS_PATH.fullmatch(text):
+        raise ValueError("run or a class path pkg.module.Class")
+    return text
+
+
+def _provider_embedder(text: str) -> str:
+    """``run`` or one of mem0's embedder providers (``openai``, ``huggingface``, ...)."""
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", text):
+        raise ValueError("run or a mem0 embedder provider such as openai")
+    return text
+
+
+def _word(text: str) -> str:
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", text):
+        raise ValueError("a provider name such as qdrant")
+    return text
+
+
+def _adapter_chunks(size: int, overlap: int, unit: str) -> dict[str, _Param]:
+    return {
+        "chunk_size": _Param(_whole(1, 1_000_000), size,
+                             f"the splitter's chunk size in {unit} (the library's default)"),
+        "chunk_overlap": _Param(_whole(0, 1_000_000), overlap,
+                                f"the splitter's overlap in {unit} (the library's default)"),
+        "embedder": _Param(_embedder, "run",
+                           "run: the run's model through persona.embed; pkg.module.Class: "
+                           "the library's embedder of that class"),
+    }
+
+
 def _unit() -> _Param:
     return _Param(_one_of("session", "turn"), "session",
                   "the unit ranked: the persona's sessions, or its turns (returned as turn "
@@ -103,7 +138,26 @@ PARAMETERS: Mapping[str, Mapping[str, _Param]] = {
     "bm25": {
         "unit": _unit(),
     },
+    # The memory libraries (pytest_retrieval_eval/adapters, docs/memory-libraries.md).
+    "langchain": _adapter_chunks(4000, 200, "characters"),
+    "llamaindex": _adapter_chunks(1024, 200, "tokens"),
+    "mem0": {
+        "infer": _Param(_one_of("false", "true"), "false",
+                        "false: mem0 stores each message as it is; true: mem0's LLM extracts "
+                        "facts (the user's LLM settings)"),
+        "embedder": _Param(_provider_embedder, "run",
+                           "run: the run's model through persona.embed; else a mem0 embedder "
+                           "provider, configured from the environment"),
+        "vector_store": _Param(_word, "qdrant",
+                               "mem0's vector store provider (qdrant in local mode, under the "
+                               "persona's workdir)"),
+        "threshold": _Param(_fraction, 0.1,
+                            "the least semantic score mem0's search keeps (mem0's default)"),
+    },
 }
+
+#: The memory libraries' names (what-if bases built by pytest_retrieval_eval.adapters).
+ADAPTERS = ("langchain", "llamaindex", "mem0")
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from .base import Persona, Query, Retriever, _query_vector, _vipune_limit
 from .bm25 import BM25Retriever
 from .reference import FtsRetriever, HybridRetriever, SemanticRetriever
 from .units import TurnUnit
-from .variants import VariantSpec, parse_variant
+from .variants import ADAPTERS, VariantSpec, parse_variant
 
 __all__ = ["FtsVariant", "HybridVariant", "SemanticFloat32", "build", "float32_search"]
 
@@ -102,9 +102,13 @@ class SemanticFloat32(SemanticRetriever):
                                              qvec, lim)]
 
 
-def build(spec: VariantSpec) -> Retriever:
+def build(spec: VariantSpec, options: object = None) -> Retriever:
     """The retriever of a parsed what-if name (``+unit:turn``: the base ranks the persona's
     turns, :class:`.units.TurnUnit`)."""
+    if spec.base in ADAPTERS:  # a memory library's knobs (docs/memory-libraries.md)
+        from ..adapters.registry import make_adapter
+
+        return make_adapter(spec.base, {**spec.params, "name": spec.name}, options)
     if spec.params.get("unit") == "turn":
         inner = {k: v for k, v in spec.params.items() if k != "unit"}
         base = build(VariantSpec(spec.name, spec.base, inner))
@@ -122,6 +126,7 @@ def build(spec: VariantSpec) -> Retriever:
     return SemanticFloat32(spec)
 
 
-def make_variant(name: str) -> Retriever:
-    """The retriever a what-if name describes (:class:`VariantError` when it is bad)."""
-    return build(parse_variant(name))
+def make_variant(name: str, options: object = None) -> Retriever:
+    """The retriever a what-if name describes (:class:`VariantError` when it is bad);
+    ``options``: the run's settings, for the memory libraries' adapters."""
+    return build(parse_variant(name), options)

@@ -6,6 +6,9 @@ item runs (:mod:`.pair_run`):
   import) and construction, once per process;
 - **transport**: the plugin's side of a ``cmd:`` store's requests (encoding, writing, reading,
   decoding; :mod:`.retrievers.command_transport`), taken out of ingest and query latency;
+- **LLM**: what a store's ``index`` spent on an LLM (``ingest_costs(persona_key)`` of the
+  store: calls, prompt and completion tokens; the mem0 adapter's ``+infer:true``), kept with
+  that index call's footprint;
 - **footprint**: the bytes in the persona's workdir after ``index`` (disk), the resident
   memory ``index`` added to this process (RSS growth, from ``/proc/self/statm``: approximate,
   since an allocator may keep or return pages as it likes), and a ``cmd:`` store's child RSS
@@ -25,8 +28,8 @@ if TYPE_CHECKING:
     from ..mcp.retriever import McpRetriever
     from ..retrievers.command import CommandRetriever
 
-__all__ = ["folder_bytes", "footprint", "process_of", "resident_bytes", "server_facts",
-           "server_startup", "start_command", "transport_ms"]
+__all__ = ["folder_bytes", "footprint", "ingest_costs", "process_of", "resident_bytes",
+           "server_facts", "server_startup", "start_command", "transport_ms"]
 
 _COMMAND_MODULE = "pytest_retrieval_eval.retrievers.command"
 _MCP_MODULE = "pytest_retrieval_eval.mcp.retriever"
@@ -143,4 +146,22 @@ def footprint(retriever: Any, persona_key: str, folder: Path,
         record["child_rss_bytes"] = after
     if _as_server(retriever) is not None:  # a fresh server per persona: all of it is new
         record["rss_growth_bytes"] = None
+    spent = ingest_costs(retriever, persona_key)
+    if spent:
+        record["llm"] = spent
     return record
+
+
+def ingest_costs(retriever: Any, persona_key: str) -> dict[str, Any] | None:
+    """What the store's ``index`` of this persona spent on an LLM (``ingest_costs`` of the
+    store: ``calls``, ``prompt_tokens``, ``completion_tokens``, ...); None when it says
+    nothing, or says something that is not a mapping of those counts."""
+    take = getattr(retriever, "ingest_costs", None)
+    if not callable(take):
+        return None
+    got = take(persona_key)
+    if not isinstance(got, dict) or not all(
+            isinstance(got.get(k), int) and not isinstance(got.get(k), bool) and got[k] >= 0
+            for k in ("calls", "prompt_tokens", "completion_tokens")):
+        return None
+    return dict(got)

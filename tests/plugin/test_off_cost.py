@@ -71,7 +71,9 @@ UNUSED_BY_HYBRID = {
         "scoring.reference_recall", "reporting.memory_lines", "reporting.reference_lines",
         "reporting.config_lines", "reporting.cost_lines", "reporting.part_timing",
         "reporting.markdown", "data.json_stream", "data.subset", "data.turn_texts",
-        "vipune.exports", "vipune.cli_output")
+        "vipune.exports", "vipune.cli_output", "adapters", "adapters.registry",
+        "adapters.library", "adapters.sessions", "adapters.langchain", "adapters.llamaindex",
+        "adapters.mem0", "adapters.mem0_llm")
 }
 
 RUN_PROBE = """

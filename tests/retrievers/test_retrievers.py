@@ -65,11 +65,13 @@ def make_query(question: str, vector: np.ndarray | None, gold: tuple[str, ...] =
 
 
 def test_builtins_fit_the_protocol_and_registry() -> None:
-    assert sorted(r.REGISTRY) == ["bm25", "fts", "hybrid", "oracle", "semantic", "vipune"]
+    assert sorted(r.REGISTRY) == ["bm25", "fts", "hybrid", "langchain", "llamaindex", "mem0",
+                                  "oracle", "semantic", "vipune"]
     for name in ["hybrid", "semantic", "fts", "bm25", "oracle"]:
         retriever = r.get_retriever(name)
         assert isinstance(retriever, r.Retriever) and retriever.name == name
-    with pytest.raises(RetrievalEvalError, match="unknown; choose from bm25, fts, hybrid"):
+    with pytest.raises(RetrievalEvalError,
+                       match="unknown; choose from bm25, fts, hybrid, langchain"):
         r.get_retriever("nope")
 
 
