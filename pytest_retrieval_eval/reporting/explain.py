@@ -12,8 +12,10 @@ contributions ``1/(k + rank)``; the FTS5 MATCH string vipune sends, with "0 rows
 is why FTS did not help, and how FTS5 reads its words; the metrics that depend on the order
 of equal scores. :func:`.explain_diff.diff_lines` shows one question of two reports, rows
 aligned (``+`` entered the top k, ``-`` left it) and the gold's moves. Everything comes from
-the pair's result (``explain``, ``ties``, ``question``), nothing is recomputed; a report
-written before a part was recorded says so, and which option records it.
+the pair's result (``explain``, ``ties``, ``question``), nothing is recomputed but the query
+words each row matched, which are asked of the store the run searched
+(:mod:`.explain_facts`); a report written before a part was recorded says so, and which
+option records it.
 ``retrieval-eval explain`` prints it; the pytest face may show it for one item under ``-v``.
 """
 
@@ -208,6 +210,12 @@ def _missing_lines(facts: Mapping[str, Any] | None, top: int) -> list[str]:
     if facts.get("fusion") and "rows" not in facts["fusion"]:
         return ["  each row's semantic and FTS ranks and the query words it matched are "
                 f"not in this report; {RECORD_HINT}"]
+    for key in ("fusion", "fts"):
+        source = facts.get(key)
+        if isinstance(source, Mapping) and source.get("store_gone"):
+            return [f"  the query words each row matched are asked of the run's store "
+                    f"{source['store_gone']}, which is not there now (a cleared cache, or "
+                    f"another machine): run explain where the run ran, or run it again"]
     if facts.get("fts") and "matched" not in facts["fts"]:
         return [f"  the query words each row matched are not in this report; {RECORD_HINT}"]
     return []
