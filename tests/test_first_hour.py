@@ -1,15 +1,19 @@
-"""A new user's first hour (issue 48, items 1, 3 and 4): the README's set-up commands chain in
-one shell, the pairs run at the plugin's own root without the test extra, and ``-n 2`` of the
-everyday block is installed by set-up 1."""
+"""A new user's first hour (issue 48, items 1 to 4): the README's set-up commands chain in
+one shell, the pairs run at the plugin's own root without the test extra, ``-n 2`` of the
+everyday block is installed by set-up 1, and the headline's ``next:`` is not printed again by
+running it."""
 
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
+import pytest
+
+import pytest_retrieval_eval.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
 from tests.test_readme import NETWORK, README, ROOT, SHELL, TEST_COMMAND
 
 #: ``python3 -m venv DIR`` as a stand-in: DIR/bin/pip and DIR/bin/pytest that do nothing but
@@ -59,6 +63,8 @@ def test_the_two_set_ups_chain_in_one_shell_and_leave_you_at_the_root(tmp_path: 
 def test_set_up_1_installs_pytest_xdist_for_the_everyday_n_2() -> None:
     """The everyday block's ``-n 2`` needs pytest-xdist: set-up 1 installs the extra that
     holds it (two small wheels)."""
+    import tomllib
+
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     extra = project["optional-dependencies"]["xdist"]
     assert [d.split(">")[0] for d in extra] == ["pytest-xdist"]
@@ -85,3 +91,18 @@ def test_the_pairs_run_at_the_plugins_root_without_the_test_extra(tmp_path: Path
     assert done.returncode == 0, output[-3000:]
     assert "15 passed" in output.splitlines()[-1], output[-3000:]
     assert "onnx" not in output
+
+
+def test_running_the_next_command_does_not_print_it_again(pytester: pytest.Pytester,
+                                                           isolated_cache: Path) -> None:
+    """Issue 48, item 2: the headline's ``next:`` run as printed shows that item's
+    explanation, and no ``next:`` naming it again."""
+    first = pytester.runpytest_inprocess("--retrieval-eval", "--no-model",
+                                         "-p", "no:randomly")
+    line = next(x for x in first.outlines if x.startswith("next: "))
+    argv = shlex.split(line.removeprefix("next: "))
+    assert argv[0] == "pytest" and "-v" in argv, line
+    again = pytester.runpytest_inprocess(*argv[1:], "-p", "no:randomly")
+    assert again.ret == 0
+    assert any(x.startswith("explain ") for x in again.outlines), again.outlines
+    assert not any(x.startswith("next:") for x in again.outlines), again.outlines
