@@ -6,6 +6,7 @@ running it."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -106,3 +107,17 @@ def test_running_the_next_command_does_not_print_it_again(pytester: pytest.Pytes
     assert again.ret == 0
     assert any(x.startswith("explain ") for x in again.outlines), again.outlines
     assert not any(x.startswith("next:") for x in again.outlines), again.outlines
+
+
+def test_the_readme_defines_its_words_before_it_uses_them() -> None:
+    """Issue 48, item 6: pair, persona, lane and model-free are defined where they first
+    appear (model-free beside a MiniLM header too); the code's own word "wings" is not
+    used."""
+    text = README.read_text(encoding="utf-8")
+    definitions = text.index("Words used below:")
+    for word in ("pair", "persona", "lane", "model-free"):
+        first = re.search(rf"\b{word}", text, flags=re.IGNORECASE)
+        assert first is not None and first.start() > definitions, word
+        assert f"**{word}**" in text.lower() or f"*{word}s*" in text.lower(), word
+    assert "MiniLM" in text[definitions:definitions + 500]
+    assert not re.search(r"\bwings?\b", text, flags=re.IGNORECASE)
