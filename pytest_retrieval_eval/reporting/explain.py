@@ -342,6 +342,7 @@ def explain_lines(report: Mapping[str, Any], question_id: str, retriever: str | 
     lines fitted to ``width``. :class:`ExplainError` (one line) when the question or the
     retriever is not in the report."""
     pairs = _pairs_of(report, question_id, source)
+    question_id = str(pairs[0].get("question_id"))  # the whole id, given a part of it
     if retriever is not None:
         mine = [p for p in pairs if p.get("retriever") == retriever]
         if not mine:
@@ -385,9 +386,19 @@ def run_explanations(report: Mapping[str, Any], chosen: Sequence[tuple[str, str]
 
 
 def _pairs_of(report: Mapping[str, Any], question_id: str, source: str) -> list[Any]:
+    """The pairs of ``question_id``; a part of one id (as ``-k fa1b838c`` selects
+    ``gpt4_fa1b838c``, case aside) stands for it, a part of several is one line naming them
+    (issue 48, item 7)."""
     pairs = [p for p in report.get("pairs") or [] if p.get("question_id") == question_id]
     if not pairs:
         ids = list(dict.fromkeys(str(p.get("question_id")) for p in report.get("pairs") or []))
+        near = [i for i in ids if question_id and question_id.lower() in i.lower()]
+        if len(near) == 1:
+            return [p for p in report.get("pairs") or [] if p.get("question_id") == near[0]]
+        if near:
+            raise ExplainError(
+                f"question {question_id!r} is not in {source}; did you mean "
+                f"{_listing(near)}? give one of them whole")
         raise ExplainError(
             f"question {question_id!r} is not in {source} ({len(ids)} questions scored: "
             f"{_listing(ids)}); give one of its question_ids")

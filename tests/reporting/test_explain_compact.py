@@ -157,3 +157,15 @@ def test_the_run_records_the_store_and_explain_asks_it_for_the_matched_words(
     assert "matched" not in facts and facts["tokens"][0] == ["saxophon"]
     text = " ".join(explain_lines({**data, "pairs": [gone]}, "2819ce0a", width=10_000))
     assert "store " + str(pytester.path / "gone.sqlite") + ", which is not there now" in text
+
+
+def test_a_part_of_a_question_id_finds_it_as_minus_k_does() -> None:
+    """Issue 48, item 7: ``explain report.json fa1b838c`` finds ``gpt4_fa1b838c``; a part
+    of several ids is one line naming them."""
+    from pytest_retrieval_eval.reporting.explain import ExplainError
+
+    report = json.loads((DATA / "explain_pre48.json").read_text(encoding="utf-8"))
+    assert explain_lines(report, "CE0A") == explain_lines(report, "2819ce0a")
+    assert diff_lines(report, report, "ce0a") == diff_lines(report, report, "2819ce0a")
+    with pytest.raises(ExplainError, match=r"did you mean 2819ce0a, 1127eab1\?"):
+        explain_lines(report, "1")
