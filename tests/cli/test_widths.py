@@ -245,3 +245,20 @@ def test_a_bad_argument_wraps_on_a_terminal_too(monkeypatch: pytest.MonkeyPatch,
             assert len(got) == 1
         else:
             assert len(got) > 1 and all(len(x) <= 60 for x in got if " " in x.strip()), got
+
+
+@pytest.mark.parametrize("command", [["prep"], ["cache", "merge"], ["explain"], ["badge"]])
+def test_help_never_breaks_a_word_at_its_hyphen(
+        command: list[str], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 48, item 7: ``prep --help`` at 80 columns kept the cache path
+    ``~/.cache/pytest-retrieval-eval`` whole only by luck of its length; help wraps at spaces
+    only, so no line ends inside a hyphenated word."""
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("RETRIEVAL_EVAL_CACHE_DIR", "/home/someone/.cache/pytest-retrieval-eval")
+    with pytest.raises(SystemExit):
+        cli.main([*command, "--help"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines and not [x for x in lines if re.search(r"\w-$", x)], lines
+    if command == ["prep"]:
+        assert "/home/someone/.cache/pytest-retrieval-eval" in "\n".join(lines)
