@@ -148,6 +148,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
     given = [opt.flag for opt in OPTIONS
              if opt.dest != SWITCH and getattr(config.option, opt.dest, None) is not None]
     if not given:
+        _ini_note(terminalreporter, config)
         return
     no_model = [NO_MODEL_ALIAS] if "--retrieval-eval-no-model" in given else []
     named = [f for f in given if f != "--retrieval-eval-no-model"]
@@ -162,4 +163,31 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
 
     for line in fit_lines([f"retrieval-eval: {what}: add --retrieval-eval (or retrieval_eval "
                            "= true in the ini file)"], config.get_terminal_writer().fullwidth):
+        terminalreporter.write_line(line)
+
+
+def _ini_note(terminalreporter: Any, config: pytest.Config) -> None:
+    """Plain ``pytest`` in a folder whose ini file sets ``retrieval_eval_*`` keys (a store's
+    project, examples/vipune): one note that the evaluation is off and how to switch it on
+    (issue 48, item 7); nothing where the ini file sets none, or switches it off itself."""
+    def ini(name: str) -> Any:
+        try:
+            return config.getini(name)
+        except (ValueError, TypeError, pytest.UsageError):
+            return ...  # set, to a value the settings' reader would refuse
+
+    if ini(SWITCH) is not None:  # the ini file says whether: off is its choice
+        return
+    keys = [opt.dest for opt in OPTIONS
+            if opt.dest != SWITCH and ini(opt.dest) not in ("", None, [])]
+    if not keys:
+        return
+    from .reporting.text_width import fit_lines
+
+    listed = ", ".join(keys[:2]) + (f" and {len(keys) - 2} more" if len(keys) > 2 else "")
+    where = config.inipath.name if config.inipath is not None else "the ini file"
+    for line in fit_lines([f"retrieval-eval: {where} sets {listed}, but the evaluation is "
+                           "off: add --retrieval-eval to score retrieval (pytest "
+                           "--retrieval-eval --no-model)"],
+                          config.get_terminal_writer().fullwidth):
         terminalreporter.write_line(line)

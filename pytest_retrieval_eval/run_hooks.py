@@ -384,7 +384,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:  # c
     json_path = state.settings.json_path
     state.report = report.build_report(
         info, state.results, errors, rerun=_rerun_options(config),
-        report_path=None if json_path is None else str(json_path))
+        report_path=None if json_path is None else str(json_path),
+        shown=_chosen(state) if config.get_verbosity() > 0 else ())
     base = config.stash.get(BASE_KEY, None)
     if base is not None and state.settings.compare is not None:
         publish.attach_comparison(state.report, base, state.settings.compare,  # never raises
@@ -401,6 +402,20 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:  # c
     if state.settings.html is not None:  # after the JSON, as the Markdown: never costs it
         config.stash[PUBLISHED_KEY].extend(publish.publish_view(state.report,
                                                                 state.settings.html))
+
+
+def _chosen(state: Any) -> list[tuple[str, str]]:
+    """(question id, column) of every item the run selected; ``-v`` explains them when they
+    are few (:func:`.reporting.explain.run_explanations`), and the headline's next command
+    then names none of them (it would repeat the run)."""
+    from .reporting.explain import CHOSEN_ITEMS
+
+    corpus = state.corpus
+    if corpus is None:
+        return []
+    chosen = [(corpus.pairs[i].question_id, state.display_name(name))
+              for i, name in state.selected or []]
+    return chosen if len(chosen) <= CHOSEN_ITEMS else []
 
 
 def _rerun_options(config: pytest.Config) -> list[str]:
@@ -470,10 +485,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
     if verbosity > 0:  # why: each failed item's question, and the items a run picked out
         from .reporting.explain import run_explanations
 
-        corpus = state.corpus
-        assert corpus is not None
-        chosen = [(corpus.pairs[i].question_id, state.display_name(name))
-                  for i, name in state.selected or []]
+        chosen = _chosen(state)
         failed = [(str(e.get("question_id")), str(e.get("retriever")))
                   for e in state.report.get("errors") or []]
         for line in run_explanations(state.report, chosen, failed, width):

@@ -149,6 +149,24 @@ def stand_ins(bin_dir: Path, log: Path) -> None:
         (bin_dir / tool).chmod(0o755)
 
 
+PREP = "Prepare the vectors (on a cache miss; --turns for +unit:turn retrievers)"
+
+
+def _version() -> str:
+    import importlib.metadata
+
+    return importlib.metadata.version("pytest-retrieval-eval")
+
+
+def _retrievers_hash(ini: Path) -> str:
+    """The recipe's hash of the ini's retriever line (``grep | sha256sum | cut -c1-12``)."""
+    import hashlib
+
+    line = next(x for x in ini.read_text(encoding="utf-8").splitlines()
+                if re.match(r"\s*retrieval_eval_retriever\s*=", x))
+    return hashlib.sha256(line.encode()).hexdigest()[:12]
+
+
 def git(folder: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(folder), "-c", "user.name=t",
                            "-c", "user.email=t@example.invalid", *args],
@@ -179,15 +197,16 @@ def test_the_recipe_runs_a_push_then_a_pull_request(tmp_path: Path) -> None:
                              "step_summary": str(push_summary)}, caches, artifacts, RUN_ID)
     run_job(workflow, push, tmp_path / "bin")
     assert push.ran == ["actions/checkout@v4", "actions/setup-python@v5", "Install the plugin",
-                        "Restore the prepared vectors", "Prepare the vectors (on a cache miss)",
+                        "The cache key's parts", "Restore the prepared vectors", PREP,
                         "Evaluate", "Keep the report"]
     text = push_summary.read_text()
     assert text.startswith("**retrieval-eval** · dataset `sample`")  # the run's Markdown
     assert (checkout / "retrieval-eval.md").read_text() in text
     assert "against main" not in text  # a push compares with nothing
     assert (artifacts[RUN_ID] / "retrieval-eval-report" / "retrieval-eval.json").is_file()
-    key = "retrieval-eval-vectors-sample-sentence-transformers/all-MiniLM-L6-v2"
-    assert list(caches) == [key]  # keyed by dataset and model
+    key = ("retrieval-eval-vectors-sample-sentence-transformers/all-MiniLM-L6-v2-"
+           f"{_version()}-{_retrievers_hash(checkout / 'pytest.ini')}")
+    assert list(caches) == [key]  # keyed by dataset, model, version and retriever list
 
     for name in ("retrieval-eval.json", "retrieval-eval.md"):
         (checkout / name).unlink()
@@ -198,7 +217,7 @@ def test_the_recipe_runs_a_push_then_a_pull_request(tmp_path: Path) -> None:
                              "base_ref": "main", "head_ref": "feature",
                              "step_summary": str(pr_summary)}, caches, artifacts, "4343")
     run_job(workflow, pull, tmp_path / "bin")
-    assert "Prepare the vectors (on a cache miss)" not in pull.ran  # the cache was hit
+    assert PREP not in pull.ran  # the cache was hit
     assert pull.ran[-3:] == ["Find the base branch's last report",
                              "Download the base branch's report", "Compare with the base branch"]
     calls = log.read_text().splitlines()
@@ -219,3 +238,49 @@ def test_the_recipe_runs_a_push_then_a_pull_request(tmp_path: Path) -> None:
             "new") in lines
     assert "overall                  15   0 0.833 0.833 +0.000 [+0.00,+0.00]  1.000  1.000†" \
         in lines
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_the_recipe_preps_turns_for_a_dataset_that_is_not_bundled(
+        tmp_path: Path, tiny_model_dir: Path) -> None:
+    """Issue 48, item 5: a generated dataset (no bundled vectors) and a local model; the ini
+    names ``semantic+unit:turn``, so prep embeds the turns and every turn pair is scored; a
+    retriever list without it is another cache key (its cache is never restored for the
+    list with it) and preps no turns."""
+    workflow = yaml.safe_load(RECIPE.read_text(encoding="utf-8"))
+    checkout = tmp_path / "store"
+    checkout.mkdir()
+    ini = (ROOT / "examples" / "vipune" / "pytest.ini").read_text(encoding="utf-8")
+    (checkout / "pytest.ini").write_text(ini, encoding="utf-8")
+    subprocess.run([sys.executable, "-m", "pytest_retrieval_eval.cli", "generate", "--preset",
+                    "full_m", "--instances", "6", "--sessions", "4", "--no-progress",
+                    str(checkout / "data.json")], check=True, capture_output=True)
+    git(checkout, "init", "-q", "-b", "main")
+    log = tmp_path / "calls.log"
+    stand_ins(tmp_path / "bin", log)
+    workflow["env"].update(DATASET="data.json", MODEL=str(tiny_model_dir))
+    caches: dict[str, Path] = {}
+    context = {"workspace": str(checkout), "token": "t", "repository": "me/store",
+               "workflow": workflow["name"], "sha": "0" * 40, "event_name": "push",
+               "ref": "refs/heads/main", "ref_name": "main", "base_ref": "", "head_ref": ""}
+
+    def push(name: str) -> Runner:
+        runner = Runner(checkout, {**context, "step_summary": str(tmp_path / f"{name}.md")},
+                        caches, {}, RUN_ID)
+        run_job(workflow, runner, tmp_path / "bin")
+        return runner
+
+    first = push("turns")
+    assert PREP in first.ran and first.steps["key"]["turns"] == "--turns"
+    report = json.loads((checkout / "retrieval-eval.json").read_text())
+    turn_pairs = [p for p in report["pairs"] if p["retriever"] == "semantic+unit:turn"]
+    assert turn_pairs and not report["errors"], report["errors"]
+    assert len(turn_pairs) == len([p for p in report["pairs"] if p["retriever"] == "hybrid"])
+
+    without = ini.replace(",semantic+unit:turn", "")
+    assert without != ini
+    (checkout / "pytest.ini").write_text(without, encoding="utf-8")
+    shutil.rmtree(checkout / ".retrieval-eval-cache")
+    second = push("no-turns")
+    assert PREP in second.ran and second.steps["key"]["turns"] == ""  # another key: a miss
+    assert len(caches) == 2

@@ -208,8 +208,8 @@ def test_setup_commands_are_what_ci_runs() -> None:
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert TEST_COMMAND in ci.splitlines()
     main_job = next(c for c in setup if c != TEST_COMMAND)
-    assert main_job.endswith("cd examples/vipune && ../../.venv/bin/pytest --retrieval-eval "
-                             "--no-model")
+    assert main_job.endswith("(cd examples/vipune && ../../.venv/bin/pytest --retrieval-eval "
+                             "--no-model)")
     assert "cd examples/vipune" in ci and "pytest --retrieval-eval --no-model" in ci
 
 

@@ -10,7 +10,7 @@ import argparse
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
-from typing import NoReturn, TextIO
+from typing import Any, NoReturn, TextIO
 
 from ..errors import one_line
 
@@ -73,13 +73,47 @@ def nonempty(value: str) -> str:
     return value.strip()
 
 
+class WholeWordsFormatter(argparse.HelpFormatter):
+    """``--help`` wrapped at spaces only: a path (``~/.cache/pytest-retrieval-eval``) or an
+    option (``--retrieval-eval-protocol``) is never broken at its hyphens (issue 48, item 7),
+    nor a word longer than the line cut."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        import textwrap
+
+        text = " ".join(text.split())
+        return textwrap.wrap(text, width, break_on_hyphens=False, break_long_words=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import textwrap
+
+        text = " ".join(text.split())
+        return textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent,
+                             break_on_hyphens=False, break_long_words=False)
+
+
 class OneLineParser(argparse.ArgumentParser):
     """A bad argument is one line (``retrieval-eval prep: error: argument --batch-size: ...;
-    see --help``), not the usage banner followed by the message."""
+    see --help``), not the usage banner followed by the message; on a terminal cut at spaces
+    to its width as every other error of the command is (:func:`..errors.fit_error`; issue
+    48, item 7), into a pipe or a log one line."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", WholeWordsFormatter)  # subcommands' too
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line(message)}; see "
-                              f"{self.prog} --help\n")
+        import sys
+
+        from ..errors import fit_error
+
+        head = f"{self.prog}: error: "
+        text = f"{one_line(message)}; see {self.prog} --help"
+        try:
+            terminal = sys.stderr.isatty()
+        except (AttributeError, ValueError):  # a stand-in stream, or one already closed
+            terminal = False
+        self.exit(EXIT_USAGE, f"{head}{fit_error(text, prefix=head) if terminal else text}\n")
 
 
 def cache_clash(option: str, output: Path | None) -> str | None:

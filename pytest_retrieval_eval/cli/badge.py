@@ -1,4 +1,4 @@
-"""``retrieval-eval badge REPORT.json --retriever NAME --metric recall@10 --out FILE``: one
+"""``retrieval-eval badge REPORT.json --retriever NAME --metric recall@10 [--out FILE]``: one
 number of a saved report as shields.io's endpoint JSON, or with ``--svg`` as a self-contained
 SVG (:mod:`pytest_retrieval_eval.reporting.badge`; colour bands in docs/ci.md)."""
 
@@ -27,8 +27,9 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     badge.add_argument("--metric", default=None, metavar="NAME",
                        help="the metric, family@k: recall@10, ndcg_any@5, ... (default: the "
                        "table's family at the report's largest k)")
-    badge.add_argument("--out", type=file_path, required=True, metavar="FILE",
-                       help="the file written (replaced atomically)")
+    badge.add_argument("--out", type=file_path, default=None, metavar="FILE",
+                       help="the file written (replaced atomically; default: badge.json, "
+                       "with --svg badge.svg)")
     badge.add_argument("--svg", action="store_true",
                        help="write an SVG badge instead of the endpoint JSON")
     badge.add_argument("--label", default=None, metavar="TEXT",
@@ -44,6 +45,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from .reports import _check_apart
 
     path = Path(args.report)
+    if args.out is None:
+        args.out = Path("badge.svg" if args.svg else "badge.json")
     _check_apart("--out", args.out, [path])
     report = load_report(path, slim=True)
     summary = report.get("summary") or {}

@@ -28,7 +28,8 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         "words it matched in FTS5; its score), the rank where each gold session landed, and "
         "the FTS5 MATCH string vipune sends. With --diff OTHER.json: the question in both "
         "reports, per retriever of both, rows that entered (+) or left (-) the top k and "
-        "the gold's moves. Nothing is recomputed: the report holds it.")
+        "the gold's moves. Nothing is rerun: the report holds it, but the words each row matched, "
+        "which are asked of the store the run searched (in its cache).")
     explain.add_argument("report", type=file_path, metavar="REPORT.json")
     explain.add_argument("question_id", metavar="QUESTION_ID")
     explain.add_argument("--retriever", default=None, metavar="NAME",

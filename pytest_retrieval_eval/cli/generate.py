@@ -132,6 +132,13 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if bar is not None:
             bar.finish()
     seconds = time.monotonic() - began
+    floor = config.persona_sessions + config.topical_sessions + 2 + 1
+    if args.sessions is not None and args.sessions < floor:  # issue 48, item 7
+        write_fitted(out, [
+            f"generate: --sessions {args.sessions} is under the preset's floor: a {args.preset} "
+            f"history holds at least {floor} sessions ({config.persona_sessions} persona, "
+            f"{config.topical_sessions} topical, 2 filler and its evidence), so its "
+            f"histories hold {floor} or more"])
     write_fitted(out, [f"generate: wrote {args.out}: {config.n_instances} instances, "
                        f"{size:,} bytes, {seconds:.1f}s "
                        f"({size / 1e6 / max(seconds, 1e-9):.1f} MB/s)"])

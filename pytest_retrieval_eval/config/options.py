@@ -368,7 +368,8 @@ OPTIONS: tuple[Option, ...] = (
             "stdin and stdout, docs/cmd-protocol.md; no comma in it), or a what-if such as "
             "hybrid+rrf_k:60+fts:or, "
             "hybrid+pool:100, hybrid+recency:0.3, fts+mode:or, semantic+dtype:float32 "
-            "(docs/diagnostics.md) (default: hybrid)", "NAME[,NAME...]"),
+            "(docs/diagnostics.md); NAME+unit:turn ranks the persona's turns as memories, "
+            "e.g. semantic+unit:turn (docs/memories.md) (default: hybrid)", "NAME[,NAME...]"),
     Option("--retrieval-eval-json", "retrieval_eval_json", path_text, None,
             "write the JSON report to this path (default: none)", "PATH"),
     Option("--retrieval-eval-compare", "retrieval_eval_compare", path_text, None,

@@ -205,10 +205,22 @@ def change_lines(cmp: Mapping[str, Any], verbose: bool = False) -> list[str]:
     return lines
 
 
+def unchanged_lines(cmp: Mapping[str, Any]) -> list[str]:
+    """``no pair changed: ...`` when the comparison matched pairs and none of them differs
+    in any metric compared (every row's ``m`` is 0); [] otherwise."""
+    rows = [r for metric_rows in (cmp.get("rows") or {}).values() for r in metric_rows]
+    if not cmp.get("matched") or not rows or any(int(r["differing"]) for r in rows):
+        return []
+    return [f"no pair changed: each of the {cmp['matched']} matched pairs scores the same "
+            f"in both reports, at every k and metric compared"]
+
+
 def comparison_lines(cmp: Mapping[str, Any], verbose: bool = False,
                      width: int | None = None) -> list[str]:
     """Everything the terminal shows of a comparison (``width``: the terminal's, which the
-    header and the change lines are cut at spaces to fit; ``None`` leaves them whole)."""
-    return [*fit_lines(header_lines(cmp), width), *table_lines(cmp, width),
+    header and the change lines are cut at spaces to fit; ``None`` leaves them whole). When
+    no matched pair's value of any metric changed, the first line says so (issue 48)."""
+    return [*fit_lines(unchanged_lines(cmp), width),
+            *fit_lines(header_lines(cmp), width), *table_lines(cmp, width),
             *fit_lines(agreement_lines(cmp, verbose), width),
             *fit_lines(change_lines(cmp, verbose), width)]

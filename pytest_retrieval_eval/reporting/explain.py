@@ -12,8 +12,10 @@ contributions ``1/(k + rank)``; the FTS5 MATCH string vipune sends, with "0 rows
 is why FTS did not help, and how FTS5 reads its words; the metrics that depend on the order
 of equal scores. :func:`.explain_diff.diff_lines` shows one question of two reports, rows
 aligned (``+`` entered the top k, ``-`` left it) and the gold's moves. Everything comes from
-the pair's result (``explain``, ``ties``, ``question``), nothing is recomputed; a report
-written before a part was recorded says so, and which option records it.
+the pair's result (``explain``, ``ties``, ``question``), nothing is recomputed but the query
+words each row matched, which are asked of the store the run searched
+(:mod:`.explain_facts`); a report written before a part was recorded says so, and which
+option records it.
 ``retrieval-eval explain`` prints it; the pytest face may show it for one item under ``-v``.
 """
 
@@ -208,6 +210,12 @@ def _missing_lines(facts: Mapping[str, Any] | None, top: int) -> list[str]:
     if facts.get("fusion") and "rows" not in facts["fusion"]:
         return ["  each row's semantic and FTS ranks and the query words it matched are "
                 f"not in this report; {RECORD_HINT}"]
+    for key in ("fusion", "fts"):
+        source = facts.get(key)
+        if isinstance(source, Mapping) and source.get("store_gone"):
+            return [f"  the query words each row matched are asked of the run's store "
+                    f"{source['store_gone']}, which is not there now (a cleared cache, or "
+                    f"another machine): run explain where the run ran, or run it again"]
     if facts.get("fts") and "matched" not in facts["fts"]:
         return [f"  the query words each row matched are not in this report; {RECORD_HINT}"]
     return []
@@ -334,6 +342,7 @@ def explain_lines(report: Mapping[str, Any], question_id: str, retriever: str | 
     lines fitted to ``width``. :class:`ExplainError` (one line) when the question or the
     retriever is not in the report."""
     pairs = _pairs_of(report, question_id, source)
+    question_id = str(pairs[0].get("question_id"))  # the whole id, given a part of it
     if retriever is not None:
         mine = [p for p in pairs if p.get("retriever") == retriever]
         if not mine:
@@ -377,9 +386,19 @@ def run_explanations(report: Mapping[str, Any], chosen: Sequence[tuple[str, str]
 
 
 def _pairs_of(report: Mapping[str, Any], question_id: str, source: str) -> list[Any]:
+    """The pairs of ``question_id``; a part of one id (as ``-k fa1b838c`` selects
+    ``gpt4_fa1b838c``, case aside) stands for it, a part of several is one line naming them
+    (issue 48, item 7)."""
     pairs = [p for p in report.get("pairs") or [] if p.get("question_id") == question_id]
     if not pairs:
         ids = list(dict.fromkeys(str(p.get("question_id")) for p in report.get("pairs") or []))
+        near = [i for i in ids if question_id and question_id.lower() in i.lower()]
+        if len(near) == 1:
+            return [p for p in report.get("pairs") or [] if p.get("question_id") == near[0]]
+        if near:
+            raise ExplainError(
+                f"question {question_id!r} is not in {source}; did you mean "
+                f"{_listing(near)}? give one of them whole")
         raise ExplainError(
             f"question {question_id!r} is not in {source} ({len(ids)} questions scored: "
             f"{_listing(ids)}); give one of its question_ids")

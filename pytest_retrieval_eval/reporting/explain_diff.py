@@ -137,6 +137,7 @@ def diff_lines(base: Mapping[str, Any], new: Mapping[str, Any], question_id: str
     line) when the question or a retriever is missing from either report."""
     b_pairs = _pairs_of(base, question_id, base_source)
     n_pairs = _pairs_of(new, question_id, new_source)
+    question_id = str(n_pairs[0].get("question_id"))  # the whole id, given a part of it
     if retriever is not None and retrievers is None:
         retrievers = [(retriever, retriever)]
     lanes = _lanes(b_pairs, n_pairs, question_id, retrievers, base_source, new_source)

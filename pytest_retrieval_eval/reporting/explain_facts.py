@@ -8,14 +8,32 @@ either, so :mod:`.explain` reads one form: ``rows`` ``{id: {"score", "facts"}}``
 row's score that the compact form left out is its RRF sum, which explain adds up from the
 ranks), ``fusion.rows`` ``{id: {"semantic", "fts"}}``, ``matched`` ``{id: [words]}`` (rows
 that matched none left out).
+
+Since issue 48 (item 11) a run records, under ``fusion`` or ``fts``, only the ``store`` its
+search read: the query words each shown row matched are asked of that store's FTS5 table
+here, when explain shows them (:func:`.vipune.fts_matched`, one statement), not by the run
+for every pair. Reports written before record ``words``, ``tokens``, ``words_total`` and
+``matched`` (bitmasks, or before issue 35 word lists), read as they are. A store no longer
+there (a cleared cache, another machine) leaves ``matched`` out and names the store
+(``store_gone``); the words and FTS5's tokens of them need no store.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-__all__ = ["full_facts", "shown_rows"]
+from .. import vipune
+from ..vipune.store import PROJECT_ID
+
+__all__ = ["MAX_TOKENS", "MAX_WORD", "full_facts", "shown_rows"]
+
+#: A word (or token) explain shows is cut to this many characters, a word to this many
+#: tokens (one "word" of a question may be thousands of characters).
+MAX_WORD = 40
+MAX_TOKENS = 8
 
 
 def shown_rows(pair: Mapping[str, Any]) -> list[str]:
@@ -50,7 +68,39 @@ def full_facts(pair: Mapping[str, Any]) -> Any:
             source["matched"] = {mem_id: _words(mask, words) for mem_id, mask
                                  in zip(shown, source["matched"], strict=False)
                                  if _words(mask, words)}
+        if "store" in source and "matched" not in source:
+            source.update(_asked(source, pair.get("question"), shown))
     return out
+
+
+def _asked(source: dict[str, Any], question: object, shown: Sequence[str]) -> dict[str, Any]:
+    """The query words each shown row matched, asked of the store the run recorded: the
+    long form's ``words``, ``tokens``, ``words_total`` and ``matched``; without the store
+    (gone, or not a store now), the words and tokens and ``store_gone``. ``store`` and
+    ``project_id`` are taken out: the facts read back are what older reports held."""
+    store = source.pop("store")
+    project = source.pop("project_id", PROJECT_ID)
+    text = question if isinstance(question, str) else ""
+    words = list(dict.fromkeys(vipune.fts_words(vipune.rust_trim(text))))
+    cut = words[:vipune.MAX_MATCH_WORDS]
+    out: dict[str, Any] = {"words": [_cut(w) for w in cut],
+                           "tokens": [[_cut(t) for t in tokens[:MAX_TOKENS]]
+                                      for tokens in vipune.fts_tokens(cut)],
+                           "words_total": len(words)}
+    path = Path(str(store))
+    try:
+        if not path.is_file():
+            raise FileNotFoundError(store)
+        got = vipune.fts_matched(path, text, str(project), shown)
+    except (OSError, sqlite3.Error):
+        return {**out, "store_gone": str(store)}
+    out["matched"] = {mem_id: [_cut(w) for w in matched]
+                      for mem_id, matched in got.matched.items() if matched}
+    return out
+
+
+def _cut(word: str) -> str:
+    return word if len(word) <= MAX_WORD else word[:MAX_WORD - 1] + "…"
 
 
 def _row(value: object) -> object:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from ..scoring import headline as figures
@@ -40,12 +40,15 @@ def _cut(metric: str) -> str:
 
 
 def build_headline(report: Mapping[str, Any], *, report_path: str | None = None,
-                   rerun: Sequence[str] = ("--retrieval-eval",)) -> dict[str, Any]:
+                   rerun: Sequence[str] = ("--retrieval-eval",),
+                   shown: Collection[tuple[str, str]] = ()) -> dict[str, Any]:
     """The headline of a built report (``summary``, ``pairs``, ``ks``, ``retrievers``,
     ``budget``): its figures and ``lines`` (unwrapped; :func:`headline_lines` fits them).
     ``report_path``: the JSON report this run writes (the next command explains from it);
     without one, ``rerun`` (the options of this run to repeat, ``=`` form) and the item's
-    ``-v`` explain are the next command."""
+    ``-v`` explain are the next command. ``shown``: the (question id, retriever) this
+    run explains under ``-v``; a next command that would show one of them again is left
+    out (running ``next:`` does not print the same ``next:``)."""
     from .summary_table import families_for
 
     summary = report.get("summary") or {}
@@ -65,6 +68,8 @@ def build_headline(report: Mapping[str, Any], *, report_path: str | None = None,
     target = _target(best, figures.real_retrievers(summary, retrievers))
     types = [w["question_type"] for w in weakest if target in w["weakest_for"]]
     question = figures.next_question(report.get("pairs") or [], family, target, ks, types)
+    if question is not None and (question["question_id"], question["retriever"]) in set(shown):
+        question = None  # this run shows it: the command would repeat this run
     command = None if question is None else _command(question, report_path, rerun)
     out: dict[str, Any] = {"family": family, "best": best, "weakest": weakest,
                            "misses": missed, "explained": explained,
@@ -83,10 +88,10 @@ def _target(best: Sequence[Mapping[str, Any]], names: Sequence[str]) -> str:
 
 def _command(question: Mapping[str, str], report_path: str | None,
              rerun: Sequence[str]) -> str:
-    qid, name = question["question_id"], question["retriever"]
+    qid, name = question["question_id"], question.get("selector") or question["retriever"]
     if report_path is not None:
         return shlex.join(["retrieval-eval", "explain", report_path, qid,
-                           f"--retriever={name}"])
+                           f"--retriever={question['retriever']}"])
     if _K_WORD.fullmatch(qid) and _K_WORD.fullmatch(name):
         select = ["-k", f"{qid} and {name}"]
     else:
@@ -118,6 +123,9 @@ def _lines(h: Mapping[str, Any], top: int) -> list[str]:
     n = h["next"]
     if n is not None:
         lines.append(f"next: {n['command']}")
+        if n.get("gold"):  # what it shows, where the run's facts say it
+            lines.append(f"  (it shows gold {n['gold']} at rank {n['gold_rank']}, past the "
+                         f"top {top})")
     return lines
 
 
@@ -130,7 +138,29 @@ def headline_lines(headline: Mapping[str, Any] | None, width: int | None) -> lis
     out: list[str] = []
     for line in (headline or {}).get("lines") or []:
         if line.startswith("next: ") and width is not None and len(line) > width:
-            out.extend(["next:", "  " + line.removeprefix("next: ")])
+            out.extend(continued(line.removeprefix("next: "), width, "next: "))
         else:
             out.extend(fit_lines([line], width))
     return out
+
+
+def continued(command: str, width: int, first: str = "", indent: str = "  ") -> list[str]:
+    """A shell command wider than ``width`` as lines ending in `` \\`` (the shell joins them):
+    broken between its words only, so it is still copied whole; a word wider than the line
+    gets a line of its own."""
+    try:
+        words = [shlex.quote(w) for w in shlex.split(command)]
+    except ValueError:
+        return [first + command]
+    if not words:
+        return [first + command]
+    lines: list[str] = []
+    line = first + words[0]
+    for word in words[1:]:
+        if len(line) + 1 + len(word) + 2 > width:  # room for " \\"
+            lines.append(line + " \\")
+            line = indent + word
+        else:
+            line += " " + word
+    lines.append(line)
+    return lines

@@ -161,6 +161,20 @@ def _n(summary: Mapping[str, Any], retrievers: list[str], qtype: str) -> str:
     return str(ns[0]) if len(ns) == 1 else f"{ns[0]}-{ns[-1]}"
 
 
+def comparison_title(cmp: Mapping[str, Any]) -> str:
+    """The retrievers compared first, then the files (issue 48, item 7):
+    ``hybrid+fts:or vs hybrid · Δ with 95% bootstrap CI · new.json vs base base.json``."""
+    base, new = cmp["base"], cmp["new"]
+    if cmp.get("mapped"):
+        who = ", ".join(m["new"] if m["new"] == m["base"] else f"{m['new']} vs {m['base']}"
+                        for m in cmp["mapped"])
+    elif base.get("retriever") is not None:  # two retrievers of one report
+        who = f"{new['retriever']} vs {base['retriever']}"
+    else:
+        who = ", ".join(cmp["changes"])
+    return f"{who} · Δ with 95% bootstrap CI · {new['label']} vs base {base['label']}"
+
+
 def plot_comparison(cmp: Mapping[str, Any], path: Path, *, dpi: int = DEFAULT_DPI) -> None:
     """Delta (new - base) with its 95% CI per question type, a panel per compared metric, all
     panels on one y scale."""
@@ -199,8 +213,7 @@ def plot_comparison(cmp: Mapping[str, Any], path: Path, *, dpi: int = DEFAULT_DP
     last = axes[-1, 0]
     last.set_xticks(range(len(types)))
     last.set_xticklabels([_short(t) for t in types], fontsize=7)
-    fig.suptitle(f"{cmp['new']['label']} vs base {cmp['base']['label']} "
-                 "(Δ with 95% bootstrap CI)", fontsize=8, y=0.995)
+    fig.suptitle(comparison_title(cmp), fontsize=8, y=0.995)
     fig.tight_layout()
     _save(fig, plt, path, fmt, dpi)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import statistics
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -341,10 +341,12 @@ def _error_lines(report: Mapping[str, Any]) -> list[str]:
 
 def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
                  errors: Iterable[Mapping[str, Any]], *, report_path: str | None = None,
-                 rerun: Sequence[str] = ("--retrieval-eval",)) -> dict[str, Any]:
+                 rerun: Sequence[str] = ("--retrieval-eval",),
+                 shown: Collection[tuple[str, str]] = ()) -> dict[str, Any]:
     """The JSON report (schema documented in the README). ``report_path`` (the JSON this
-    run writes) and ``rerun`` (the run's options to repeat) go into the headline's next
-    command (:func:`.headline.build_headline`)."""
+    run writes), ``rerun`` (the run's options to repeat) and ``shown`` (the items the run
+    explains under ``-v``) go into the headline's next command
+    (:func:`.headline.build_headline`)."""
     configs, results = _collect_configs(results)  # one per retriever (store_config.py)
     # Rankings handed in by user tests (retrieval_eval_record) are columns of their own.
     retrievers = list(dict.fromkeys([*info["retrievers"], *(r["retriever"] for r in results)]))
@@ -422,7 +424,8 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
         "skipped_items": skipped_items,
         "info": full_info,
     }
-    report["headline"] = build_headline(report, report_path=report_path, rerun=rerun)
+    report["headline"] = build_headline(report, report_path=report_path, rerun=rerun,
+                                        shown=shown)
     return report
 
 

@@ -95,7 +95,8 @@ def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
     """The summary table: one row per question type present, then ``overall`` (only that
     row with ``overall_only``: ``-qq``).
 
-    One retriever: one table with recall@k and its any/all variants. Several: one block per
+    One retriever: one table with recall@k and its any/all variants, under a caption naming
+    the retriever and each column's metric (:func:`caption`). Several: one block per
     metric family, the retrievers side by side under a second header row. With a ``width``
     (the terminal's), no row is wider: one retriever's families go one block each, several
     retrievers are split into blocks of as many as fit (the header rows repeated), and a
@@ -143,7 +144,8 @@ def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
         name = retrievers[0]
         heads = [f"{short}@{k}".rjust(max(cell_w, len(f"{short}@{k}")))
                  for _, short in families for k in ks]
-        return [row("question type", "n", heads),  # one retriever: even
+        return [caption(name, families, cut),
+                row("question type", "n", heads),  # one retriever: even
                 *body([(name, fam, k, w) for fam, k, w in one])]
     lines: list[str] = []
     for family, _ in families:
@@ -162,6 +164,15 @@ def table_lines(summary: Mapping[str, Any], retrievers: Sequence[str],
             lines.extend(body([(name, family, k, w) for name, chunk, widths, _ in block
                                for k, w in zip(chunk, widths, strict=True)]))
     return [*lines, "", *footnote] if any(uneven) else lines
+
+
+def caption(name: str, families: Sequence[tuple[str, str]], cut: str = "k") -> str:
+    """A one-retriever table's caption: the retriever and what each short column name
+    stands for (``hybrid: R@k recall@k, sR@k session_recall@k``; issue 48, item 6)."""
+    cut = f"<{cut}>{BUDGET_SUFFIX}" if cut == "B" else cut
+    return f"{name}: " + ", ".join(
+        f"{short}@{cut} {family}@{cut}" if short != family else f"{family}@{cut}"
+        for family, short in families)
 
 
 def _blocks(retrievers: Sequence[str], ks: Sequence[int | str], cell_w: int, room: int | None

@@ -35,6 +35,7 @@ from ..errors import RetrieverError
 from ..scoring.diagnostics import fused_lists
 from ..scoring.metrics import dedupe
 from ..scoring.ties import TieOrders
+from ..vipune.store import PROJECT_ID
 from .base import CheckedScores, Memory, Persona, Query, Retriever
 from .fused_ties import FusionInputs, tie_orders
 from .memories import has_memories, is_plain, read_memories, session_ranking, session_scores
@@ -297,13 +298,15 @@ def explain_facts(retriever: object, query: Query, gold: Sequence[str],
     ``last_facts``, bounded; absent when the retriever gave neither.
 
     Per row shown, too: a fused retriever's ``fusion.rows`` (``{id: {"semantic": rank,
-    "fts": rank}}``, None: not in that list), and for one that exposes ``last_matched``
-    (``fts``, ``hybrid`` and their what-ifs) the query words each row matched, as SQLite's
-    FTS5 says (:func:`.vipune.fts_matched`): ``words`` (the distinct words asked about),
-    ``tokens`` (each word's FTS5 tokens), ``words_total`` and ``matched`` (per row a bitmask
-    over ``words``), under ``fusion`` or ``fts``, each word cut to :data:`MAX_WORD`
-    characters and :data:`MAX_TOKENS` tokens. All of it is recorded, bounded by the rows
-    shown, in the compact form of :func:`compact_facts`: explain recomputes nothing."""
+    "fts": rank}}``, None: not in that list). For one that exposes ``last_store`` (``fts``,
+    ``hybrid`` and their what-ifs), ``store`` under ``fusion`` or ``fts``: the persona store
+    it searched (and ``project_id`` when not vipune's default), where ``retrieval-eval
+    explain`` asks SQLite's FTS5 which query words each shown row matched
+    (:func:`.vipune.fts_matched`, :mod:`..reporting.explain_facts`) when it shows them: the
+    run pays nothing for them (issue 48, item 11; reports before it recorded ``words``,
+    ``tokens``, ``words_total`` and ``matched`` bitmasks, which explain still reads). All of
+    it is recorded, bounded by the rows shown, in the compact form of
+    :func:`compact_facts`."""
     top = max(ks)
     full = _last_scores(retriever)
     searched = dedupe(i for i, _ in full) if full is not None else list(rankings[top])
@@ -332,7 +335,7 @@ def explain_facts(retriever: object, query: Query, gold: Sequence[str],
             "gold": {g: {"semantic": _rank_of(lists["semantic"], g),
                          "fts": _rank_of(lists["fts"], g)} for g in gold},
             "rows": _list_ranks(lists, shown),
-            **_matched(retriever, shown),
+            **_match_source(retriever),
         }
     elif isinstance(retriever, FtsRetriever):
         facts["fts"] = {
@@ -340,7 +343,7 @@ def explain_facts(retriever: object, query: Query, gold: Sequence[str],
             "fts_match": vipune.escape_fts_query(vipune.rust_trim(query.question),
                                                  mode=retriever.mode),
             "fts_rows": len(rankings[top]),
-            **_matched(retriever, shown),
+            **_match_source(retriever),
         }
     return compact_facts(facts, shown)
 
@@ -402,35 +405,17 @@ def _list_ranks(lists: Mapping[str, Sequence[str]],
             for mem_id in shown}
 
 
-def _matched(retriever: object, shown: Sequence[str]) -> dict[str, Any]:
-    """``words``, ``tokens``, ``words_total`` and ``matched`` of the retriever's
-    ``last_matched`` for the shown rows; {} when it exposes none."""
-    ask = getattr(retriever, "last_matched", None)
-    if not callable(ask):
+def _match_source(retriever: object) -> dict[str, Any]:
+    """``store`` (and ``project_id`` when not vipune's default): the persona store the
+    retriever's last search read (``last_store``), where explain asks which query words each
+    shown row matched; {} when it exposes none. A path, not an FTS5 query: the run asks
+    nothing more of the store."""
+    where = getattr(retriever, "last_store", None)
+    if not callable(where):
         return {}
-    got = ask(shown)
-    if not isinstance(got, vipune.FtsMatch):
-        return {}
-    return {"words": [_word(w) for w in got.words],
-            "tokens": [[_word(t) for t in tokens[:MAX_TOKENS]] for tokens in got.tokens],
-            "words_total": int(got.total),
-            "matched": {i: _mask(got.words, words) for i, words in got.matched.items()}}
-
-
-def _mask(asked: Sequence[str], words: Iterable[str]) -> int:
-    """The words a row matched as a bitmask over ``asked`` (bit n: the n-th word)."""
-    position = {w: n for n, w in enumerate(asked)}
-    return sum(1 << position[w] for w in dict.fromkeys(words))
-
-
-#: A recorded word (or token) is cut to this many characters, a word to this many tokens: the
-#: record stays small whatever a question holds (one "word" may be thousands of characters).
-MAX_WORD = 40
-MAX_TOKENS = 8
-
-
-def _word(word: str) -> str:
-    return word if len(word) <= MAX_WORD else word[:MAX_WORD - 1] + "…"
+    project = getattr(retriever, "project_id", PROJECT_ID)
+    return {"store": str(where()),
+            **({} if project == PROJECT_ID else {"project_id": str(project)})}
 
 
 def check_haystack(question_id: str, rankings: Mapping[int, Sequence[str]],

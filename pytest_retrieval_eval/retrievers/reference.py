@@ -10,6 +10,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -60,6 +61,9 @@ class HybridRetriever:
         #: Gives, for the ids asked about, the query words each matched in the store's FTS5
         #: table (:func:`.vipune.fts_matched`), when ``retrieval-eval explain``'s facts ask.
         self.last_matched: Callable[[Sequence[str]], vipune.FtsMatch] | None = None
+        #: The persona store the last ``rank`` searched: what a report records so that
+        #: ``retrieval-eval explain`` asks it for the matched words (issue 48, item 11).
+        self.last_store: Callable[[], Path] | None = None
         # The last query's full cosine ranking: asked again at another limit (another pool
         # size), the same query reuses it instead of scanning every row again.
         self._semantic: tuple[tuple[str, str, bytes], list[vipune.SearchResult]] | None = None
@@ -87,6 +91,7 @@ class HybridRetriever:
         self.last_scores = None
         self.last_fusion = None
         self.last_matched = None
+        self.last_store = None
         recency = self._recency_inputs(persona, query)
         if self.recency > 0.0 and recency.get("now") is None:
             recency["now"] = datetime.now(timezone.utc)  # one "now" for the re-fusions too
@@ -119,6 +124,7 @@ class HybridRetriever:
         self.last_matched = partial(_matched, self, persona, query,
                                     [i for i, _ in parts.fts] if self.fts_mode == "and"
                                     else ())
+        self.last_store = persona.store_path
         return [mem_id for mem_id, _ in parts.fused]
 
     def close(self) -> None:
@@ -205,6 +211,8 @@ class FtsRetriever:
         self.last_tied_past: Callable[[], list[tuple[str, float]]] | None = None
         #: As :attr:`HybridRetriever.last_matched`: the query words each row matched.
         self.last_matched: Callable[[Sequence[str]], vipune.FtsMatch] | None = None
+        #: As :attr:`HybridRetriever.last_store`: the store the last ``rank`` searched.
+        self.last_store: Callable[[], Path] | None = None
         #: As :class:`HybridRetriever`'s: the store's connection and the tokenizer, kept.
         self._conn = vipune.StoreConnection()
         self._tokenizer = vipune.FtsTokenizer()
@@ -214,6 +222,7 @@ class FtsRetriever:
         self.last_scores = None
         self.last_tied_past = None
         self.last_matched = None
+        self.last_store = None
         try:
             results = vipune.fts_search(self._conn.get(persona.store_path()), query.question,
                                         self.project_id, lim, mode=self.mode)
@@ -226,6 +235,7 @@ class FtsRetriever:
         self.last_matched = partial(_matched, self, persona, query,
                                     [mem_id for mem_id, _ in results] if self.mode == "and"
                                     else ())
+        self.last_store = persona.store_path
         return [mem_id for mem_id, _ in results]
 
     def close(self) -> None:

@@ -134,14 +134,38 @@ def next_question(results: Sequence[Mapping[str, Any]], family: str, retriever: 
                   ks: Sequence[int], types: Sequence[str]) -> dict[str, str] | None:
     """The question a reader looks at first: ``retriever``'s first pair (in the run's order)
     of the first of ``types`` (its weakest) whose ``family@K`` (K the largest k) is below 1,
-    else its first such pair of any type; None when it missed nothing.
-    ``{"question_id", "question_type", "retriever"}``."""
-    metric = f"{family}@{max(ks)}"
+    else its first such pair of any type (either way one whose recorded explain facts rank
+    a gold session past K first, when any does); None when it missed nothing.
+    ``{"question_id", "question_type", "retriever"}``, with ``selector`` where the item's
+    word is not the column's name, ``gold`` and ``gold_rank`` where a gold ranked past K."""
+    top = max(ks)
+    metric = f"{family}@{top}"
     mine = [r for r in results if r["retriever"] == retriever
             and float((r.get("metrics") or {}).get(metric, 1.0)) < 1.0]
+    # a pair whose recorded explain facts place a gold session past the top k first: its
+    # explanation shows where the gold went, not only that it was missed
+    past = [r for r in mine if _gold_past(r, top) is not None]
     for qtype in [*types, None]:
-        for r in mine:
+        for r in [*past, *mine]:
             if qtype is None or r.get("question_type") == qtype:
-                return {"question_id": str(r["question_id"]),
-                        "question_type": str(r.get("question_type")), "retriever": retriever}
+                out = {"question_id": str(r["question_id"]),
+                       "question_type": str(r.get("question_type")), "retriever": retriever}
+                if r.get("selector"):  # the item's own word (a node id's, -k's)
+                    out["selector"] = str(r["selector"])
+                gold = _gold_past(r, top)
+                if gold is not None:
+                    out["gold"], out["gold_rank"] = gold[0], str(gold[1])
+                return out
     return None
+
+
+def _gold_past(result: Mapping[str, Any], top: int) -> tuple[str, int] | None:
+    """The gold session of a pair's explain facts that ranked best past the top ``top``
+    (None: the facts are not recorded, or no gold was returned past it)."""
+    facts = result.get("explain")
+    ranks = facts.get("gold_ranks") if isinstance(facts, Mapping) else None
+    if not isinstance(ranks, Mapping):
+        return None
+    past = sorted((int(rank), str(g)) for g, rank in ranks.items()
+                  if isinstance(rank, int) and not isinstance(rank, bool) and rank > top)
+    return (past[0][1], past[0][0]) if past else None

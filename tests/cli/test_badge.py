@@ -40,6 +40,17 @@ def test_endpoint_json_names_the_number_and_its_band(saved: Path, tmp_path: Path
     assert json.loads(out_file.read_text())["message"] == "0.750"
 
 
+def test_without_out_it_writes_badge_json_or_badge_svg_here(
+        saved: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 48, item 7: ``--out`` has a default, ``badge.json`` (``badge.svg`` with
+    ``--svg``), in the working folder."""
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["badge", str(saved)]) == 0
+    assert json.loads((tmp_path / "badge.json").read_text())["message"] == "0.750"
+    assert cli.main(["badge", str(saved), "--svg"]) == 0
+    assert ET.parse(tmp_path / "badge.svg").getroot().tag == f"{SVG}svg"
+
+
 @pytest.mark.parametrize(("value", "name"), [
     (1.0, "brightgreen"), (0.9, "brightgreen"), (0.8999, "green"), (0.75, "green"),
     (0.6, "yellowgreen"), (0.45, "yellow"), (0.3, "orange"), (0.2999, "red"), (0.0, "red")])

@@ -224,3 +224,41 @@ def test_an_error_wraps_on_a_terminal_and_stays_one_line_into_a_pipe(
 
     assert cli.error_line(text, _Pipe()) == (  # type: ignore[arg-type]
         f"retrieval-eval: error: {text}\n")
+
+
+def test_a_bad_argument_wraps_on_a_terminal_too(monkeypatch: pytest.MonkeyPatch,
+                                                 tmp_path: Path) -> None:
+    """Issue 48, item 7: argparse's refusal of an argument (a misspelt flag) is cut to the
+    terminal's width as the command's other errors are; into a pipe, one line."""
+    monkeypatch.setenv("COLUMNS", "60")
+    for terminal, lines in ((True, "many"), (False, "one")):
+        stderr = _Terminal()
+        monkeypatch.setattr(_Terminal, "isatty", lambda self, t=terminal: t)
+        monkeypatch.setattr("sys.stderr", stderr)
+        with pytest.raises(SystemExit) as stop:
+            cli.main(["explain", str(tmp_path / "r.json"), "q1", "--retreiver", "hybrid",
+                      "--diff-with-a-long-misspelt-flag"])
+        assert stop.value.code == 2
+        got = stderr.text.splitlines()
+        assert got[0].startswith("retrieval-eval: error: unrecognized arguments")
+        if lines == "one":
+            assert len(got) == 1
+        else:
+            assert len(got) > 1 and all(len(x) <= 60 for x in got if " " in x.strip()), got
+
+
+@pytest.mark.parametrize("command", [["prep"], ["cache", "merge"], ["explain"], ["badge"]])
+def test_help_never_breaks_a_word_at_its_hyphen(
+        command: list[str], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 48, item 7: ``prep --help`` at 80 columns kept the cache path
+    ``~/.cache/pytest-retrieval-eval`` whole only by luck of its length; help wraps at spaces
+    only, so no line ends inside a hyphenated word."""
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("RETRIEVAL_EVAL_CACHE_DIR", "/home/someone/.cache/pytest-retrieval-eval")
+    with pytest.raises(SystemExit):
+        cli.main([*command, "--help"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines and not [x for x in lines if re.search(r"\w-$", x)], lines
+    if command == ["prep"]:
+        assert "/home/someone/.cache/pytest-retrieval-eval" in "\n".join(lines)

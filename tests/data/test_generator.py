@@ -145,7 +145,16 @@ def test_cli_writes_a_scaled_preset(tmp_path: Path, capsys: pytest.CaptureFixtur
     data = json.loads(out.read_text(encoding="utf-8"))
     assert len(data) == 7
     assert {x["question_type"] for x in data} >= TYPES - {"single-session-preference"}
-    line, = unwrap(capsys.readouterr().out).splitlines()
+    # 15 is under full_m's floor (8 persona, 12 topical, 2 filler sessions and the
+    # evidence): it says so, and what the histories hold (issue 48, item 7)
+    floor, line = unwrap(capsys.readouterr().out).splitlines()
+    assert floor.startswith("generate: --sessions 15 is under the preset's floor: a full_m "
+                            "history holds at least 23 sessions")
+    assert min(len(x["haystack_sessions"]) for x in data) >= 23
+    assert line.startswith(f"generate: wrote {out}: 7 instances, ")
+    assert cli_main(["generate", "--preset", "full_m", "--instances", "7", "--sessions", "30",
+                     "--seed", "3", str(out)]) == 0
+    line, = unwrap(capsys.readouterr().out).splitlines()  # above the floor: no word of it
     assert line.startswith(f"generate: wrote {out}: 7 instances, ")
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+import pytest_retrieval_eval.run.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
 from pytest_retrieval_eval.cli import console
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
@@ -59,12 +60,15 @@ def test_the_samples_headline_names_its_weakest_type_and_a_command_that_shows_wh
     assert nxt["command"] == shlex.join(["retrieval-eval", "explain", str(out),
                                          nxt["question_id"], f"--retriever={nxt['retriever']}"])
     lines = summary(result)
-    assert lines[-2:] == [f"next: {nxt['command']}", "JSON report: report.json"]
-    # The command runs as printed and shows the question and its gold.
+    # a question whose gold ranked past the top k, and a line saying where (issue 48)
+    why = f"  (it shows gold {nxt['gold']} at rank {nxt['gold_rank']}, past the top 10)"
+    assert lines[-3:] == [f"next: {nxt['command']}", why, "JSON report: report.json"]
+    # The command runs as printed and shows the question and where its gold went.
     capsys.readouterr()
     assert console.main(shlex.split(nxt["command"])[1:]) == 0
-    shown = capsys.readouterr().out
-    assert f"question {nxt['question_id']}" in shown and "gold" in shown
+    shown = " ".join(capsys.readouterr().out.split())
+    assert f"question {nxt['question_id']}" in shown
+    assert f"gold {nxt['gold']}: rank {nxt['gold_rank']} (outside the top 10)" in shown
 
 
 def test_the_default_summary_is_short_and_v_or_the_option_shows_the_rest(

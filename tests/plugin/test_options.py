@@ -92,6 +92,13 @@ def test_help_lists_the_group(pytester: pytest.Pytester) -> None:
                                  "*--retrieval-eval-k=K*", "*--no-model*"])
 
 
+def test_the_retriever_help_names_the_turn_unit() -> None:
+    """Issue 48, item 7: the README's ini scores ``semantic+unit:turn``; the option's help
+    says what ``+unit:turn`` is."""
+    (retriever,) = [o for o in options.OPTIONS if o.flag == "--retrieval-eval-retriever"]
+    assert "+unit:turn" in retriever.help and "semantic+unit:turn" in retriever.help
+
+
 def test_help_names_the_store_dir_files_as_they_are_written(
         pytester: pytest.Pytester) -> None:
     """Issue 38, stumble 5: --help named the copies ``<question_id>.sqlite``; they are

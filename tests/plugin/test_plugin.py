@@ -110,6 +110,24 @@ def test_any_plugin_option_without_the_plugin_on_says_nothing_reads_it(
     assert not (pytester.path / "r.json").exists()
 
 
+def test_plain_pytest_where_the_ini_sets_the_plugins_keys_says_it_is_off(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 48, item 7: plain ``pytest`` in a folder whose ini file sets
+    ``retrieval_eval_*`` keys (examples/vipune) says the evaluation is off; an ini file that
+    says ``retrieval_eval = false`` itself, or sets none of its keys, gets no note."""
+    monkeypatch.setenv("COLUMNS", "200")
+    pytester.makeini("[pytest]\nretrieval_eval_k = 1,5\nretrieval_eval_retriever = hybrid\n")
+    result = run(pytester)
+    result.stdout.fnmatch_lines([
+        "retrieval-eval: tox.ini sets retrieval_eval_k, retrieval_eval_retriever, but the "
+        "evaluation is off: add --retrieval-eval to score retrieval (pytest --retrieval-eval "
+        "--no-model)"])
+    pytester.makeini("[pytest]\nretrieval_eval = false\nretrieval_eval_k = 1,5\n")
+    assert "evaluation is off" not in run(pytester).stdout.str()
+    pytester.makeini("[pytest]\nmarkers = slow\n")
+    assert "evaluation is off" not in run(pytester).stdout.str()
+
+
 def test_k_selects_one_pair(pytester: pytest.Pytester) -> None:
     qid = SAMPLE_USABLE[0]["question_id"]
     result = run(pytester, "--retrieval-eval", "--no-model", "-k", qid, "-v")

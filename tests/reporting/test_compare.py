@@ -390,3 +390,18 @@ def test_the_table_fits_80_columns_with_long_types_and_three_digit_n() -> None:
     table = [x for x in lines if x.startswith("single-session-preference")]
     assert table and all(x.split()[1:3] == ["30", "20"] for x in table)
     assert max(len(x) for x in lines if x.startswith(("question type", "single-session"))) == 80
+
+
+def test_no_pair_changed_is_said_first(tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 48, item 7: two reports whose matched pairs all score the same say so on the
+    first line; one changed pair and the line is gone."""
+    scores = {"hybrid": [("q1", "multi-session", 1.0), ("q2", "multi-session", 0.5)]}
+    base = write_report(tmp_path / "base.json", make_report(scores, ks=(1, 10)))
+    assert cli.main(["compare", str(base), str(base)]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("no pair changed: each of the 2 matched pairs scores the same")
+    changed = write_report(tmp_path / "new.json", make_report(
+        {"hybrid": [("q1", "multi-session", 1.0), ("q2", "multi-session", 1.0)]}, ks=(1, 10)))
+    assert cli.main(["compare", str(base), str(changed)]) == 0
+    assert "no pair changed" not in capsys.readouterr().out

@@ -128,3 +128,44 @@ def test_report_text_is_the_same_value_with_each_pair_on_one_line() -> None:
     assert json.loads(report_text({**report, "pairs": []})) == {**report, "pairs": []}
     with pytest.raises(ValueError):
         report_text({"pairs": [{"explain": {"rows": [float("nan")]}}]})
+
+
+def test_a_report_written_before_issue_48_explains_as_it_did() -> None:
+    """``data/explain_pre48.json``: the same two questions as main wrote them at 2f91fdd, the
+    matched words recorded as bitmasks by the run; explain reads them as they are."""
+    old = json.loads((DATA / "explain_pre48.json").read_text(encoding="utf-8"))
+    assert isinstance(old["pairs"][0]["explain"]["fusion"]["matched"], list)  # the old form
+    assert "store" not in old["pairs"][0]["explain"]["fusion"]
+    assert _lines(old) == _golden()
+
+
+def test_the_run_records_the_store_and_explain_asks_it_for_the_matched_words(
+        pytester: pytest.Pytester) -> None:
+    """Issue 48, item 11: the run records where the words are (its store), not the words;
+    explain asks the store, and says so in one line when the store is gone."""
+    _, data = run_with_report(pytester, "--retrieval-eval-retriever", "hybrid,fts")
+    pair = next(p for p in data["pairs"] if p["retriever"] == "hybrid"
+                and p["question_id"] == "2819ce0a")
+    fusion = pair["explain"]["fusion"]
+    assert not {"matched", "words", "tokens", "words_total"} & set(fusion)
+    assert Path(fusion["store"]).is_file()
+    assert full_facts(pair)["fusion"]["matched"]["answer_a3d03f0c_1"] == [
+        "Saxophone", "teacher", "name?"]
+    gone = {**pair, "explain": {**pair["explain"], "fusion": {
+        **fusion, "store": str(pytester.path / "gone.sqlite")}}}
+    facts = full_facts(gone)["fusion"]
+    assert "matched" not in facts and facts["tokens"][0] == ["saxophon"]
+    text = " ".join(explain_lines({**data, "pairs": [gone]}, "2819ce0a", width=10_000))
+    assert "store " + str(pytester.path / "gone.sqlite") + ", which is not there now" in text
+
+
+def test_a_part_of_a_question_id_finds_it_as_minus_k_does() -> None:
+    """Issue 48, item 7: ``explain report.json fa1b838c`` finds ``gpt4_fa1b838c``; a part
+    of several ids is one line naming them."""
+    from pytest_retrieval_eval.reporting.explain import ExplainError
+
+    report = json.loads((DATA / "explain_pre48.json").read_text(encoding="utf-8"))
+    assert explain_lines(report, "CE0A") == explain_lines(report, "2819ce0a")
+    assert diff_lines(report, report, "ce0a") == diff_lines(report, report, "2819ce0a")
+    with pytest.raises(ExplainError, match=r"did you mean 2819ce0a, 1127eab1\?"):
+        explain_lines(report, "1")

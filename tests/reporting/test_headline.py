@@ -4,9 +4,10 @@ explains, the next command; and its lines fitted to 80 columns."""
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
-from pytest_retrieval_eval.reporting.headline import build_headline, headline_lines
+from pytest_retrieval_eval.reporting.headline import build_headline, continued, headline_lines
 from pytest_retrieval_eval.reporting.report import summarize
 from pytest_retrieval_eval.scoring import headline as figures
 
@@ -107,15 +108,58 @@ def test_budgets_get_a_best_each() -> None:
     assert h["best"][-1] == {"metric": "recall@100tok", "value": 1.0, "retrievers": ["b"]}
 
 
-def test_lines_fit_80_columns_and_the_command_is_never_split() -> None:
+def test_lines_fit_80_columns_and_a_long_command_is_continued_with_backslashes() -> None:
+    """Issue 48, item 2: a ``next:`` wider than the terminal is written as shell lines
+    ending in `` \\``, broken between words, so it is still copied (and run) whole."""
     long = "x" * 30
     pairs = [{**p, "question_id": long + p["question_id"]} for p in PAIRS]
     h = build_headline(report(pairs, ["a", "b", "oracle"]),
                        rerun=["--retrieval-eval", "--no-model", "--retrieval-eval-data=" + long])
     out = headline_lines(h, 80)
-    assert out[-2] == "next:"
-    assert out[-1] == "  " + h["next"]["command"]
-    assert all(len(line) <= 80 for line in out[:-1])
+    start = next(i for i, line in enumerate(out) if line.startswith("next: "))
+    command = out[start:]
+    assert len(command) > 1 and all(line.endswith(" \\") for line in command[:-1])
+    assert all(len(line) <= 80 for line in out)
+    joined = " ".join(line.removesuffix(" \\").strip() for line in command)
+    assert shlex.split(joined.removeprefix("next: ")) == shlex.split(h["next"]["command"])
+
+
+def test_a_word_wider_than_the_line_gets_a_line_of_its_own() -> None:
+    path = "/tmp/" + "p" * 90 + "/report.json"
+    out = continued(f"retrieval-eval explain {path} q1 --retriever=a", 80, "next: ")
+    assert out == ["next: retrieval-eval explain \\", f"  {path} \\", "  q1 --retriever=a"]
+
+
+def test_the_next_command_selects_the_items_own_word() -> None:
+    """A custom fixture store's column is its ``name``; its items are ``::custom``: the next
+    command selects by the item's word (the pair's ``selector``), not the column's."""
+    named = [{**p, "retriever": "word-overlap", "selector": "custom"} for p in PAIRS
+             if p["retriever"] == "a"]
+    h = build_headline(report(named, ["word-overlap"]))
+    assert h["next"]["command"] == "pytest --retrieval-eval -v -k 'q2 and custom'"
+    with_json = build_headline(report(named, ["word-overlap"]), report_path="r.json")
+    assert with_json["next"]["command"] == ("retrieval-eval explain r.json q2 "
+                                            "--retriever=word-overlap")
+
+
+def test_running_the_next_command_does_not_print_it_again() -> None:
+    first = build_headline(report(PAIRS, ["a", "b", "oracle"]))
+    shown = [(first["next"]["question_id"], first["next"]["retriever"])]
+    again = build_headline(report(PAIRS, ["a", "b", "oracle"]), shown=shown)
+    assert again["next"] is None and not any(line.startswith("next:")
+                                             for line in again["lines"])
+
+
+def test_the_next_command_shows_where_the_gold_ranked_past_k() -> None:
+    """With explain facts recorded, the next question is one whose gold ranked past the top
+    k (its explanation shows where), and a line says so."""
+    ranked = [{**p, "explain": {"gold_ranks": {"g": 7}}}
+              if (p["retriever"], p["question_id"]) == ("a", "q1") else p for p in PAIRS]
+    ranked = [{**p, "metrics": {**p["metrics"], "recall@2": 0.0}}
+              if (p["retriever"], p["question_id"]) == ("a", "q1") else p for p in ranked]
+    h = build_headline(report(ranked, ["a", "b", "oracle"]), report_path="r.json")
+    assert h["next"]["question_id"] == "q1" and h["next"]["gold_rank"] == "7"
+    assert h["lines"][-1] == "  (it shows gold g at rank 7, past the top 2)"
 
 
 def test_self_check_names() -> None:

@@ -233,3 +233,19 @@ def test_delta_panels_share_one_y_scale(monkeypatch: pytest.MonkeyPatch, tmp_pat
     (fig,) = figures
     limits = {ax.get_ylim() for ax in fig.axes}  # type: ignore[attr-defined]
     assert len(fig.axes) == 3 and len(limits) == 1  # type: ignore[attr-defined]
+
+
+def test_the_comparison_title_names_the_retrievers_first(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 48, item 7: the figure says which retrievers it compares, not only which files:
+    the retrievers of two reports, or a mapping's pairs."""
+    base, new = reports()
+    b = write_report(tmp_path / "base.json", base)
+    n = write_report(tmp_path / "new.json", new)
+    figures = drawn(monkeypatch)
+    for args, who in ((["plot", str(b), str(n)], "hybrid, semantic · "),
+                      (["plot", str(b), str(n), "--retrievers", "hybrid=semantic"],
+                       "semantic vs hybrid · ")):
+        assert cli.main([*args, "-o", str(tmp_path / "c.png")]) == 0, args
+        title = figures[-1]._suptitle.get_text()  # type: ignore[attr-defined]
+        assert title.startswith(who), (args, title)

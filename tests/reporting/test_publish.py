@@ -220,8 +220,9 @@ def test_table_lines_split_into_blocks() -> None:
     assert max(len(line) for line in one) <= 80
     assert [line.split()[0] for line in one if line.endswith("hybrid")] == [
         "recall@k", "recall_any@k", "recall_all@k", "ndcg_any@k"]  # a block per family
-    assert table_lines(report["summary"], ["hybrid"], report["ks"], width=200)[0].startswith(
-        "question type")
+    compact = table_lines(report["summary"], ["hybrid"], report["ks"], width=200)
+    assert compact[0].startswith("hybrid: R@k recall@k")  # its caption (issue 48)
+    assert compact[1].startswith("question type")
 
 
 def test_markdown_bolds_the_best_value_per_row() -> None:

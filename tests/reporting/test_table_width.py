@@ -126,9 +126,30 @@ def test_ks_that_do_not_fit_go_over_blocks() -> None:
 
 def test_one_retriever_columns_are_as_wide_as_their_headings() -> None:
     lines = table_lines(summary_of(["hybrid"], [1, 5, 10]), ["hybrid"], [1, 5, 10])
-    heads = lines[0].split()[3:]
+    # its caption names the retriever and what each short column stands for (issue 48)
+    assert lines[0] == ("hybrid: R@k recall@k, any@k recall_any@k, all@k recall_all@k, "
+                        "ndcg@k ndcg_any@k")
+    heads = lines[1].split()[3:]
     assert heads[-1] == "ndcg@10"  # seven characters: its column is seven wide
-    check_block(lines, None)
+    check_block(lines[1:], None)
+
+
+def test_every_table_has_its_caption() -> None:
+    """Issue 48, item 6: ``sR@k`` under turn granularity, ``any@k`` under LongMemEval's
+    protocol, the budget's ``R@<B>tok``: a one-retriever table says what they are."""
+    from pytest_retrieval_eval.reporting.summary_table import budget_lines, families_for
+
+    turn = table_lines(summary_of(["hybrid"], [1, 5]), ["hybrid"], [1, 5],
+                       families_for("vipune", "turn"))
+    assert turn[0] == "hybrid: R@k recall@k, any@k recall_any@k, all@k recall_all@k, " \
+        "ndcg@k ndcg_any@k, sR@k session_recall@k"
+    lme = table_lines(summary_of(["bm25"], [1]), ["bm25"], [1], (("recall_any", "any"),))
+    assert lme[0] == "bm25: any@k recall_any@k"
+    summary = summary_of(["bm25"], [1])
+    for entry in (summary["bm25"]["overall"], *summary["bm25"]["by_type"].values()):
+        entry.update({"recall@500tok": 0.5, "tokens@1": 40.0})
+    budget = budget_lines(summary, ["bm25"], [500], [1])
+    assert budget[0] == "bm25: R@<B>tok recall@<B>tok" and "bm25: tokens@k" in budget
 
 
 def test_fields_break_between_fields_only() -> None:

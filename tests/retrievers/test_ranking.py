@@ -105,8 +105,9 @@ def test_explain_facts_of_hybrid_match_its_lists(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", ["hybrid", "hybrid+fts:or", "fts", "fts+mode:or"])
 def test_explain_facts_record_every_shown_rows_ranks_and_matched_words(
         tmp_path: Path, name: str) -> None:
-    """Per shown row (top max-k and gold): its rank in each fused list, and the words whose
-    own FTS5 search (vipune's, one word) returns it; bounded words."""
+    """Per shown row (top max-k and gold): its rank in each fused list, and (asked of the
+    recorded store when read back) the words whose own FTS5 search (vipune's, one word)
+    returns it; bounded words."""
     persona = make_persona(tmp_path)
     rng = np.random.default_rng(2)
     question = "I adopted a cat? the park " + "x" * 500
@@ -114,7 +115,7 @@ def test_explain_facts_record_every_shown_rows_ranks_and_matched_words(
     retriever = r.get_retriever(name)
     rankings, components = rank_per_k(retriever, persona, query, [1, 5])
     gold = ("sess_00", "sess_07")
-    facts = full_facts({"ranked": rankings[5], "gold": gold,
+    facts = full_facts({"ranked": rankings[5], "gold": gold, "question": question,
                         "explain": explain_facts(retriever, query, gold, rankings, components,
                                                  [1, 5])})
     shown = list(dict.fromkeys([*rankings[5], *gold]))
