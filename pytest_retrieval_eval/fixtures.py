@@ -221,6 +221,7 @@ def record_ranking(state: EvalSession, pair: PairRecord, name: str,
         "question_type": pair.question_type,
         "gold": list(pair.gold),
         "gold_source": pair.gold_source,
+        **({"gold_turns": list(pair.gold_turns)} if pair.gold_turns else {}),
         "ranked": ranking[: state.settings.max_k],
         **({"memories": memories_mod.memory_record(memories, pair.gold, state.settings.max_k)}
            if memories else {}),

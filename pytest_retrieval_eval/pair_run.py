@@ -440,6 +440,7 @@ class PairRun:
             "question_date": pair.question_date,
             "gold": list(pair.gold),
             "gold_source": pair.gold_source,
+            **({"gold_turns": list(pair.gold_turns)} if pair.gold_turns else {}),
             "ranked": rankings[self.settings.max_k][: self.settings.max_k],
             **({"memories": memory_record(self.memories[self.settings.max_k], pair.gold,
                                           self.settings.max_k)} if self.memories else {}),

@@ -338,6 +338,10 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
     retrievers = list(dict.fromkeys([*info["retrievers"], *(r["retriever"] for r in results)]))
     ks = list(info["ks"])
     ordered = sort_results(results, retrievers)
+    if any("gold_turns" in r for r in ordered):  # every pair whose gold marks turns counts
+        from ..scoring.memory_metrics import complete_turn_recall
+
+        complete_turn_recall(ordered)
     reference = None  # --retrieval-eval-reference: ref_recall@k, from every worker's pairs
     if info.get("reference"):
         from .reference_lines import reference_section
