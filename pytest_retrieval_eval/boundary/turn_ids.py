@@ -25,7 +25,7 @@ MAX_DIGITS = 9
 GRAMMAR = ("'<session_id>_<n>' with n the turn's position from 1, in ASCII digits without a "
            "leading zero")
 
-_TURN = re.compile(r"(.+)_([1-9][0-9]{0,%d})" % (MAX_DIGITS - 1), re.ASCII | re.DOTALL)
+_TURN = re.compile(rf"(.+)_([1-9][0-9]{{0,{MAX_DIGITS - 1}}})", re.ASCII | re.DOTALL)
 
 
 class TurnId(NamedTuple):

@@ -33,6 +33,7 @@ import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..boundary.turn_ids import GRAMMAR, parse_turn_id
 from ..errors import RetrieverError, one_line
 from .base import Memory, Persona
 
@@ -116,7 +117,7 @@ def _checked(item: object, name: str, question_id: str) -> Memory:
 def _check_provenance(memory: Memory, persona: Persona, rows: Mapping[str, int],
                       name: str, question_id: str) -> None:
     fix = ("a memory names only this question's sessions (persona.session_ids) and their "
-           "turns, '<session_id>_<n>' with n from 1")
+           f"turns, {GRAMMAR}")
     shown = one_line(repr(memory.id), 60)
     for sid in memory.sessions:
         if sid not in rows:
@@ -125,10 +126,18 @@ def _check_provenance(memory: Memory, persona: Persona, rows: Mapping[str, int],
                         f"haystack ({len(rows)} sessions)", fix)
     known_turns = len(persona.turns) == len(persona.session_ids)
     for tid in memory.turns:
-        sid, _, number = tid.rpartition("_")
-        row = rows.get(sid)
-        bad = row is None or not number.isdigit() or int(number) < 1 or (
-            known_turns and int(number) > len(persona.turns[row]))
+        turn = parse_turn_id(tid)  # the one reading of a turn id (boundary/turn_ids.py)
+        row = None if turn is None else rows.get(turn.session)
+        if turn is not None and row is not None and tid in rows:
+            raise _fail(name, question_id, f"memory {shown} names turn "
+                        f"{one_line(repr(tid), 60)}, which is also a session id of this "
+                        f"question's haystack (turn {turn.number} of session "
+                        f"{one_line(repr(turn.session), 40)}, or session "
+                        f"{one_line(repr(tid), 40)})",
+                        "name that session in sessions=(...), not turns=(...); a turn id "
+                        "that is also a session id cannot be read one way")
+        bad = turn is None or row is None or (
+            known_turns and turn.number > len(persona.turns[row]))
         if bad:
             raise _fail(name, question_id, f"memory {shown} names turn "
                         f"{one_line(repr(tid), 60)}, not a turn of this question's "

@@ -1,0 +1,61 @@
+"""Issue 43 ("Reliability VI"), items 1-11: one reading of every value, and no output written
+over a file that is not the plugin's own. Each test here failed on the code before its fix;
+the doors' property test is tests/test_boundary_doors.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_retrieval_eval.boundary.turn_ids import parse_turn_id
+from pytest_retrieval_eval.data.pairs import render_session
+from pytest_retrieval_eval.errors import RetrieverError
+from pytest_retrieval_eval.retrievers import Memory, Persona
+from pytest_retrieval_eval.retrievers.memories import read_memories
+from pytest_retrieval_eval.retrievers.memory_tokens import memory_text
+
+
+def persona(turns: dict[str, int]) -> Persona:
+    ids = tuple(turns)
+    rows = [[{"role": "user", "content": f"{sid} turn {n}"} for n in range(1, k + 1)]
+            for sid, k in turns.items()]
+    return Persona(key="p", session_ids=ids, created_at=("",) * len(ids),
+                   vectors=np.zeros((len(ids), 2), dtype=np.float32),
+                   texts=[render_session(r) for r in rows],
+                   store_path=lambda: Path("/nonexistent"), turns=rows)
+
+
+# 43.2: one grammar of a turn id, refused in one line wherever Python's int() reads more.
+@pytest.mark.parametrize("number", ["01", "0", "\u0661", "\uff11", "\u00b2", "1" * 5000,
+                                    "1_0", " 1", "+1", "1\n"])
+def test_a_turn_number_outside_the_grammar_is_refused_in_one_line(number: str) -> None:
+    tid = f"s_1_{number}"
+    assert parse_turn_id(tid) is None
+    with pytest.raises(RetrieverError) as err:
+        read_memories([Memory("m", turns=(tid,))], persona({"s_1": 3}), "store", "q1")
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("store: question q1: memory 'm' names")
+    assert "ASCII digits without a leading zero" in message
+
+
+def test_the_grammar_reads_the_session_up_to_the_last_underscore() -> None:
+    assert parse_turn_id("a_b_12") == ("a_b", 12)
+    assert parse_turn_id("s_" + "9" * 9) == ("s", 999_999_999)
+    assert parse_turn_id("s_" + "1" * 10) is None and parse_turn_id("_1") is None
+    got = read_memories([Memory("m", turns=("s_1_3",))], persona({"s_1": 3}), "store", "q1")
+    assert got[0].turns == ("s_1_3",)
+
+
+# 43.3: one reading of an id: turn a_1 of session a, never session a_1's text.
+def test_a_turn_id_that_is_also_a_session_id_is_refused_in_one_line() -> None:
+    with pytest.raises(RetrieverError, match=r"names turn 'a_1', which is also a session id"):
+        read_memories([Memory("m", turns=("a_1",))], persona({"a": 2, "a_1": 40}), "store",
+                      "q1")
+
+
+def test_tokens_and_excerpts_read_a_turn_as_the_provenance_check_does() -> None:
+    p = persona({"a": 2, "a_1": 40})
+    assert memory_text(Memory("m", turns=("a_1",)), p) == render_session([p.turns[0][0]])
+    assert memory_text(Memory("m", turns=("a_2",)), p) == render_session([p.turns[0][1]])
