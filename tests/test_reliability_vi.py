@@ -12,9 +12,10 @@ import pytest
 from pytest_retrieval_eval.boundary.turn_ids import parse_turn_id
 from pytest_retrieval_eval.data.pairs import render_session
 from pytest_retrieval_eval.errors import RetrieverError
-from pytest_retrieval_eval.retrievers import Memory, Persona
+from pytest_retrieval_eval.retrievers import Memory, Persona, Query
 from pytest_retrieval_eval.retrievers.memories import read_memories
 from pytest_retrieval_eval.retrievers.memory_tokens import memory_text
+from pytest_retrieval_eval.retrievers.ranking import rank_per_k
 
 
 def persona(turns: dict[str, int]) -> Persona:
@@ -59,3 +60,34 @@ def test_tokens_and_excerpts_read_a_turn_as_the_provenance_check_does() -> None:
     p = persona({"a": 2, "a_1": 40})
     assert memory_text(Memory("m", turns=("a_1",)), p) == render_session([p.turns[0][0]])
     assert memory_text(Memory("m", turns=("a_2",)), p) == render_session([p.turns[0][1]])
+
+
+class Store:
+    name = "store"
+
+    def __init__(self, items: object) -> None:
+        self.items = items
+
+    def rank(self, persona: object, query: object, limit: int) -> object:
+        return self.items
+
+
+def query() -> Query:
+    return Query("q1", "single-session-user", "what?", "", None, ("b",))
+
+
+# 43.5: an (id, nan) pair from rank is refused in one line, as a Memory's NaN already was.
+@pytest.mark.parametrize("score", [float("nan"), float("inf"), -float("inf"), 10**400],
+                         ids=["nan", "inf", "-inf", "10**400"])
+@pytest.mark.parametrize("memory", [False, True])
+def test_a_pair_without_a_finite_score_is_refused_in_one_line(score: float,
+                                                              memory: bool) -> None:
+    items: list[object] = [("a", 1.0), ("b", score)]
+    if memory:  # beside a memory: read as memories
+        items.append(Memory("m", 0.5, ("c",), text="x"))
+    with pytest.raises(RetrieverError) as err:
+        rank_per_k(Store(items), persona({"a": 1, "b": 1, "c": 1}), query(), [2],  # type: ignore[arg-type]
+                   {}, memories={})
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("store: question q1: rank returned ")
+    assert "whose score is not a finite number" in message

@@ -28,11 +28,10 @@ distinct sessions). One-session memories reach ``limit`` memories by ``limit`` s
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..boundary.scores import is_number, parse_score
 from ..boundary.turn_ids import GRAMMAR, parse_turn_id
 from ..errors import RetrieverError, one_line
 from .base import Memory, Persona
@@ -63,13 +62,11 @@ def has_memories(items: Sequence[object]) -> bool:
 
 
 def _is_score(value: object) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) \
-        and math.isfinite(float(value))
+    return parse_score(value) is not None
 
 
 def _is_pair(item: object) -> bool:
-    return isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], numbers.Real) \
-        and not isinstance(item[1], bool)
+    return isinstance(item, tuple) and len(item) == 2 and is_number(item[1])
 
 
 def _strings(value: object) -> tuple[str, ...] | None:
@@ -105,11 +102,15 @@ def _checked(item: object, name: str, question_id: str) -> Memory:
         if item.text is not None and not isinstance(item.text, str):
             raise _fail(name, question_id, f"memory {shown}: text is "
                         f"{type(item.text).__name__}, not a string", "give a str or None")
-        score = None if item.score is None else float(item.score)
-        return Memory(item.id, score, sessions, turns, item.text)
+        return Memory(item.id, parse_score(item.score), sessions, turns, item.text)
     if _is_pair(item):
         sid = str(item[0])  # type: ignore[index]
-        return Memory(sid, float(item[1]), (sid,))  # type: ignore[index]
+        score = parse_score(item[1])  # type: ignore[index]
+        if score is None:
+            raise _fail(name, question_id, f"rank returned the pair {one_line(repr(item), 80)}, "
+                        "whose score is not a finite number", "give every (id, score) pair a "
+                        "finite number as score, or return ids alone")
+        return Memory(sid, score, (sid,))
     sid = str(item)
     return Memory(sid, None, (sid,))
 
@@ -214,8 +215,7 @@ def memories_from_json(values: object, where: str) -> list[Memory]:
         text = value.get("text")
         if text is not None and not isinstance(text, str):
             raise RetrieverError(f"{where}: memories[{i}].text is not a string; {shape}")
-        out.append(Memory(value["id"], None if score is None else float(score), sessions,
-                          turns, text))
+        out.append(Memory(value["id"], parse_score(score), sessions, turns, text))
     return out
 
 

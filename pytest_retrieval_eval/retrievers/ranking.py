@@ -31,7 +31,8 @@ from functools import partial
 from typing import Any
 
 from .. import vipune
-from ..errors import RetrieverError
+from ..boundary.scores import parse_score
+from ..errors import RetrieverError, one_line
 from ..scoring.diagnostics import fused_lists
 from ..scoring.metrics import dedupe
 from ..scoring.ties import TieOrders
@@ -73,7 +74,14 @@ def split_scored(items: Iterable[object], name: str,
         raise RetrieverError(
             f"{name}: question {question_id}: rank returned ids and (id, score) pairs "
             "mixed; return all ids, or all (id, score) pairs with a number as score")
-    return [str(x[0]) for x in got], [float(x[1]) for x in got]  # type: ignore[index]
+    scores = [parse_score(x[1]) for x in got]  # type: ignore[index]
+    if None in scores:  # nan, an infinity, 10**400: no score (boundary/scores.py)
+        bad = got[scores.index(None)]
+        raise RetrieverError(
+            f"{name}: question {question_id}: rank returned the pair "
+            f"{one_line(repr(bad), 80)}, whose score is not a finite number; give every "
+            "(id, score) pair a finite number as score, or return ids alone")
+    return [str(x[0]) for x in got], scores  # type: ignore[index,return-value]
 
 
 def _last_scores(retriever: object) -> list[tuple[str, float]] | None:
@@ -87,9 +95,9 @@ def _last_scores(retriever: object) -> list[tuple[str, float]] | None:
     for x in value:  # one pass; a (str, float) tuple, the built-ins' kind, kept as it is
         if type(x) is tuple and len(x) == 2 and type(x[0]) is str and type(x[1]) is float:
             out.append(x)
-        elif _is_pair(x):
-            out.append((str(x[0]), float(x[1])))
-        else:
+        elif _is_pair(x) and (score := parse_score(x[1])) is not None:
+            out.append((str(x[0]), score))
+        else:  # not a pair, or no finite score: no scores (ties and explain go without)
             return None
     return out
 
