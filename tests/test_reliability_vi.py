@@ -15,7 +15,9 @@ from pytest_retrieval_eval.errors import RetrieverError
 from pytest_retrieval_eval.retrievers import Memory, Persona, Query
 from pytest_retrieval_eval.retrievers.memories import read_memories
 from pytest_retrieval_eval.retrievers.memory_tokens import memory_text
-from pytest_retrieval_eval.retrievers.ranking import rank_per_k
+from pytest_retrieval_eval.reporting import report
+from pytest_retrieval_eval.retrievers.ranked_output import REPEATS_READ
+from pytest_retrieval_eval.retrievers.ranking import READ_CUT, rank_per_k
 
 
 def persona(turns: dict[str, int]) -> Persona:
@@ -91,3 +93,23 @@ def test_a_pair_without_a_finite_score_is_refused_in_one_line(score: float,
     message = str(err.value)
     assert "\n" not in message and message.startswith("store: question q1: rank returned ")
     assert "whose score is not a finite number" in message
+
+
+# 43.4: a finite list is read until it covers limit sessions, however long; an iterator's
+# bound, where it cuts the read, is said in the JSON (read_cut) and under the summary.
+def test_a_long_finite_memory_list_is_read_until_it_covers_limit_sessions() -> None:
+    p = persona({f"s{i}": 1 for i in range(15)})
+    items = [Memory(f"m{i}", None, ("s0",), text="x") for i in range(330)]
+    items += [Memory(f"n{i}", None, (f"s{i}",), text="x") for i in range(1, 15)]
+    counts: dict[str, int] = {}
+    rankings, _ = rank_per_k(Store(items), p, query(), [10], {},  # type: ignore[arg-type]
+                             memories={}, counts=counts)
+    assert rankings[10] == [f"s{i}" for i in range(10)]
+    assert READ_CUT not in counts
+    counts.clear()
+    rank_per_k(Store(iter(items)), p, query(), [10], {}, memories={},  # type: ignore[arg-type]
+               counts=counts)
+    assert counts[READ_CUT] == REPEATS_READ * 15
+    line = report._cut_lines({"pairs": [{"retriever": "store", "read_cut": 120}]})
+    assert line == ["read cut: store: 1 pair(s) ranked from the first 120 items of an "
+                    "iterator, short of max-k sessions; return a list to be read to the end"]

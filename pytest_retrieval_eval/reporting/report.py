@@ -306,7 +306,20 @@ def terminal_lines(report: Mapping[str, Any], width: int = 80, *,
                      for name, v in lat.items()]
             tail.append("median latency per query: " + ", ".join(parts))
         tail.extend(timing_lines(report.get("timing") or {}))
+    tail.extend(_cut_lines(report))
     return [*lines, *fit_lines([*tail, *_error_lines(report)], width), *unknown]
+
+
+def _cut_lines(report: Mapping[str, Any]) -> list[str]:
+    """Where a store's iterator was read no further than its bound (issue 43.4): its
+    ranking is what that many items covered, said rather than silent."""
+    cut: dict[str, list[int]] = {}
+    for pair in report.get("pairs") or []:
+        if isinstance(pair.get("read_cut"), int):
+            cut.setdefault(str(pair["retriever"]), []).append(pair["read_cut"])
+    return [f"read cut: {name}: {len(at)} pair(s) ranked from the first {max(at)} items of "
+            "an iterator, short of max-k sessions; return a list to be read to the end"
+            for name, at in cut.items()]
 
 
 def _nothing_scored(info: Mapping[str, Any], failed: int = 0) -> str:

@@ -43,11 +43,13 @@ from .ranked_output import read_all_positions, read_distinct
 from .reference import FtsRetriever, HybridRetriever
 from .row_facts import row_facts
 
-__all__ = ["REPEATED_IDS", "check_haystack", "compact_facts", "explain_facts", "rank_all",
-           "rank_per_k", "ranked_ids", "split_scored"]
+__all__ = ["READ_CUT", "REPEATED_IDS", "check_haystack", "compact_facts", "explain_facts",
+           "rank_all", "rank_per_k", "ranked_ids", "split_scored"]
 
 #: The result record's count of ids a retriever returned again (:func:`rank_per_k`).
 REPEATED_IDS = "repeated_ids"
+#: A pair's count of the items an iterator was read to when the bound cut it (issue 43.4).
+READ_CUT = "read_cut"
 
 #: ``scored[k]``: the ids a tie at k is judged on and their scores, or (a fused retriever
 #: whose input lists hold ties) the fused rankings it is judged over, or a zero-argument
@@ -216,6 +218,8 @@ def rank_per_k(retriever: Retriever, persona: Persona, query: Query, ks: Sequenc
         ranked, own = _dedupe_scored(ids, own)
         if counts is not None and limit == max(ks) and len(ranked) < len(ids):
             counts[REPEATED_IDS] = len(ids) - len(ranked)
+        if counts is not None and limit == max(ks) and got.cut_at is not None:
+            counts[READ_CUT] = got.cut_at  # an iterator's read stopped short (issue 43.4)
         ranked = ranked[:limit]
         # a memory store's scores are its memories' (last_scores is not read for it)
         full = None if of_memories else _checked_scores(retriever, persona, query)
