@@ -113,3 +113,17 @@ def test_a_long_finite_memory_list_is_read_until_it_covers_limit_sessions() -> N
     line = report._cut_lines({"pairs": [{"retriever": "store", "read_cut": 120}]})
     assert line == ["read cut: store: 1 pair(s) ranked from the first 120 items of an "
                     "iterator, short of max-k sessions; return a list to be read to the end"]
+
+
+# 43.10: a pytest usage error writes no report (it replaced an existing one with an empty one).
+@pytest.mark.usefixtures("isolated_cache")
+@pytest.mark.parametrize("args", [("no_such_dir/",), ("-k", "a and (")],
+                         ids=["missing-path", "bad-k"])
+def test_a_usage_error_leaves_the_existing_report_alone(pytester: pytest.Pytester,
+                                                       args: tuple[str, ...]) -> None:
+    out = pytester.path / "report.json"
+    out.write_text('{"schema_version": 1, "mine": true}\n')
+    result = pytester.runpytest_inprocess("--retrieval-eval", "--no-model",
+                                          f"--retrieval-eval-json={out}", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert out.read_text() == '{"schema_version": 1, "mine": true}\n'
