@@ -18,6 +18,7 @@ from pytest_retrieval_eval.retrievers.memory_tokens import memory_text
 from pytest_retrieval_eval.reporting import report
 from pytest_retrieval_eval.retrievers.ranked_output import REPEATS_READ
 from pytest_retrieval_eval.retrievers.ranking import READ_CUT, rank_per_k
+from tests.support.reliability_support import joined_errors
 
 
 def persona(turns: dict[str, int]) -> Persona:
@@ -127,3 +128,88 @@ def test_a_usage_error_leaves_the_existing_report_alone(pytester: pytest.Pyteste
                                           f"--retrieval-eval-json={out}", *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert out.read_text() == '{"schema_version": 1, "mine": true}\n'
+
+
+# 43.11: an output is written only where no file is, or over a file this plugin wrote.
+@pytest.mark.usefixtures("isolated_cache")
+@pytest.mark.parametrize("option", ["--retrieval-eval-json", "--retrieval-eval-markdown"])
+def test_an_output_over_a_file_not_ours_is_refused_in_one_line(pytester: pytest.Pytester,
+                                                               option: str) -> None:
+    mine = pytester.makepyfile(test_mine="def test_x():\n    assert True\n")
+    before = mine.read_bytes()
+    result = pytester.runpytest_inprocess("--retrieval-eval", "--no-model",
+                                          f"{option}={mine}", str(mine))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert mine.read_bytes() == before
+    errors = [line for line in joined_errors(result.stderr.str()) if line.startswith("ERROR:")]
+    assert len(errors) == 1 and f"{option} {mine} is a file this plugin did not write" in \
+        errors[0], result.stderr.str()
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+
+
+def test_every_writer_keeps_to_the_rule(tmp_path: Path) -> None:
+    import copy
+
+    from tests.reporting.test_report import RESULTS, info
+
+    markdown_report = report.build_report(info(["a", "b"]), copy.deepcopy(RESULTS), [])
+    from pytest_retrieval_eval.boundary.outputs import (
+        MARKDOWN_MARKER,
+        foreign_output,
+        output_refusal,
+    )
+    from pytest_retrieval_eval.errors import CacheError, RetrievalEvalError
+    from pytest_retrieval_eval.reporting import badge, publish, trec_files
+
+    theirs = tmp_path / "store.py"
+    theirs.write_text("print('a store')\n")
+    for kind in ("json", "markdown", "svg", "png", "pdf", "badge-json", "trec", "dataset"):
+        assert foreign_output(theirs, kind), kind
+        line = output_refusal("--out", theirs, kind)
+        assert line is not None and "\n" not in line and str(theirs) in line
+    empty = tmp_path / "empty"
+    empty.touch()
+    assert not foreign_output(empty, "json") and not foreign_output(tmp_path / "none", "json")
+    # the JSON report: refused over a file not ours, written again over its own
+    rep = {"schema_version": 1, "pairs": [], "summary": {}}
+    with pytest.raises(CacheError, match="is a file this plugin did not write"):
+        report.write_json(rep, theirs)
+    out = tmp_path / "r.json"
+    report.write_json(rep, out)
+    report.write_json(rep, out)
+    assert not foreign_output(out, "json")
+    # Markdown: its marker line first, the step summary appended as before
+    md = tmp_path / "s.md"
+    lines = publish.publish_markdown(markdown_report, md, False)
+    assert md.read_text().splitlines()[0] == MARKDOWN_MARKER and not foreign_output(md, "markdown")
+    assert publish.publish_markdown(markdown_report, md, False) == lines
+    refused = publish.publish_markdown(markdown_report, theirs, False)
+    assert len(refused) == 1 and "is a file this plugin did not write" in refused[0]
+    assert theirs.read_text() == "print('a store')\n"
+    # a badge's SVG names the plugin
+    svg = tmp_path / "b.svg"
+    svg.write_text(badge.badge_svg("recall@10 x", 0.5))
+    assert not foreign_output(svg, "svg")
+    # TREC export: its own files replaced, another file of the same name refused
+    export = trec_files.TrecExport({"qrels": "q1 0 s1 1\n", "a.run": "q1 Q0 s1 1 1 a\n"},
+                                   1, 1, 0, [])
+    trec_files.write_trec_files(export, tmp_path / "trec")
+    trec_files.write_trec_files(export, tmp_path / "trec")
+    (tmp_path / "trec" / "qrels").write_text("my own notes\n")
+    with pytest.raises(RetrievalEvalError, match="is a file this plugin did not write"):
+        trec_files.write_trec_files(export, tmp_path / "trec")
+    assert (tmp_path / "trec" / "qrels").read_text() == "my own notes\n"
+
+
+@pytest.mark.usefixtures("isolated_cache")
+def test_the_script_of_a_cmd_store_inside_sh_c_is_not_replaced(
+        pytester: pytest.Pytester) -> None:
+    store = pytester.path / "store.py"
+    store.write_text("import sys\n")
+    result = pytester.runpytest_inprocess(
+        "--retrieval-eval", "--no-model", "--retrieval-eval-json=store.py",
+        "--retrieval-eval-retriever=cmd:sh -c 'python3 store.py'")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert store.read_text() == "import sys\n"
+    assert "--retrieval-eval-json store.py is a file this plugin did not write" in \
+        " ".join(joined_errors(result.stderr.str()))

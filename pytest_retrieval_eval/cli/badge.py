@@ -44,7 +44,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from .reports import _check_apart
 
     path = Path(args.report)
-    _check_apart("--out", args.out, [path])
+    _check_apart("--out", args.out, [path], "svg" if args.svg else "badge-json")
     report = load_report(path, slim=True)
     summary = report.get("summary") or {}
     retriever = args.retriever or next((r for r in report["retrievers"] if r in summary), "")

@@ -457,6 +457,11 @@ def write_json(report: Mapping[str, Any], path: Path,
     Raises :class:`CacheError` (one line, naming ``option`` as the fix) when ``path`` cannot
     be written or the report holds a number JSON cannot hold.
     """
+    from ..boundary.outputs import output_refusal
+
+    refused = output_refusal(f"JSON report {option}", path, "json")
+    if refused is not None:  # only where no file is, or over a report of ours (issue 43.11)
+        raise CacheError(refused)
     public = {k: v for k, v in report.items() if k != "info"}
     try:
         text = report_text(public)
