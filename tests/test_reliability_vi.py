@@ -12,10 +12,10 @@ import pytest
 from pytest_retrieval_eval.boundary.turn_ids import parse_turn_id
 from pytest_retrieval_eval.data.pairs import render_session
 from pytest_retrieval_eval.errors import RetrieverError
+from pytest_retrieval_eval.reporting import report
 from pytest_retrieval_eval.retrievers import Memory, Persona, Query
 from pytest_retrieval_eval.retrievers.memories import read_memories
 from pytest_retrieval_eval.retrievers.memory_tokens import memory_text
-from pytest_retrieval_eval.reporting import report
 from pytest_retrieval_eval.retrievers.ranked_output import REPEATS_READ
 from pytest_retrieval_eval.retrievers.ranking import READ_CUT, rank_per_k
 from tests.support.reliability_support import joined_errors
