@@ -192,7 +192,7 @@ def test_every_writer_keeps_to_the_rule(tmp_path: Path) -> None:
     assert not foreign_output(svg, "svg")
     # TREC export: its own files replaced, another file of the same name refused
     export = trec_files.TrecExport({"qrels": "q1 0 s1 1\n", "a.run": "q1 Q0 s1 1 1 a\n"},
-                                   1, 1, 0, [])
+                                   1, 1, 0, {})
     trec_files.write_trec_files(export, tmp_path / "trec")
     trec_files.write_trec_files(export, tmp_path / "trec")
     (tmp_path / "trec" / "qrels").write_text("my own notes\n")
