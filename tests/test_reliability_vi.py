@@ -213,3 +213,26 @@ def test_the_script_of_a_cmd_store_inside_sh_c_is_not_replaced(
     assert store.read_text() == "import sys\n"
     assert "--retrieval-eval-json store.py is a file this plugin did not write" in \
         " ".join(joined_errors(result.stderr.str()))
+
+
+# 43.7: persona.embed("text") is refused in one line (it embedded each character and cached
+# the vectors); non-str items get the same one line, never a traceback.
+@pytest.mark.parametrize("texts", ["a text", b"bytes", [1], [None], [b"x"], ["ok", "\ud800"],
+                                   {"a": "b"}, 5],
+                         ids=["str", "bytes", "int", "None", "bytes-item", "surrogate",
+                              "mapping", "int-alone"])
+def test_persona_embed_takes_a_list_of_str_only(texts: object) -> None:
+    asked: list[list[str]] = []
+
+    def vectors(given: object) -> np.ndarray:
+        asked.append(list(given))  # type: ignore[call-overload]
+        return np.zeros((len(asked[-1]), 2), dtype=np.float32)
+
+    p = persona({"s": 1})
+    object.__setattr__(p, "text_vectors", vectors)
+    with pytest.raises(RetrieverError) as err:
+        p.embed(texts)  # type: ignore[arg-type]
+    assert str(err.value).startswith("persona.embed: ") and "\n" not in str(err.value)
+    assert "persona.embed([text])" in str(err.value)
+    assert asked == []
+    assert p.embed(iter(["a", "b"])).shape == (2, 2) and asked == [["a", "b"]]
