@@ -4,6 +4,7 @@ the doors' property test is tests/test_boundary_doors.py."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -236,3 +237,21 @@ def test_persona_embed_takes_a_list_of_str_only(texts: object) -> None:
     assert "persona.embed([text])" in str(err.value)
     assert asked == []
     assert p.embed(iter(["a", "b"])).shape == (2, 2) and asked == [["a", "b"]]
+
+
+# 43.6: the footprint counts allocated blocks, each (device, inode) once.
+def test_the_footprint_counts_allocated_blocks_each_file_once(tmp_path: Path) -> None:
+    from pytest_retrieval_eval.store_costs import folder_bytes
+
+    sparse = tmp_path / "sparse"
+    with open(sparse, "wb") as fh:
+        fh.write(b"x" * 65536)
+        fh.truncate(1 << 40)  # 1 TiB, 64 KiB of it written
+    dense = tmp_path / "sub" / "dense"
+    dense.parent.mkdir()
+    dense.write_bytes(b"y" * 65536)
+    for i in range(3):
+        (tmp_path / f"link{i}").hardlink_to(dense)
+    blocks = sum(os.stat(p).st_blocks * 512 for p in (sparse, dense))
+    assert folder_bytes(tmp_path) == blocks
+    assert folder_bytes(tmp_path) < 1 << 20
