@@ -236,7 +236,8 @@ def test_persona_embed_takes_a_list_of_str_only(texts: object) -> None:
     assert str(err.value).startswith("persona.embed: ") and "\n" not in str(err.value)
     assert "persona.embed([text])" in str(err.value)
     assert asked == []
-    assert p.embed(iter(["a", "b"]))  # type: ignore[arg-type].shape == (2, 2) and asked == [["a", "b"]]
+    got = p.embed(iter(["a", "b"]))  # type: ignore[arg-type]
+    assert got.shape == (2, 2) and asked == [["a", "b"]]
 
 
 # 43.6: the footprint counts allocated blocks, each (device, inode) once.
