@@ -75,22 +75,11 @@ def nonempty(value: str) -> str:
 
 class OneLineParser(argparse.ArgumentParser):
     """A bad argument is one line (``retrieval-eval prep: error: argument --batch-size: ...;
-    see --help``), not the usage banner followed by the message; on a terminal cut at spaces
-    to its width as every other error of the command is (:func:`..errors.fit_error`; issue
-    48, item 7), into a pipe or a log one line."""
+    see --help``), not the usage banner followed by the message."""
 
     def error(self, message: str) -> NoReturn:
-        import sys
-
-        from ..errors import fit_error
-
-        head = f"{self.prog}: error: "
-        text = f"{one_line(message)}; see {self.prog} --help"
-        try:
-            terminal = sys.stderr.isatty()
-        except (AttributeError, ValueError):  # a stand-in stream, or one already closed
-            terminal = False
-        self.exit(EXIT_USAGE, f"{head}{fit_error(text, prefix=head) if terminal else text}\n")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line(message)}; see "
+                              f"{self.prog} --help\n")
 
 
 def cache_clash(option: str, output: Path | None) -> str | None:
