@@ -256,3 +256,28 @@ def test_the_footprint_counts_allocated_blocks_each_file_once(tmp_path: Path) ->
     blocks = sum(os.stat(p).st_blocks * 512 for p in (sparse, dense))
     assert folder_bytes(tmp_path) == blocks
     assert folder_bytes(tmp_path) < 1 << 20
+
+
+# 43.8: the budget tokenizer is pinned by its sha256, as run: files are: a worker whose file
+# was replaced after the controller read it never counts with the new bytes.
+def test_a_tokenizer_replaced_after_the_pin_counts_nothing_and_stops_the_run(
+        tmp_path: Path) -> None:
+    import hashlib
+
+    from pytest_retrieval_eval.errors import StopRun
+    from pytest_retrieval_eval.vectors import token_counts as tc
+    from tests.support.model_factory import build_wordpiece_tokenizer
+
+    path = tmp_path / "tokenizer.json"
+    build_wordpiece_tokenizer(path)
+    pin = hashlib.sha256(path.read_bytes()).hexdigest()
+    counts = tc.run_counts(str(path), tmp_path / "cache", pin=pin)  # the controller's read
+    assert counts.counter.identity["sha256"] == pin
+    first = counts.counter.count("hello world")
+    build_wordpiece_tokenizer(path, ["other", "words"])  # replaced as the workers start
+    assert hashlib.sha256(path.read_bytes()).hexdigest() != pin
+    worker = tc.run_counts(str(path), tmp_path / "cache", pin=pin)
+    assert worker.counter.identity == counts.counter.identity  # the same cache of counts
+    with pytest.raises(StopRun, match=r"changed since the run started \(sha256 "):
+        worker.counter.count("hello world")
+    assert first >= 1
