@@ -281,3 +281,34 @@ def test_a_tokenizer_replaced_after_the_pin_counts_nothing_and_stops_the_run(
     with pytest.raises(StopRun, match=r"changed since the run started \(sha256 "):
         worker.counter.count("hello world")
     assert first >= 1
+
+
+# 43.9: a budget metric is never compared across reports counted by different tokenizers.
+def test_compare_and_history_refuse_tokens_of_two_tokenizers(tmp_path: Path) -> None:
+    import copy
+
+    from pytest_retrieval_eval.reporting.compare import CompareError, compare_reports
+    from pytest_retrieval_eval.reporting.history import HistoryError, choose, entries
+    from tests.reporting.test_report import KS, RESULTS, info
+
+    results = copy.deepcopy(RESULTS)
+    for i, r in enumerate(results):
+        r["metrics"].update({f"tokens@{k}": 100.0 + i for k in KS})
+    base = report.build_report(info(["a", "b"]), results, [])
+    new = copy.deepcopy(base)
+    base["budget"] = {"budgets": [500], "tokenizer": {"name": "o200k_base",
+                                                      "library": "bpe-openai", "version": "1"}}
+    new["budget"] = {"budgets": [500], "tokenizer": {"name": "cl100k_base",
+                                                     "library": "bpe-openai", "version": "1"}}
+    with pytest.raises(CompareError, match=r"counted tokens with different tokenizers "
+                       r"\(o200k_base \(bpe-openai 1\) vs cl100k_base \(bpe-openai 1\)\): "
+                       r"tokens@1 cannot be compared"):
+        compare_reports(base, new, metrics=["tokens"])
+    assert compare_reports(base, new, metrics=["recall"])["matched"]  # not in tokens: fine
+    assert compare_reports(base, copy.deepcopy(base), metrics=["tokens"])["matched"]
+    (tmp_path / "a.json").touch()
+    (tmp_path / "b.json").touch()
+    history = entries([(tmp_path / "a.json", base), (tmp_path / "b.json", new)])
+    with pytest.raises(HistoryError, match="counted tokens with different tokenizers"):
+        choose(history, new, "tokens", None)
+    assert choose(history, new, "recall", None)[0]
