@@ -150,7 +150,7 @@ def test_write_creates_the_folder_and_replaces_only_its_own_files(tmp_path: Path
     assert (out / "r.run").read_text() == "q Q0 x 1 1 r\n"
     assert (out / "notes.txt").read_text() == "mine\n"
     (out / "r.run").write_text("old\n")  # not an export's: refused, nothing written
-    with pytest.raises(TrecExportError, match="r.run is a file this plugin did not write"):
+    with pytest.raises(TrecExportError, match=r"r\.run is a file this plugin did not write"):
         write_trec_files(export, out)
     assert (out / "r.run").read_text() == "old\n"
 
