@@ -351,7 +351,8 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
     retrievers = list(dict.fromkeys([*info["retrievers"], *(r["retriever"] for r in results)]))
     ks = list(info["ks"])
     ordered = sort_results(results, retrievers)
-    if any("gold_turns" in r for r in ordered):  # every pair whose gold marks turns counts
+    if any("memories" in r for r in ordered):  # a memory store ran: turn_recall@k over
+        # every pair whose gold marks turns (issue 43.1)
         from ..scoring.memory_metrics import complete_turn_recall
 
         complete_turn_recall(ordered)
