@@ -197,7 +197,8 @@ def record_ranking(state: EvalSession, pair: PairRecord, name: str,
             ranking = [str(x) for x in read_all_positions(ranked, name, pair.question_id, n,
                                                           verb)]
         else:
-            got = read_distinct(ranked, name, pair.question_id, state.settings.max_k, n, verb)
+            got = list(read_distinct(ranked, name, pair.question_id, state.settings.max_k, n,
+                                     verb))
             if memories_mod.has_memories(got):
                 memories, got = recorded_memories(state, pair, name, got)
             ranking = dedupe(str(x) for x in got)[: state.settings.max_k]

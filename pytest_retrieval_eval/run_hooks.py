@@ -373,6 +373,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:  # c
     if state.fatal is not None:  # a usage error met by an item: no report, exit 4
         session.exitstatus = pytest.ExitCode.USAGE_ERROR
         return
+    if exitstatus == pytest.ExitCode.USAGE_ERROR:  # pytest's own (a missing path, a -k it
+        return  # cannot parse): nothing ran, and an earlier report stays (issue 43.10)
     from .reporting import publish, report
     from .run.run_facts import run_info
 

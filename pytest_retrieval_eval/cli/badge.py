@@ -47,7 +47,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     path = Path(args.report)
     if args.out is None:
         args.out = Path("badge.svg" if args.svg else "badge.json")
-    _check_apart("--out", args.out, [path])
+    _check_apart("--out", args.out, [path], "svg" if args.svg else "badge-json")
     report = load_report(path, slim=True)
     summary = report.get("summary") or {}
     retriever = args.retriever or next((r for r in report["retrievers"] if r in summary), "")

@@ -80,6 +80,11 @@ def _check_target(path: Path) -> None:
         raise RetrievalEvalError(
             f"generate: OUT {path} is the bundled sample's dataset: writing it would replace "
             "that file; give OUT a path of its own")
+    from ..boundary.outputs import output_refusal
+
+    refused = output_refusal("generate: OUT", path, "dataset")  # issue 43.11
+    if refused is not None:
+        raise RetrievalEvalError(refused)
 
 
 @contextlib.contextmanager

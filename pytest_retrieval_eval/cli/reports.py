@@ -108,7 +108,7 @@ def _cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if len(paths) > 2 or (len(paths) == 1 and args.retrievers is None):
         raise cmp_mod.CompareError(
             "compare takes BASE.json NEW.json, or one REPORT.json with --retrievers BASE,NEW")
-    _check_apart("--json", args.json, paths)
+    _check_apart("--json", args.json, paths, "json")
     reports = [cmp_mod.load_report(p, slim=True) for p in paths]
     if len(paths) == 1:
         mapping = cmp_mod.parse_retrievers(args.retrievers, one_report=True)
@@ -130,9 +130,13 @@ def _cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
-def _check_apart(option: str, output: Path | None, reports: list[Path]) -> None:
+def _check_apart(option: str, output: Path | None, reports: list[Path],
+                 kind: str | None = None) -> None:
     """Refuse, before any work, an output that names one of the command's reports (by
-    resolved path or inode): writing it would replace the report it is made from."""
+    resolved path or inode): writing it would replace the report it is made from; and,
+    given its ``kind`` (:data:`..boundary.outputs.KINDS`), one over a file the plugin did
+    not write."""
+    from ..boundary.outputs import output_refusal
     from ..io.user_files import first_clash
     from ..reporting.compare import CompareError
 
@@ -143,6 +147,9 @@ def _check_apart(option: str, output: Path | None, reports: list[Path]) -> None:
     inside = cache_clash(option, output)
     if inside is not None:
         raise CompareError(inside)
+    refused = None if output is None or kind is None else output_refusal(option, output, kind)
+    if refused is not None:
+        raise CompareError(refused)
 
 
 def _compare_two(args: argparse.Namespace, paths: list[Path],
@@ -211,5 +218,7 @@ def _cmd_markdown(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     report = reports[-1]
     if len(reports) == 2:
         report = {**report, "comparison": _compare_two(args, paths, reports)}
-    out.write(run_markdown(report))
+    from ..boundary.outputs import MARKDOWN_MARKER
+
+    out.write(f"{MARKDOWN_MARKER}\n{run_markdown(report)}")  # as the run writes its file
     return 0

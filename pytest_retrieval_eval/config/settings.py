@@ -431,6 +431,13 @@ def _check_outputs_apart(settings: Settings) -> None:
                 raise usage_error(
                     f"{option} {given} lies inside {what} {root}: writing it could replace a "
                     f"cache file; give {option} a path outside that folder")
+    from ..boundary.outputs import output_refusal
+
+    for option, given, kind in (("--retrieval-eval-json", settings.json_path, "json"),
+                                ("--retrieval-eval-markdown", settings.markdown, "markdown")):
+        refused = None if given is None else output_refusal(option, given, kind)
+        if refused is not None:  # only where no file is, or over one of ours (issue 43.11)
+            raise usage_error(refused)
 
 
 def retriever_inputs(retrievers: tuple[str, ...],

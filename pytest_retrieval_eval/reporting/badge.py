@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 from xml.sax.saxutils import escape
 
+from ..boundary.outputs import MARKER
 from ..errors import RetrievalEvalError, printable
 
 __all__ = ["BANDS", "BadgeError", "badge_svg", "badge_value", "color", "endpoint_json",
@@ -117,7 +118,7 @@ def badge_svg(label: str, value: float) -> str:
 
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{total}" height="20" role="img" '
-        f'aria-label="{title}"><title>{title}</title>'
+        f'aria-label="{title}"><!-- {MARKER} --><title>{title}</title>'
         '<linearGradient id="s" x2="0" y2="100%"><stop offset="0" stop-color="#bbb" '
         'stop-opacity=".1"/><stop offset="1" stop-opacity=".1"/></linearGradient>'
         f'<clipPath id="r"><rect width="{total}" height="20" rx="3" fill="#fff"/></clipPath>'

@@ -44,6 +44,7 @@ from .report_file import PAIR_FIELDS as PAIR_FIELDS
 from .report_file import CompareError as CompareError
 from .report_file import check_report as check_report
 from .report_file import load_report as load_report
+from .run_header import tokenizer_text
 from .summary_table import families_for, type_order
 
 OVERALL = "overall"
@@ -87,6 +88,32 @@ def check_comparable(base: Mapping[str, Any], new: Mapping[str, Any], *,
             "the same dataset file, or pass --allow-different-data to compare the pairs both "
             "hold")
     return bool(different)
+
+
+def is_budget_metric(name: str) -> bool:
+    """Whether ``name`` is counted in tokens: ``tokens@k`` or ``recall@<B>tok``."""
+    return name.startswith(TOKENS + "@") or parse_budget_key(name) is not None
+
+
+def tokenizer_of(report: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The tokenizer a report's budget counted with (None: no budget)."""
+    tokenizer = (report.get("budget") or {}).get("tokenizer")
+    return dict(tokenizer) if isinstance(tokenizer, Mapping) else None
+
+
+def check_tokenizers(base: Mapping[str, Any], new: Mapping[str, Any],
+                     metrics: Sequence[str], both: str) -> None:
+    """Refuse (one line) a metric counted in tokens across reports counted by different
+    tokenizers (issue 43.9: the same store under o200k_base and cl100k_base read tokens@10
+    +51, p < 0.001): their tokens are not the same unit."""
+    budget = [m for m in metrics if is_budget_metric(m)]
+    a, b = tokenizer_of(base), tokenizer_of(new)
+    if budget and a is not None and b is not None and a != b:
+        raise CompareError(
+            f"{both} counted tokens with different tokenizers ({tokenizer_text(a)} vs "
+            f"{tokenizer_text(b)}): {budget[0]} cannot be compared across them; compare "
+            "runs made with the same --retrieval-eval-budget-tokenizer, or a metric that is "
+            "not counted in tokens")
 
 
 def _ks(ks: Sequence[int]) -> str:
@@ -228,6 +255,7 @@ def compare_reports(base: Mapping[str, Any], new: Mapping[str, Any], *,
     ks = sorted(set(base["ks"]) & set(new["ks"]))
     primary = primary_family(base)
     chosen = resolve_metrics(metrics, ks, primary)
+    check_tokenizers(base, new, chosen, f"reports {base_name} and {new_name}")
     lanes = _lanes(base, new, base_name, new_name, retrievers)
     out = _compare_pairs(base["pairs"], new["pairs"], lanes, ks, chosen, primary,
                          permutations=permutations, resamples=resamples, seed=seed)

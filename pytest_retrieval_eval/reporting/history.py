@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RetrievalEvalError, printable
-from .compare import primary_family
+from .compare import is_budget_metric, primary_family, tokenizer_of
+from .run_header import tokenizer_text
 
 __all__ = ["Entry", "HistoryError", "choose", "entries", "history_lines", "history_markdown",
            "report_time"]
@@ -52,6 +53,8 @@ class Entry:
     sha256: str
     retrievers: tuple[str, ...]
     overall: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: The tokenizer its budget counted with, in words (None: no budget).
+    tokenizer: str | None = None
 
     @property
     def date(self) -> str:
@@ -99,7 +102,8 @@ def entries(reports: Sequence[tuple[Path, Mapping[str, Any]]]) -> list[Entry]:
             dataset=str(ds.get("name", "?")), sha256=str(ds.get("sha256", "")),
             retrievers=tuple(r for r in report["retrievers"] if r in summary),
             overall={r: dict(summary[r]["overall"]) for r in report["retrievers"]
-                     if r in summary}))
+                     if r in summary},
+            tokenizer=None if (tok := tokenizer_of(report)) is None else tokenizer_text(tok)))
     return sorted(out, key=lambda e: (e.when, e.path))
 
 
@@ -124,6 +128,13 @@ def choose(history: Sequence[Entry], newest: Mapping[str, Any], metric: str | No
         if not metrics:
             raise HistoryError(f"--metric {family}: no report holds it; give one of "
                                f"{', '.join(families) or 'none'}, or one of those @k")
+    counted = {e.tokenizer for e in history if e.tokenizer is not None}
+    budget = [m for m in metrics if is_budget_metric(m)]
+    if budget and len(counted) > 1:  # issue 43.9: tokens of two tokenizers are two units
+        raise HistoryError(f"--metric {budget[0]}: the reports counted tokens with different "
+                           f"tokenizers ({', '.join(sorted(counted))}); give reports of one "
+                           "--retrieval-eval-budget-tokenizer, or a metric not counted in "
+                           "tokens")
     if retrievers is None:
         return metrics, known_retrievers
     named = [n.strip() for n in retrievers.split(",") if n.strip()]

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..boundary.outputs import MARKER, output_refusal
 from ..errors import RetrievalEvalError
 from ..io import user_files
 
@@ -251,7 +252,12 @@ def _save(fig: Any, plt: Any, path: Path, fmt: str, dpi: int) -> None:
     """Write the figure through the one writer of user-named files (``io.user_files``): at a
     symlink's target, atomically; a FIFO, device or folder refused in one line."""
     # A fixed date keeps pdf/svg output reproducible for the same report.
-    meta = {"Date": None} if fmt in ("svg", "pdf") else {"Software": None}
+    meta = ({"Date": None, "Creator": MARKER} if fmt in ("svg", "pdf")
+            else {"Software": MARKER})
+    refused = output_refusal("figure", path, fmt if fmt in ("svg", "pdf") else "png")
+    if refused is not None:  # only where no file is, or over a figure of ours (issue 43.11)
+        plt.close(fig)
+        raise PlotError(refused)
     try:
         user_files.replace_file(path, lambda fh: fig.savefig(fh, format=fmt, dpi=dpi,
                                                              metadata=meta))

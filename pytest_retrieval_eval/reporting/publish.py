@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..boundary.outputs import MARKDOWN_MARKER, output_refusal
 from ..errors import RetrievalEvalError, one_line
 from ..io import user_files
 
@@ -81,11 +82,15 @@ def publish_markdown(report: Mapping[str, Any], path: Path | None,
              f"job summary (${STEP_SUMMARY_ENV})", f"point ${STEP_SUMMARY_ENV} at a file")):
         if target is None:
             continue
+        refused = None if append else output_refusal(what, target, "markdown")
+        if refused is not None:  # only where no file is, or over a Markdown file of ours
+            lines.append(f"retrieval-eval: error: {refused}")
+            continue
         try:
             if append:
                 user_files.append_text(target, text)
             else:
-                user_files.replace_text(target, text)
+                user_files.replace_text(target, f"{MARKDOWN_MARKER}\n{text}")
         except OSError as exc:
             lines.append(f"retrieval-eval: error: {what} {target} cannot be written "
                          f"({user_files.fault(exc, target)}); {fix}")

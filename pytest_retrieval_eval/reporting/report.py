@@ -318,7 +318,20 @@ def terminal_lines(report: Mapping[str, Any], width: int = 80, *,
                      for name, v in lat.items()]
             tail.append("median latency per query: " + ", ".join(parts))
         tail.extend(timing_lines(report.get("timing") or {}))
+    tail.extend(_cut_lines(report))
     return [*lines, *fit_lines([*tail, *_error_lines(report)], width), *unknown]
+
+
+def _cut_lines(report: Mapping[str, Any]) -> list[str]:
+    """Where a store's iterator was read no further than its bound (issue 43.4): its
+    ranking is what that many items covered, said rather than silent."""
+    cut: dict[str, list[int]] = {}
+    for pair in report.get("pairs") or []:
+        if isinstance(pair.get("read_cut"), int):
+            cut.setdefault(str(pair["retriever"]), []).append(pair["read_cut"])
+    return [f"read cut: {name}: {len(at)} pair(s) ranked from the first {max(at)} items of "
+            "an iterator, short of max-k sessions; return a list to be read to the end"
+            for name, at in cut.items()]
 
 
 def _nothing_scored(info: Mapping[str, Any], failed: int = 0) -> str:
@@ -352,6 +365,11 @@ def build_report(info: Mapping[str, Any], results: Iterable[PairResult],
     retrievers = list(dict.fromkeys([*info["retrievers"], *(r["retriever"] for r in results)]))
     ks = list(info["ks"])
     ordered = sort_results(results, retrievers)
+    if any("memories" in r for r in ordered):  # a memory store ran: turn_recall@k over
+        # every pair whose gold marks turns (issue 43.1)
+        from ..scoring.memory_metrics import complete_turn_recall
+
+        complete_turn_recall(ordered)
     reference = None  # --retrieval-eval-reference: ref_recall@k, from every worker's pairs
     if info.get("reference"):
         from .reference_lines import reference_section
@@ -455,6 +473,11 @@ def write_json(report: Mapping[str, Any], path: Path,
     Raises :class:`CacheError` (one line, naming ``option`` as the fix) when ``path`` cannot
     be written or the report holds a number JSON cannot hold.
     """
+    from ..boundary.outputs import output_refusal
+
+    refused = output_refusal(f"JSON report {option}", path, "json")
+    if refused is not None:  # only where no file is, or over a report of ours (issue 43.11)
+        raise CacheError(refused)
     public = {k: v for k, v in report.items() if k != "info"}
     try:
         text = report_text(public)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..boundary.outputs import output_refusal
 from ..errors import RetrievalEvalError
 from ..io.user_files import fault, replace_text, same_file
 from ..scoring.metrics import dedupe, recall, recall_any
@@ -195,6 +196,10 @@ def write_trec_files(export: TrecExport, out_dir: Path,
                 raise TrecExportError(
                     f"--out {out_dir}: writing {target.name} would overwrite the report "
                     f"{given} it is made from; give another --out folder")
+    for target in targets:  # only where no file is, or over an export of ours (issue 43.11)
+        refused = output_refusal(f"--out {out_dir}:", target, "trec")
+        if refused is not None:
+            raise TrecExportError(refused)
     if out_dir.exists() and not out_dir.is_dir():
         raise TrecExportError(f"--out {out_dir}: it exists and is not a folder; give a "
                               "folder (created when missing)")

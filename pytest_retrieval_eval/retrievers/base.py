@@ -7,7 +7,7 @@ here (limits, the query vector, error wording) are shared by the built-in retrie
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar, overload, runtime_checkable
@@ -74,6 +74,14 @@ class Persona:
         ``--no-model`` it fails the item in one line. Embedded as passages (no query
         prefix). The time spent here is reported as ``latency_ms.store_embedding``, apart from
         the store's ingest and query times."""
+        from ..boundary.texts import texts_problem
+
+        if isinstance(texts, Iterable) and not isinstance(texts, (str, bytes, bytearray, Mapping)):
+            texts = list(texts)  # read once: an iterator too
+        problem = texts_problem(texts)  # one reading of a text (issue 43.7)
+        if problem is not None:
+            raise RetrieverError(f"persona.embed: {problem}; give a list of str, e.g. "
+                                 "persona.embed([text])")
         if self.text_vectors is None:
             raise RetrieverError(
                 "persona.embed: this run holds no vectors (no retriever of the run reads "

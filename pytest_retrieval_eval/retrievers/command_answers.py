@@ -8,11 +8,11 @@ its item (:class:`RetrieverError`, one line); the store goes on serving.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
 from typing import Any
 
+from ..boundary.scores import parse_score
 from ..errors import RetrieverError, one_line
 from .base import Memory, Persona
 from .memories import memories_from_json
@@ -70,12 +70,11 @@ def ranking_answer(answer: Mapping[str, Any], persona: Persona, selector: str,
     ranked = [str(i) for i in got]
     if scores is None:
         return ranked, None, kept_facts
-    if not isinstance(scores, list) or len(scores) != len(ids) or not all(
-            isinstance(s, (int, float)) and not isinstance(s, bool) and math.isfinite(s)
-            for s in scores):
+    read = [parse_score(s) for s in scores] if isinstance(scores, list) else []
+    if len(read) != len(ids) or None in read:  # 10**400, a bool: no score (boundary/scores.py)
         raise RetrieverError(f"{where}: \"scores\" must be finite numbers, one per id")
     # Ids past the limit count only for ties at the cut (ranking.rank_per_k).
-    return ranked, [(i, float(s)) for i, s in zip(ids, scores, strict=True)], kept_facts
+    return ranked, [(i, float(s)) for i, s in zip(ids, read, strict=True)], kept_facts  # type: ignore[arg-type]
 
 
 def _check_persona_ids(ids: list[str], persona: Persona, where: str) -> None:

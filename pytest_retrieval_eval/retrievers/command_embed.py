@@ -33,9 +33,11 @@ def is_embed_request(line: Mapping[str, Any]) -> bool:
 
 def embed_texts(request: Mapping[str, Any]) -> list[str] | None:
     """The request's texts; None when it holds no ``"texts"`` list of strings."""
+    from ..boundary.texts import texts_problem
+
     texts = request.get("texts")
-    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-        return None
+    if not isinstance(texts, list) or texts_problem(texts) is not None:
+        return None  # not a list, a non-str item, a lone surrogate (issue 43.7)
     return texts
 
 

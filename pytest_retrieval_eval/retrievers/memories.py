@@ -28,11 +28,11 @@ distinct sessions). One-session memories reach ``limit`` memories by ``limit`` s
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..boundary.scores import is_number, parse_score
+from ..boundary.turn_ids import GRAMMAR, parse_turn_id
 from ..errors import RetrieverError, one_line
 from .base import Memory, Persona
 
@@ -62,13 +62,11 @@ def has_memories(items: Sequence[object]) -> bool:
 
 
 def _is_score(value: object) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) \
-        and math.isfinite(float(value))
+    return parse_score(value) is not None
 
 
 def _is_pair(item: object) -> bool:
-    return isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], numbers.Real) \
-        and not isinstance(item[1], bool)
+    return isinstance(item, tuple) and len(item) == 2 and is_number(item[1])
 
 
 def _strings(value: object) -> tuple[str, ...] | None:
@@ -104,11 +102,15 @@ def _checked(item: object, name: str, question_id: str) -> Memory:
         if item.text is not None and not isinstance(item.text, str):
             raise _fail(name, question_id, f"memory {shown}: text is "
                         f"{type(item.text).__name__}, not a string", "give a str or None")
-        score = None if item.score is None else float(item.score)
-        return Memory(item.id, score, sessions, turns, item.text)
+        return Memory(item.id, parse_score(item.score), sessions, turns, item.text)
     if _is_pair(item):
         sid = str(item[0])  # type: ignore[index]
-        return Memory(sid, float(item[1]), (sid,))  # type: ignore[index]
+        score = parse_score(item[1])  # type: ignore[index]
+        if score is None:
+            raise _fail(name, question_id, f"rank returned the pair {one_line(repr(item), 80)}, "
+                        "whose score is not a finite number", "give every (id, score) pair a "
+                        "finite number as score, or return ids alone")
+        return Memory(sid, score, (sid,))
     sid = str(item)
     return Memory(sid, None, (sid,))
 
@@ -116,7 +118,7 @@ def _checked(item: object, name: str, question_id: str) -> Memory:
 def _check_provenance(memory: Memory, persona: Persona, rows: Mapping[str, int],
                       name: str, question_id: str) -> None:
     fix = ("a memory names only this question's sessions (persona.session_ids) and their "
-           "turns, '<session_id>_<n>' with n from 1")
+           f"turns, {GRAMMAR}")
     shown = one_line(repr(memory.id), 60)
     for sid in memory.sessions:
         if sid not in rows:
@@ -125,10 +127,18 @@ def _check_provenance(memory: Memory, persona: Persona, rows: Mapping[str, int],
                         f"haystack ({len(rows)} sessions)", fix)
     known_turns = len(persona.turns) == len(persona.session_ids)
     for tid in memory.turns:
-        sid, _, number = tid.rpartition("_")
-        row = rows.get(sid)
-        bad = row is None or not number.isdigit() or int(number) < 1 or (
-            known_turns and int(number) > len(persona.turns[row]))
+        turn = parse_turn_id(tid)  # the one reading of a turn id (boundary/turn_ids.py)
+        row = None if turn is None else rows.get(turn.session)
+        if turn is not None and row is not None and tid in rows:
+            raise _fail(name, question_id, f"memory {shown} names turn "
+                        f"{one_line(repr(tid), 60)}, which is also a session id of this "
+                        f"question's haystack (turn {turn.number} of session "
+                        f"{one_line(repr(turn.session), 40)}, or session "
+                        f"{one_line(repr(tid), 40)})",
+                        "name that session in sessions=(...), not turns=(...); a turn id "
+                        "that is also a session id cannot be read one way")
+        bad = turn is None or row is None or (
+            known_turns and turn.number > len(persona.turns[row]))
         if bad:
             raise _fail(name, question_id, f"memory {shown} names turn "
                         f"{one_line(repr(tid), 60)}, not a turn of this question's "
@@ -205,8 +215,7 @@ def memories_from_json(values: object, where: str) -> list[Memory]:
         text = value.get("text")
         if text is not None and not isinstance(text, str):
             raise RetrieverError(f"{where}: memories[{i}].text is not a string; {shape}")
-        out.append(Memory(value["id"], None if score is None else float(score), sessions,
-                          turns, text))
+        out.append(Memory(value["id"], parse_score(score), sessions, turns, text))
     return out
 
 

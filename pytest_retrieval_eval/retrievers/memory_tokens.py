@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..boundary.turn_ids import GRAMMAR, parse_turn_id
 from ..data.pairs import render_session, text_key
 from ..errors import RetrieverError
 from ..scoring.budget import budget_fit, gold_reach, score_budget
@@ -45,19 +46,30 @@ def covered_sessions(memory: Memory) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*memory.sessions, *(strip_turn(t) for t in memory.turns)]))
 
 
-def _turn_text(persona: Persona, rows: dict[str, int], turn_id: str) -> str:
-    """A turn's text: the persona's row of that id (turn granularity: a row is a turn), else
-    turn ``n`` of its session's row, rendered as the turn granularity renders it."""
-    row = rows.get(turn_id)
-    if row is not None:
-        return persona.texts[row]
-    session, _, number = turn_id.rpartition("_")
-    row = rows.get(session)
+def _turn_row(rows: Mapping[str, int], turn_id: str) -> int | None:
+    """The persona row that is turn ``turn_id`` itself (turn granularity: a row is a turn),
+    else None. The provenance reading comes first (issue 43.3): an id that names turn ``n``
+    of one of the persona's sessions is that turn, never a session row of the same name
+    (:func:`.memories.read_memories` refuses such an ambiguous id before it gets here)."""
+    turn = parse_turn_id(turn_id)
+    if turn is not None and turn.session in rows:
+        return None
+    return rows.get(turn_id)
+
+
+def _turn_text(persona: Persona, rows: Mapping[str, int], turn_id: str) -> str:
+    """A turn's text: turn ``n`` of its session's row, rendered as the turn granularity
+    renders it, else the persona's row of that id (turn granularity: a row is a turn)."""
+    own = _turn_row(rows, turn_id)
+    if own is not None:
+        return persona.texts[own]
+    turn = parse_turn_id(turn_id)
+    row = None if turn is None else rows.get(turn.session)
     turns = persona.turns[row] if row is not None and len(persona.turns) > row else None
-    if turns is None or not number.isdigit() or not 1 <= int(number) <= len(turns):
+    if turn is None or turns is None or not turn.number <= len(turns):
         raise RetrieverError(f"turn {turn_id!r} is no turn of this persona's sessions; name "
-                             "turns <session_id>_<n> with n from 1 (docs/memories.md)")
-    return render_session([turns[int(number) - 1]])
+                             f"turns {GRAMMAR} (docs/memories.md)")
+    return render_session([turns[turn.number - 1]])
 
 
 def memory_tokens(memories: Sequence[Memory], persona: Persona,
@@ -75,7 +87,7 @@ def memory_tokens(memories: Sequence[Memory], persona: Persona,
             mine.append(_keep(texts, memory.text))
         elif memory.turns:
             for turn in memory.turns:
-                row = rows.get(turn)
+                row = _turn_row(rows, turn)
                 if row is not None:
                     mine.append(_row_key(persona, row, keyed, row_of_key))
                 else:
@@ -104,8 +116,7 @@ def memory_text(memory: Memory, persona: Persona) -> str:
         return memory.text
     rows = {sid: i for i, sid in reversed(list(enumerate(persona.session_ids)))}
     if memory.turns:
-        return "\n".join(persona.texts[rows[t]] if t in rows else _turn_text(persona, rows, t)
-                         for t in memory.turns)
+        return "\n".join(_turn_text(persona, rows, t) for t in memory.turns)
     return "\n".join(persona.texts[rows[s]] for s in memory.sessions if s in rows)
 
 

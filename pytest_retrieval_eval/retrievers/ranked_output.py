@@ -29,7 +29,7 @@ from ..errors import RetrieverError, one_line
 from .base import Memory
 from .memories import covered
 
-__all__ = ["REPEATS_READ", "read_all_positions", "read_distinct"]
+__all__ = ["REPEATS_READ", "ReadItems", "read_all_positions", "read_distinct"]
 
 #: Items read per wanted id at most under vipune's protocol (repeats past that are not read).
 REPEATS_READ = 8
@@ -62,22 +62,35 @@ def _id_of(item: object) -> str:
     return str(item)
 
 
+class ReadItems(list[object]):
+    """The items :func:`read_distinct` read; ``cut_at``: the items read when the bound on an
+    iterator stopped the read short of ``limit`` distinct ids (None: it was not cut)."""
+
+    cut_at: int | None = None
+
+
 def read_distinct(result: object, name: str, question_id: str, limit: int,
-                  persona_size: int, verb: str = "rank returned") -> list[object]:
+                  persona_size: int, verb: str = "rank returned") -> ReadItems:
     """The items of ``result`` up to the ``limit``-th distinct id (an ``(id, score)`` pair
     counts by its id, a :class:`.Memory` by the sessions it covers) and at least ``limit``
     items (memories that each cover several sessions: ``memory_recall@k`` is over the first
     k memories; ids and one-session memories hold ``limit`` items by the ``limit``-th
-    distinct id), at most ``REPEATS_READ * max(limit, persona_size)`` items."""
+    distinct id). A list or tuple (finite) is read as far as that takes, however long
+    (issue 43.4); any other iterable (an iterator, perhaps endless) at most
+    ``REPEATS_READ * max(limit, persona_size)`` items, and where that bound stops the read
+    short, ``cut_at`` says after how many items."""
     items = _checked(result, name, question_id, verb)
+    finite = isinstance(items, (list, tuple))
     cap = REPEATS_READ * max(limit, persona_size, 1)
-    out: list[object] = []
+    out = ReadItems()
     seen: set[str] = set()
-    for item in itertools.islice(items, cap):
+    for item in items if finite else itertools.islice(items, cap):
         out.append(item)
         seen.update(_ids_of(item))
         if len(seen) >= limit and len(out) >= limit:
-            break
+            return out
+    if not finite and len(out) == cap:
+        out.cut_at = cap
     return out
 
 

@@ -31,7 +31,8 @@ from functools import partial
 from typing import Any
 
 from .. import vipune
-from ..errors import RetrieverError
+from ..boundary.scores import parse_score
+from ..errors import RetrieverError, one_line
 from ..scoring.diagnostics import fused_lists
 from ..scoring.metrics import dedupe
 from ..scoring.ties import TieOrders
@@ -43,11 +44,13 @@ from .ranked_output import read_all_positions, read_distinct
 from .reference import FtsRetriever, HybridRetriever
 from .row_facts import row_facts
 
-__all__ = ["REPEATED_IDS", "check_haystack", "compact_facts", "explain_facts", "rank_all",
-           "rank_per_k", "ranked_ids", "split_scored"]
+__all__ = ["READ_CUT", "REPEATED_IDS", "check_haystack", "compact_facts", "explain_facts",
+           "rank_all", "rank_per_k", "ranked_ids", "split_scored"]
 
 #: The result record's count of ids a retriever returned again (:func:`rank_per_k`).
 REPEATED_IDS = "repeated_ids"
+#: A pair's count of the items an iterator was read to when the bound cut it (issue 43.4).
+READ_CUT = "read_cut"
 
 #: ``scored[k]``: the ids a tie at k is judged on and their scores, or (a fused retriever
 #: whose input lists hold ties) the fused rankings it is judged over, or a zero-argument
@@ -74,7 +77,14 @@ def split_scored(items: Iterable[object], name: str,
         raise RetrieverError(
             f"{name}: question {question_id}: rank returned ids and (id, score) pairs "
             "mixed; return all ids, or all (id, score) pairs with a number as score")
-    return [str(x[0]) for x in got], [float(x[1]) for x in got]  # type: ignore[index]
+    scores = [parse_score(x[1]) for x in got]  # type: ignore[index]
+    if None in scores:  # nan, an infinity, 10**400: no score (boundary/scores.py)
+        bad = got[scores.index(None)]
+        raise RetrieverError(
+            f"{name}: question {question_id}: rank returned the pair "
+            f"{one_line(repr(bad), 80)}, whose score is not a finite number; give every "
+            "(id, score) pair a finite number as score, or return ids alone")
+    return [str(x[0]) for x in got], scores  # type: ignore[index,return-value]
 
 
 def _last_scores(retriever: object) -> list[tuple[str, float]] | None:
@@ -88,9 +98,9 @@ def _last_scores(retriever: object) -> list[tuple[str, float]] | None:
     for x in value:  # one pass; a (str, float) tuple, the built-ins' kind, kept as it is
         if type(x) is tuple and len(x) == 2 and type(x[0]) is str and type(x[1]) is float:
             out.append(x)
-        elif _is_pair(x):
-            out.append((str(x[0]), float(x[1])))
-        else:
+        elif _is_pair(x) and (score := parse_score(x[1])) is not None:
+            out.append((str(x[0]), score))
+        else:  # not a pair, or no finite score: no scores (ties and explain go without)
             return None
     return out
 
@@ -209,6 +219,8 @@ def rank_per_k(retriever: Retriever, persona: Persona, query: Query, ks: Sequenc
         ranked, own = _dedupe_scored(ids, own)
         if counts is not None and limit == max(ks) and len(ranked) < len(ids):
             counts[REPEATED_IDS] = len(ids) - len(ranked)
+        if counts is not None and limit == max(ks) and got.cut_at is not None:
+            counts[READ_CUT] = got.cut_at  # an iterator's read stopped short (issue 43.4)
         ranked = ranked[:limit]
         # a memory store's scores are its memories' (last_scores is not read for it)
         full = None if of_memories else _checked_scores(retriever, persona, query)

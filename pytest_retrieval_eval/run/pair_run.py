@@ -412,8 +412,8 @@ class PairRun:
 
         n = len(self.pair.session_ids)
         name = str(getattr(self.retriever, "name", "retriever"))
-        got = read_distinct(self.retriever.rank(persona, query, n), name, query.question_id,
-                            n, n)
+        got: list[Any] = read_distinct(self.retriever.rank(persona, query, n), name,
+                                       query.question_id, n, n)
         if self.memories or has_memories(got):  # checked as rank_per_k checks them
             memories = read_memories(got, persona, name, query.question_id)
             if self.memories or not is_plain(memories):

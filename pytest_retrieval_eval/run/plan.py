@@ -20,6 +20,9 @@ class Plan:
     dataset_path: str = ""  # the dataset file: where items' reports point (collection.py)
     #: run:PATH -> {"sha256", "tag"} the controller read: each worker checks (trec_run.py)
     runs: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: The budget tokenizer's identity as the controller read it (a file's sha256): each
+    #: worker counts with those bytes or stops (issue 43.8, vectors/token_counts.py)
+    tokenizer: dict[str, str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -348,8 +348,12 @@ class EvalSession:
         if self.settings.budgets and self.token_counts is None:
             from ..vectors.token_counts import run_counts  # the tokenizer: only when asked
 
+            pinned = (self.plan.tokenizer or {}).get("sha256")
             self.token_counts = run_counts(self.settings.tokenizer, Path(self.plan.cache_root),
-                                           read_only=self.read_only)
+                                           read_only=self.read_only, pin=pinned)
+            if self.plan.tokenizer is None:  # the controller (or a serial run): the pin
+                self.plan = replace(self.plan,
+                                    tokenizer=dict(self.token_counts.counter.identity))
 
     # -- items ------------------------------------------------------------------------------
 

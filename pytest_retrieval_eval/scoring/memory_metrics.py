@@ -30,8 +30,9 @@ from .metrics import MEMORY_RECALL as MEMORY_RECALL
 from .metrics import TURN_RECALL as TURN_RECALL
 from .metrics import metric_key
 
-__all__ = ["MEMORY_RECALL", "TURN_RECALL", "covered_sessions", "memory_metrics",
-           "memory_recall", "session_ranking", "turn_recall", "with_memory_recall"]
+__all__ = ["MEMORY_RECALL", "TURN_RECALL", "complete_turn_recall", "covered_sessions",
+           "memory_metrics", "memory_recall", "session_ranking", "turn_recall",
+           "with_memory_recall"]
 
 Provenance = tuple[Sequence[str], Sequence[str]]  # (sessions, turns) of one memory
 
@@ -77,6 +78,26 @@ def memory_metrics(memories: Sequence[Provenance], gold: Collection[str], ks: Se
         held = [tuple(t) for _, t in memories]
         out.update({metric_key(TURN_RECALL, k): turn_recall(held, gold_turns, k) for k in ks})
     return out
+
+
+def complete_turn_recall(results: Iterable[Mapping[str, object]]) -> None:
+    """``turn_recall@k`` of every pair whose gold marks turns (issue 43.1), in place: a pair
+    of a retriever that reports ``turn_recall@k`` on any pair, whose gold marks turns
+    (``gold_turns``) but whose memories named no turn (or which returned nothing), found
+    none of them: 0.0, as ``memory_recall@k`` counts such a pair. Without it, answering
+    nothing would raise the average."""
+    results = list(results)
+    keys: dict[object, set[str]] = {}
+    for r in results:
+        metrics = r.get("metrics")
+        if isinstance(metrics, dict):
+            keys.setdefault(r.get("retriever"), set()).update(
+                key for key in metrics if key.startswith(TURN_RECALL + "@"))
+    for r in results:
+        metrics, wanted = r.get("metrics"), keys.get(r.get("retriever"))
+        if wanted and r.get("gold_turns") and isinstance(metrics, dict):
+            for key in sorted(wanted):
+                metrics.setdefault(key, 0.0)
 
 
 def with_memory_recall(metrics: Mapping[str, float]) -> Mapping[str, float]:

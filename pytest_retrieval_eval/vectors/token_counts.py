@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import DataError, ModelError, one_line
+from ..errors import DataError, ModelError, StopRun, one_line
 from ..io.checksums import VERIFIED_SUFFIX, commit_file, matches_sidecar, sidecar_path, temp_path
 
 __all__ = ["DEFAULT_TOKENIZER", "ENCODINGS", "EXTRA", "MAX_SHARDS", "TokenCounter",
@@ -70,14 +70,19 @@ class TokenCounter:
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
-def load_counter(spec: str) -> TokenCounter:
+def load_counter(spec: str, pin: str | None = None) -> TokenCounter:
     """``o200k_base``, ``cl100k_base`` or a path to a ``tokenizer.json``, loaded.
 
-    Raises :class:`ModelError` (one line) when ``bpe-openai`` is not installed (naming the
-    extra) or the file is no tokenizer, :class:`DataError` when the path is not a file."""
+    A file is read once, and its sha256 is that of the bytes the counter was built from.
+    ``pin``: the sha256 the run's controller read (issue 43.8, as ``run:`` files are pinned):
+    a file that no longer has it gives a counter that counts nothing: its first count stops
+    the run in one line (:class:`StopRun`); counts cached under the pinned identity are still
+    read. Raises :class:`ModelError` (one line) when ``bpe-openai`` is not installed (naming
+    the extra) or the file is no tokenizer, :class:`DataError` when the path is not a
+    file."""
     if spec in ENCODINGS:
         return _bpe_openai(spec)
-    return _tokenizer_file(Path(spec).expanduser())
+    return _tokenizer_file(Path(spec).expanduser(), pin)
 
 
 def _bpe_openai(name: str) -> TokenCounter:
@@ -102,17 +107,38 @@ def _bpe_openai(name: str) -> TokenCounter:
     return TokenCounter(identity, count)
 
 
-def _tokenizer_file(path: Path) -> TokenCounter:
+#: A tokenizer.json larger than this is refused (o200k_base's is under 30 MB).
+MAX_TOKENIZER_BYTES = 512 * 1024 * 1024
+
+
+def _tokenizer_file(path: Path, pin: str | None = None) -> TokenCounter:
     if not path.is_file():
         raise DataError(
             f"--retrieval-eval-budget-tokenizer {path}: no such file; give o200k_base, "
             "cl100k_base or the path of a tokenizer.json")
     from tokenizers import Tokenizer
 
-    from ..io.checksums import sha256_file
+    from ..io.user_files import fault, read_small
 
+    try:  # read once: the sha256 named is that of the bytes that count (issue 43.8)
+        data = read_small(path, MAX_TOKENIZER_BYTES)
+    except OSError as exc:
+        raise DataError(f"--retrieval-eval-budget-tokenizer {path} cannot be read "
+                        f"({fault(exc, path)}); give o200k_base, cl100k_base or the path of "
+                        "a tokenizer.json") from None
+    digest = hashlib.sha256(data).hexdigest()
+    if pin is not None and digest != pin:
+        message = (f"--retrieval-eval-budget-tokenizer {path} changed since the run started "
+                   f"(sha256 {digest[:12]}, the run counts with {pin[:12]}); keep the file "
+                   "unchanged while the run lasts, and run again")
+
+        def refuse(text: str) -> int:
+            raise StopRun(message)
+
+        return TokenCounter({"name": str(path), "library": "tokenizers", "sha256": pin},
+                            refuse)
     try:
-        tokenizer = Tokenizer.from_file(str(path))
+        tokenizer = Tokenizer.from_str(data.decode("utf-8"))
     except Exception as exc:  # the library's own parse errors, of several types
         raise ModelError(
             f"--retrieval-eval-budget-tokenizer {path}: not a tokenizer.json that the "
@@ -124,7 +150,7 @@ def _tokenizer_file(path: Path) -> TokenCounter:
     def count(text: str) -> int:
         return len(tokenizer.encode(text, add_special_tokens=False).ids)
 
-    identity = {"name": str(path), "library": "tokenizers", "sha256": sha256_file(path)}
+    identity = {"name": str(path), "library": "tokenizers", "sha256": digest}
     return TokenCounter(identity, count)
 
 
@@ -252,8 +278,10 @@ def _remove(path: Path) -> None:
             name.unlink()
 
 
-def run_counts(spec: str, cache_root: Path, *, read_only: bool = False) -> TokenCounts:
+def run_counts(spec: str, cache_root: Path, *, read_only: bool = False,
+               pin: str | None = None) -> TokenCounts:
     """A run's token counts (``--retrieval-eval-budget``): the tokenizer ``spec`` names,
-    its counts kept under ``cache_root`` (none written by a read-only run)."""
-    counter = load_counter(spec)
+    its counts kept under ``cache_root`` (none written by a read-only run); ``pin``: the
+    sha256 of the file the controller read (:func:`load_counter`)."""
+    counter = load_counter(spec, pin)
     return TokenCounts(counter, None if read_only else tokens_dir(cache_root, counter))

@@ -144,11 +144,15 @@ def test_write_creates_the_folder_and_replaces_only_its_own_files(tmp_path: Path
     out = tmp_path / "a" / "trec"
     written = write_trec_files(export, out)
     assert sorted(p.name for p in written) == [QRELS_NAME, "r.run"]
-    (out / "r.run").write_text("old\n")
+    (out / "r.run").write_text("q Q0 y 1 1 r\n")  # an earlier export's (issue 43.11)
     (out / "notes.txt").write_text("mine\n")
     write_trec_files(export, out)
     assert (out / "r.run").read_text() == "q Q0 x 1 1 r\n"
     assert (out / "notes.txt").read_text() == "mine\n"
+    (out / "r.run").write_text("old\n")  # not an export's: refused, nothing written
+    with pytest.raises(TrecExportError, match=r"r\.run is a file this plugin did not write"):
+        write_trec_files(export, out)
+    assert (out / "r.run").read_text() == "old\n"
 
 
 def test_never_written_over_the_report(tmp_path: Path,

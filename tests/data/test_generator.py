@@ -424,7 +424,7 @@ def test_generate_writes_through_a_symlink_and_refuses_a_fifo(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 23.3: the output is written at a symlink's target; a FIFO is refused unopened."""
     real = tmp_path / "real.json"
-    real.write_text("old")
+    real.write_text('[\n{"question_id": "old"}\n]\n')  # an earlier generated one (43.11)
     link = tmp_path / "link.json"
     link.symlink_to(real)
     assert cli_main(["generate", "--preset", "sample", "--no-progress", str(link)]) == 0

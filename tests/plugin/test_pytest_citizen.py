@@ -264,7 +264,7 @@ def test_collection_only_modes_write_no_report(pytester: pytest.Pytester, data: 
                                                monkeypatch: pytest.MonkeyPatch,
                                                mode: str) -> None:
     out = pytester.path / "r.json"
-    out.write_text('{"kept": true}\n')
+    out.write_text('{"schema_version": 1, "kept": true}\n')  # a report of ours (43.11)
     md = pytester.path / "r.md"
     summary = pytester.path / "step-summary.md"
     summary.write_text("before\n")
@@ -272,7 +272,7 @@ def test_collection_only_modes_write_no_report(pytester: pytest.Pytester, data: 
     result = run(pytester, data, "--retrieval-eval-retriever", "bm25", mode,
                  f"--retrieval-eval-json={out}", f"--retrieval-eval-markdown={md}")
     assert result.ret == 0
-    assert out.read_text() == '{"kept": true}\n'
+    assert out.read_text() == '{"schema_version": 1, "kept": true}\n'
     assert not md.exists()
     assert summary.read_text() == "before\n"
     assert "No pair was scored" not in result.stdout.str()

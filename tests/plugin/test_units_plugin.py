@@ -64,3 +64,12 @@ def test_bm25_and_fts_unit_turn_run_without_a_model(pytester: pytest.Pytester) -
         assert len(found) >= 8
         assert all("memory_recall@10" in p["metrics"] for p in found)
         assert all(m["turns"] == [m["id"]] for p in found for m in p["memories"])
+        # Issue 43.1: turn_recall@k over every pair whose gold marks turns, a pair that found
+        # nothing counting 0 (as memory_recall@k does), not over the pairs that found some.
+        marked = [p for p in pairs.values() if p.get("gold_turns")]
+        assert len(marked) == 14
+        assert all("turn_recall@10" in p["metrics"] for p in marked)
+        assert report["summary"][column]["overall"]["turn_recall@10"] == pytest.approx(
+            sum(p["metrics"]["turn_recall@10"] for p in marked) / 14)
+    assert report["summary"]["fts+unit:turn"]["overall"]["turn_recall@10"] == pytest.approx(
+        0.476, abs=5e-4)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from pytest_retrieval_eval.boundary.outputs import MARKDOWN_MARKER
 from pytest_retrieval_eval.reporting import markdown
 from pytest_retrieval_eval.reporting.summary_table import table_lines
 from tests.support.compare_factory import make_report, write_report
@@ -109,7 +110,8 @@ def test_markdown_file_and_job_summary(pytester: pytest.Pytester,
     where = [f"Markdown summary: {md}", f"job summary ($GITHUB_STEP_SUMMARY): {summary}"]
     lines = join(result.stdout.lines)  # tmp paths: wrapped to the terminal's width
     assert lines[lines.index(where[0]):][:2] == where
-    text = md.read_text()
+    marker, text = md.read_text().split("\n", 1)  # the plugin's marker line (issue 43.11)
+    assert marker == MARKDOWN_MARKER
     assert text.startswith("**retrieval-eval** · dataset `sample` (sha256 `")
     assert "lane model-free · model `sentence-transformers/all-MiniLM-L6-v2`" in text
     assert "| question type | n | hybrid @1 | hybrid @5 | hybrid @10 | oracle @1 |" in text
@@ -274,8 +276,8 @@ def test_reports_write_through_symlinks_and_a_fifo_job_summary_never_hangs(
     $GITHUB_STEP_SUMMARY is one line, the run ends and its JSON report is written."""
     monkeypatch.setenv("COLUMNS", "400")
     real_json, real_md = pytester.path / "real.json", pytester.path / "real.md"
-    real_json.write_text("stale")
-    real_md.write_text("stale")
+    real_json.write_text('{"schema_version": 1, "stale": true}')  # the plugin's own (43.11)
+    real_md.write_text(f"{MARKDOWN_MARKER}\nstale")
     (pytester.path / "link.json").symlink_to(real_json)
     (pytester.path / "link.md").symlink_to(real_md)
     fifo = pytester.path / "summary-fifo"
@@ -290,7 +292,7 @@ def test_reports_write_through_symlinks_and_a_fifo_job_summary_never_hangs(
                                  "cannot be written (it is a FIFO (named pipe), not a regular "
                                  "file); point $GITHUB_STEP_SUMMARY at a file"])
     assert json.loads(real_json.read_text())["retrievers"] == ["oracle"]
-    assert real_md.read_text().startswith("**retrieval-eval**")
+    assert real_md.read_text().startswith(f"{MARKDOWN_MARKER}\n**retrieval-eval**")
     assert (pytester.path / "link.json").is_symlink() and (pytester.path / "link.md").is_symlink()
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
 
