@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+# numpy is loaded before any in-process pytester run snapshots sys.modules: a C extension
+# that the snapshot's restore drops cannot be imported again in this process.
+import numpy  # noqa: F401
 import pytest
 
 pytest_plugins = ["pytester"]
