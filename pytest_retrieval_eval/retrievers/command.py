@@ -73,6 +73,16 @@ PROTOCOL = 1
 MAX_ANSWER_BYTES = 8 * 1024 * 1024
 
 
+class _Wait:
+    """One request's deadline (``time.monotonic``), its timeout in seconds (for the message)
+    and how many embed exchanges it held so far."""
+
+    __slots__ = ("deadline", "embeds", "timeout")
+
+    def __init__(self, deadline: float, timeout: float) -> None:
+        self.deadline, self.timeout, self.embeds = deadline, timeout, 0
+
+
 class CommandRetriever:
     """A store run as a command, talked to in JSON lines (see the module's docstring).
 
@@ -315,7 +325,10 @@ class CommandRetriever:
                              f"unasked after {self._last}; answer each request with exactly "
                              "one line (log to stderr)")
         self._last = what
-        answer = self._answer(proc, line, what, timeout)
+        # One deadline for the request and every embed exchange it holds: an exchange never
+        # restarts it (a store asking for embeddings forever would never time out).
+        wait = _Wait(time.monotonic() + timeout, timeout)
+        answer = self._answer(proc, line, what, wait)
         refused: str | None = None
         while is_embed_request(answer):  # the store asks for the run's model first
             texts = embed_texts(answer)
@@ -327,7 +340,8 @@ class CommandRetriever:
             reply, refusal = embed_reply(embed, texts)
             self.clock.embed_ms += (time.perf_counter() - begun) * 1000.0
             refused = refused or refusal
-            answer = self._answer(proc, encode_vectors_reply(self.codec, reply), what, timeout)
+            wait.embeds += 1
+            answer = self._answer(proc, encode_vectors_reply(self.codec, reply), what, wait)
         if refused is not None:  # the store was told; its answer to the request is past
             raise RetrieverError(f"{self.selector}: {what}: {refused}")
         if "error" in answer:
@@ -336,11 +350,11 @@ class CommandRetriever:
         return answer
 
     def _answer(self, proc: subprocess.Popen[bytes], line: bytes, what: str,
-                timeout: float) -> dict[str, Any]:
+                wait: _Wait) -> dict[str, Any]:
         """Write ``line``, read the next line: one JSON object (anything else stops the
         command)."""
         try:
-            raw = self._exchange(proc, line, timeout)
+            raw = self._exchange(proc, line, wait)
         finally:
             copy_stderr(proc)
         try:
@@ -363,11 +377,11 @@ class CommandRetriever:
                              f"{type(answer).__name__}, not an object")
         return answer
 
-    def _exchange(self, proc: subprocess.Popen[bytes], line: bytes, timeout: float) -> bytes:
-        """Write ``line`` and read the answer line, within ``timeout`` seconds in all."""
+    def _exchange(self, proc: subprocess.Popen[bytes], line: bytes, wait: _Wait) -> bytes:
+        """Write ``line`` and read the answer line, by the request's deadline."""
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         command = shlex.join(self.argv)
-        deadline = time.monotonic() + timeout
+        deadline = wait.deadline
         pending = memoryview(line)
         written: float | None = None  # when its last byte went
         sel = selectors.DefaultSelector()
@@ -390,9 +404,11 @@ class CommandRetriever:
                         f"{MAX_ANSWER_BYTES // (1024 * 1024)} MiB; keep each answer short")
                 left = deadline - time.monotonic()
                 if left <= 0:
+                    embeds = ("" if not wait.embeds else
+                              f", {wait.embeds:,} embed exchange(s) included")
                     raise self._fail(
                         f"command `{command}` did not answer {self._last} within "
-                        f"{timeout:g} s (killed); raise --retrieval-eval-cmd-"
+                        f"{wait.timeout:g} s (killed{embeds}); raise --retrieval-eval-cmd-"
                         f"{'index-' if self._last.startswith('index') else ''}timeout if it "
                         "needs longer")
                 ready = sel.select(left)
