@@ -44,7 +44,13 @@ import numpy as np
 
 from ..errors import RetrievalEvalError, RetrieverError, one_line
 from .base import Memory, Persona, Query, _check_limit, _option
-from .command_answers import memories_answer, ranking_answer, turns_of
+from .command_answers import (
+    LineRefused,
+    memories_answer,
+    parse_answer_line,
+    ranking_answer,
+    turns_of,
+)
 from .command_embed import Embed, embed_reply, embed_texts, is_embed_request
 from .command_process import (
     CHUNK,
@@ -69,6 +75,8 @@ __all__ = ["MAX_ANSWER_BYTES", "PREFIX", "PROTOCOL", "CommandRetriever", "comman
            "parse_command"]
 
 PROTOCOL = 1
+#: Without a pidfd, how often (seconds) a wait without events looks whether the leader exited.
+EXIT_POLL_S = 0.25
 #: The longest answer line read (bytes); a longer one fails the item, never fills memory.
 MAX_ANSWER_BYTES = 8 * 1024 * 1024
 
@@ -366,7 +374,10 @@ class CommandRetriever:
                              f"offset {exc.start}); write each answer as UTF-8 JSON (log to "
                              "stderr)") from None
         try:
-            answer = json.loads(text)
+            answer = parse_answer_line(text, raw)
+        except LineRefused as why:
+            raise self._fail(f"command `{shlex.join(self.argv)}` answered {what} with {why}"
+                             ) from None
         except ValueError:
             shown = one_line(raw[:120].decode("utf-8", "replace")) or "an empty line"
             raise self._fail(f"command `{shlex.join(self.argv)}` answered {what} with "
@@ -385,10 +396,17 @@ class CommandRetriever:
         pending = memoryview(line)
         written: float | None = None  # when its last byte went
         sel = selectors.DefaultSelector()
+        # The leader's exit, seen as it happens: a helper it forked may hold stdout open, so
+        # stdout's end would never come (issue 43.14). A pidfd where the kernel has them,
+        # else a look at the leader each EXIT_POLL_S without an event.
+        exited = _leader_watch(proc)
+        leader_gone = False
         try:
             sel.register(proc.stdout, selectors.EVENT_READ)
             sel.register(proc.stdin, selectors.EVENT_WRITE)
             sel.register(proc.stderr, selectors.EVENT_READ)  # drained: it never blocks on it
+            if exited is not None:
+                sel.register(exited, selectors.EVENT_READ)
             writing = True
             while True:
                 newline = self._out.find(b"\n")
@@ -397,6 +415,12 @@ class CommandRetriever:
                     del self._out[:newline + 1]
                     if raw.strip():  # blank lines are no answer: skipped
                         return raw
+                    continue
+                if leader_gone:  # what it wrote before it went is read; no line came
+                    before = len(self._out)
+                    self._read_pending(proc)
+                    if len(self._out) == before:
+                        raise self._fail(self._exit_line(proc))
                     continue
                 if len(self._out) > MAX_ANSWER_BYTES:
                     raise self._fail(
@@ -411,9 +435,15 @@ class CommandRetriever:
                         f"{wait.timeout:g} s (killed{embeds}); raise --retrieval-eval-cmd-"
                         f"{'index-' if self._last.startswith('index') else ''}timeout if it "
                         "needs longer")
-                ready = sel.select(left)
+                ready = sel.select(left if exited is not None else min(left, EXIT_POLL_S))
                 woke = time.perf_counter()  # the answer's first byte is here (or not yet)
+                if not ready and exited is None:
+                    leader_gone = exit_status(proc) is not None
                 for key, _ in ready:
+                    if exited is not None and key.fd == exited:
+                        sel.unregister(exited)
+                        leader_gone = True
+                        continue
                     if key.fileobj is proc.stdin:
                         begun = time.perf_counter()
                         try:
@@ -453,6 +483,8 @@ class CommandRetriever:
                                                           len(line)))
         finally:
             sel.close()
+            if exited is not None:
+                os.close(exited)
 
     def _read_pending(self, proc: subprocess.Popen[bytes]) -> None:
         """What the command wrote to stdout since its last answer (without waiting): a
@@ -485,6 +517,19 @@ class CommandRetriever:
                else f"exited with status {status}")
         return (f"command `{command}` {how} while answering {self._last} (its stderr is in "
                 "the captured output)")
+
+
+def _leader_watch(proc: subprocess.Popen[bytes]) -> int | None:
+    """A pidfd of the command's leader (readable once it exits), or None where the kernel
+    or Python has none (or it is reaped already): then the exchange looks every
+    :data:`EXIT_POLL_S`."""
+    pidfd_open = getattr(os, "pidfd_open", None)
+    if pidfd_open is None or proc.returncode is not None:
+        return None
+    try:
+        return int(pidfd_open(proc.pid))
+    except OSError:
+        return None
 
 
 def make_command_retriever(selector: str, options: object) -> CommandRetriever:
