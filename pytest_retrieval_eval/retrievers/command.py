@@ -46,6 +46,7 @@ from ..errors import RetrievalEvalError, RetrieverError, one_line
 from .base import Memory, Persona, Query, _check_limit, _option
 from .command_answers import (
     LineRefused,
+    hello_fault,
     memories_answer,
     parse_answer_line,
     ranking_answer,
@@ -55,10 +56,14 @@ from .command_embed import Embed, embed_reply, embed_texts, is_embed_request
 from .command_process import (
     CHUNK,
     CLOSE_GRACE_S,
+    EXIT_POLL_S,
+    Wait,
     close_pipes,
     copy_stderr,
+    exit_line,
     exit_status,
     kill_group,
+    leader_watch,
     shutdown,
 )
 from .command_selector import PREFIX, command_name, parse_command
@@ -75,20 +80,8 @@ __all__ = ["MAX_ANSWER_BYTES", "PREFIX", "PROTOCOL", "CommandRetriever", "comman
            "parse_command"]
 
 PROTOCOL = 1
-#: Without a pidfd, how often (seconds) a wait without events looks whether the leader exited.
-EXIT_POLL_S = 0.25
 #: The longest answer line read (bytes); a longer one fails the item, never fills memory.
 MAX_ANSWER_BYTES = 8 * 1024 * 1024
-
-
-class _Wait:
-    """One request's deadline (``time.monotonic``), its timeout in seconds (for the message)
-    and how many embed exchanges it held so far."""
-
-    __slots__ = ("deadline", "embeds", "timeout")
-
-    def __init__(self, deadline: float, timeout: float) -> None:
-        self.deadline, self.timeout, self.embeds = deadline, timeout, 0
 
 
 class CommandRetriever:
@@ -289,19 +282,12 @@ class CommandRetriever:
                                         "vector_encodings": list(VECTOR_ENCODINGS)}),
                            "hello", self.timeout)
         self.clock.hello_ms = (time.perf_counter() - spawned) * 1000.0
-        name, vectors = answer.get("name"), answer.get("vectors", False)
+        fault = hello_fault(answer, VECTOR_ENCODINGS)
+        if fault is not None:
+            raise self._fail(fault)
+        name, vectors = answer["name"], answer.get("vectors", False)
         encoding = answer.get("vector_encoding", VECTOR_ENCODINGS[0])
-        if not isinstance(name, str) or not name.strip() or one_line(name) != name \
-                or "," in name:
-            raise self._fail(f"hello's answer {one_line(json.dumps(answer), 120)} needs a "
-                             "\"name\": one line of text without commas, the column's name")
-        if not isinstance(vectors, bool):
-            raise self._fail(f"hello's \"vectors\" is {vectors!r}; answer true or false")
-        if encoding not in VECTOR_ENCODINGS:
-            raise self._fail(f"hello's \"vector_encoding\" is "
-                             f"{one_line(json.dumps(encoding), 60)}; answer one of "
-                             + ", ".join(f'"{e}"' for e in VECTOR_ENCODINGS))
-                # A name given up front is the column already (named at collection): hello's is
+        # A name given up front is the column already (named at collection): hello's is
         # checked, never used.
         self.name, self.wants_vectors = self.given_name or name, vectors
         self.config = answer.get("config")  # checked where it is recorded (store_config.py)
@@ -335,7 +321,7 @@ class CommandRetriever:
         self._last = what
         # One deadline for the request and every embed exchange it holds: an exchange never
         # restarts it (a store asking for embeddings forever would never time out).
-        wait = _Wait(time.monotonic() + timeout, timeout)
+        wait = Wait(time.monotonic() + timeout, timeout)
         answer = self._answer(proc, line, what, wait)
         refused: str | None = None
         while is_embed_request(answer):  # the store asks for the run's model first
@@ -358,7 +344,7 @@ class CommandRetriever:
         return answer
 
     def _answer(self, proc: subprocess.Popen[bytes], line: bytes, what: str,
-                wait: _Wait) -> dict[str, Any]:
+                wait: Wait) -> dict[str, Any]:
         """Write ``line``, read the next line: one JSON object (anything else stops the
         command)."""
         try:
@@ -388,7 +374,7 @@ class CommandRetriever:
                              f"{type(answer).__name__}, not an object")
         return answer
 
-    def _exchange(self, proc: subprocess.Popen[bytes], line: bytes, wait: _Wait) -> bytes:
+    def _exchange(self, proc: subprocess.Popen[bytes], line: bytes, wait: Wait) -> bytes:
         """Write ``line`` and read the answer line, by the request's deadline."""
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         command = shlex.join(self.argv)
@@ -399,7 +385,7 @@ class CommandRetriever:
         # The leader's exit, seen as it happens: a helper it forked may hold stdout open, so
         # stdout's end would never come (issue 43.14). A pidfd where the kernel has them,
         # else a look at the leader each EXIT_POLL_S without an event.
-        exited = _leader_watch(proc)
+        exited = leader_watch(proc)
         leader_gone = False
         try:
             sel.register(proc.stdout, selectors.EVENT_READ)
@@ -508,28 +494,7 @@ class CommandRetriever:
                 "nothing asked for; read each request to its newline before answering it")
 
     def _exit_line(self, proc: subprocess.Popen[bytes]) -> str:
-        command = shlex.join(self.argv)
-        status = exit_status(proc, CLOSE_GRACE_S)  # unreaped: _fail kills its group
-        if status is None:
-            return (f"command `{command}` closed its stdout while answering {self._last}; "
-                    "keep it open until stdin closes")
-        how = (f"was killed by signal {-status}" if status < 0
-               else f"exited with status {status}")
-        return (f"command `{command}` {how} while answering {self._last} (its stderr is in "
-                "the captured output)")
-
-
-def _leader_watch(proc: subprocess.Popen[bytes]) -> int | None:
-    """A pidfd of the command's leader (readable once it exits), or None where the kernel
-    or Python has none (or it is reaped already): then the exchange looks every
-    :data:`EXIT_POLL_S`."""
-    pidfd_open = getattr(os, "pidfd_open", None)
-    if pidfd_open is None or proc.returncode is not None:
-        return None
-    try:
-        return int(pidfd_open(proc.pid))
-    except OSError:
-        return None
+        return exit_line(proc, shlex.join(self.argv), self._last)
 
 
 def make_command_retriever(selector: str, options: object) -> CommandRetriever:

@@ -21,7 +21,8 @@ from .base import Memory, Persona
 from .memories import memories_from_json
 from .ranked_output import read_distinct
 
-__all__ = ["LineRefused", "memories_answer", "parse_answer_line", "ranking_answer", "turns_of"]
+__all__ = ["LineRefused", "hello_fault", "memories_answer", "parse_answer_line",
+           "ranking_answer", "turns_of"]
 
 #: The widest integer an answer may hold: 64 bits, as the dataset reader's (a double holds
 #: any score; a longer run of digits is no number a store means).
@@ -44,7 +45,7 @@ def turns_of(text: str) -> list[dict[str, str]]:
     return turns
 
 
-class LineRefused(Exception):  # noqa: N818 - a reason, not a failure of the plugin
+class LineRefused(Exception):
     """An answer line that is JSON no store means: why, in words (the caller names the
     command and the request)."""
 
@@ -77,6 +78,22 @@ def parse_answer_line(text: str, raw: bytes) -> object:
                           f"{deep.offset:,}); nest answers at most {MAX_DEPTH} levels"
                           ) from None
     return json.loads(text, parse_int=_bounded_int)
+
+
+def hello_fault(answer: Mapping[str, Any], encodings: tuple[str, ...]) -> str | None:
+    """What is wrong with hello's answer (its name, ``vectors``, ``vector_encoding``), or
+    None: a usable name is one line of text without commas (the column's name)."""
+    name, vectors = answer.get("name"), answer.get("vectors", False)
+    encoding = answer.get("vector_encoding", encodings[0])
+    if not isinstance(name, str) or not name.strip() or one_line(name) != name or "," in name:
+        return (f"hello's answer {one_line(json.dumps(answer), 120)} needs a \"name\": one "
+                "line of text without commas, the column's name")
+    if not isinstance(vectors, bool):
+        return f"hello's \"vectors\" is {vectors!r}; answer true or false"
+    if encoding not in encodings:
+        return (f"hello's \"vector_encoding\" is {one_line(json.dumps(encoding), 60)}; answer "
+                "one of " + ", ".join(f'"{e}"' for e in encodings))
+    return None
 
 
 def memories_answer(answer: Mapping[str, Any], selector: str,

@@ -12,9 +12,9 @@ says: ``ok`` (rows in order, scores falling), ``error`` (an ``{"error"}`` answer
 rank answer that is not UTF-8), ``early`` (index answered after reading only its first bytes,
 then nothing more read), ``helper`` (as ``ok``, with a forked child that sleeps 300 s and
 holds the pipes; its pid logged as ``fake-store helper PID``), ``helperexit`` (such a helper,
-and the store exits with status 3 on its first rank), ``deep`` (a rank answer nested 5000 levels), ``bigint`` (a score of 400 digits),
-``slow`` (as ``ok``, each rank
-answered after 0.2 s). Every request is logged to stderr as ``fake-store got OP``.
+and the store exits with status 3 on its first rank), ``deep`` (a rank answer nested 5000
+levels), ``bigint`` (a score of 400 digits), ``slow`` (as ``ok``, each rank answered after
+0.2 s). Every request is logged to stderr as ``fake-store got OP``.
 """
 
 from __future__ import annotations
