@@ -120,8 +120,8 @@ class RRF:
             raise RetrievalEvalError(f"RRF fuses two retrievers or more, {len(self._parts)} "
                                      "given; add another")
         self._selectors = selectors
-        self.nesting = 1 + max((p.nesting for p in self._parts if isinstance(p, RRF)),
-                               default=0)
+        inner = [int(p.nesting) for p in self._parts if isinstance(p, RRF)]
+        self.nesting: int = 1 + max(inner, default=0)
         if self.nesting > MAX_NESTING:
             raise RetrievalEvalError(
                 f"RRF nests {self.nesting} levels deep (an RRF among an RRF's parts is one "
