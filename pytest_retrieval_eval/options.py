@@ -174,10 +174,14 @@ def parse_retrievers(value: str) -> tuple[str, ...]:
             except VariantError as exc:
                 raise argparse.ArgumentTypeError(str(exc)) from None
         elif name not in valid and not _DOTTED.match(name):
+            from difflib import get_close_matches
+
+            meant = get_close_matches(name, valid, n=1, cutoff=0.6)
             raise argparse.ArgumentTypeError(
-                f"unknown retriever {name!r}; choose from {', '.join(valid)}, a what-if "
-                "such as hybrid+fts:or, or a dotted path package.module:attr"
-            )
+                f"unknown retriever {name!r}; "
+                + (f"did you mean {meant[0]!r}? " if meant else "")
+                + f"choose from {', '.join(valid)}, a what-if such as hybrid+fts:or, or a "
+                "dotted path package.module:attr")
     return tuple(dict.fromkeys(names))
 
 

@@ -474,7 +474,7 @@ def test_option_k_not_a_number(pytester: pytest.Pytester, cache: Path) -> None:
 
 def test_option_unknown_retriever(pytester: pytest.Pytester, cache: Path) -> None:
     option_fault(pytester, cache, "--retrieval-eval-retriever", "hybrid,vipun",
-                 "unknown retriever 'vipun'; choose from hybrid")
+                 "unknown retriever 'vipun'; did you mean 'vipune'? choose from hybrid")
 
 
 def test_option_json_path_inside_a_file(pytester: pytest.Pytester, cache: Path,
