@@ -376,7 +376,8 @@ OPTIONS: tuple[Option, ...] = (
             "token pooling: mean (vipune's recipe) or cls (bge's card) (default: mean)",
             "mean|cls"),
     Option("--retrieval-eval-max-length", "retrieval_eval_max_length", max_length, 512,
-            "tokens kept per text, special tokens included, 2..512 (default: 512)", "N"),
+            "tokens kept per text, special tokens included, 2..512 (default: the model "
+            "folder's sentence_bert_config.json max_seq_length, else 512, vipune's)", "N"),
     Option("--retrieval-eval-query-prefix", "retrieval_eval_query_prefix", text, "",
             "instruction prepended to queries before embedding (default: none, as vipune)",
             "TEXT"),
