@@ -551,9 +551,11 @@ def test_cuda_without_cuda_provider_is_one_line_error(
 
 def test_default_model_is_vipunes() -> None:
     assert emb.DEFAULT_MODEL == "BAAI/bge-small-en-v1.5"
+    # max_length None: the model's own (sentence_bert_config.json), else vipune's 512
     assert EmbedConfig() == EmbedConfig(
-        pooling="mean", max_length=512, query_prefix="", device="cpu", threads=None, batch_size=32
-    )
+        pooling="mean", max_length=None, query_prefix="", device="cpu", threads=None,
+        batch_size=32)
+    assert emb.VIPUNE_MAX_LENGTH == 512
     assert PAD_JUNK > 100  # the tiny model's padding junk is large enough to notice
 
 
