@@ -33,6 +33,7 @@ from .errors import RetrievalEvalError, StopRun, one_line
 if TYPE_CHECKING:  # the heavy modules (onnxruntime, pyarrow) load when the run needs them
     from .run.session import EvalSession
 
+SIGTERM_KEY = pytest.StashKey[Any]()  # puts SIGTERM's default back (io/signals.py)
 BASE_KEY = pytest.StashKey[dict[str, Any]]()  # the --retrieval-eval-compare report, loaded
 PUBLISHED_KEY = pytest.StashKey[list[str]]()  # where the Markdown went (terminal lines)
 WORKER_PLAN = "retrieval_eval_plan"
@@ -62,6 +63,10 @@ def start(config: pytest.Config) -> None:
     # explanations only: a run with neither pays nothing for them
     state.explain = state.settings.json_path is not None or config.get_verbosity() > 0
     config.stash[SESSION_KEY] = state
+    if not state.read_only:  # a run that scores: SIGTERM stops it as Ctrl-C does
+        from .io.signals import sigterm_as_interrupt
+
+        config.stash[SIGTERM_KEY] = sigterm_as_interrupt()
     manager = config.pluginmanager
     if not manager.is_registered(_THIS_MODULE):
         manager.register(_THIS_MODULE, "retrieval-eval-run")
@@ -451,6 +456,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     state = _session(config)
     if state is not None:
         state.close_corpus()
+    restore = config.stash.get(SIGTERM_KEY, None)
+    if restore is not None:
+        restore()
+        del config.stash[SIGTERM_KEY]
 
 
 @pytest.hookimpl(optionalhook=True)

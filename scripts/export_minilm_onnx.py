@@ -10,10 +10,12 @@ sequence axes dynamic, and writes::
     OUT/onnx/model.onnx
     OUT/tokenizer.json
     OUT/config.json
+    OUT/sentence_bert_config.json  (max_seq_length 256: the plugin's length for this model)
 
-Then it verifies the export: a few sentences embedded by the plugin's ``Embedder`` (vipune's
-recipe: mean pooling, L2) against ``sentence_transformers.SentenceTransformer`` on the extracted
-model, printing the minimum cosine (expected 1.0000000 to 7 places).
+Then it verifies the export: a few sentences embedded by the plugin's ``Embedder`` (mean
+pooling, L2; the model's own 256 tokens, then 512 asked for) against
+``sentence_transformers.SentenceTransformer`` on the extracted model at the same length,
+printing the minimum cosine (expected 1.0000000 to 7 places).
 
 torch is needed for this script only, never by the plugin::
 
@@ -39,7 +41,7 @@ SENTENCES = [
     "hello",
     "Caf\u00e9 cr\u00e8me br\u00fbl\u00e9e, 2024-03-15, $12.50 \u2014 na\u00efve r\u00e9sum\u00e9!",
     " ".join(["long"] + ["sessions are truncated only past the model limit"] * 12),
-    # ~900 word pieces: checks truncation at 512 (the reference is set to 512 tokens too)
+    # ~900 word pieces: checks truncation at 256 and at 512 (the reference set alike)
     " ".join(f"turn {i}: the user asked about item number {i} again." for i in range(90)),
 ]
 OPSET = 17
@@ -99,32 +101,39 @@ def export(model_dir: Path, out_dir: Path) -> Path:
             do_constant_folding=True,
             dynamo=False,
         )
-    for name in ("tokenizer.json", "config.json"):
+    for name in ("tokenizer.json", "config.json", "sentence_bert_config.json"):
         shutil.copyfile(model_dir / name, out_dir / name)
     return target
 
 
 def verify(model_dir: Path, out_dir: Path) -> float:
-    """Min cosine between the plugin's vectors and sentence-transformers' on SENTENCES."""
+    """Min cosine between the plugin's vectors and sentence-transformers' on SENTENCES, at the
+    model's own max_seq_length (256, its sentence_bert_config.json: the plugin's default for
+    this folder) and at 512 asked for (vipune's length) on both sides."""
     from sentence_transformers import SentenceTransformer
 
     from pytest_retrieval_eval.vectors.embedding import EmbedConfig, load_embedder
 
-    embedder = load_embedder(str(out_dir), EmbedConfig(pooling="mean"))
-    ours = embedder.embed(SENTENCES).astype(np.float64)
     reference = SentenceTransformer(str(model_dir), device="cpu")
-    reference.max_seq_length = 512  # vipune truncates at 512; the model card's default is 256
-    theirs = reference.encode(SENTENCES, convert_to_numpy=True, normalize_embeddings=True)
-    theirs = np.asarray(theirs, dtype=np.float64)
-    cosines = (ours * theirs).sum(axis=1) / (
-        np.linalg.norm(ours, axis=1) * np.linalg.norm(theirs, axis=1)
-    )
-    one_by_one = np.stack([embedder.embed_query(s) for s in SENTENCES]).astype(np.float64)
-    print(f"model: {embedder.name}  dim: {embedder.dim}  fingerprint: {embedder.fingerprint}")
-    print(f"max |batched - one-at-a-time|: {np.abs(ours - one_by_one).max():.2e}")
-    for sentence, cosine in zip(SENTENCES, cosines, strict=True):
-        print(f"  cos={cosine:.9f}  {sentence[:60]!r}")
-    return float(cosines.min())
+    minimum = 1.0
+    for asked in (None, 512):
+        embedder = load_embedder(str(out_dir), EmbedConfig(pooling="mean", max_length=asked))
+        ours = embedder.embed(SENTENCES).astype(np.float64)
+        reference.max_seq_length = embedder.max_length
+        theirs = reference.encode(SENTENCES, convert_to_numpy=True, normalize_embeddings=True)
+        theirs = np.asarray(theirs, dtype=np.float64)
+        cosines = (ours * theirs).sum(axis=1) / (
+            np.linalg.norm(ours, axis=1) * np.linalg.norm(theirs, axis=1)
+        )
+        one_by_one = np.stack([embedder.embed_query(s) for s in SENTENCES]).astype(np.float64)
+        print(f"model: {embedder.name}  dim: {embedder.dim}  max_length: "
+              f"{embedder.max_length} ({embedder.max_length_from})  fingerprint: "
+              f"{embedder.fingerprint}")
+        print(f"max |batched - one-at-a-time|: {np.abs(ours - one_by_one).max():.2e}")
+        for sentence, cosine in zip(SENTENCES, cosines, strict=True):
+            print(f"  cos={cosine:.9f}  {sentence[:60]!r}")
+        minimum = min(minimum, float(cosines.min()))
+    return minimum
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = Path(extract_model(tmp))
         target = export(model_dir, out_dir)
-        print(f"wrote {target} ({target.stat().st_size / 1e6:.1f} MB), tokenizer.json, config.json")
+        print(f"wrote {target} ({target.stat().st_size / 1e6:.1f} MB), tokenizer.json, "
+              "config.json, sentence_bert_config.json")
         minimum = verify(model_dir, out_dir)
     print(f"min cosine vs sentence-transformers: {minimum:.7f}")
     if round(minimum, 7) < 1.0:

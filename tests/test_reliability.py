@@ -475,7 +475,7 @@ def test_option_k_not_a_number(pytester: pytest.Pytester, cache: Path) -> None:
 
 def test_option_unknown_retriever(pytester: pytest.Pytester, cache: Path) -> None:
     option_fault(pytester, cache, "--retrieval-eval-retriever", "hybrid,vipun",
-                 "unknown retriever 'vipun'; choose from hybrid")
+                 "unknown retriever 'vipun'; did you mean 'vipune'? choose from hybrid")
 
 
 def test_option_json_path_inside_a_file(pytester: pytest.Pytester, cache: Path,
@@ -917,7 +917,7 @@ def test_fault_vipune_lane_scores_and_prints_drift(
     assert result.ret == 0, result.stdout.str()
     result.assert_outcomes(passed=6)
     result.stdout.fnmatch_lines([
-        f"lane: model  model: {BGE} (fingerprint *, mean pooling, dim 384)",
+        f"lane: model  model: {BGE} (fingerprint *, mean pooling, 512 tokens (*), dim 384)",
         "drift hybrid vs vipune: 3 of 3 pairs have an identical top 10",
     ])
     report = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))

@@ -39,6 +39,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Run ``badge``; returns the exit status."""
+    from ..errors import printable
     from ..io import user_files
     from ..reporting import badge
     from ..reporting.compare import load_report, primary_family
@@ -54,14 +55,16 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     metric = args.metric or f"{primary_family(report)}@{max(report['ks'])}"
     value = badge.badge_value(report, retriever, metric)
     label = args.label if args.label is not None else f"{metric} {retriever}"
-    text = (badge.badge_svg(label, value) if args.svg
-            else user_files.json_text(badge.endpoint_json(label, value), indent=2) + "\n")
+    text = (badge.badge_svg(label, value, metric) if args.svg
+            else user_files.json_text(badge.endpoint_json(label, value, metric), indent=2)
+            + "\n")
     try:
         user_files.replace_text(args.out, text)
     except OSError as exc:
         raise badge.BadgeError(f"badge {args.out} cannot be written "
                                f"({user_files.fault(exc, args.out)}); pass another --out"
                                ) from None
-    write_fitted(out, [f"badge: {args.out} ({label}: {value:.3f}, "
-                       f"{badge.color(value)[0]})"])
+    # Names from the report reach the terminal escaped, as explain and compare print them.
+    write_fitted(out, [printable(f"badge: {args.out} ({label}: {badge.message(metric, value)}, "
+                                 f"{badge.metric_color(metric, value)[0]})")])
     return 0

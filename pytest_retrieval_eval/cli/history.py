@@ -38,23 +38,53 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
                          "(the [plot] extra)")
 
 
-def _gather(names: list[str]) -> tuple[list[tuple[Path, dict[str, Any]]], list[Path]]:
-    """The reports named or in the folders named (each file once), and the folders' JSON
-    files that are no reports (skipped; a file named alone is refused instead)."""
+def _not_a_file(path: Path) -> str | None:
+    """Why a folder's ``*.json`` entry is no file to read, in words (None: a regular file,
+    or a link to one)."""
+    import errno
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symlink loop"
+        if path.is_symlink():
+            return "a dangling link"
+        return f"cannot be read: {exc.strerror or exc}"
+    if stat.S_ISREG(mode):
+        return None
+    for test, kind in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def _gather(names: list[str]) -> tuple[list[tuple[Path, dict[str, Any]]],
+                                       list[tuple[Path, str]]]:
+    """The reports named or in the folders named (each file once), and the folders'
+    ``*.json`` entries left out, each with why (no report, a dangling link, a loop, a FIFO;
+    a file named alone is refused instead)."""
     from ..reporting.compare import CompareError, load_report
     from ..reporting.history import HistoryError
 
     reports: list[tuple[Path, dict[str, Any]]] = []
-    skipped: list[Path] = []
+    skipped: list[tuple[Path, str]] = []
     seen: set[Path] = set()
     for name in names:
         path = Path(name)
         if path.is_dir():
-            members = sorted(p for p in path.glob("*.json") if p.is_file())
+            members = sorted(path.glob("*.json"))
             if not members:
                 raise HistoryError(f"history: folder {path} holds no *.json report; give "
                                    "reports written by --retrieval-eval-json, or their folder")
             for member in members:
+                why = _not_a_file(member)
+                if why is not None:  # never opened: a FIFO would block, a loop fail
+                    skipped.append((member, why))
+                    continue
                 if member.resolve() in seen:
                     continue
                 seen.add(member.resolve())
@@ -63,7 +93,7 @@ def _gather(names: list[str]) -> tuple[list[tuple[Path, dict[str, Any]]], list[P
                 except CompareError as exc:
                     if "not a retrieval-eval JSON report" not in str(exc):
                         raise
-                    skipped.append(member)
+                    skipped.append((member, "not a report"))
             continue
         if path.exists() and path.resolve() in seen:
             continue
@@ -71,13 +101,19 @@ def _gather(names: list[str]) -> tuple[list[tuple[Path, dict[str, Any]]], list[P
         seen.add(path.resolve())
         reports.append((path, report))
     if not reports:
+        left = "; left out: " + _left_out(skipped) if skipped else ""
         raise HistoryError(f"history: no report among {', '.join(names)} (only other JSON "
-                           "files); give reports written by --retrieval-eval-json")
+                           f"files){left}; give reports written by --retrieval-eval-json")
     return reports, skipped
+
+
+def _left_out(skipped: list[tuple[Path, str]]) -> str:
+    return ", ".join(f"{p} ({why})" for p, why in skipped)
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Run ``history``; returns the exit status."""
+    from ..errors import printable
     from ..reporting import history as hist
 
     if args.plot is not None:
@@ -93,15 +129,16 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     entries = hist.entries(reports)
     newest = max(reports, key=lambda pr: hist.report_time(pr[1], pr[0]))[1]
     metrics, retrievers = hist.choose(entries, newest, args.metric, args.retrievers)
+    width = terminal_width()
     if args.markdown:
         out.write(hist.history_markdown(entries, metrics, retrievers))
     else:
-        width = terminal_width()
         for line in hist.history_lines(entries, metrics, retrievers, width):
             out.write(line + "\n")
-        if skipped:
-            write_fitted(out, [f"skipped {len(skipped)} JSON file(s) that are not reports: "
-                               + ", ".join(str(p) for p in skipped)], width)
+    if skipped:  # beside the Markdown, on stderr: the table stays the job summary's alone
+        write_fitted(err if args.markdown else out, [printable(
+            f"skipped {len(skipped)} *.json that are not reports: {_left_out(skipped)}")],
+            width)
     if args.plot is not None:
         from ..reporting import plot as plot_mod
 

@@ -44,8 +44,10 @@ def add_commands(sub: argparse._SubParsersAction[Any], default_cache: Path) -> N
     prep.add_argument("--pooling", type=_choice("mean", "cls"), default="mean",
                       metavar="mean|cls",
                       help="token pooling (default: mean, vipune's recipe)")
-    prep.add_argument("--max-length", type=_max_length, default=512, metavar="N",
-                      help="tokens kept per text, special tokens included (default: 512)")
+    prep.add_argument("--max-length", type=_max_length, default=None, metavar="N",
+                      help="tokens kept per text, special tokens included (default: the "
+                      "model's own max_seq_length from its sentence_bert_config.json, else "
+                      "512, vipune's)")
     prep.add_argument("--query-prefix", type=str, default="", metavar="TEXT",
                       help="instruction prepended to questions (default: none, as vipune)")
     prep.add_argument("--device", type=_choice("cpu", "cuda"), default="cpu",

@@ -185,10 +185,14 @@ def parse_retrievers(value: str) -> tuple[str, ...]:
             except VariantError as exc:
                 raise argparse.ArgumentTypeError(str(exc)) from None
         elif name not in valid and not _DOTTED.match(name):
+            from difflib import get_close_matches
+
+            meant = get_close_matches(name, valid, n=1, cutoff=0.6)
             raise argparse.ArgumentTypeError(
-                f"unknown retriever {name!r}; choose from {', '.join(valid)}, a what-if "
-                "such as hybrid+fts:or, or a dotted path package.module:attr"
-            )
+                f"unknown retriever {name!r}; "
+                + (f"did you mean {meant[0]!r}? " if meant else "")
+                + f"choose from {', '.join(valid)}, a what-if such as hybrid+fts:or, or a "
+                "dotted path package.module:attr")
     return tuple(dict.fromkeys(names))
 
 
@@ -406,7 +410,8 @@ OPTIONS: tuple[Option, ...] = (
             "token pooling: mean (vipune's recipe) or cls (bge's card) (default: mean)",
             "mean|cls"),
     Option("--retrieval-eval-max-length", "retrieval_eval_max_length", max_length, 512,
-            "tokens kept per text, special tokens included, 2..512 (default: 512)", "N"),
+            "tokens kept per text, special tokens included, 2..512 (default: the model "
+            "folder's sentence_bert_config.json max_seq_length, else 512, vipune's)", "N"),
     Option("--retrieval-eval-query-prefix", "retrieval_eval_query_prefix", text, "",
             "instruction prepended to queries before embedding (default: none, as vipune)",
             "TEXT"),

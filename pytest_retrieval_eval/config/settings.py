@@ -292,8 +292,22 @@ def _given(config: pytest.Config, dest: str) -> bool:
     return config.getoption(dest, None) is not None or _ini(config, opt) is not None
 
 
+def check_ini_keys(config: pytest.Config) -> None:
+    """A ``retrieval_eval_*`` ini key (file or ``-o``) that is no option: one usage line
+    naming the key meant (pytest would ignore it, and the run use the default)."""
+    from ..io.ini_file import ini_keys, unknown_key_line
+
+    overrides = [str(o).partition("=")[0].strip()
+                 for o in (config.getoption("override_ini", None) or [])]
+    line = unknown_key_line([*ini_keys(config.inipath), *overrides], "retrieval_eval",
+                            [opt.dest for opt in OPTIONS])
+    if line is not None:
+        raise usage_error(line)
+
+
 def read_settings(config: pytest.Config) -> Settings:
     """Resolve every option (command line, then ini, then default) and check combinations."""
+    check_ini_keys(config)
     v = {opt.dest.removeprefix("retrieval_eval_"): _value(config, opt) for opt in OPTIONS}
     v["enabled"] = v.pop("retrieval_eval")
     cache = v.pop("cache") or None  # None: cache.default_cache_dir() (env, XDG, ~/.cache)

@@ -3,6 +3,8 @@
 ``checksums`` (sha256 of files, sidecars, memos, atomic commits, the umask's mode), ``hub``
 (Hub file access: cache lookup by folders, one short metadata request, download) and
 ``hub_transfer`` (one Hub connection with one-line errors, listings, resumable downloads),
+``signals`` (SIGTERM handled as Ctrl-C for the length of a run), ``ini_file`` (the keys of
+pytest's config file as written, a misspelled key's twin named),
 ``user_files`` (files at paths the user names: through symlinks, never over a FIFO or device).
 
 Public: ``checksums.sha256_file``, ``memoised_sha256``, ``commit_file``, ``matches_sidecar``,

@@ -4,7 +4,9 @@ or a self-contained SVG drawn here.
 * :func:`badge_value`: a retriever's overall value of a metric (``recall@10``), or one line
   naming the report's retrievers or metrics;
 * :func:`color`: the band a value falls in (:data:`BANDS`, docs/ci.md): a colour for the
-  eye, never a verdict (nothing passes or fails by it);
+  eye, never a verdict (nothing passes or fails by it); only a share (recall, nDCG) is put
+  in a band: a count of tokens (``tokens@k``) is :data:`NEUTRAL` blue, its message
+  ``4596 tokens`` (:func:`metric_color`, :func:`message`);
 * :func:`endpoint_json`: the object https://shields.io/badges/endpoint-badge reads
   (``schemaVersion`` 1, ``label``, ``message``, ``color``);
 * :func:`badge_svg`: the same badge as SVG in shields' flat style, with no font file, no
@@ -20,9 +22,10 @@ from xml.sax.saxutils import escape
 
 from ..boundary.outputs import MARKER
 from ..errors import RetrievalEvalError, printable
+from ..scoring.metrics import TOKENS
 
-__all__ = ["BANDS", "BadgeError", "badge_svg", "badge_value", "color", "endpoint_json",
-           "text_width"]
+__all__ = ["BANDS", "NEUTRAL", "BadgeError", "badge_svg", "badge_value", "color",
+           "endpoint_json", "message", "metric_color", "text_width"]
 
 #: (lowest value, shields.io colour name, hex) from the top band down: a value gets the first
 #: band whose lowest value it reaches.
@@ -35,6 +38,8 @@ BANDS: tuple[tuple[float, str, str], ...] = (
     (0.00, "red", "#e05d44"),
 )
 _LABEL_GREY = "#555"
+#: The colour of a number that is no share (a count of tokens): no band, no judgement.
+NEUTRAL = ("blue", "#007ec6")
 
 
 class BadgeError(RetrievalEvalError):
@@ -47,14 +52,15 @@ def badge_value(report: Mapping[str, Any], retriever: str, metric: str) -> float
     summary = report.get("summary") or {}
     known = [r for r in report.get("retrievers", ()) if r in summary]
     if retriever not in summary:
-        raise BadgeError(f"badge: retriever {retriever!r} is not in the report; it holds "
-                         f"{', '.join(known) or 'no scored retriever'} (pass one with "
-                         "--retriever)")
+        raise BadgeError(f"badge: retriever {printable(retriever)!r} is not in the report; "
+                         f"it holds {printable(', '.join(known)) or 'no scored retriever'} "
+                         "(pass one with --retriever)")
     overall = summary[retriever].get("overall") or {}
     if metric not in overall or metric == "n":
         metrics = [m for m in overall if m != "n"]
-        raise BadgeError(f"badge: metric {metric!r} is not in the report for {retriever}; it "
-                         f"holds {', '.join(metrics) or 'none'} (pass one with --metric)")
+        raise BadgeError(f"badge: metric {printable(metric)!r} is not in the report for "
+                         f"{printable(retriever)}; it holds "
+                         f"{printable(', '.join(metrics)) or 'none'} (pass one with --metric)")
     return float(overall[metric])
 
 
@@ -66,10 +72,26 @@ def color(value: float) -> tuple[str, str]:
     return BANDS[-1][1], BANDS[-1][2]
 
 
-def endpoint_json(label: str, value: float) -> dict[str, Any]:
+def _is_count(metric: str | None) -> bool:
+    return metric is not None and metric.split("@", 1)[0] == TOKENS
+
+
+def metric_color(metric: str | None, value: float) -> tuple[str, str]:
+    """``metric``'s colour: the band of a share (:func:`color`), :data:`NEUTRAL` for a count
+    of tokens (more tokens is no better recall)."""
+    return NEUTRAL if _is_count(metric) else color(value)
+
+
+def message(metric: str | None, value: float) -> str:
+    """The badge's number: a share to three places, a count of tokens whole (``4596
+    tokens``)."""
+    return f"{value:.0f} tokens" if _is_count(metric) else f"{value:.3f}"
+
+
+def endpoint_json(label: str, value: float, metric: str | None = None) -> dict[str, Any]:
     """shields.io's endpoint object: ``{"schemaVersion": 1, "label", "message", "color"}``."""
-    return {"schemaVersion": 1, "label": label, "message": f"{value:.3f}",
-            "color": color(value)[0]}
+    return {"schemaVersion": 1, "label": label, "message": message(metric, value),
+            "color": metric_color(metric, value)[0]}
 
 
 # Advance widths of Verdana at 11 px (in px, rounded to tenths), the font shields' flat badges
@@ -97,16 +119,16 @@ def text_width(text: str) -> float:
     return total
 
 
-def badge_svg(label: str, value: float) -> str:
+def badge_svg(label: str, value: float, metric: str | None = None) -> str:
     """The badge as a self-contained SVG (flat style: grey label, coloured message)."""
-    message = f"{value:.3f}"
-    hex_ = color(value)[1]
+    shown = message(metric, value)
+    hex_ = metric_color(metric, value)[1]
     label = printable(label)  # no control character: XML 1.0 allows almost none
     lw = round(text_width(label)) + 10
-    mw = round(text_width(message)) + 10
+    mw = round(text_width(shown)) + 10
     total = lw + mw
     label_x, message_x = lw * 5, (lw + mw / 2) * 10  # tenths of px, as shields scales
-    title = escape(f"{label}: {message}", {'"': "&quot;"})
+    title = escape(f"{label}: {shown}", {'"': "&quot;"})
     safe_label = escape(label)
 
     def text(x: float, body: str, width: float) -> str:
@@ -127,5 +149,5 @@ def badge_svg(label: str, value: float) -> str:
         f'<rect width="{total}" height="20" fill="url(#s)"/></g>'
         '<g fill="#fff" text-anchor="middle" font-family="Verdana,Geneva,DejaVu Sans,'
         'sans-serif" text-rendering="geometricPrecision" font-size="110">'
-        f'{text(label_x, safe_label, lw - 10)}{text(message_x, message, mw - 10)}'
+        f'{text(label_x, safe_label, lw - 10)}{text(message_x, shown, mw - 10)}'
         '</g></svg>\n')

@@ -121,18 +121,19 @@ def choose(history: Sequence[Entry], newest: Mapping[str, Any], metric: str | No
     if metric is not None and "@" in metric:
         if metric not in held:
             raise HistoryError(f"--metric {metric}: no report holds it; the reports hold "
-                               f"{', '.join(scores) or 'no metric'}")
+                               f"{printable(', '.join(scores)) or 'no metric'}")
         metrics = [metric]
     else:
         metrics = [m for m in scores if m.split("@")[0] == family]
         if not metrics:
             raise HistoryError(f"--metric {family}: no report holds it; give one of "
-                               f"{', '.join(families) or 'none'}, or one of those @k")
+                               f"{printable(', '.join(families)) or 'none'}, or one of those "
+                               "@k")
     counted = {e.tokenizer for e in history if e.tokenizer is not None}
     budget = [m for m in metrics if is_budget_metric(m)]
     if budget and len(counted) > 1:  # issue 43.9: tokens of two tokenizers are two units
         raise HistoryError(f"--metric {budget[0]}: the reports counted tokens with different "
-                           f"tokenizers ({', '.join(sorted(counted))}); give reports of one "
+                           f"tokenizers ({printable(', '.join(sorted(counted)))}); give reports of one "
                            "--retrieval-eval-budget-tokenizer, or a metric not counted in "
                            "tokens")
     if retrievers is None:
@@ -140,8 +141,9 @@ def choose(history: Sequence[Entry], newest: Mapping[str, Any], metric: str | No
     named = [n.strip() for n in retrievers.split(",") if n.strip()]
     unknown = next((n for n in named if n not in known_retrievers), None)
     if unknown is not None or not named:
-        raise HistoryError(f"--retrievers: {unknown or retrievers!r} is a retriever of no "
-                           f"report given; the reports hold {', '.join(known_retrievers)}")
+        raise HistoryError(f"--retrievers: {printable(unknown or retrievers)!r} is a retriever "
+                           "of no report given; the reports hold "
+                           f"{printable(', '.join(known_retrievers))}")
     return metrics, list(dict.fromkeys(named))
 
 
@@ -181,7 +183,8 @@ def history_lines(history: Sequence[Entry], metrics: Sequence[str],
     caption, several = _caption(history, metrics)
     head = ["#", "date (UTC)", "commit", "branch", "lane", "model", "pairs",
             *(["dataset"] if several else [])]
-    rows = [[str(i), e.date, e.short_commit, printable(e.branch or "-"), e.lane, _model(e),
+    rows = [[str(i), e.date, e.short_commit, printable(e.branch or "-"), printable(e.lane),
+             _model(e),
              str(_pairs(e)), *([printable(e.dataset)] if several else [])]
             for i, e in enumerate(history, 1)]
     from .text_width import fit_lines
@@ -189,19 +192,37 @@ def history_lines(history: Sequence[Entry], metrics: Sequence[str],
     lines = [*fit_lines([caption], width), *_columns(head, rows, right=(0, 6))]
     lead = len(str(len(history))) + 2 + COMMIT_CHARS  # "#  commit"
     group = len(metrics) * (VALUE_WIDTH + 2) - 2  # one retriever's values
-    chunk = max(1, (width - lead) // (group + 4))
-    for start in range(0, len(retrievers), chunk):
-        part = retrievers[start:start + chunk]
-        names = "".join(f"    {printable(r)[:group]:<{group}}" for r in part)
-        heads = "".join("    " + "  ".join(f"@{m.split('@', 1)[1]}".rjust(VALUE_WIDTH)
-                                           for m in metrics) for _ in part)
+    # Each retriever's head is its whole name (never cut: `semantic` and
+    # `semantic+unit:turn` cut to five characters both read `seman`); its values are
+    # right-aligned under it.
+    named = [(r, printable(r)) for r in retrievers]
+    widths = [max(group, len(shown)) for _, shown in named]
+    for part in _chunks(widths, width - lead):
+        names = "".join(f"    {named[j][1]:<{widths[j]}}" for j in part)
+        heads = "".join("    " + ("  ".join(f"@{m.split('@', 1)[1]}".rjust(VALUE_WIDTH)
+                                            for m in metrics)).rjust(widths[j]) for j in part)
         lines.extend(["", (" " * lead + names).rstrip(), " " * lead + heads])
         for i, e in enumerate(history, 1):
-            values = "".join("    " + "  ".join(_value(e, r, m).rjust(VALUE_WIDTH)
-                                                for m in metrics) for r in part)
+            values = "".join("    " + ("  ".join(_value(e, named[j][0], m).rjust(VALUE_WIDTH)
+                                                 for m in metrics)).rjust(widths[j])
+                             for j in part)
             lines.append(f"{i:>{len(str(len(history)))}}  {e.short_commit:<{COMMIT_CHARS}}"
                          + values)
     return lines
+
+
+def _chunks(widths: Sequence[int], room: int) -> list[list[int]]:
+    """The retrievers' places in groups whose columns (each 4 spaces and its width) fit
+    ``room``; at least one a group."""
+    out: list[list[int]] = []
+    used = room + 1
+    for j, w in enumerate(widths):
+        if used + 4 + w > room or not out:
+            out.append([])
+            used = 0
+        out[-1].append(j)
+        used += 4 + w
+    return out
 
 
 def _columns(head: Sequence[str], rows: Sequence[Sequence[str]], *,

@@ -62,6 +62,21 @@ def rejection_lines(rejections: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
+#: Where the max length came from (``max_length_from`` of the model info), in words.
+_LENGTH_FROM = {"asked": "asked for", "model": "the model's sentence_bert_config.json",
+                "vipune": "vipune's"}
+
+
+def _length_text(model: Mapping[str, Any]) -> str:
+    """``256 tokens (the model's sentence_bert_config.json), ``: the recipe's truncation and
+    where it came from (vectors cached before it was recorded: the length alone)."""
+    length = model.get("max_length")
+    if not isinstance(length, int) or isinstance(length, bool):
+        return ""
+    source = _LENGTH_FROM.get(str(model.get("max_length_from")))
+    return f"{length} tokens{f' ({source})' if source else ''}, "
+
+
 def header_lines(info: Mapping[str, Any], *, budget_words: bool = True) -> list[str]:
     """Dataset, gold source, lane, model, retrievers and pair counts (``budget_words``: the
     budget line says what recall@<B>tok and tokens@k are, as the budget table is shown)."""
@@ -69,7 +84,7 @@ def header_lines(info: Mapping[str, Any], *, budget_words: bool = True) -> list[
     model = info.get("model")
     model_text = "none (no retriever of this run reads vectors)" if not model else (
         f"{model['name']} (fingerprint {str(model['fingerprint'])[:12]}, "
-        f"{model.get('pooling', 'mean')} pooling, dim {model.get('dim')})")
+        f"{model.get('pooling', 'mean')} pooling, {_length_text(model)}dim {model.get('dim')})")
     skipped = info["skipped"]
     run = info.get("run") or {}
     stop = [] if not run.get("interrupted") else [

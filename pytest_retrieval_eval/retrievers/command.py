@@ -44,15 +44,26 @@ import numpy as np
 
 from ..errors import RetrievalEvalError, RetrieverError, one_line
 from .base import Memory, Persona, Query, _check_limit, _option
-from .command_answers import memories_answer, ranking_answer, turns_of
+from .command_answers import (
+    LineRefused,
+    hello_fault,
+    memories_answer,
+    parse_answer_line,
+    ranking_answer,
+    turns_of,
+)
 from .command_embed import Embed, embed_reply, embed_texts, is_embed_request
 from .command_process import (
     CHUNK,
     CLOSE_GRACE_S,
+    EXIT_POLL_S,
+    Wait,
     close_pipes,
     copy_stderr,
+    exit_line,
     exit_status,
     kill_group,
+    leader_watch,
     shutdown,
 )
 from .command_selector import PREFIX, command_name, parse_command
@@ -271,19 +282,12 @@ class CommandRetriever:
                                         "vector_encodings": list(VECTOR_ENCODINGS)}),
                            "hello", self.timeout)
         self.clock.hello_ms = (time.perf_counter() - spawned) * 1000.0
-        name, vectors = answer.get("name"), answer.get("vectors", False)
+        fault = hello_fault(answer, VECTOR_ENCODINGS)
+        if fault is not None:
+            raise self._fail(fault)
+        name, vectors = answer["name"], answer.get("vectors", False)
         encoding = answer.get("vector_encoding", VECTOR_ENCODINGS[0])
-        if not isinstance(name, str) or not name.strip() or one_line(name) != name \
-                or "," in name:
-            raise self._fail(f"hello's answer {one_line(json.dumps(answer), 120)} needs a "
-                             "\"name\": one line of text without commas, the column's name")
-        if not isinstance(vectors, bool):
-            raise self._fail(f"hello's \"vectors\" is {vectors!r}; answer true or false")
-        if encoding not in VECTOR_ENCODINGS:
-            raise self._fail(f"hello's \"vector_encoding\" is "
-                             f"{one_line(json.dumps(encoding), 60)}; answer one of "
-                             + ", ".join(f'"{e}"' for e in VECTOR_ENCODINGS))
-                # A name given up front is the column already (named at collection): hello's is
+        # A name given up front is the column already (named at collection): hello's is
         # checked, never used.
         self.name, self.wants_vectors = self.given_name or name, vectors
         self.config = answer.get("config")  # checked where it is recorded (store_config.py)
@@ -315,7 +319,10 @@ class CommandRetriever:
                              f"unasked after {self._last}; answer each request with exactly "
                              "one line (log to stderr)")
         self._last = what
-        answer = self._answer(proc, line, what, timeout)
+        # One deadline for the request and every embed exchange it holds: an exchange never
+        # restarts it (a store asking for embeddings forever would never time out).
+        wait = Wait(time.monotonic() + timeout, timeout)
+        answer = self._answer(proc, line, what, wait)
         refused: str | None = None
         while is_embed_request(answer):  # the store asks for the run's model first
             texts = embed_texts(answer)
@@ -327,7 +334,8 @@ class CommandRetriever:
             reply, refusal = embed_reply(embed, texts)
             self.clock.embed_ms += (time.perf_counter() - begun) * 1000.0
             refused = refused or refusal
-            answer = self._answer(proc, encode_vectors_reply(self.codec, reply), what, timeout)
+            wait.embeds += 1
+            answer = self._answer(proc, encode_vectors_reply(self.codec, reply), what, wait)
         if refused is not None:  # the store was told; its answer to the request is past
             raise RetrieverError(f"{self.selector}: {what}: {refused}")
         if "error" in answer:
@@ -336,11 +344,11 @@ class CommandRetriever:
         return answer
 
     def _answer(self, proc: subprocess.Popen[bytes], line: bytes, what: str,
-                timeout: float) -> dict[str, Any]:
+                wait: Wait) -> dict[str, Any]:
         """Write ``line``, read the next line: one JSON object (anything else stops the
         command)."""
         try:
-            raw = self._exchange(proc, line, timeout)
+            raw = self._exchange(proc, line, wait)
         finally:
             copy_stderr(proc)
         try:
@@ -352,7 +360,10 @@ class CommandRetriever:
                              f"offset {exc.start}); write each answer as UTF-8 JSON (log to "
                              "stderr)") from None
         try:
-            answer = json.loads(text)
+            answer = parse_answer_line(text, raw)
+        except LineRefused as why:
+            raise self._fail(f"command `{shlex.join(self.argv)}` answered {what} with {why}"
+                             ) from None
         except ValueError:
             shown = one_line(raw[:120].decode("utf-8", "replace")) or "an empty line"
             raise self._fail(f"command `{shlex.join(self.argv)}` answered {what} with "
@@ -363,18 +374,25 @@ class CommandRetriever:
                              f"{type(answer).__name__}, not an object")
         return answer
 
-    def _exchange(self, proc: subprocess.Popen[bytes], line: bytes, timeout: float) -> bytes:
-        """Write ``line`` and read the answer line, within ``timeout`` seconds in all."""
+    def _exchange(self, proc: subprocess.Popen[bytes], line: bytes, wait: Wait) -> bytes:
+        """Write ``line`` and read the answer line, by the request's deadline."""
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         command = shlex.join(self.argv)
-        deadline = time.monotonic() + timeout
+        deadline = wait.deadline
         pending = memoryview(line)
         written: float | None = None  # when its last byte went
         sel = selectors.DefaultSelector()
+        # The leader's exit, seen as it happens: a helper it forked may hold stdout open, so
+        # stdout's end would never come (issue 43.14). A pidfd where the kernel has them,
+        # else a look at the leader each EXIT_POLL_S without an event.
+        exited = leader_watch(proc)
+        leader_gone = False
         try:
             sel.register(proc.stdout, selectors.EVENT_READ)
             sel.register(proc.stdin, selectors.EVENT_WRITE)
             sel.register(proc.stderr, selectors.EVENT_READ)  # drained: it never blocks on it
+            if exited is not None:
+                sel.register(exited, selectors.EVENT_READ)
             writing = True
             while True:
                 newline = self._out.find(b"\n")
@@ -384,20 +402,34 @@ class CommandRetriever:
                     if raw.strip():  # blank lines are no answer: skipped
                         return raw
                     continue
+                if leader_gone:  # what it wrote before it went is read; no line came
+                    before = len(self._out)
+                    self._read_pending(proc)
+                    if len(self._out) == before:
+                        raise self._fail(self._exit_line(proc))
+                    continue
                 if len(self._out) > MAX_ANSWER_BYTES:
                     raise self._fail(
                         f"command `{command}` answered {self._last} with a line longer than "
                         f"{MAX_ANSWER_BYTES // (1024 * 1024)} MiB; keep each answer short")
                 left = deadline - time.monotonic()
                 if left <= 0:
+                    embeds = ("" if not wait.embeds else
+                              f", {wait.embeds:,} embed exchange(s) included")
                     raise self._fail(
                         f"command `{command}` did not answer {self._last} within "
-                        f"{timeout:g} s (killed); raise --retrieval-eval-cmd-"
+                        f"{wait.timeout:g} s (killed{embeds}); raise --retrieval-eval-cmd-"
                         f"{'index-' if self._last.startswith('index') else ''}timeout if it "
                         "needs longer")
-                ready = sel.select(left)
+                ready = sel.select(left if exited is not None else min(left, EXIT_POLL_S))
                 woke = time.perf_counter()  # the answer's first byte is here (or not yet)
+                if not ready and exited is None:
+                    leader_gone = exit_status(proc) is not None
                 for key, _ in ready:
+                    if exited is not None and key.fd == exited:
+                        sel.unregister(exited)
+                        leader_gone = True
+                        continue
                     if key.fileobj is proc.stdin:
                         begun = time.perf_counter()
                         try:
@@ -437,6 +469,8 @@ class CommandRetriever:
                                                           len(line)))
         finally:
             sel.close()
+            if exited is not None:
+                os.close(exited)
 
     def _read_pending(self, proc: subprocess.Popen[bytes]) -> None:
         """What the command wrote to stdout since its last answer (without waiting): a
@@ -460,15 +494,7 @@ class CommandRetriever:
                 "nothing asked for; read each request to its newline before answering it")
 
     def _exit_line(self, proc: subprocess.Popen[bytes]) -> str:
-        command = shlex.join(self.argv)
-        status = exit_status(proc, CLOSE_GRACE_S)  # unreaped: _fail kills its group
-        if status is None:
-            return (f"command `{command}` closed its stdout while answering {self._last}; "
-                    "keep it open until stdin closes")
-        how = (f"was killed by signal {-status}" if status < 0
-               else f"exited with status {status}")
-        return (f"command `{command}` {how} while answering {self._last} (its stderr is in "
-                "the captured output)")
+        return exit_line(proc, shlex.join(self.argv), self._last)
 
 
 def make_command_retriever(selector: str, options: object) -> CommandRetriever:

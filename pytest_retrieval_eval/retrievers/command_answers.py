@@ -8,17 +8,26 @@ its item (:class:`RetrieverError`, one line); the store goes on serving.
 
 from __future__ import annotations
 
+import io
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from ..boundary.scores import parse_score
+from ..data.json_stream import MAX_DEPTH, _NestingGuard, _TooDeep
 from ..errors import RetrieverError, one_line
 from .base import Memory, Persona
 from .memories import memories_from_json
 from .ranked_output import read_distinct
 
-__all__ = ["memories_answer", "ranking_answer", "turns_of"]
+__all__ = ["LineRefused", "hello_fault", "memories_answer", "parse_answer_line",
+           "ranking_answer", "turns_of"]
+
+#: The widest integer an answer may hold: 64 bits, as the dataset reader's (a double holds
+#: any score; a longer run of digits is no number a store means).
+_INT_RANGE = (-(1 << 63), (1 << 64) - 1)
+_INT_DIGITS = 20
 
 _ROLE_LINE = re.compile(r"^(user|assistant|system): ", re.MULTILINE)
 
@@ -34,6 +43,57 @@ def turns_of(text: str) -> list[dict[str, str]]:
         role, _, content = text[begin:end - 1].partition(": ")
         turns.append({"role": role, "content": content})
     return turns
+
+
+class LineRefused(Exception):
+    """An answer line that is JSON no store means: why, in words (the caller names the
+    command and the request)."""
+
+
+def _bounded_int(digits: str) -> int:
+    """``json.loads``'s ``parse_int``: an integer within 64 bits, else :class:`LineRefused`
+    (read before Python turns the digits into an int: 5000 digits never reach ``int``)."""
+    if len(digits.lstrip("-")) <= _INT_DIGITS:
+        value = int(digits)
+        if _INT_RANGE[0] <= value <= _INT_RANGE[1]:
+            return value
+    shown = digits if len(digits) <= 24 else f"{digits[:20]}…"
+    raise LineRefused(f"an integer of {len(digits.lstrip('-')):,} digits ({shown}), past 64 "
+                      "bits; send numbers a 64-bit integer or a double holds")
+
+
+def parse_answer_line(text: str, raw: bytes) -> object:
+    """One answer line's JSON value. Nesting deeper than :data:`.json_stream.MAX_DEPTH`
+    levels (the dataset and report readers' bound) is refused before the parser sees it, and
+    an integer past 64 bits as it is parsed: :class:`LineRefused`, never a RecursionError or
+    an OverflowError later. Anything else that is not JSON: ``ValueError``."""
+    if raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH:  # cannot nest deeper: no scan
+        return json.loads(text, parse_int=_bounded_int)
+    try:
+        guard = _NestingGuard(io.BytesIO(raw), 0, limit=MAX_DEPTH)
+        while guard.read(1 << 20):
+            pass
+    except _TooDeep as deep:
+        raise LineRefused(f"JSON nested more than {MAX_DEPTH} levels deep (at byte "
+                          f"{deep.offset:,}); nest answers at most {MAX_DEPTH} levels"
+                          ) from None
+    return json.loads(text, parse_int=_bounded_int)
+
+
+def hello_fault(answer: Mapping[str, Any], encodings: tuple[str, ...]) -> str | None:
+    """What is wrong with hello's answer (its name, ``vectors``, ``vector_encoding``), or
+    None: a usable name is one line of text without commas (the column's name)."""
+    name, vectors = answer.get("name"), answer.get("vectors", False)
+    encoding = answer.get("vector_encoding", encodings[0])
+    if not isinstance(name, str) or not name.strip() or one_line(name) != name or "," in name:
+        return (f"hello's answer {one_line(json.dumps(answer), 120)} needs a \"name\": one "
+                "line of text without commas, the column's name")
+    if not isinstance(vectors, bool):
+        return f"hello's \"vectors\" is {vectors!r}; answer true or false"
+    if encoding not in encodings:
+        return (f"hello's \"vector_encoding\" is {one_line(json.dumps(encoding), 60)}; answer "
+                "one of " + ", ".join(f'"{e}"' for e in encodings))
+    return None
 
 
 def memories_answer(answer: Mapping[str, Any], selector: str,

@@ -20,11 +20,13 @@ import subprocess
 import sys
 import time
 
-__all__ = ["CLOSE_GRACE_S", "close_pipes", "copy_stderr", "exit_status", "kill_group",
-           "shutdown"]
+__all__ = ["CLOSE_GRACE_S", "EXIT_POLL_S", "Wait", "close_pipes", "copy_stderr", "exit_line",
+           "exit_status", "kill_group", "leader_watch", "shutdown"]
 
 #: Seconds the command is given to exit after its stdin closed, before its group is killed.
 CLOSE_GRACE_S = 2.0
+#: Without a pidfd, how often (seconds) a wait without events looks whether the leader exited.
+EXIT_POLL_S = 0.25
 #: Bytes read at a time from the command's pipes.
 CHUNK = 65536
 #: The most stderr bytes copied at one call.
@@ -125,3 +127,38 @@ def copy_stderr(proc: subprocess.Popen[bytes], wait: bool = False, once: bool = 
         sys.stderr.write(got.decode("utf-8", "replace"))
         sys.stderr.flush()
     return open_
+
+
+class Wait:
+    """One request's deadline (``time.monotonic``), its timeout in seconds (for the message)
+    and how many embed exchanges it held so far."""
+
+    __slots__ = ("deadline", "embeds", "timeout")
+
+    def __init__(self, deadline: float, timeout: float) -> None:
+        self.deadline, self.timeout, self.embeds = deadline, timeout, 0
+
+
+def leader_watch(proc: subprocess.Popen[bytes]) -> int | None:
+    """A pidfd of the command's leader (readable once it exits), or None where the kernel
+    or Python has none (or it is reaped already): then the exchange looks every
+    :data:`EXIT_POLL_S`."""
+    pidfd_open = getattr(os, "pidfd_open", None)
+    if pidfd_open is None or proc.returncode is not None:
+        return None
+    try:
+        return int(pidfd_open(proc.pid))
+    except OSError:
+        return None
+
+
+def exit_line(proc: subprocess.Popen[bytes], command: str, last: str) -> str:
+    """How the command ended while it owed an answer to ``last``: its exit status or signal
+    (it is left unreaped: the caller kills its group), or its stdout closed while it runs."""
+    status = exit_status(proc, CLOSE_GRACE_S)
+    if status is None:
+        return (f"command `{command}` closed its stdout while answering {last}; keep it open "
+                "until stdin closes")
+    how = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
+    return (f"command `{command}` {how} while answering {last} (its stderr is in the captured "
+            "output)")

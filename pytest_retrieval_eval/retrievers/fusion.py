@@ -20,6 +20,12 @@ seen; the ties a part's own list holds are not followed into the fusion); ``last
 (per row its rank in each part's list, which ``retrieval-eval explain`` shows);
 ``last_components`` (the lists fused); :meth:`RRF.take_part_times` (each part's ingest and
 query milliseconds, reported inside the fused store's: ``timing.<name>.parts``).
+
+An RRF may be a part of an RRF, :data:`MAX_NESTING` levels deep at most (one line past it).
+Its ``config`` is the plugin's record of the parts (``k``, their names, each part's own
+config, each checked by the config rules as the part's own): the record as a whole is not
+held to a user config's size and depth (``config_is_record``), so fusing never trips a limit
+the user's own config meets.
 """
 
 from __future__ import annotations
@@ -41,6 +47,9 @@ from .store_config import read_config
 __all__ = ["RRF", "part_times"]
 
 DEFAULT_K = 60
+#: The most levels RRF nests (an RRF among an RRF's parts is one level more): a part's
+#: folder, its name and its record of its parts grow with each level.
+MAX_NESTING = 8
 
 
 def _label(part: object, selector: str | None) -> str:
@@ -81,6 +90,8 @@ class RRF:
 
     #: The pool grows with ``limit``: each k is ranked with its own limit (as ``hybrid``).
     limit_sensitive = True
+    #: ``config`` is the plugin's record of the parts, not a config the user wrote.
+    config_is_record = True
 
     def __init__(self, retrievers: Iterable[object], k: int = DEFAULT_K,
                  name: str | None = None, *, options: object = None) -> None:
@@ -109,6 +120,13 @@ class RRF:
             raise RetrievalEvalError(f"RRF fuses two retrievers or more, {len(self._parts)} "
                                      "given; add another")
         self._selectors = selectors
+        inner = [int(p.nesting) for p in self._parts if isinstance(p, RRF)]
+        self.nesting: int = 1 + max(inner, default=0)
+        if self.nesting > MAX_NESTING:
+            raise RetrievalEvalError(
+                f"RRF nests {self.nesting} levels deep (an RRF among an RRF's parts is one "
+                f"level more); RRF may nest at most {MAX_NESTING} levels: fuse the inner "
+                "stores in one RRF, e.g. RRF(['semantic', 'bm25', 'fts'])")
         default = "rrf-" + "-".join(re.sub(r"[^A-Za-z0-9._:-]+", "_", x) for x in self.labels)
         self.name = name if name is not None else default
         self.needs_store = any(bool(getattr(p, "needs_store", False)) for p in self._parts)

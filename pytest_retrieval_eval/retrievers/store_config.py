@@ -43,7 +43,12 @@ def _checked(value: object, where: str, depth: int) -> Any:
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, numbers.Integral):  # numpy's integers too
-        return int(value)
+        whole = int(value)
+        if not -(1 << 63) <= whole < (1 << 64):  # JSON readers hold 64 bits (issue 43.14)
+            bits = whole.bit_length()
+            raise ValueError(f"{where} is an integer of {bits:,} bits, past 64 bits; record "
+                             "it as a string")
+        return whole
     if isinstance(value, numbers.Real):
         if not math.isfinite(float(value)):
             raise ValueError(f"{where} is {value!r}, which JSON cannot hold")
@@ -65,17 +70,19 @@ def config_json(config: Mapping[str, Any]) -> str:
     return json.dumps(config, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
-def check_config(value: object, who: str) -> dict[str, Any]:
+def check_config(value: object, who: str, *, bounded: bool = True) -> dict[str, Any]:
     """``value`` as a plain JSON mapping, or :class:`RetrieverError` (one line naming
-    ``who``) when it is not a mapping, not JSON-able or too large."""
+    ``who``) when it is not a mapping, not JSON-able or too large. ``bounded=False``: the
+    plugin's own record (``RRF``'s of its parts, each part's config checked as its own),
+    held to no size or depth of a user's config."""
     if not isinstance(value, Mapping):
         raise RetrieverError(f"{who}: config is a {type(value).__name__}, not a mapping; {_FIX}")
     try:
-        plain = _checked(value, "config", 0)
+        plain = _checked(value, "config", 0 if bounded else -(1 << 30))
     except ValueError as exc:
         raise RetrieverError(f"{who}: {exc}; {_FIX}") from None
     size = len(config_json(plain).encode("utf-8"))
-    if size > MAX_CONFIG_BYTES:
+    if bounded and size > MAX_CONFIG_BYTES:
         raise RetrieverError(
             f"{who}: config is {size} bytes of JSON, over {MAX_CONFIG_BYTES}; record only the "
             "parameters that set what is measured (a long value, a file's contents or a "
@@ -98,5 +105,6 @@ def read_config(retriever: object, selector: str = "") -> dict[str, Any] | None:
     declared = getattr(retriever, "config", None)
     if declared is None and not arguments:
         return None
-    own = {} if declared is None else check_config(declared, who)
-    return check_config({**arguments, **own}, who)
+    bounded = getattr(type(retriever), "config_is_record", False) is not True
+    own = {} if declared is None else check_config(declared, who, bounded=bounded)
+    return check_config({**arguments, **own}, who, bounded=bounded)

@@ -245,8 +245,14 @@ def parse_variant(name: str) -> VariantSpec:
     """
     base, *parts = name.split("+")
     if base not in PARAMETERS:
+        from difflib import get_close_matches
+
+        known = ("oracle", "vipune", *PARAMETERS)  # the built-ins that take none, then these
+        meant = get_close_matches(base, known, n=1, cutoff=0.6)
+        what = (f"{base!r} is no retriever; did you mean {meant[0]!r}? " if meant
+                and meant[0] in PARAMETERS else f"{base!r} takes no parameters; ")
         raise VariantError(
-            f"retriever {name!r}: {base!r} takes no parameters; what-if parameters go on "
+            f"retriever {name!r}: {what}what-if parameters go on "
             f"{', '.join(PARAMETERS)}, e.g. hybrid+rrf_k:60+fts:or or fts+mode:or")
     params: dict[str, Any] = {}
     for part in parts:

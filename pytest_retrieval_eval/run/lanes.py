@@ -202,14 +202,15 @@ def other_files(settings: Settings, cache_root: Path, files: model_files.ModelFi
                 namesake: Mapping[str, Any]) -> str:
     """The line when the cache's vectors of the named model's name were made from other
     files than the ones here (another folder of that name, a changed Hub snapshot)."""
-    from ..vectors.embedding import EmbedConfig, recipe_fingerprint
+    from ..vectors.embedding import EmbedConfig, recipe_fingerprint, resolved
 
     s = settings
     assert s.model is not None
     recipe = wanted_recipe(s, namesake)
     config = EmbedConfig(pooling=recipe["pooling"], max_length=recipe["max_length"],
                          query_prefix=recipe["query_prefix"])
-    here = recipe_fingerprint(files.model_sha256, files.tokenizer_sha256, config)
+    here = recipe_fingerprint(files.model_sha256, files.tokenizer_sha256,
+                              resolved(config, files)[0])
     what = (f"folder {s.model}" if Path(s.model).expanduser().is_dir()
             else f"the local Hugging Face cache's snapshot of {s.model}")
     return (f"--no-model: the cached vectors of model {namesake.get('name')} (fingerprint "

@@ -141,8 +141,10 @@ class EvalSession:
         from ..vectors.embedding import EmbedConfig
 
         s = self.settings
+        # A max length not asked for is the model's own, else vipune's (embedding.resolved).
+        length = s.max_length if "max_length" in s.explicit else None
         return EmbedConfig(pooling=s.pooling,  # type: ignore[arg-type]
-                           max_length=s.max_length, query_prefix=s.query_prefix,
+                           max_length=length, query_prefix=s.query_prefix,
                            device=s.device,  # type: ignore[arg-type]
                            threads=s.threads, batch_size=s.batch_size)
 

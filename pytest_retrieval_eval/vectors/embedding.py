@@ -36,7 +36,14 @@ from tokenizers import Tokenizer
 
 from ..errors import ModelError, one_line
 from .long_texts import CHARS_PER_TOKEN, encode_bounded
-from .model_files import DEFAULT_MODEL, ModelFiles, position_limit, resolve_model
+from .model_files import (
+    DEFAULT_MODEL,
+    VIPUNE_MAX_LENGTH,
+    ModelFiles,
+    model_max_length,
+    position_limit,
+    resolve_model,
+)
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -46,7 +53,13 @@ __all__ = [
     "load_embedder",
     "recipe_fingerprint",
     "resolve_model",
+    "resolved",
 ]
+
+#: Where a recipe's max length came from, in the model info (``max_length_from``) and the
+#: header: asked for (an option), the model folder's sentence_bert_config.json, or vipune's.
+LENGTH_SOURCES = {"asked": "asked for", "model": "the model's sentence_bert_config.json",
+                  "vipune": "vipune's"}
 
 RECIPE_VERSION = 1
 """Bumped whenever a change here changes the vectors; part of the fingerprint."""
@@ -69,10 +82,12 @@ class EmbedConfig:
 
     ``pooling``, ``max_length`` and ``query_prefix`` change the vectors (they are in the
     fingerprint); ``device``, ``threads`` and ``batch_size`` only change the speed.
+    ``max_length`` None: the model's own (its ``sentence_bert_config.json``'s
+    ``max_seq_length``: 256 for all-MiniLM-L6-v2), else vipune's 512 (:func:`resolved`).
     """
 
     pooling: Pooling = "mean"
-    max_length: int = 512
+    max_length: int | None = None
     query_prefix: str = ""
     device: Device = "cpu"
     threads: int | None = None
@@ -81,7 +96,7 @@ class EmbedConfig:
     def __post_init__(self) -> None:
         if self.pooling not in ("mean", "cls"):
             raise ModelError(f"pooling {self.pooling!r}: unknown; use 'mean' (vipune) or 'cls'")
-        if (
+        if self.max_length is not None and (
             isinstance(self.max_length, bool)
             or not isinstance(self.max_length, int)
             or (self.max_length < 2)
@@ -129,11 +144,15 @@ class Embedder:
         import onnxruntime as ort
 
         self.files = files
-        self.config = config = config or EmbedConfig()
+        config, self.max_length_from = resolved(config or EmbedConfig(), files)
+        self.config = config
         self.name = files.name
+        length = config.max_length
+        assert length is not None  # resolved
+        self.max_length: int = length
 
         limit = position_limit(files.config_path)
-        if limit is not None and config.max_length > limit:
+        if limit is not None and length > limit:
             raise ModelError(
                 f"max_length {config.max_length}: model {files.name!r} takes at most {limit} "
                 f"tokens (max_position_embeddings in its config.json); use {limit} or less"
@@ -151,7 +170,7 @@ class Embedder:
         # A tokenizer.json may carry padding/truncation settings (sentence-transformers exports
         # often do): vipune overrides both, and so do we.
         tokenizer.no_padding()
-        tokenizer.enable_truncation(max_length=config.max_length)
+        tokenizer.enable_truncation(max_length=length)
         self._tokenizer = tokenizer
 
         options = ort.SessionOptions()
@@ -329,7 +348,7 @@ class Embedder:
         for start in range(0, len(todo), window):
             chunk = todo[start : start + window]
             encodings = encode_bounded(self._tokenizer, [texts[i] for i in chunk],
-                                       self.config.max_length * CHARS_PER_TOKEN)
+                                       self.max_length * CHARS_PER_TOKEN)
             ids = [np.asarray(e.ids, dtype=np.int64) for e in encodings]
             del encodings
             order = sorted(range(len(chunk)), key=lambda j: len(ids[j]))
@@ -375,6 +394,7 @@ class Embedder:
             "dim": self.dim,
             "pooling": self.config.pooling,
             "max_length": self.config.max_length,
+            "max_length_from": self.max_length_from,
             "query_prefix": self.config.query_prefix,
             "model_sha256": self.files.model_sha256,
             "tokenizer_sha256": self.files.tokenizer_sha256,
@@ -384,11 +404,29 @@ class Embedder:
         return f"Embedder(name={self.name!r}, dim={self.dim}, fingerprint={self.fingerprint[:12]})"
 
 
+def resolved(config: EmbedConfig, files: ModelFiles) -> tuple[EmbedConfig, str]:
+    """``config`` with its max length decided, and where it came from (a key of
+    :data:`LENGTH_SOURCES`): as asked; else the model's own ``max_seq_length`` (its
+    ``sentence_bert_config.json``, what sentence-transformers embeds with); else vipune's
+    512 (``src/embedding.rs``). bge-small names 512 itself, so its vectors do not move."""
+    from dataclasses import replace
+
+    if config.max_length is not None:
+        return config, "asked"
+    own = model_max_length(files)
+    if own is not None:
+        return replace(config, max_length=own), "model"
+    return replace(config, max_length=VIPUNE_MAX_LENGTH), "vipune"
+
+
 def recipe_fingerprint(model_sha256: str, tokenizer_sha256: str, config: EmbedConfig) -> str:
     """The fingerprint of vectors made by a model's files under ``config``: sha256 over the
     recipe version, the files' hashes and the options that change a vector. Computed from the
     hashes alone, so ``prep`` can tell whether the cache already holds a model's vectors
-    without building an onnxruntime session."""
+    without building an onnxruntime session. ``config``'s max length is decided
+    (:func:`resolved`)."""
+    if config.max_length is None:
+        raise ValueError("recipe_fingerprint needs a decided max length: resolved(config, files)")
     recipe = {
         "recipe": RECIPE_VERSION,
         "model_sha256": model_sha256,

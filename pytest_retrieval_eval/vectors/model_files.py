@@ -9,6 +9,7 @@ vipune loads ``onnx/model.onnx`` (falling back to ``model.onnx``) and ``tokenize
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -26,6 +27,11 @@ DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
 """vipune's model (its ``EmbeddingEngine::new`` argument)."""
 
 MODEL_FILES = ("onnx/model.onnx", "model.onnx")
+#: sentence-transformers' own recipe file of a model folder: its ``max_seq_length`` is the
+#: tokens the model's own library embeds (256 for all-MiniLM-L6-v2, 512 for bge-small).
+SBERT_CONFIG = "sentence_bert_config.json"
+#: vipune's truncation (``src/embedding.rs``): the length where a model names none.
+VIPUNE_MAX_LENGTH = 512
 """Where the ONNX file is looked for, in order (vipune's order)."""
 
 TOKENIZER_FILE = "tokenizer.json"
@@ -45,6 +51,7 @@ class ModelFiles:
     model_sha256: str
     tokenizer_sha256: str
     config_path: Path | None = None  # config.json beside them, when there is one
+    sbert_config_path: Path | None = None  # sentence_bert_config.json, when there is one
 
 
 def _looks_like_path(spec: str) -> bool:
@@ -84,6 +91,7 @@ def _files_from_dir(spec: str, directory: Path, memo_dir: Path | None) -> ModelF
             f"{_FIX_DIR}"
         )
     config_path = directory / "config.json"
+    sbert = directory / SBERT_CONFIG
     return ModelFiles(
         name=directory.resolve().name or spec,
         model_path=model_path,
@@ -91,6 +99,7 @@ def _files_from_dir(spec: str, directory: Path, memo_dir: Path | None) -> ModelF
         model_sha256=_file_sha256(model_path, memo_dir),
         tokenizer_sha256=_file_sha256(tokenizer_path, memo_dir),
         config_path=config_path if config_path.is_file() else None,
+        sbert_config_path=sbert if sbert.is_file() else None,
     )
 
 
@@ -139,6 +148,9 @@ def _files_from_hub(repo_id: str, *, offline: bool, memo_dir: Path | None,
             reason = str(exc)
             break
         if model_path is not None and tokenizer_path is not None:
+            if download:  # fetched now: the model's own recipe file comes with it
+                with contextlib.suppress(hub.HubUnreachable):
+                    _hub_file(repo_id, SBERT_CONFIG, download=True, deadline=deadline)
             break
         if download and (model_path is None or tokenizer_path is None):
             missing = "onnx/model.onnx (or model.onnx)" if model_path is None else "tokenizer.json"
@@ -160,6 +172,7 @@ def _files_from_hub(repo_id: str, *, offline: bool, memo_dir: Path | None,
         model_sha256=_file_sha256(model_path, memo_dir),
         tokenizer_sha256=_file_sha256(tokenizer_path, memo_dir),
         config_path=hub.cached_file(repo_id, "config.json"),
+        sbert_config_path=hub.cached_file(repo_id, SBERT_CONFIG),
     )
 
 
@@ -233,3 +246,25 @@ def position_limit(config_path: Path | None) -> int | None:
         return None
     value = data.get("max_position_embeddings") if isinstance(data, dict) else None
     return value if isinstance(value, int) and value > 0 else None
+
+
+def model_max_length(files: ModelFiles) -> int | None:
+    """``max_seq_length`` of the model's ``sentence_bert_config.json`` (None: no such file,
+    or it names none). A value that is no whole number in 2..512 is one line naming the
+    file: it would otherwise change every vector in silence."""
+    path = files.sbert_config_path
+    if path is None:
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise ModelError(f"{path}: cannot be read as JSON ({one_line(exc, 120)}); fix or "
+                         "remove it, or give --retrieval-eval-max-length") from None
+    value = data.get("max_seq_length") if isinstance(data, dict) else None
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 2 <= value <= 512:
+        raise ModelError(f"{path}: max_seq_length {one_line(repr(value), 40)} is no whole "
+                         "number of tokens in 2..512; fix it, or give "
+                         "--retrieval-eval-max-length")
+    return value

@@ -383,13 +383,14 @@ def cached_model(roots: Sequence[Any], spec: str, config: Any, corpus: CorpusLik
     (:func:`.embedding.recipe_fingerprint`) without loading the model. When they are not, a
     cached model of that name with the same pooling, max length and query prefix stands for
     it (its vectors are what this spec made when they were embedded)."""
-    from .embedding import recipe_fingerprint, resolve_model
+    from .embedding import recipe_fingerprint, resolve_model, resolved
 
     scope = _scope(corpus, config, shard)
     fingerprint: str | None = None
     try:
         files = resolve_model(spec, offline=True, memo_dir=memo_dir)
-        fingerprint = recipe_fingerprint(files.model_sha256, files.tokenizer_sha256, config)
+        fingerprint = recipe_fingerprint(files.model_sha256, files.tokenizer_sha256,
+                                         resolved(config, files)[0])
     except ModelError:
         fingerprint = None
     try:
@@ -402,7 +403,8 @@ def cached_model(roots: Sequence[Any], spec: str, config: Any, corpus: CorpusLik
                 return dict(info)
         elif (info.get("name") == spec.strip()
               and info.get("pooling") == config.pooling
-              and info.get("max_length") == config.max_length
+              and (config.max_length is None  # the model's own: whatever it named
+                   or info.get("max_length") == config.max_length)
               and info.get("query_prefix", "") == config.query_prefix):
             return dict(info)
     return None

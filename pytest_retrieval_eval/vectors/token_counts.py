@@ -111,10 +111,32 @@ def _bpe_openai(name: str) -> TokenCounter:
 MAX_TOKENIZER_BYTES = 512 * 1024 * 1024
 
 
+def _not_a_file(path: Path) -> str | None:
+    """Why ``path`` is no tokenizer file to read, in words (None: a regular file): missing,
+    a folder, a FIFO or a device (never opened: a FIFO would block the run)."""
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "no such file"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if stat.S_ISREG(mode):
+        return None
+    from ..data.dataset import _kind
+
+    if stat.S_ISDIR(mode):
+        return "is a directory, not a file (give the tokenizer.json inside it)"
+    kind = _kind(mode)
+    return kind if kind == "not a regular file" else f"is {kind}, not a regular file"
+
+
 def _tokenizer_file(path: Path, pin: str | None = None) -> TokenCounter:
-    if not path.is_file():
+    why = _not_a_file(path)
+    if why is not None:
         raise DataError(
-            f"--retrieval-eval-budget-tokenizer {path}: no such file; give o200k_base, "
+            f"--retrieval-eval-budget-tokenizer {path}: {why}; give o200k_base, "
             "cl100k_base or the path of a tokenizer.json")
     from tokenizers import Tokenizer
 

@@ -112,3 +112,36 @@ def test_unknown_names_are_one_line_naming_the_known_ones(saved: Path, tmp_path:
     assert cli.main(["badge", str(saved), "--out", str(saved)]) == REFUSED
     assert "would replace that report" in capsys.readouterr().err
     assert not out_file.exists()
+
+
+def test_a_token_count_is_not_coloured_as_a_recall(
+        saved: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 43.19: ``tokens@10`` of 4596 was put in the top band (brightgreen), as a recall
+    of 0.9 or more would be: a count of tokens is no share."""
+    report = json.loads(saved.read_text())
+    report["summary"]["hybrid"]["overall"]["tokens@10"] = 4596.0
+    saved.write_text(json.dumps(report))
+    out_file = tmp_path / "tokens.json"
+    assert cli.main(["badge", str(saved), "--retriever", "hybrid", "--metric", "tokens@10",
+                     "--out", str(out_file)]) == 0
+    assert json.loads(out_file.read_text()) == {
+        "schemaVersion": 1, "label": "tokens@10 hybrid", "message": "4596 tokens",
+        "color": "blue"}
+    svg = badge.badge_svg("tokens@10 hybrid", 4596.0, "tokens@10")
+    assert badge.NEUTRAL[1] in svg and "4596 tokens" in svg
+
+
+def test_names_from_the_report_reach_the_terminal_escaped(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 43.17: ESC, CR and newline in a report's retriever name reached the terminal
+    raw (explain and compare escape them)."""
+    name = "evil\x1b[2J\r\nname"
+    saved = write_report(tmp_path / "r.json", make_report(
+        {name: [("q1", "multi-session", 1.0)]}, ks=(1, 10)))
+    assert cli.main(["badge", str(saved), "--out", str(tmp_path / "b.json")]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\r" not in out and "evil\\x1b[2J\\r\\nname" in out
+    assert cli.main(["badge", str(saved), "--retriever", "x", "--out",
+                     str(tmp_path / "b.json")]) == REFUSED
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\r" not in err and err.count("\n") == 1

@@ -79,7 +79,7 @@ def test_a_folder_stands_for_its_reports_and_other_json_is_named(
     assert code == 0
     assert "history: 3 reports, oldest first" in out
     assert " ".join(out.split()).endswith(
-        f"skipped 1 JSON file(s) that are not reports: {folder / 'comparison.json'}")
+        f"skipped 1 *.json that are not reports: {folder / 'comparison.json'} (not a report)")
     code, _, err = run_cli(capsys, "history", str(folder / "comparison.json"))
     assert code == REFUSED and "not a retrieval-eval JSON report" in err  # named: refused
     empty = folder / "empty"
@@ -165,3 +165,52 @@ def test_a_report_without_created_is_dated_by_its_file(tmp_path: Path,
     assert code == 0
     assert out.splitlines()[-2:] == ["1  -             0.000  0.000",
                                      "2  -             1.000  1.000"]
+
+
+def test_column_heads_never_collide(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 43.19: every name was cut to the values' width (5 characters for one metric):
+    ``semantic`` and ``semantic+unit:turn`` both read ``seman``."""
+    monkeypatch.setenv("COLUMNS", "80")
+    path = write_report(tmp_path / "a.json", report(
+        "2026-03-01T10:00:00+00:00", "c" * 40, {"semantic": 0.5, "semantic+unit:turn": 0.25}))
+    code, out, _ = run_cli(capsys, "history", str(path), "--metric", "recall@1")
+    assert code == 0
+    lines = out.splitlines()
+    head = next(line for line in lines if "semantic" in line and "date" not in line)
+    assert head.split() == ["semantic", "semantic+unit:turn"]
+    assert lines[-1].split() == ["1", "cccccccccc", "0.500", "0.250"]
+
+
+def test_report_names_reach_the_terminal_escaped(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 43.17: ESC, CR and newline in a report's names (retriever, lane) reached the
+    terminal raw."""
+    evil = report("2026-03-01T10:00:00+00:00", "c" * 40, {"a\x1b[31m\rb\nc": 0.5})
+    evil["lane"] = "lane\x1b[2J"
+    path = write_report(tmp_path / "a.json", evil)
+    code, out, _ = run_cli(capsys, "history", str(path))
+    assert code == 0
+    assert "\x1b" not in out and "\r" not in out and "a\\x1b[31m\\rb\\nc" in out
+    assert "lane\\x1b[2J" in out
+    code, _, err = run_cli(capsys, "history", str(path), "--retrievers", "zz")
+    assert code == REFUSED and "\x1b" not in err and err.count("\n") == 1
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="FIFOs and symlinks")
+def test_a_folder_names_every_json_it_leaves_out_and_why(
+        three: list[Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 43.18: a dangling link, a symlink loop and a FIFO named *.json were left out
+    without a word (only JSON that is no report was named)."""
+    import os
+
+    folder = three[0].parent
+    (folder / "dangling.json").symlink_to(folder / "gone.json")
+    (folder / "loop.json").symlink_to(folder / "loop.json")
+    os.mkfifo(folder / "fifo.json")
+    code, out, _ = run_cli(capsys, "history", str(folder))
+    assert code == 0
+    said = " ".join(out.split())
+    assert (f"skipped 3 *.json that are not reports: {folder / 'dangling.json'} (a dangling "
+            f"link), {folder / 'fifo.json'} (a FIFO), {folder / 'loop.json'} (a symlink loop)"
+            ) in said

@@ -51,15 +51,15 @@ def test_sample_shards_and_merge_run_offline_without_a_model(
         first, second = out.splitlines()
         assert ", 0 embedded now, " in first
         assert first.endswith("(model sentence-transformers/all-MiniLM-L6-v2, fingerprint "
-                              "627066fc5224; not loaded: every vector needed was cached)")
+                              "b49cef8401c3; not loaded: every vector needed was cached)")
         assert second.startswith(f"shard {i}/2: 0 missing texts left to the other slices")
     code, out, err = run(["cache", "merge", str(tmp_path / "c1"), str(tmp_path / "c2"),
                           "--into", str(tmp_path / "merged"), "--no-progress"], capsys)
     assert code == 0, err
-    assert out.startswith(f"merge: model {MINILM} (fingerprint 627066fc5224): 0 vectors copied")
+    assert out.startswith(f"merge: model {MINILM} (fingerprint b49cef8401c3): 0 vectors copied")
     code, out, _ = run(["models", "--cache", str(tmp_path / "c1"), "--no-bundled"], capsys)
     assert code == 0 and " ".join(words(out)).startswith(
-        f"{MINILM} fingerprint 627066fc5224 dim 384 0 vectors")
+        f"{MINILM} fingerprint b49cef8401c3 dim 384 0 vectors")
     assert loads == []
     # Turn granularity: the sample's turn vectors are shipped too (one more model-free prep).
     code, out, err = run(["prep", "--model", MINILM, "--cache", str(tmp_path / "t"),

@@ -76,7 +76,7 @@ def test_prep_and_its_scale_lines(offline: None, tmp_path: Path, columns: int,
     summary, subset, shard = check(narrow, wide, columns)
     assert len(narrow.splitlines()) > 3  # the summary was wrapped
     assert re.match(r"prep: \d+ slots, \d+ unique texts, 0 embedded now, \d+ from cache, "
-                    rf"\d+\.\ds \(model {MINILM}, fingerprint 627066fc5224; not loaded: every "
+                    rf"\d+\.\ds \(model {MINILM}, fingerprint b49cef8401c3; not loaded: every "
                     r"vector needed was cached\)$", summary)
     assert subset.startswith("subset: 8 pairs, seed 0 (")
     assert shard.startswith("shard 1/2: 0 missing texts left to the other slices")
@@ -92,8 +92,8 @@ def test_models_breaks_an_entry_between_its_fields(offline: None, tmp_path: Path
     assert all(len(line) <= columns for line in narrow.splitlines()), narrow
     assert words(narrow) == words(wide)
     (entry,) = wide.splitlines()  # the bundled model, one line when there is room
-    assert entry == (f"{MINILM}  fingerprint 627066fc5224  dim 384  2500 vectors  pooling "
-                     "mean  max_length 512  query_prefix ''  (bundled)")
+    assert entry == (f"{MINILM}  fingerprint b49cef8401c3  dim 384  2500 vectors  pooling "
+                     "mean  max_length 256  query_prefix ''  (bundled)")
     fields = entry.split("  ")
     rows = narrow.splitlines()
     assert len(rows) > 1 and all(row.startswith("  ") for row in rows[1:])
@@ -107,7 +107,7 @@ def test_cache_merge(offline: None, tmp_path: Path, capsys: pytest.CaptureFixtur
     narrow, wide = (run(["cache", "merge", "c1", "--into", "merged", "--no-progress"], columns,
                         capsys, monkeypatch) for columns in (80, WIDE))
     counts, bundled = check(narrow, wide, 80)
-    assert counts == (f"merge: model {MINILM} (fingerprint 627066fc5224): 0 vectors copied, 0 "
+    assert counts == (f"merge: model {MINILM} (fingerprint b49cef8401c3): 0 vectors copied, 0 "
                       "already present, from 0 verified shard(s)")
     assert bundled.startswith("merge: the sources hold none of this model's vectors")
     # The merged cache listed: its entry fits too.

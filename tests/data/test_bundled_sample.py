@@ -64,8 +64,11 @@ def test_shipped_keys_are_content_addresses_of_the_texts(sample_corpus: corpus.C
 
 
 def test_shipped_vectors_rank_sensibly(sample_corpus: corpus.Corpus) -> None:
-    """A question's own gold session sits near the top for most pairs: real vectors of these
-    texts, not noise (noise would put gold in the top 5 of ~40 rows ~12% of the time)."""
+    """A question's own gold session sits near the top for many pairs: real vectors of these
+    texts, not noise (noise would put gold in the top 5 of ~40 rows ~12% of the time). The
+    sample's long sessions are embedded to MiniLM's own 256 tokens (issue 43.22): 7 of 15 pairs
+    hold gold in the top 5 (at vipune's 512 tokens it was 9 or more), evidence past a
+    session's first 256 tokens being out of its vector."""
     model = cache.list_models([cache.bundled_cache_dir()])[0]
     vectors = cache.VectorCache(cache.bundled_cache_dir(), model["fingerprint"], 384, model)
     hits = 0
@@ -75,7 +78,7 @@ def test_shipped_vectors_rank_sensibly(sample_corpus: corpus.Corpus) -> None:
         q = vectors.get([prep.query_key(pair.question, model)])[0]
         top = np.argsort(-(rows @ q), kind="stable")[:5]
         hits += any(pair.session_ids[i] in pair.gold for i in top)
-    assert hits / len(usable) >= 0.6
+    assert hits / len(usable) >= 0.4
 
 
 def test_no_model_lane_loads_no_model_and_touches_no_network(
@@ -132,9 +135,9 @@ def test_hybrid_is_not_semantic_in_disguise(figures: list[sample_figures.PairFig
     assert sum(f.hybrid_differs for f in figures) * 3 >= len(figures)
 
 
-def test_rrf_k_60_instead_of_25_changes_a_ranking(
-        figures: list[sample_figures.PairFigures]) -> None:
-    assert any(f.rrf_k_matters for f in figures)
+# RRF k = 60 instead of 25 changed a ranking of the sample under its 512-token vectors; under
+# MiniLM's own 256 tokens (issue 43.22) no pair's ranking depends on k, so the constant is
+# pinned by tests/vipune/test_vipune.py (RRF_K == 25) and the hand-made case below.
 
 
 def test_the_pool_clamp_changes_a_ranking(figures: list[sample_figures.PairFigures]) -> None:

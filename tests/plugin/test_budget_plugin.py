@@ -251,3 +251,46 @@ def test_the_context_reads_on_past_k(pytester: pytest.Pytester, tmp_path: Path) 
     assert pair["budget"]["read"] == 4 and pair["budget"]["reread"] is True
     assert pair["budget"]["ended"] == {str(sum(c)): "ranking"}
     assert pair["latency_ms"]["budget"] >= 0.0
+
+
+LIMIT_STORE = '''
+import json, sys
+from pathlib import Path
+
+personas = {}
+for line in sys.stdin:
+    request = json.loads(line)
+    if request["op"] == "hello":
+        answer = {"name": "limits", "vectors": False}
+    elif request["op"] == "index":
+        personas[request["persona"]] = [s["id"] for s in request["sessions"]]
+        answer = {"ok": True}
+    else:
+        ids = personas[request["persona"]]
+        with Path("limits.txt").open("a") as log:
+            log.write(f"{request['limit']} {len(ids)}\\n")
+        answer = {"ids": ids[: request["limit"]]}
+    sys.stdout.write(json.dumps(answer) + "\\n")
+    sys.stdout.flush()
+'''
+
+
+def test_the_cmd_protocol_page_says_a_budget_asks_a_second_time(
+        pytester: pytest.Pytester) -> None:
+    """Issue 43.20: docs/cmd-protocol.md said "one rank request per item"; under a budget
+    an item asks again, with the persona's size as the limit. The page says so, and a
+    ``cmd:`` store sees exactly that: the largest k, then the persona's size."""
+    import sys
+
+    from tests.support import ROOT
+
+    page = " ".join((ROOT / "docs" / "cmd-protocol.md").read_text(encoding="utf-8").split())
+    assert "an item may ask **a second time**, with `limit` the persona's size" in page
+    pytester.makepyfile(limit_store=LIMIT_STORE)
+    result = _run(pytester, "--retrieval-eval-k=1", "--retrieval-eval-budget=10000000",
+                  f"--retrieval-eval-retriever=cmd:{sys.executable} limit_store.py",
+                  "-k", "2819ce0a")  # one pair of the bundled sample
+    assert result.ret == 0, result.stdout.str()
+    asked = (pytester.path / "limits.txt").read_text().split("\n")[:-1]
+    size = asked[0].split()[1]
+    assert asked == [f"1 {size}", f"{size} {size}"]

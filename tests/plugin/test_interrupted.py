@@ -161,3 +161,45 @@ def test_ctrl_c_under_xdist_keeps_what_the_workers_finished(pytester: pytest.Pyt
     assert report["run"]["items_selected"] == 12
     assert report["skipped"]["not_run"] == 12 - report["run"]["items_run"]
     assert f"interrupted after {report['run']['items_run']} of 12 items" in proc.stdout, text
+
+
+SIGTERM_AFTER = """
+import os, signal
+from pathlib import Path
+
+_done = []
+
+def pytest_runtest_teardown(item):
+    _done.append(item.nodeid)
+    if len(_done) == 2:
+        children = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text()
+        Path("children.txt").write_text(children)
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)  # coreutils timeout sends it twice
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
+def test_sigterm_is_handled_as_ctrl_c(pytester: pytest.Pytester, isolated_cache: Path) -> None:
+    """Issue 43.12: SIGTERM (timeout, a CI cancel, a container stop) used to end pytest at
+    once: no summary line, no report, and the ``cmd:`` store (its own process group) lived
+    on. Now it stops the run as Ctrl-C does."""
+    from tests.support.processes import kill_left, wait_gone
+
+    store = Path(__file__).resolve().parents[1] / "support" / "fake_store.py"
+    pytester.makeconftest(SIGTERM_AFTER)
+    out = pytester.path / "r.json"
+    result = run_apart(pytester, "--no-model", "-p", "no:randomly",
+                       f"--retrieval-eval-retriever=cmd:{sys.executable} {store} ok",
+                       f"--retrieval-eval-json={out}")  # the bundled sample: 15 pairs
+    children = [int(p) for p in (pytester.path / "children.txt").read_text().split()]
+    try:
+        assert children, "the cmd: store was not running"
+        assert result.ret == pytest.ExitCode.INTERRUPTED, result.stdout.str()
+        result.stdout.fnmatch_lines(["interrupted after 2 of 15 items*"])
+        report = report_of(out)
+        assert report["interrupted"] is True
+        assert report["run"]["items_run"] == 2 and len(report["pairs"]) == 2
+        assert all(wait_gone(pid) for pid in children)
+    finally:
+        kill_left(children)

@@ -151,3 +151,39 @@ def test_settings_record_which_recipe_options_were_set(
     pytester.makeini("[pytest]\n" + ini)
     settings = read_settings(pytester.parseconfig(*args))
     assert settings.explicit == explicit
+
+
+@pytest.mark.parametrize(("file", "text"), [
+    ("pytest.ini", "[pytest]\nretrieval_eval_retriver = bm25\n"),
+    ("tox.ini", "[pytest]\nretrieval_eval_retriver = bm25\n"),
+    ("setup.cfg", "[tool:pytest]\nretrieval_eval_retriver = bm25\n"),
+    ("pyproject.toml", "[tool.pytest.ini_options]\nretrieval_eval_retriver = \"bm25\"\n"),
+    ("pyproject.toml", "[tool.pytest]\nretrieval_eval_retriver = \"bm25\"\n"),
+    ("pytest.toml", "[pytest]\nretrieval_eval_retriver = \"bm25\"\n"),
+    ("-o", ""),
+])
+def test_a_misspelled_ini_key_is_refused_naming_the_key_meant(
+        pytester: pytest.Pytester, file: str, text: str) -> None:
+    """Issue 43.21: pytest ignored ``retrieval_eval_retriver = bm25`` with its generic warning
+    at the end, and the run fell back to the default retriever."""
+    from pytest_retrieval_eval.config.settings import read_settings
+
+    args: tuple[str, ...] = ()
+    if file == "-o":
+        args = ("-o", "retrieval_eval_retriver=bm25")
+    else:
+        (pytester.path / file).write_text(text, encoding="utf-8")
+    with pytest.raises(pytest.UsageError) as caught:
+        read_settings(pytester.parseconfig(*args))
+    assert " ".join(str(caught.value).split()) == (
+        "ini option retrieval_eval_retriver is no option of pytest-retrieval-eval: pytest "
+        "would ignore it and run with the default; did you mean retrieval_eval_retriever?")
+
+
+def test_a_misspelled_retriever_name_says_the_one_meant() -> None:
+    """Issue 43.21: ``hybird`` (and ``hybird+fts:or``) named no retriever meant."""
+    with pytest.raises(argparse.ArgumentTypeError, match=r"did you mean 'hybrid'\? choose"):
+        options.parse_retrievers("bm25,hybird")
+    with pytest.raises(argparse.ArgumentTypeError,
+                       match=r"'hybird' is no retriever; did you mean 'hybrid'\?"):
+        options.parse_retrievers("hybird+fts:or")

@@ -355,6 +355,45 @@ def test_the_stores_helpers_are_killed_after_it_exits(
         kill_left([pid])  # never left behind, whatever the code under test did
 
 
+@pytest.mark.parametrize(("mode", "why"), [
+    ("deep", "with JSON nested more than 64 levels deep (at byte 71); nest answers at most "
+             "64 levels"),
+    ("bigint", "with an integer of 400 digits (99999999999999999999…), past 64 bits; send "
+               "numbers a 64-bit integer or a double holds"),
+])
+def test_a_deep_or_huge_number_answer_is_one_line(closing: list[CommandRetriever],
+                                                   mode: str, why: str) -> None:
+    """Issue 43.14: JSON nested 5000 deep was a RecursionError, a 400-digit score an
+    OverflowError; the line is read with the dataset readers' 64-level bound and 64-bit
+    integers."""
+    r = make(fake(mode), closing)
+    with pytest.raises(RetrieverError) as caught:
+        r.rank(persona(), query(), 3)
+    assert str(caught.value) == (f"{fake(mode)}: command `{shlex.join(r.argv)}` answered "
+                                 f"rank of question q1 {why}")
+
+
+def test_a_store_that_exits_while_its_helper_holds_stdout_is_reported_as_exited(
+        closing: list[CommandRetriever], capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 43.14: stdout stays open while a helper the store forked holds it, so its end
+    never came: the store's exit was told as a timeout, after waiting it out."""
+    r = CommandRetriever(fake("helperexit"), timeout=30.0, index_timeout=30.0)
+    closing.append(r)
+    try:
+        with pytest.raises(RetrieverError) as caught:
+            r.rank(persona(), query(), 3)
+        assert "exited with status 3 while answering rank of question q1" in \
+            str(caught.value), caught.value
+    finally:
+        found = re.search(r"fake-store helper (\d+)", capsys.readouterr().err)
+        assert found is not None
+        pid = int(found.group(1))
+        try:
+            assert wait_gone(pid), f"helper {pid} outlived the store"
+        finally:
+            kill_left([pid])
+
+
 def test_the_stores_time_starts_before_a_write_that_returns_late(
         closing: list[CommandRetriever], monkeypatch: pytest.MonkeyPatch) -> None:
     """A write that wakes the store may return only once the store has run (the scheduler

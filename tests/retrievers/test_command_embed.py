@@ -58,9 +58,10 @@ def store() -> Iterator[list[CommandRetriever]]:
         r.close()
 
 
-def make(made: list[CommandRetriever], mode: str = "good") -> CommandRetriever:
+def make(made: list[CommandRetriever], mode: str = "good",
+         timeout: float = 20.0) -> CommandRetriever:
     r = CommandRetriever(f"cmd:{shlex.quote(sys.executable)} {shlex.quote(str(STORE))} {mode}",
-                         timeout=20.0, index_timeout=20.0)
+                         timeout=timeout, index_timeout=20.0)
     made.append(r)
     return r
 
@@ -112,3 +113,18 @@ def test_an_embed_request_without_texts_stops_the_command(
     with pytest.raises(RetrieverError, match='without a "texts" list of strings'):
         r.index(persona(Embedding()))
     assert r._broken is not None
+
+
+def test_one_deadline_covers_a_request_and_its_embed_exchanges(
+        store: list[CommandRetriever]) -> None:
+    """Issue 43.13: each embed exchange restarted the timeout, so a store answering rank with
+    endless embed requests ran forever. The store here asks for 8 s (each exchange takes
+    milliseconds) before it answers; the request's one deadline of 2 s stops it first."""
+    p = persona(Embedding())
+    r = make(store, "endless", timeout=2.0)
+    r.index(p)
+    with pytest.raises(RetrieverError) as caught:
+        r.rank(p, query(), 3)
+    line = str(caught.value)
+    assert "did not answer rank of question q1 within 2 s" in line, line
+    assert "embed" in line, line

@@ -201,3 +201,62 @@ def test_a_parts_failure_names_the_part() -> None:
                                                   "rank returned None"):
         fused.rank(_persona(["s1"]), _query(), 1)
     assert part_times(fused) is not None  # a's time: the harness drops it before the next
+
+
+def _nested(levels: int) -> RRF:
+    fused = RRF([Fixed("a", ["s1", "s2"]), Fixed("b", ["s2", "s1"])])
+    for _ in range(levels - 1):
+        fused = RRF([fused, Fixed("c", ["s1"])])
+    return fused
+
+
+def test_rrf_nests_at_most_eight_levels_and_says_so(tmp_path: Path) -> None:
+    """Issue 43.14: RRF nested 1000 deep ended in ``OSError: File name too long`` (each
+    level's part folder inside the last). Eight levels index and rank; a ninth is one line
+    before anything runs."""
+    deepest = _nested(8)
+    persona = _persona(["s1", "s2"], workdir=tmp_path)
+    deepest.index(persona)
+    assert deepest.rank(persona, _query(), 2) == ["s1", "s2"]
+    with pytest.raises(RetrievalEvalError) as caught:
+        RRF([deepest, Fixed("d", ["s1"])])
+    assert str(caught.value) == (
+        "RRF nests 9 levels deep (an RRF among an RRF's parts is one level more); RRF may "
+        "nest at most 8 levels: fuse the inner stores in one RRF, e.g. RRF(['semantic', "
+        "'bm25', 'fts'])")
+
+
+def test_rrfs_record_of_its_parts_never_trips_the_config_limits() -> None:
+    """Issue 43.15: five levels of RRF said "give config as a small mapping", about a config
+    the user never wrote: the record (k, the parts, each part's own config) is the plugin's.
+    A part's own config is still held to the limits."""
+    from pytest_retrieval_eval.retrievers.store_config import read_config
+
+    class Configured(Fixed):
+        def __init__(self, name: str, ids: Sequence[str]) -> None:
+            super().__init__(name, ids)
+            self.config = {"ef": 64, "model": "m" * 1500}
+
+    fused = RRF([Configured("a", ["s1"]), Fixed("b", ["s1"])])
+    for _ in range(4):
+        fused = RRF([fused, Configured("c", ["s1"])])
+    got = read_config(fused)
+    assert got is not None and got["k"] == 60 and len(got["parts"]) == 2
+    too_big = Configured("big", ["s1"])
+    too_big.config = {"ef": 64, "model": "m" * 3000}
+    with pytest.raises(RetrievalEvalError, match="retriever 'big': config is 3020 bytes"):
+        read_config(RRF([too_big, Fixed("b", ["s1"])]))
+
+
+def test_a_configs_integer_past_64_bits_is_one_line() -> None:
+    """Issue 43.14: a config holding a 4500-digit int raised ValueError from json.dumps
+    (Python's int-to-text limit), a traceback."""
+    from pytest_retrieval_eval.retrievers.store_config import read_config
+
+    store = Fixed("big", ["s1"])
+    store.config = {"seed": 10 ** 4500}  # type: ignore[attr-defined]
+    with pytest.raises(RetrievalEvalError) as caught:
+        read_config(store)
+    assert str(caught.value).startswith(
+        "retriever 'big': config['seed'] is an integer of 14,949 bits, past 64 bits; record "
+        "it as a string; give config as a small mapping")

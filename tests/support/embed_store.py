@@ -1,15 +1,19 @@
 """A cmd: store that embeds its own texts with the run's model (``{"op": "embed"}``): at
 index it asks for its sessions' first lines, at rank for the question; it ranks by cosine.
 
-``python embed_store.py [bad]``: ``bad`` sends an embed request without texts."""
+``python embed_store.py [bad|endless]``: ``bad`` sends an embed request without texts;
+``endless`` answers rank with embed requests for :data:`ENDLESS_S` seconds before its answer
+(each exchange quick: only the request's one deadline can stop it sooner)."""
 
 from __future__ import annotations
 
 import json
 import math
 import sys
+import time
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "good"
+ENDLESS_S = 8.0
 stores: dict[str, list[tuple[str, list[float]]]] = {}
 
 
@@ -44,6 +48,9 @@ for line in sys.stdin:
         send({"ok": True})
     elif request["op"] == "rank":
         got = embed([request["question"]])
+        begun = time.monotonic()
+        while MODE == "endless" and time.monotonic() - begun < ENDLESS_S:
+            got = embed([request["question"]])
         if got is None:
             send({"error": "no vectors"})
             continue

@@ -11,8 +11,10 @@ says: ``ok`` (rows in order, scores falling), ``error`` (an ``{"error"}`` answer
 ``repeats`` (every id twice), ``indexids`` (index answered ``{"ids": []}``), ``latin1`` (a
 rank answer that is not UTF-8), ``early`` (index answered after reading only its first bytes,
 then nothing more read), ``helper`` (as ``ok``, with a forked child that sleeps 300 s and
-holds the pipes; its pid logged as ``fake-store helper PID``), ``slow`` (as ``ok``, each rank
-answered after 0.2 s). Every request is logged to stderr as ``fake-store got OP``.
+holds the pipes; its pid logged as ``fake-store helper PID``), ``helperexit`` (such a helper,
+and the store exits with status 3 on its first rank), ``deep`` (a rank answer nested 5000
+levels), ``bigint`` (a score of 400 digits), ``slow`` (as ``ok``, each rank answered after
+0.2 s). Every request is logged to stderr as ``fake-store got OP``.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ def helper() -> None:
 def main(mode: str) -> int:
     if mode == "early":
         return early()
-    if mode == "helper":
+    if mode in ("helper", "helperexit"):
         helper()
     personas: dict[str, list[str]] = {}
     for line in sys.stdin:
@@ -68,10 +70,20 @@ def main(mode: str) -> int:
             answer = {"ids": []} if mode == "indexids" else {"ok": True}
         elif mode == "error":
             answer = {"error": "the index is\nnot ready"}
-        elif mode == "exit":
+        elif mode in ("exit", "helperexit"):
             return 3
         elif mode == "notjson":
             sys.stdout.write("ranking now...\n")
+            sys.stdout.flush()
+            continue
+        elif mode == "deep":
+            sys.stdout.write('{"ids": ' + "[" * 5000 + "]" * 5000 + "}\n")
+            sys.stdout.flush()
+            continue
+        elif mode == "bigint":
+            ids = personas[request["persona"]][:2]
+            sys.stdout.write(json.dumps({"ids": ids})[:-1] + ', "scores": [' + "9" * 400
+                             + ", 1]}\n")
             sys.stdout.flush()
             continue
         elif mode == "array":

@@ -306,6 +306,7 @@ def test_fingerprint_and_info(tmp_path: Path, model: TinyModel) -> None:
         "dim": 8,
         "pooling": "mean",
         "max_length": 512,
+        "max_length_from": "vipune",
         "query_prefix": "",
         "model_sha256": file_sha256(model.path / "onnx" / "model.onnx"),
         "tokenizer_sha256": file_sha256(model.path / "tokenizer.json"),
@@ -550,9 +551,11 @@ def test_cuda_without_cuda_provider_is_one_line_error(
 
 def test_default_model_is_vipunes() -> None:
     assert emb.DEFAULT_MODEL == "BAAI/bge-small-en-v1.5"
+    # max_length None: the model's own (sentence_bert_config.json), else vipune's 512
     assert EmbedConfig() == EmbedConfig(
-        pooling="mean", max_length=512, query_prefix="", device="cpu", threads=None, batch_size=32
-    )
+        pooling="mean", max_length=None, query_prefix="", device="cpu", threads=None,
+        batch_size=32)
+    assert emb.VIPUNE_MAX_LENGTH == 512
     assert PAD_JUNK > 100  # the tiny model's padding junk is large enough to notice
 
 
@@ -581,3 +584,46 @@ def test_unreadable_model_file_is_one_line(model: TinyModel,
         load_embedder(str(model.path), EmbedConfig())
     assert "\n" not in str(info.value)
     assert "cannot be read (Permission denied)" in str(info.value)
+
+
+def test_the_models_own_max_seq_length_is_its_recipe(tmp_path: Path) -> None:
+    """Issue 43.22: a model folder's sentence_bert_config.json sets its max_seq_length (256
+    for all-MiniLM-L6-v2): the plugin embedded such a model up to vipune's 512 tokens, where
+    sentence-transformers stops at 256. vipune's 512 stays where the model names none, and
+    wherever the user asks for a length."""
+    import json
+
+    from pytest_retrieval_eval.errors import ModelError
+
+    model = make_model_dir(tmp_path / "m")
+    long_text = " ".join(WORDS * 20)  # past 256 tokens
+    vipune = load_embedder(str(model.path), EmbedConfig())
+    assert (vipune.config.max_length, vipune.max_length_from) == (512, "vipune")
+    (model.path / "sentence_bert_config.json").write_text(
+        json.dumps({"max_seq_length": 256, "do_lower_case": False}), encoding="utf-8")
+    own = load_embedder(str(model.path), EmbedConfig())
+    assert (own.config.max_length, own.max_length_from) == (256, "model")
+    assert own.info()["max_length"] == 256 and own.info()["max_length_from"] == "model"
+    asked_256 = load_embedder(str(model.path), EmbedConfig(max_length=256))
+    assert asked_256.max_length_from == "asked"
+    assert own.fingerprint == asked_256.fingerprint != vipune.fingerprint  # same vectors
+    np.testing.assert_array_equal(own.embed([long_text]), asked_256.embed([long_text]))
+    assert not np.allclose(own.embed([long_text]), vipune.embed([long_text]), atol=1e-4)
+    asked_512 = load_embedder(str(model.path), EmbedConfig(max_length=512))
+    assert (asked_512.config.max_length, asked_512.max_length_from) == (512, "asked")
+    assert asked_512.fingerprint == vipune.fingerprint
+    (model.path / "sentence_bert_config.json").write_text('{"max_seq_length": 4096}')
+    with pytest.raises(ModelError) as caught:
+        load_embedder(str(model.path), EmbedConfig())
+    assert "max_seq_length 4096 is no whole number of tokens in 2..512" in str(caught.value)
+
+
+def test_the_header_names_the_recipes_length_and_its_source() -> None:
+    """Issue 43.22: the recipe used is named in the header, as the pooling is."""
+    from pytest_retrieval_eval.reporting.run_header import _length_text
+
+    assert _length_text({"max_length": 256, "max_length_from": "model"}) == (
+        "256 tokens (the model's sentence_bert_config.json), ")
+    assert _length_text({"max_length": 512, "max_length_from": "vipune"}) == (
+        "512 tokens (vipune's), ")
+    assert _length_text({"max_length": 512}) == "512 tokens, "  # cached before it was named

@@ -83,6 +83,27 @@ def test_missing_file_and_bad_file(tmp_path: Path) -> None:
     assert "\n" not in str(caught.value)
 
 
+@pytest.mark.parametrize("kind", ["folder", "fifo", "device"])
+def test_a_tokenizer_path_that_is_no_file_is_named_as_such(tmp_path: Path, kind: str) -> None:
+    """Issue 43.16: a folder, a FIFO or a device was called "no such file"."""
+    import os
+
+    path = tmp_path / "tok"
+    if kind == "folder":
+        path.mkdir()
+        said = "is a directory, not a file (give the tokenizer.json inside it)"
+    elif kind == "fifo":
+        os.mkfifo(path)
+        said = "is a FIFO (named pipe), not a regular file"
+    else:
+        path = Path(os.devnull)
+        said = "is a character device, not a regular file"
+    with pytest.raises(DataError) as caught:
+        tc.load_counter(str(path))
+    assert str(caught.value) == (f"--retrieval-eval-budget-tokenizer {path}: {said}; give "
+                                 "o200k_base, cl100k_base or the path of a tokenizer.json")
+
+
 def test_missing_extra_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "bpe_openai", None)  # import fails as if not installed
     with pytest.raises(ModelError) as caught:

@@ -58,6 +58,19 @@ def test_constants_are_vipune_0_1_8() -> None:
     assert vipune.EMBEDDING_DIM == 384
     assert vipune.EMBEDDING_BLOB_SIZE == 1536
     assert vipune.MODEL_ID == "BAAI/bge-small-en-v1.5"
+
+
+def test_every_rrf_default_is_vipunes_k() -> None:
+    """The bundled sample no longer holds a pair whose ranking depends on k (its vectors are
+    MiniLM's own 256-token ones, issue 43.22): each default k is pinned here instead."""
+    import inspect
+
+    from pytest_retrieval_eval.vipune import hybrid
+
+    for fn in (hybrid.rrf_fuse, hybrid.rrf_fuse_many):
+        assert inspect.signature(fn).parameters["k"].default == 25, fn.__name__
+    for fn in (hybrid.search_hybrid_parts, hybrid.fuse_lists):
+        assert inspect.signature(fn).parameters["rrf_k"].default == 25, fn.__name__
     assert issubclass(VipuneInputError, RetrievalEvalError)
 
 
