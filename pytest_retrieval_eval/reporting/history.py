@@ -133,9 +133,9 @@ def choose(history: Sequence[Entry], newest: Mapping[str, Any], metric: str | No
     budget = [m for m in metrics if is_budget_metric(m)]
     if budget and len(counted) > 1:  # issue 43.9: tokens of two tokenizers are two units
         raise HistoryError(f"--metric {budget[0]}: the reports counted tokens with different "
-                           f"tokenizers ({printable(', '.join(sorted(counted)))}); give reports of one "
-                           "--retrieval-eval-budget-tokenizer, or a metric not counted in "
-                           "tokens")
+                           f"tokenizers ({printable(', '.join(sorted(counted)))}); give "
+                           "reports of one --retrieval-eval-budget-tokenizer, or a metric not "
+                           "counted in tokens")
     if retrievers is None:
         return metrics, known_retrievers
     named = [n.strip() for n in retrievers.split(",") if n.strip()]
