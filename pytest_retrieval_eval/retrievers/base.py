@@ -18,7 +18,7 @@ from .. import vipune
 from ..errors import RetrieverError, one_line
 
 __all__ = ["RUN_PREFIX", "CheckedScores", "LazySequence", "LazyTexts", "Memory", "Persona", "Query",
-           "Retriever"]
+           "Retriever", "TurnLists"]
 
 T = TypeVar("T")
 
@@ -65,6 +65,9 @@ class Persona:
     #: built on first call; None where the rows are not sessions (turn granularity, the
     #: longmemeval protocol).
     turn_rows: Callable[[], Persona] | None = None
+    #: Turn rows (:attr:`turn_rows`) only: each row's session row in the persona they are
+    #: the turns of. None otherwise.
+    row_sessions: np.ndarray | None = None
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors of ``texts`` by the run's model and recipe, ``(len(texts), dim)`` float32.
@@ -147,6 +150,27 @@ class LazySequence(Sequence[T]):
 
 class LazyTexts(LazySequence[str]):
     """A persona's row texts, loaded by ``loader`` on first use (then kept)."""
+
+
+class TurnLists(LazySequence[Sequence[Mapping[str, str]]]):
+    """A persona's sessions' turns, loaded on first use; once its turn rows are known
+    (:mod:`..data.turn_rows`), ``counts`` holds each session's turn count, so that a turn id
+    is checked (:meth:`count`) without reading any turn."""
+
+    def __init__(self, loader: Callable[[], Sequence[Sequence[Mapping[str, str]]]]) -> None:
+        super().__init__(loader)
+        self.counts: Sequence[int] | np.ndarray | None = None
+
+    def count(self, row: int) -> int:
+        """How many turns session ``row`` has (blank ones included)."""
+        if self.counts is not None and not self.loaded:
+            return int(self.counts[row])
+        return len(self[row])
+
+    def __len__(self) -> int:
+        if self.counts is not None and not self.loaded:
+            return len(self.counts)
+        return super().__len__()
 
 
 @runtime_checkable
