@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import retrievers as retrievers_mod
-from .data.turn_rows import TurnRows, TurnRowsCache, build_turn_rows, turn_rows_key
+from .data.turn_rows import TurnRowsCache, persona_turn_rows
 from .retrievers.base import LazySequence, TurnLists
 from .vectors.cache import query_key
 from .vipune import store as store_mod
@@ -74,7 +74,9 @@ def build_persona(pair: PairRecord, corpus: Corpus, vectors: VectorCache | None,
     def load_turns() -> list[list[dict[str, str]]]:
         return corpus.turns(list(pair.text_keys))
 
-    session_turns = TurnLists(load_turns)
+    session_turns = TurnLists(load_turns,
+                              lambda row: corpus.turns([pair.text_keys[row]])[0],
+                              len(pair.text_keys))
     turned: dict[bool, retrievers_mod.Persona] = {}
     kept = TurnRowsCache(stores.root.parent / "turns", stores.verify)
 
@@ -120,19 +122,8 @@ def turn_persona(pair: PairRecord, turns: TurnLists, stores: store_mod.StoreCach
     them), texts rendered from the corpus's turns when first read, a vipune store of the turn
     rows (no vectors in it: only FTS5 searches it), built on first use like the session
     store."""
-    salt = store_mod.store_key("0" * 64, "turns")
-
-    def build() -> tuple[TurnRows, list[str]]:
-        rows, texts = build_turn_rows(turns)
-        ids = rows.ids(pair.session_ids)
-        created = [pair.created_at[s] for s in rows.session_rows.tolist()]
-        extra = {"key": store_mod.persona_key(ids, rows.keys, created, "turns"),
-                 "store": store_mod.persona_key(ids, rows.keys, created, "")}
-        return replace(rows, extra=extra), texts
-
-    rows, built_texts = kept.get_or_build(
-        turn_rows_key(pair.session_ids, pair.text_keys, pair.created_at, salt),
-        len(pair.session_ids), build)
+    rows, built_texts = persona_turn_rows(kept, pair.session_ids, pair.text_keys,
+                                          pair.created_at, lambda: turns)
     turns.counts = rows.turn_counts
     ids = rows.ids(pair.session_ids)
     created = [pair.created_at[s] for s in rows.session_rows.tolist()]

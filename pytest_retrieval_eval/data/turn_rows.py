@@ -42,7 +42,8 @@ from ..io.checksums import (
 )
 from .pairs import render_session, text_key
 
-__all__ = ["FORMAT", "TurnRows", "TurnRowsCache", "build_turn_rows", "turn_rows_key"]
+__all__ = ["FORMAT", "TurnRows", "TurnRowsCache", "build_turn_rows", "persona_turn_rows",
+           "turn_rows_key"]
 
 #: Bumped whenever what a turn-rows file holds, or how rows are made, changes.
 FORMAT = 1
@@ -211,3 +212,28 @@ class TurnRowsCache:
                      path.with_name(path.name + ".verified")):
             with contextlib.suppress(OSError):
                 os.remove(part)
+
+
+def persona_turn_rows(kept: TurnRowsCache, session_ids: Sequence[str],
+                      text_keys: Sequence[str], created_at: Sequence[str],
+                      turns: Callable[[], Sequence[Sequence[Mapping[str, str]]]]
+                      ) -> tuple[TurnRows, list[str] | None]:
+    """A persona's turn rows, read back from ``kept`` or built from ``turns()`` (its
+    sessions' turns) and kept; with them, in ``extra``, the turn persona's own key
+    (``"key"``) and its FTS5 store's (``"store"``), as :mod:`..vipune.store` addresses them.
+    Texts: the built rows' (None: read back, not rendered)."""
+    from ..vipune import store as store_mod  # the store's addressing rules
+
+    salt = store_mod.store_key("0" * 64, "turns")
+
+    def build() -> tuple[TurnRows, list[str]]:
+        rows, texts = build_turn_rows(turns())
+        ids = rows.ids(session_ids)
+        created = [created_at[s] for s in rows.session_rows.tolist()]
+        extra = {"key": store_mod.persona_key(ids, rows.keys, created, "turns"),
+                 "store": store_mod.persona_key(ids, rows.keys, created, "")}
+        return TurnRows(rows.session_rows, rows.numbers, rows.keys, rows.turn_counts,
+                        extra), texts
+
+    return kept.get_or_build(turn_rows_key(session_ids, text_keys, created_at, salt),
+                             len(session_ids), build)

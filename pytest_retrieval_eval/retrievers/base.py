@@ -153,13 +153,20 @@ class LazyTexts(LazySequence[str]):
 
 
 class TurnLists(LazySequence[Sequence[Mapping[str, str]]]):
-    """A persona's sessions' turns, loaded on first use; once its turn rows are known
+    """A persona's sessions' turns, loaded on first use. ``one(row)``, when given, reads one
+    session's turns alone (an explain excerpt, a memory's tokens: a few sessions, not the
+    persona's every turn decoded); once the persona's turn rows are known
     (:mod:`..data.turn_rows`), ``counts`` holds each session's turn count, so that a turn id
     is checked (:meth:`count`) without reading any turn."""
 
-    def __init__(self, loader: Callable[[], Sequence[Sequence[Mapping[str, str]]]]) -> None:
+    def __init__(self, loader: Callable[[], Sequence[Sequence[Mapping[str, str]]]],
+                 one: Callable[[int], Sequence[Mapping[str, str]]] | None = None,
+                 size: int | None = None) -> None:
         super().__init__(loader)
         self.counts: Sequence[int] | np.ndarray | None = None
+        self._one = one
+        self._size = size
+        self._rows: dict[int, Sequence[Mapping[str, str]]] = {}
 
     def count(self, row: int) -> int:
         """How many turns session ``row`` has (blank ones included)."""
@@ -168,9 +175,29 @@ class TurnLists(LazySequence[Sequence[Mapping[str, str]]]):
         return len(self[row])
 
     def __len__(self) -> int:
+        if self._size is not None:
+            return self._size
         if self.counts is not None and not self.loaded:
             return len(self.counts)
         return super().__len__()
+
+    @overload
+    def __getitem__(self, index: int) -> Sequence[Mapping[str, str]]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Sequence[Mapping[str, str]]]: ...
+
+    def __getitem__(self, index: int | slice
+                    ) -> Sequence[Mapping[str, str]] | Sequence[Sequence[Mapping[str, str]]]:
+        if isinstance(index, slice) or self._one is None or self.loaded:
+            return super().__getitem__(index)
+        row = index if index >= 0 else index + len(self)
+        got = self._rows.get(row)
+        if got is None:
+            if not 0 <= row < len(self):
+                raise IndexError(index)
+            got = self._rows[row] = self._one(row)
+        return got
 
 
 @runtime_checkable
