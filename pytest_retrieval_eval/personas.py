@@ -123,15 +123,19 @@ def turn_persona(pair: PairRecord, turns: TurnLists, stores: store_mod.StoreCach
     rows (no vectors in it: only FTS5 searches it), built on first use like the session
     store."""
     rows, built_texts = persona_turn_rows(kept, pair.session_ids, pair.text_keys,
-                                          pair.created_at, lambda: turns)
+                                          pair.created_at, turns.every)
     turns.counts = rows.turn_counts
     ids = rows.ids(pair.session_ids)
     created = [pair.created_at[s] for s in rows.session_rows.tolist()]
     session_rows, numbers = rows.session_rows.tolist(), rows.numbers.tolist()
     texts: Sequence[str] = built_texts if built_texts is not None else \
-        retrievers_mod.LazyTexts(lambda: rows.texts(turns))
-    records = LazySequence(lambda: [(turns[s][n - 1],)
-                                    for s, n in zip(session_rows, numbers, strict=True)])
+        retrievers_mod.LazyTexts(lambda: rows.texts(turns.every()))
+
+    def load_records() -> list[tuple[Mapping[str, str]]]:
+        every = turns.every()
+        return [(every[s][n - 1],) for s, n in zip(session_rows, numbers, strict=True)]
+
+    records = LazySequence(load_records)
     store_key = rows.extra["store"]
     built: list[Path] = []
 

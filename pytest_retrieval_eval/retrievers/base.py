@@ -168,6 +168,10 @@ class TurnLists(LazySequence[Sequence[Mapping[str, str]]]):
         self._size = size
         self._rows: dict[int, Sequence[Mapping[str, str]]] = {}
 
+    def every(self) -> Sequence[Sequence[Mapping[str, str]]]:
+        """Every session's turns, read at once."""
+        return self._load()
+
     def count(self, row: int) -> int:
         """How many turns session ``row`` has (blank ones included)."""
         if self.counts is not None and not self.loaded:

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import RetrieverError
 from .base import Memory, Persona, Query, _check_limit
+from .ranked_output import REPEATS_READ
 
 __all__ = ["TurnUnit", "turn_memories"]
 
@@ -94,6 +95,24 @@ class TurnUnit:
         by_id = dict(zip(turns.session_ids, session_of.tolist(), strict=True))
         return turn_memories(ranked, {t: persona.session_ids[s] for t, s in by_id.items()},
                              lim)
+
+    def first_memories(self, persona: Persona, query: Query, count: int) -> list[Memory]:
+        """The first ``count`` memories of the ranking a budget's longer read takes
+        (``rank`` at the persona's size, read as :func:`.ranked_output.read_distinct` reads
+        it: at most ``REPEATS_READ`` memories a session), without ranking more turns than
+        those: the same memories, in the same order, with the same scores."""
+        lim = len(persona.session_ids)
+        count = min(count, REPEATS_READ * max(lim, 1))
+        turns = self._turns(persona)
+        top = getattr(self.base, "top_rows", None)
+        if not turns.session_ids or not callable(top):
+            return self.rank(persona, query, max(lim, 1))[:count]
+        session_of = self._session_of(persona, turns)
+        rows, scores = top(turns, query, min(count, len(turns.session_ids)))
+        cut = _covering(session_of, rows, lim)
+        ids = turns.session_ids
+        return [Memory(id=ids[r], score=s, turns=(ids[r],)) for r, s in
+                zip(rows[:cut].tolist(), scores[:cut].tolist(), strict=True)]
 
     def _session_of(self, persona: Persona, turns: Persona) -> np.ndarray:
         """Each turn row's session row in ``persona``, once per persona."""
