@@ -23,23 +23,15 @@ int32 per-session turn counts and 32 raw bytes per row's text key.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from ..io.checksums import (
-    commit_file,
-    matches_sidecar,
-    read_sidecar,
-    stamp_matches,
-    temp_path,
-)
+from ..io.checksums import drop_committed, read_committed, write_committed
 from .pairs import render_session, text_key
 
 __all__ = ["FORMAT", "TurnRows", "TurnRowsCache", "build_turn_rows", "persona_turn_rows",
@@ -164,22 +156,12 @@ class TurnRowsCache:
         (its stamp, else a rehash) or does not parse; such a file is removed (rebuilt by
         :meth:`get_or_build`)."""
         path = self.path_for(key)
-        try:
-            st = path.stat()
-            expected = read_sidecar(path)
-        except (OSError, ValueError):
-            return None
-        trusted = self.verify == "stamp" and stamp_matches(path, st, expected)
-        if not trusted and not matches_sidecar(path, trust_stamp=False):
-            self._drop(path)
-            return None
-        try:
-            data = path.read_bytes()
-        except OSError:
+        data = read_committed(path, self.verify)
+        if data is None:
             return None
         rows = _decode(data, sessions)
         if rows is None:
-            self._drop(path)
+            drop_committed(path)
             return None
         self.read += 1
         return rows
@@ -194,24 +176,9 @@ class TurnRowsCache:
         if rows is not None:
             return rows, None
         rows, texts = build()
-        path = self.path_for(key)
-        tmp = temp_path(path)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_bytes(_encode(rows))
-            commit_file(tmp, path)
+        if write_committed(self.path_for(key), _encode(rows)):
             self.built += 1
-        except OSError:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
         return rows, texts
-
-    @staticmethod
-    def _drop(path: Path) -> None:
-        for part in (path, path.with_name(path.name + ".sha256"),
-                     path.with_name(path.name + ".verified")):
-            with contextlib.suppress(OSError):
-                os.remove(part)
 
 
 def persona_turn_rows(kept: TurnRowsCache, session_ids: Sequence[str],

@@ -23,6 +23,9 @@ from .ranked_output import REPEATS_READ
 
 __all__ = ["TurnUnit", "turn_memories"]
 
+#: Bumped whenever what a kept turn index holds changes (its file's name carries it).
+_KEPT_FORMAT = 2
+
 
 def turn_memories(ranked: list[tuple[str, float | None]], session_of: dict[str, str],
                   limit: int) -> list[Memory]:
@@ -69,6 +72,10 @@ class TurnUnit:
         turns = self._turns(persona)
         if getattr(self.base, "needs_store", False):
             turns.store_path()
+        kept = getattr(self.base, "kept_index", None)
+        if callable(kept) and persona.workdir is not None:
+            # bm25's index of the turn rows, kept in the persona's workdir across runs
+            kept(turns, persona.workdir / f"turns-{_KEPT_FORMAT}.bm25")
 
     def rank(self, persona: Persona, query: Query, limit: int) -> list[Memory]:
         lim = _check_limit(limit)
