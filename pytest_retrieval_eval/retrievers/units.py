@@ -13,6 +13,7 @@ docs/memories.md); the harness derives the session ranking from them, as LongMem
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -52,6 +53,8 @@ class TurnUnit:
         self.base = base
         self.params = dict(getattr(base, "params", {}))
         self.needs_vectors = bool(getattr(base, "needs_vectors", True))
+        #: The bytes of the turn store the last ``index`` built or found (FTS5 bases).
+        self.held_bytes = 0
         #: The last turn persona's session row per turn row.
         self._sessions: tuple[Persona, np.ndarray] | None = None
 
@@ -70,8 +73,12 @@ class TurnUnit:
         the turn store built when FTS5 searches it; once per persona, before its first
         query."""
         turns = self._turns(persona)
+        self.held_bytes = 0
         if getattr(self.base, "needs_store", False):
-            turns.store_path()
+            # the turn store lives with the session stores, not in the workdir: its size is
+            # this persona's footprint on disk (store_costs)
+            with contextlib.suppress(OSError):
+                self.held_bytes = turns.store_path().stat().st_size
         kept = getattr(self.base, "kept_index", None)
         if callable(kept) and persona.workdir is not None:
             # bm25's index of the turn rows, kept in the persona's workdir across runs

@@ -249,3 +249,22 @@ def test_prep_reads_the_turn_keys_from_the_kept_rows(views: dict[str, object],
         some = [k for p in kept.pairs for k in p.text_keys][-7:]
         assert kept.texts(some) == plain.texts(some)
     assert kept.kept is not None and kept.kept.read == len(sessions.pairs)  # type: ignore
+
+
+def test_an_fts_turn_stores_bytes_are_its_footprint(views: dict[str, object],
+                                                    tmp_path: Path) -> None:
+    """Issue 44: the turn store fts+unit:turn builds lies with the session stores, not in
+    the workdir; its bytes are the persona's disk footprint all the same."""
+    from pytest_retrieval_eval import store_costs
+
+    _, persona, _ = _some_pair(views)
+    for base, stored in (("fts", True), ("bm25", False)):
+        unit = get_retriever(f"{base}+unit:turn")
+        unit.index(persona)  # type: ignore[attr-defined]
+        turns = persona.turn_rows()  # type: ignore[attr-defined]
+        size = turns.store_path().stat().st_size if stored else 0
+        assert unit.held_bytes == size  # type: ignore[attr-defined]
+        folder = tmp_path / base
+        folder.mkdir()
+        facts = store_costs.footprint(unit, "p", folder, None)
+        assert facts["disk_bytes"] == size and (size > 0) == stored
