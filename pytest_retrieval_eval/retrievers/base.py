@@ -7,7 +7,7 @@ here (limits, the query vector, error wording) are shared by the built-in retrie
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar, overload, runtime_checkable
@@ -184,6 +184,9 @@ class TurnLists(LazySequence[Sequence[Mapping[str, str]]]):
         if self.counts is not None and not self.loaded:
             return len(self.counts)
         return super().__len__()
+
+    def __iter__(self) -> Iterator[Sequence[Mapping[str, str]]]:
+        return iter(self._load())  # every session: read at once, not one by one
 
     @overload
     def __getitem__(self, index: int) -> Sequence[Mapping[str, str]]: ...
