@@ -326,6 +326,9 @@ def memory_phases(versions: Sequence[Version], data: Path, base: Path, work: Pat
                                  partial(run, kind, retrievers, extra), cwd))
     for kind, retrievers, extra in MEMORY_RUNS[3:]:
         label = f"warm run, {retrievers}" + (f", budget {extra[1]}" if extra else "")
+        if extra:  # the first budget run counts the tokens (kept for the next)
+            phases.append(interleave(label.replace("warm run", "first run"), versions, 1,
+                                     partial(run, f"first-{kind}", retrievers, extra), cwd))
         phases.append(interleave(label, versions, repeat,
                                  partial(run, kind, retrievers, extra), cwd))
     phases.append(interleave(

@@ -76,7 +76,7 @@ def build_persona(pair: PairRecord, corpus: Corpus, vectors: VectorCache | None,
 
     session_turns = TurnLists(load_turns,
                               lambda row: corpus.turns([pair.text_keys[row]])[0],
-                              len(pair.text_keys))
+                              len(pair.text_keys), corpus.turns)
     turned: dict[bool, retrievers_mod.Persona] = {}
     kept = TurnRowsCache(stores.root.parent / "turns", stores.verify)
 
@@ -123,7 +123,7 @@ def turn_persona(pair: PairRecord, turns: TurnLists, stores: store_mod.StoreCach
     rows (no vectors in it: only FTS5 searches it), built on first use like the session
     store."""
     rows, built_texts = persona_turn_rows(kept, pair.session_ids, pair.text_keys,
-                                          pair.created_at, turns.every)
+                                          pair.created_at, turns.of_keys)
     turns.counts = rows.turn_counts
     ids = rows.ids(pair.session_ids)
     created = [pair.created_at[s] for s in rows.session_rows.tolist()]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -167,7 +168,7 @@ class TurnRowsCache:
         return rows
 
     def get_or_build(self, key: str, sessions: int,
-                     build: Callable[[], tuple[TurnRows, list[str]]]
+                     build: Callable[[], tuple[TurnRows, list[str] | None]]
                      ) -> tuple[TurnRows, list[str] | None]:
         """The rows kept under ``key`` (texts None: not read), else ``build()``'s rows and
         texts, kept for the next run (best effort: a cache that cannot be written only costs
@@ -181,26 +182,57 @@ class TurnRowsCache:
         return rows, texts
 
 
+#: Per session text key, its kept turns' numbers and text keys and its turn count, for the
+#: personas built next in this process (LongMemEval's haystacks share most sessions: each
+#: is decoded, rendered and keyed once a run, not once a persona holding it).
+_SESSIONS: OrderedDict[str, tuple[tuple[int, ...], tuple[str, ...], int]] = OrderedDict()
+#: Sessions :data:`_SESSIONS` holds at most (about 2 KB each).
+SESSIONS_KEPT = 50_000
+
+
 def persona_turn_rows(kept: TurnRowsCache, session_ids: Sequence[str],
                       text_keys: Sequence[str], created_at: Sequence[str],
-                      turns: Callable[[], Sequence[Sequence[Mapping[str, str]]]]
+                      turns_of: Callable[[list[str]], Sequence[Sequence[Mapping[str, str]]]]
                       ) -> tuple[TurnRows, list[str] | None]:
-    """A persona's turn rows, read back from ``kept`` or built from ``turns()`` (its
-    sessions' turns) and kept; with them, in ``extra``, the turn persona's own key
-    (``"key"``) and its FTS5 store's (``"store"``), as :mod:`..vipune.store` addresses them.
-    Texts: the built rows' (None: read back, not rendered)."""
+    """A persona's turn rows, read back from ``kept`` or built and kept; ``turns_of(keys)``:
+    the turns of the sessions of those text keys (only sessions this process has not made
+    rows of yet are read). With them, in ``extra``, the turn persona's own key (``"key"``)
+    and its FTS5 store's (``"store"``), as :mod:`..vipune.store` addresses them. Texts: the
+    built rows' when every session was read here (None: read back, or some rows made from
+    sessions seen before; rendered when asked)."""
     from ..vipune import store as store_mod  # the store's addressing rules
 
     salt = store_mod.store_key("0" * 64, "turns")
 
-    def build() -> tuple[TurnRows, list[str]]:
-        rows, texts = build_turn_rows(turns())
-        ids = rows.ids(session_ids)
-        created = [created_at[s] for s in rows.session_rows.tolist()]
-        extra = {"key": store_mod.persona_key(ids, rows.keys, created, "turns"),
-                 "store": store_mod.persona_key(ids, rows.keys, created, "")}
-        return TurnRows(rows.session_rows, rows.numbers, rows.keys, rows.turn_counts,
-                        extra), texts
+    def build() -> tuple[TurnRows, list[str] | None]:
+        fresh = [k for k in dict.fromkeys(text_keys) if k not in _SESSIONS]
+        rendered: dict[str, list[str]] = {}
+        for key, turns in zip(fresh, turns_of(fresh) if fresh else [], strict=True):
+            one, texts = build_turn_rows([turns])
+            _SESSIONS[key] = (tuple(one.numbers.tolist()), one.keys, len(turns))
+            rendered[key] = texts
+        session_rows: list[int] = []
+        numbers: list[int] = []
+        keys: list[str] = []
+        counts: list[int] = []
+        for s, key in enumerate(text_keys):
+            own, own_keys, count = _SESSIONS[key]
+            _SESSIONS.move_to_end(key)
+            session_rows.extend([s] * len(own))
+            numbers.extend(own)
+            keys.extend(own_keys)
+            counts.append(count)
+        every = [t for key in text_keys for t in rendered[key]] \
+            if all(key in rendered for key in text_keys) else None
+        while len(_SESSIONS) > SESSIONS_KEPT:
+            _SESSIONS.popitem(last=False)
+        ids = [f"{session_ids[s]}_{n}" for s, n in zip(session_rows, numbers, strict=True)]
+        created = [created_at[s] for s in session_rows]
+        extra = {"key": store_mod.persona_key(ids, keys, created, "turns"),
+                 "store": store_mod.persona_key(ids, keys, created, "")}
+        return TurnRows(np.asarray(session_rows, dtype=np.int32),
+                        np.asarray(numbers, dtype=np.int32), tuple(keys),
+                        np.asarray(counts, dtype=np.int32), extra), every
 
     return kept.get_or_build(turn_rows_key(session_ids, text_keys, created_at, salt),
                              len(session_ids), build)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from functools import partial
 from typing import Any
 
 from .pairs import render_session, text_key
@@ -92,7 +91,7 @@ class WithTurnTexts:
         for pair in self.corpus.pairs:
             keys = list(pair.text_keys)
             rows, texts = persona_turn_rows(kept, pair.session_ids, keys, pair.created_at,
-                                            partial(self.corpus.turns, keys))
+                                            self.corpus.turns)
             if texts is not None:
                 for key, text in zip(rows.keys, texts, strict=True):
                     self._turn_texts.setdefault(key, text)

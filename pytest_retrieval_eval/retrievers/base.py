@@ -161,8 +161,11 @@ class TurnLists(LazySequence[Sequence[Mapping[str, str]]]):
 
     def __init__(self, loader: Callable[[], Sequence[Sequence[Mapping[str, str]]]],
                  one: Callable[[int], Sequence[Mapping[str, str]]] | None = None,
-                 size: int | None = None) -> None:
+                 size: int | None = None,
+                 by_keys: Callable[[list[str]], Sequence[Sequence[Mapping[str, str]]]]
+                 | None = None) -> None:
         super().__init__(loader)
+        self._by_keys = by_keys
         self.counts: Sequence[int] | np.ndarray | None = None
         self._one = one
         self._size = size
@@ -170,6 +173,13 @@ class TurnLists(LazySequence[Sequence[Mapping[str, str]]]):
 
     def every(self) -> Sequence[Sequence[Mapping[str, str]]]:
         """Every session's turns, read at once."""
+        return self._load()
+
+    def of_keys(self, keys: list[str]) -> Sequence[Sequence[Mapping[str, str]]]:
+        """The turns of the sessions whose text keys are ``keys`` (``by_keys``; without
+        it, every session is read and ``keys`` must be the persona's, in order)."""
+        if self._by_keys is not None and not self.loaded:
+            return self._by_keys(keys)
         return self._load()
 
     def count(self, row: int) -> int:
