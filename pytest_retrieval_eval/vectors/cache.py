@@ -327,12 +327,6 @@ class VectorCache(ShardWriter):
 
     # ----------------------------------------------------------------- reading
 
-    def holds_all(self, keys: Sequence[str]) -> bool:
-        """Whether every key is held, by the shards indexed so far (no new listing: a
-        False sends the caller to :meth:`missing`)."""
-        self._ensure_index()
-        return all(map(self._index.__contains__, keys))
-
     def missing(self, keys: Sequence[str]) -> list[str]:
         """The keys (in the given order, duplicates kept once) that no shard holds."""
         self.refresh()

@@ -56,8 +56,12 @@ class StoreEmbedding:
         (model lane)."""
         begun = time.perf_counter()
         try:
-            if keys and self.cache.holds_all(keys):
-                return self.cache.get(keys)
+            if keys:
+                try:
+                    return self.cache.get(keys)  # one lookup of the keys, as a rule
+                except CacheError:
+                    if not self.cache.missing(keys):
+                        raise  # a damaged shard, not a missing vector
             return self._vectors(texts(), list(keys))
         finally:
             with self._lock:
