@@ -96,5 +96,5 @@ def test_a_damaged_file_is_rebuilt(tmp_path: Path, damage: str) -> None:
     rows, built = _built(cache, key, TURNS)
     assert built
     assert rows.keys == first.keys  # type: ignore[attr-defined]
-    again, built = _built(cache, key, TURNS)
+    _, built = _built(cache, key, TURNS)
     assert not built  # the rebuilt file is kept
