@@ -178,7 +178,7 @@ class TurnLists(LazySequence[Sequence[Mapping[str, str]]]):
     def of_keys(self, keys: list[str]) -> Sequence[Sequence[Mapping[str, str]]]:
         """The turns of the sessions whose text keys are ``keys`` (``by_keys``; without
         it, every session is read and ``keys`` must be the persona's, in order)."""
-        if self._by_keys is not None and not self.loaded:
+        if self._by_keys is not None:
             return self._by_keys(keys)
         return self._load()
 

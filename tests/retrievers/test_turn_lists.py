@@ -38,3 +38,10 @@ def test_counts_answer_without_reading() -> None:
     assert [turns.count(i) for i in range(3)] == [1, 0, 2] and calls == []
     turns.counts = None
     assert turns.count(2) == 2 and calls == ["row 2"]
+
+
+def test_of_keys_reads_the_sessions_asked_even_once_all_were_read() -> None:
+    turns = TurnLists(lambda: TURNS, None, len(TURNS),
+                      lambda keys: [TURNS[int(k)] for k in keys])
+    assert list(turns) == TURNS  # every session read (a store iterating them)
+    assert turns.of_keys(["2", "0"]) == [TURNS[2], TURNS[0]]
