@@ -32,6 +32,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from benchmarks.measuring import ROOT
@@ -211,11 +212,15 @@ def interleave(name: str, versions: Sequence[Version], repeat: int,
 
 
 def against(rev: str, data: Path, base: Path, repeat: int,
-            warm_only: bool = False) -> list[str]:
+            warm_only: bool = False, memories: str = "no") -> list[str]:
     """Every phase, NEW against ``rev``; the Markdown lines of the table. ``warm_only``: the
     warm runs alone, on the caches a previous full ``--against`` run left under ``base``
-    (corpus, vectors, stores, term counts), the venvs made anew from the working tree."""
+    (corpus, vectors, stores, term counts), the venvs made anew from the working tree.
+    ``memories``: "also" adds the memory phases (:func:`memory_phases`) after the others,
+    "only" runs them alone (the corpus built and the vectors embedded untimed)."""
     new, old = build_versions(rev, base)
+    if memories == "only":
+        return _memories_only(rev, new, old, data, base, repeat)
     versions = (new, old)
     work = base / "work"
     shutil.rmtree(work, ignore_errors=True)
@@ -273,8 +278,98 @@ def against(rev: str, data: Path, base: Path, repeat: int,
         lambda v, i: _pytest(v, data, work / f"terms-{v.label}-{i}.json", FOUR), cwd,
         lambda v: shutil.rmtree(v.cache / "terms", ignore_errors=True)))
     phases.extend(_warm_phases(versions, data, work, repeat)[1:])
+    kinds = ["hybrid", "four"]
+    if memories == "also":
+        phases.extend(memory_phases(versions, data, base, work, repeat, notes, rev))
+        kinds += [kind for kind, _, _ in MEMORY_RUNS]
     return [*table(phases, new, old, repeat), "", *(f"- {n}" for n in notes),
-            _same_note(new, old, work, rev)]
+            _same_note(new, old, work, rev, kinds)]
+
+
+#: The memory phases' warm runs (issue 44): report name, retrievers, extra options.
+MEMORY_RUNS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("sem-turn", "semantic+unit:turn", ()),
+    ("bm25-turn", "bm25+unit:turn", ()),
+    ("fts-turn", "fts+unit:turn", ()),
+    ("budget", "hybrid,semantic+unit:turn", ("--retrieval-eval-budget", "500,2000,8000")),
+    ("nobudget", "hybrid,semantic+unit:turn", ()),
+)
+
+
+def memory_phases(versions: Sequence[Version], data: Path, base: Path, work: Path,
+                  repeat: int, notes: list[str], rev: str) -> list[Phase]:
+    """The memory paths (issue 44), after ``prep --turns`` (NEW embeds, REV's prep takes the
+    copied vectors): each turn path's first run (what it builds: turn rows, the bm25 turn
+    index, the FTS5 turn stores) and warm runs, the budget run and the same retrievers
+    without it, and a warm hybrid run with the turn vectors in the cache (its shard check)."""
+    new, old = versions[0], versions[1]
+    cwd = work / "empty"
+    sample([str(new.python), "-m", "pytest_retrieval_eval.cli", "prep", "--no-progress",
+            "--turns", "--data", str(data), "--model", str(_tiny(base)),
+            "--cache", str(new.cache)], cwd, _env())
+    shutil.copytree(new.cache / "vectors", old.cache / "vectors", dirs_exist_ok=True)
+    prep = sample([str(old.python), "-m", "pytest_retrieval_eval.cli", "prep",
+                   "--no-progress", "--turns", "--data", str(data), "--model",
+                   str(_tiny(base)), "--cache", str(old.cache)], cwd, _env())
+    line = next((ln for ln in prep.output.splitlines() if "prep:" in ln), "")
+    notes.append(f"turn vectors embedded by NEW (`prep --turns`), copied to {rev}'s cache; "
+                 f"{rev}'s `prep --turns` then said: `{line.strip()}`")
+    def run(kind: str, retrievers: str, extra: Sequence[str], v: Version,
+            i: int) -> list[str]:
+        return [*_pytest(v, data, work / f"{kind}-{v.label}-{i}.json", retrievers), *extra]
+
+    phases: list[Phase] = []
+    for kind, retrievers, extra in MEMORY_RUNS[:3]:
+        phases.append(interleave(f"first run, {retrievers}", versions, 1,
+                                 partial(run, f"first-{kind}", retrievers, extra), cwd))
+        phases.append(interleave(f"warm run, {retrievers}", versions, repeat,
+                                 partial(run, kind, retrievers, extra), cwd))
+    for kind, retrievers, extra in MEMORY_RUNS[3:]:
+        label = f"warm run, {retrievers}" + (f", budget {extra[1]}" if extra else "")
+        if extra:  # the first budget run counts the tokens (kept for the next)
+            phases.append(interleave(label.replace("warm run", "first run"), versions, 1,
+                                     partial(run, f"first-{kind}", retrievers, extra), cwd))
+        phases.append(interleave(label, versions, repeat,
+                                 partial(run, kind, retrievers, extra), cwd))
+    phases.append(interleave(
+        "warm run, hybrid, turn vectors in the cache", versions, repeat,
+        lambda v, i: _pytest(v, data, work / f"hybrid-turned-{v.label}-{i}.json", "hybrid"),
+        cwd))
+    return phases
+
+
+def _memories_only(rev: str, new: Version, old: Version, data: Path, base: Path,
+                   repeat: int) -> list[str]:
+    """The memory phases alone, with the warm hybrid run before the turn vectors come (the
+    baseline of "x hybrid"): the corpus built and the session vectors embedded untimed."""
+    versions = (new, old)
+    work = base / "work"
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "empty").mkdir(parents=True)
+    cwd = work / "empty"
+    for v in versions:
+        shutil.rmtree(v.cache, ignore_errors=True)
+        v.cache.mkdir(parents=True)
+        sample([str(v.python), "-c", _LOAD, str(data), str(v.cache)], cwd, _env())
+    sample([str(new.python), "-m", "pytest_retrieval_eval.cli", "prep", "--no-progress",
+            "--data", str(data), "--model", str(_tiny(base)), "--cache", str(new.cache)],
+           cwd, _env())
+    shutil.copytree(new.cache / "vectors", old.cache / "vectors")
+    sample([str(old.python), "-m", "pytest_retrieval_eval.cli", "prep", "--no-progress",
+            "--data", str(data), "--model", str(_tiny(base)), "--cache", str(old.cache)],
+           cwd, _env())
+    phases = [interleave("first run, hybrid (builds the stores)", versions, 1,
+                         lambda v, i: _pytest(v, data, work / f"first-{v.label}.json",
+                                              "hybrid"), cwd),
+              interleave("warm run, hybrid", versions, repeat,
+                         lambda v, i: _pytest(v, data, work / f"hybrid-{v.label}-{i}.json",
+                                              "hybrid"), cwd)]
+    notes: list[str] = ["the memory phases alone (`--only memories`): corpus built and "
+                        "session vectors embedded untimed, by each version"]
+    phases.extend(memory_phases(versions, data, base, work, repeat, notes, rev))
+    kinds = ["hybrid", "hybrid-turned", *(kind for kind, _, _ in MEMORY_RUNS)]
+    return [*table(phases, new, old, repeat), "", *(f"- {n}" for n in notes),
+            _same_note(new, old, work, rev, kinds)]
 
 
 def _warm_phases(versions: Sequence[Version], data: Path, work: Path,
@@ -290,11 +385,12 @@ def _warm_phases(versions: Sequence[Version], data: Path, work: Path,
         size=lambda v, i: work / f"four-{v.label}-{i}.json")]
 
 
-def _same_note(new: Version, old: Version, work: Path, rev: str) -> str:
-    same = all(_numbers(work / f"{kind}-{new.label}-0.json")
-               == _numbers(work / f"{kind}-{old.label}-0.json") for kind in ("hybrid", "four"))
-    return f"- summaries and full rankings of NEW and {rev}: " + (
-        "identical" if same else "DIFFER")
+def _same_note(new: Version, old: Version, work: Path, rev: str,
+               kinds: Sequence[str] = ("hybrid", "four")) -> str:
+    differ = [kind for kind in kinds if _numbers(work / f"{kind}-{new.label}-0.json")
+              != _numbers(work / f"{kind}-{old.label}-0.json")]
+    return f"- summaries and full rankings of NEW and {rev} ({', '.join(kinds)}): " + (
+        "identical" if not differ else "DIFFER: " + ", ".join(differ))
 
 
 def _tiny(base: Path) -> Path:
@@ -304,9 +400,20 @@ def _tiny(base: Path) -> Path:
 
 
 def _numbers(path: Path) -> object:
+    """A report's summary, and each pair's ranking, metrics and memories (a memory store's:
+    ids, scores, provenance) and budget facts but the count of memories read (issue 44: a
+    budget's longer read now stops where the largest budget is spent)."""
     report = json.loads(path.read_text())
-    return report["summary"], sorted((p["retriever"], p["question_id"], p["ranked"])
-                                     for p in report["pairs"])
+
+    def budget(p: dict[str, object]) -> object:
+        facts = p.get("budget")
+        return {k: v for k, v in facts.items() if k != "read"} \
+            if isinstance(facts, dict) else facts
+
+    return report["summary"], sorted(
+        json.dumps([p["retriever"], p["question_id"], p["ranked"], p.get("metrics"),
+                    p.get("memories"), budget(p)], sort_keys=True)
+        for p in report["pairs"])
 
 
 def table(phases: Sequence[Phase], new: Version, old: Version, repeat: int) -> list[str]:

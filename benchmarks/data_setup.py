@@ -27,6 +27,8 @@ class Scale:
 SCALES = {
     "full": Scale("full", generator.FULL_M, 300, 100),
     "small": Scale("small", generator.FULL_M.scaled(instances=50, sessions=100), 24, 30),
+    # M's history length, 40 personas: the memory phases on a shared machine
+    "medium": Scale("medium", generator.FULL_M.scaled(instances=40, sessions=450), 24, 30),
 }
 
 

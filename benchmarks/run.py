@@ -109,7 +109,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--against", metavar="REV", default=None,
                         help="measure the working tree against the commit or branch REV, "
                              "each in its own scratch venv, phases interleaved, and print "
-                             "NEW/REV ratios (benchmarks/against.py); --only is ignored")
+                             "NEW/REV ratios (benchmarks/against.py); --only is ignored but "
+                             "for 'memories': the turn paths and the budget after the "
+                             "other phases (--only memories: those alone)")
     parser.add_argument("--warm-only", action="store_true",
                         help="with --against: only the warm runs, on the caches an earlier "
                              "full --against run left (the venvs made anew)")
@@ -197,8 +199,11 @@ def _against(args: argparse.Namespace, scale: Scale) -> int:
     info = machine()
     print("\n".join(info), flush=True)
     data, _ = ensure_data(scale, base, Results())
+    phases = set(args.only.split(","))
+    memories = "no" if "memories" not in phases else "only" if phases == {"memories"} \
+        else "also"
     lines = against(args.against, data, base / scale.name / "against", args.repeat,
-                    warm_only=args.warm_only)
+                    warm_only=args.warm_only, memories=memories)
     text = "\n".join([*info, f"uptime: {os.getloadavg()[0]:.2f} at the end", "", *lines])
     print("\n" + text)
     if args.out is not None:

@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from .pairs import render_session, text_key
+from .turn_rows import TurnRowsCache, persona_turn_rows
 
 __all__ = ["WithTurnTexts", "turn_items"]
 
@@ -44,8 +45,11 @@ class WithTurnTexts:
     key, the corpus's. The turns are read from the corpus once, when ``pairs`` is first read.
     """
 
-    def __init__(self, corpus: Any) -> None:
+    def __init__(self, corpus: Any, kept: TurnRowsCache | None = None) -> None:
         self.corpus = corpus
+        #: Where each persona's turn rows are kept (:mod:`.turn_rows`): a warm run reads
+        #: its pairs' turn keys there, no turn decoded or keyed.
+        self.kept = kept
         self.dataset_name: str = corpus.dataset_name
         self.dataset_sha256: str = corpus.dataset_sha256
         self._pairs: list[Any] | None = None
@@ -62,6 +66,8 @@ class WithTurnTexts:
         return {**self.corpus.stats, "slots": sum(len(p.text_keys) for p in self.pairs)}
 
     def _extended(self) -> list[Any]:
+        if self.kept is not None:
+            return self._from_kept(self.kept)
         by_session: dict[str, tuple[str, ...]] = {}
         out: list[Any] = []
         for pair in self.corpus.pairs:
@@ -78,10 +84,41 @@ class WithTurnTexts:
             out.append(replace(pair, text_keys=(*pair.text_keys, *turn_keys)))
         return out
 
+    def _from_kept(self, kept: TurnRowsCache) -> list[Any]:
+        """Each pair's turn keys from its kept turn rows (built and kept where missing);
+        the texts of rows read back are rendered only when :meth:`texts` asks for them."""
+        out: list[Any] = []
+        for pair in self.corpus.pairs:
+            keys = list(pair.text_keys)
+            rows, texts = persona_turn_rows(kept, pair.session_ids, keys, pair.created_at,
+                                            self.corpus.turns)
+            if texts is not None:
+                for key, text in zip(rows.keys, texts, strict=True):
+                    self._turn_texts.setdefault(key, text)
+            out.append(replace(pair, text_keys=(*pair.text_keys, *rows.keys)))
+        return out
+
+    def _render(self, wanted: set[str]) -> None:
+        """The texts of the turn keys ``wanted``, rendered from the sessions' turns."""
+        own = self._turn_texts
+        sessions = list(dict.fromkeys(k for pair in self.corpus.pairs for k in pair.text_keys))
+        for turns in self.corpus.turns(sessions):
+            for _, text in turn_items("", turns):
+                key = text_key(text)
+                if key in wanted:
+                    own.setdefault(key, text)
+
     def texts(self, keys: Sequence[str]) -> list[str]:
-        if not self._turn_texts:
+        if self.kept is None and not self._turn_texts:
             self.pairs  # noqa: B018 - reads the turns
         own = self._turn_texts
         others = [k for k in keys if k not in own]
+        if self.kept is not None and others:
+            self.pairs  # noqa: B018 - the turn rows (their keys)
+            sessions = {k for pair in self.corpus.pairs for k in pair.text_keys}
+            turn_keys = {k for k in others if k not in sessions}
+            if turn_keys:
+                self._render(turn_keys)
+            others = [k for k in keys if k not in own]
         found = dict(zip(others, self.corpus.texts(others), strict=True)) if others else {}
         return [own[k] if k in own else found[k] for k in keys]

@@ -459,3 +459,48 @@ def owner_is_dead(host: str | None, pid: int) -> bool:
     except OSError:  # alive, another user's
         return False
     return False
+
+
+def read_committed(path: Path, verify: str = "stamp") -> bytes | None:
+    """The bytes of a file committed by :func:`commit_file`, or None: absent, or not
+    matching its sidecar (a version its ``.verified`` stamp vouches for is trusted under
+    ``verify="stamp"``, as stores are; else the file is rehashed, and a match stamped). A file
+    that fails is removed, with its sidecar and stamp (its maker writes it again)."""
+    path = Path(path)
+    try:
+        st = path.stat()
+        expected = read_sidecar(path)
+    except (OSError, ValueError):
+        return None
+    trusted = verify == "stamp" and stamp_matches(path, st, expected)
+    if not trusted and not matches_sidecar(path, trust_stamp=False):
+        drop_committed(path)
+        return None
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def write_committed(path: Path, data: bytes) -> bool:
+    """Write ``data`` to ``path`` through a temp file and :func:`commit_file` it; False when
+    it cannot be written (best effort: a cache file missing only costs its rebuild)."""
+    path = Path(path)
+    tmp = temp_path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(data)
+        commit_file(tmp, path)
+        return True
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        return False
+
+
+def drop_committed(path: Path) -> None:
+    """Remove a committed file with its sidecar and stamp (what is missing is skipped)."""
+    path = Path(path)
+    for part in (path, sidecar_path(path), path.with_name(path.name + VERIFIED_SUFFIX)):
+        with contextlib.suppress(OSError):
+            os.remove(part)

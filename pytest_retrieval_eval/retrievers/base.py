@@ -7,7 +7,7 @@ here (limits, the query vector, error wording) are shared by the built-in retrie
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar, overload, runtime_checkable
@@ -18,7 +18,7 @@ from .. import vipune
 from ..errors import RetrieverError, one_line
 
 __all__ = ["RUN_PREFIX", "CheckedScores", "LazySequence", "LazyTexts", "Memory", "Persona", "Query",
-           "Retriever"]
+           "Retriever", "TurnLists"]
 
 T = TypeVar("T")
 
@@ -65,6 +65,9 @@ class Persona:
     #: built on first call; None where the rows are not sessions (turn granularity, the
     #: longmemeval protocol).
     turn_rows: Callable[[], Persona] | None = None
+    #: Turn rows (:attr:`turn_rows`) only: each row's session row in the persona they are
+    #: the turns of. None otherwise.
+    row_sessions: np.ndarray | None = None
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors of ``texts`` by the run's model and recipe, ``(len(texts), dim)`` float32.
@@ -155,6 +158,71 @@ class LazySequence(Sequence[T]):
 
 class LazyTexts(LazySequence[str]):
     """A persona's row texts, loaded by ``loader`` on first use (then kept)."""
+
+
+class TurnLists(LazySequence[Sequence[Mapping[str, str]]]):
+    """A persona's sessions' turns, loaded on first use. ``one(row)``, when given, reads one
+    session's turns alone (an explain excerpt, a memory's tokens: a few sessions, not the
+    persona's every turn decoded); once the persona's turn rows are known
+    (:mod:`..data.turn_rows`), ``counts`` holds each session's turn count, so that a turn id
+    is checked (:meth:`count`) without reading any turn."""
+
+    def __init__(self, loader: Callable[[], Sequence[Sequence[Mapping[str, str]]]],
+                 one: Callable[[int], Sequence[Mapping[str, str]]] | None = None,
+                 size: int | None = None,
+                 by_keys: Callable[[list[str]], Sequence[Sequence[Mapping[str, str]]]]
+                 | None = None) -> None:
+        super().__init__(loader)
+        self._by_keys = by_keys
+        self.counts: Sequence[int] | np.ndarray | None = None
+        self._one = one
+        self._size = size
+        self._rows: dict[int, Sequence[Mapping[str, str]]] = {}
+
+    def every(self) -> Sequence[Sequence[Mapping[str, str]]]:
+        """Every session's turns, read at once."""
+        return self._load()
+
+    def of_keys(self, keys: list[str]) -> Sequence[Sequence[Mapping[str, str]]]:
+        """The turns of the sessions whose text keys are ``keys`` (``by_keys``; without
+        it, every session is read and ``keys`` must be the persona's, in order)."""
+        if self._by_keys is not None:
+            return self._by_keys(keys)
+        return self._load()
+
+    def count(self, row: int) -> int:
+        """How many turns session ``row`` has (blank ones included)."""
+        if self.counts is not None and not self.loaded:
+            return int(self.counts[row])
+        return len(self[row])
+
+    def __len__(self) -> int:
+        if self._size is not None:
+            return self._size
+        if self.counts is not None and not self.loaded:
+            return len(self.counts)
+        return super().__len__()
+
+    def __iter__(self) -> Iterator[Sequence[Mapping[str, str]]]:
+        return iter(self._load())  # every session: read at once, not one by one
+
+    @overload
+    def __getitem__(self, index: int) -> Sequence[Mapping[str, str]]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Sequence[Mapping[str, str]]]: ...
+
+    def __getitem__(self, index: int | slice
+                    ) -> Sequence[Mapping[str, str]] | Sequence[Sequence[Mapping[str, str]]]:
+        if isinstance(index, slice) or self._one is None or self.loaded:
+            return super().__getitem__(index)
+        row = index if index >= 0 else index + len(self)
+        got = self._rows.get(row)
+        if got is None:
+            if not 0 <= row < len(self):
+                raise IndexError(index)
+            got = self._rows[row] = self._one(row)
+        return got
 
 
 @runtime_checkable

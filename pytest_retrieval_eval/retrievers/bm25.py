@@ -10,11 +10,13 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 
+from ..io.checksums import read_committed, write_committed
 from .base import CheckedScores, Persona, Query, _check_limit
-from .bm25_index import BM25Index
+from .bm25_index import BM25Index, dump_index, load_index
 from .terms import DocTerms, TermTable, count_terms
 
 __all__ = ["BM25Index", "BM25Retriever", "DocTermCache", "LongMemEvalBM25Retriever"]
@@ -151,6 +153,35 @@ class BM25Retriever:
             terms = self.terms
             return BM25Index.from_doc_terms(terms.get(keys, lambda: persona.texts), terms.vocab)
         return BM25Index.build(list(persona.texts))
+
+    def kept_index(self, persona: Persona, path: Path, verify: str = "stamp") -> BM25Index:
+        """The persona's index as :meth:`index` gives it, kept in ``path`` across runs
+        (a turn what-if's turn rows: :class:`.units.TurnUnit`): read back when the file
+        matches its sidecar (:func:`..io.checksums.read_committed`), else built and written."""
+
+        def build() -> BM25Index:
+            data = read_committed(path, verify)
+            kept = None if data is None else load_index(data, persona.key)
+            if kept is not None and kept.n_docs == len(persona.session_ids):
+                return kept
+            built = self._build(persona)
+            if built.vocab_ids is not None:
+                vocab = list(self.terms.vocab)
+                write_committed(path, dump_index(
+                    built, [vocab[g] for g in built.vocab_ids.tolist()], persona.key))
+            return built
+
+        return self._indexes.get(persona.key, build)
+
+    def top_rows(self, persona: Persona, query: Query,
+                 count: int) -> tuple[np.ndarray, np.ndarray]:
+        """The first ``count`` rows of :meth:`rank`'s order and their scores (what a turn
+        what-if reads, :class:`.units.TurnUnit`); ``last_scores`` is not set."""
+        _check_limit(count)
+        self.last_scores = None
+        scores = self.index(persona).scores(query.question.split())
+        order = np.argsort(-scores, kind="stable")[:count]
+        return order, scores[order]
 
     def rank(self, persona: Persona, query: Query, limit: int) -> list[str]:
         lim = _check_limit(limit)

@@ -38,6 +38,8 @@ class BM25Index:
     tfs: np.ndarray  # postings: term frequency (int64)
     k1: float
     average_idf: float
+    #: :meth:`from_doc_terms` only: each term's id in the shared vocabulary it was given.
+    vocab_ids: np.ndarray | None = None
 
     @classmethod
     def build(
@@ -173,9 +175,11 @@ class BM25Index:
                 out.append(pos if pos < n_terms and int(terms[pos]) == gid else None)
             return out
 
-        return cls._from_postings(
+        built = cls._from_postings(
             n_docs, doc_len, indptr, docs, tfs, appearance, lookup, k1, b, epsilon
         )
+        object.__setattr__(built, "vocab_ids", terms)
+        return built
 
     @classmethod
     def _from_postings(
@@ -362,3 +366,83 @@ def _tokenize_single_space(
     (``src/retrieval/run_retrieval.py`` lines 107 and 110). Unlike ``split()``, runs of spaces
     give empty tokens, an empty text is one empty token, and newlines stay inside tokens."""
     return _tokenize_python(texts, single_space=True)
+
+
+# --------------------------------------------------------------------------- kept indexes
+
+#: The format of :func:`dump_index`'s bytes.
+_KEPT_MAGIC = b"PRE-BM25INDEX\x00\x00\x01"
+
+
+def dump_index(index: BM25Index, tokens: Sequence[str], ident: str = "") -> bytes:
+    """An index as bytes, to be read back by :func:`load_index` (the turn what-ifs keep
+    their turn rows' index so: issue 44); ``tokens[g]``: term ``g``'s token (a token holds
+    no white space, so they are kept joined by newlines); ``ident``: what the index is of
+    (a persona's key), checked when it is read back."""
+    import json
+
+    blob = ("\n" + "\n".join(tokens) + "\n").encode("utf-8", "surrogatepass")
+    n_post = int(index.docs.size)
+    # postings in the narrowest unsigned type that holds them (most of the file)
+    docs_type = _narrow(index.n_docs - 1)
+    tfs_type = _narrow(int(index.tfs.max()) if n_post else 0)
+    header = json.dumps({"docs": index.n_docs, "terms": int(index.idf.size),
+                         "postings": n_post, "k1": index.k1,
+                         "average_idf": index.average_idf, "blob": len(blob),
+                         "docs_type": docs_type, "tfs_type": tfs_type, "ident": ident},
+                        sort_keys=True).encode("ascii")
+    return b"".join([_KEPT_MAGIC, len(header).to_bytes(4, "little"), header,
+                     index.idf.astype("<f8").tobytes(), index.base.astype("<f8").tobytes(),
+                     index.indptr.astype("<i8").tobytes(), index.docs.astype(docs_type).tobytes(),
+                     index.tfs.astype(tfs_type).tobytes(), blob])
+
+
+def _narrow(largest: int) -> str:
+    return next(t for t in ("<u1", "<u2", "<u4", "<i8")
+                if largest <= np.iinfo(np.dtype(t)).max)
+
+
+def load_index(data: bytes, ident: str = "") -> BM25Index | None:
+    """:func:`dump_index`'s index, or None when ``data`` is not a whole one, or one of
+    something else than ``ident``."""
+    import json
+
+    try:
+        if not data.startswith(_KEPT_MAGIC):
+            return None
+        at = len(_KEPT_MAGIC)
+        size = int.from_bytes(data[at:at + 4], "little")
+        head = json.loads(data[at + 4:at + 4 + size].decode("ascii"))
+        n, t, p, n_blob = (int(head[k]) for k in ("docs", "terms", "postings", "blob"))
+        k1, average_idf = float(head["k1"]), float(head["average_idf"])
+        types = (str(head["docs_type"]), str(head["tfs_type"]))
+        if head.get("ident") != ident or \
+                any(kind not in ("<u1", "<u2", "<u4", "<i8") for kind in types):
+            return None
+        d_size, t_size = (np.dtype(kind).itemsize for kind in types)
+        at += 4 + size
+        if min(n, t, p, n_blob) < 0 or len(data) != (
+                at + 8 * (t + n + t + 1) + (d_size + t_size) * p + n_blob):
+            return None
+        idf = np.frombuffer(data, "<f8", t, at).astype(np.float64)
+        base = np.frombuffer(data, "<f8", n, at + 8 * t).astype(np.float64)
+        indptr = np.frombuffer(data, "<i8", t + 1, at + 8 * (t + n)).astype(np.int64)
+        at += 8 * (2 * t + n + 1)
+        docs = np.frombuffer(data, types[0], p, at).astype(np.int64)
+        tfs = np.frombuffer(data, types[1], p, at + d_size * p).astype(np.int64)
+        text = data[at + (d_size + t_size) * p:].decode("utf-8", "surrogatepass")
+    except (ValueError, KeyError, TypeError, UnicodeError):
+        return None
+    if (indptr[0] != 0 or indptr[-1] != p or (np.diff(indptr) < 0).any()
+            or (p and (docs.min() < 0 or docs.max() >= n)) or text.count("\n") != t + 1
+            or not text.startswith("\n") or not text.endswith("\n")):
+        return None
+
+    def lookup(tokens: Sequence[str]) -> list[int | None]:
+        out: list[int | None] = []
+        for token in tokens:
+            at = text.find(f"\n{token}\n") if token and "\n" not in token else -1
+            out.append(None if at < 0 else text.count("\n", 0, at))
+        return out
+
+    return BM25Index(n, lookup, idf, base, indptr, docs, tfs, k1, average_idf)

@@ -34,7 +34,7 @@ from typing import Any
 from ..boundary.scores import is_number, parse_score
 from ..boundary.turn_ids import GRAMMAR, parse_turn_id
 from ..errors import RetrieverError, one_line
-from .base import Memory, Persona
+from .base import Memory, Persona, TurnLists
 
 __all__ = ["MAX_RECORDED_TEXT", "covered", "has_memories", "is_plain", "memories_from_json",
            "memory_record", "pair_memory_metrics", "read_memories", "session_ranking",
@@ -138,11 +138,19 @@ def _check_provenance(memory: Memory, persona: Persona, rows: Mapping[str, int],
                         "name that session in sessions=(...), not turns=(...); a turn id "
                         "that is also a session id cannot be read one way")
         bad = turn is None or row is None or (
-            known_turns and turn.number > len(persona.turns[row]))
+            known_turns and turn.number > _turn_count(persona, row))
         if bad:
             raise _fail(name, question_id, f"memory {shown} names turn "
                         f"{one_line(repr(tid), 60)}, not a turn of this question's "
                         "haystack", fix)
+
+
+def _turn_count(persona: Persona, row: int) -> int:
+    """Session ``row``'s turn count; without reading its turns where the persona knows it
+    (:class:`.base.TurnLists`)."""
+    count = getattr(persona.turns, "count", None)
+    return int(count(row)) if isinstance(persona.turns, TurnLists) and callable(count) \
+        else len(persona.turns[row])
 
 
 def read_memories(items: Iterable[object], persona: Persona, name: str,

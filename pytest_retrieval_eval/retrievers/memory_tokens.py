@@ -81,6 +81,8 @@ def memory_tokens(memories: Sequence[Memory], persona: Persona,
     texts: dict[str, str] = {}  # key -> text, of parts that are not persona rows
     row_of_key: dict[str, int] = {}
     parts: list[list[str]] = []
+    turn_keys = _TurnKeys(persona) if any(m.text is None and m.turns for m in memories) \
+        else None
     for memory in memories:
         mine: list[str] = []
         if memory.text is not None:
@@ -90,6 +92,11 @@ def memory_tokens(memories: Sequence[Memory], persona: Persona,
                 row = _turn_row(rows, turn)
                 if row is not None:
                     mine.append(_row_key(persona, row, keyed, row_of_key))
+                    continue
+                key = turn_keys.key(turn) if turn_keys is not None else None
+                if turn_keys is not None and key is not None:
+                    mine.append(key)  # its text rendered only if not counted yet
+                    turn_keys.wanted[key] = turn
                 else:
                     mine.append(_keep(texts, _turn_text(persona, rows, turn)))
         else:
@@ -102,11 +109,48 @@ def memory_tokens(memories: Sequence[Memory], persona: Persona,
         parts.append(mine)
 
     def missing_texts(keys: Sequence[str]) -> list[str]:
-        return [texts[k] if k in texts else persona.texts[row_of_key[k]] for k in keys]
+        return [turn_keys.text(k) if turn_keys is not None and k in turn_keys.wanted
+                else texts[k] if k in texts else persona.texts[row_of_key[k]] for k in keys]
 
     flat = [key for mine in parts for key in mine]
     counted = dict(zip(flat, counts.counts(flat, missing_texts), strict=True))
     return [sum(counted[key] for key in mine) for mine in parts]
+
+
+class _TurnKeys:
+    """The text keys of a session persona's turns, from its turn rows (:attr:`.Persona.
+    turn_rows`: each turn text keyed once, when they were built), so that a turn memory's
+    count is looked up without rendering or hashing its text; None where the persona has
+    no turn rows."""
+
+    _last: tuple[Persona, dict[str, int]] | None = None
+
+    def __init__(self, persona: Persona) -> None:
+        self.turns: Persona | None = None
+        self.rows: dict[str, int] = {}
+        self.wanted: dict[str, str] = {}  # key -> turn id, of the keys asked here
+        make = persona.turn_rows
+        if make is None:
+            return
+        try:
+            turns = make(vectors=False)  # type: ignore[call-arg]
+        except TypeError:  # a persona made elsewhere
+            return
+        last = _TurnKeys._last
+        if last is not None and last[0] is turns:
+            self.rows = last[1]
+        else:
+            self.rows = {t: i for i, t in enumerate(turns.session_ids)}
+            _TurnKeys._last = (turns, self.rows)
+        self.turns = turns
+
+    def key(self, turn_id: str) -> str | None:
+        row = self.rows.get(turn_id)
+        return None if row is None or self.turns is None else self.turns.text_keys[row]
+
+    def text(self, key: str) -> str:
+        assert self.turns is not None
+        return self.turns.texts[self.rows[self.wanted[key]]]
 
 
 def memory_text(memory: Memory, persona: Persona) -> str:
@@ -153,24 +197,32 @@ def budget_step(context: Sequence[str | Memory], per_k: Mapping[int, Sequence[st
                 persona: Persona, gold: Sequence[str], budgets: Sequence[int],
                 counts: TokenCounts,
                 more: Callable[[], Sequence[str | Memory]] | None = None,
+                first: Callable[[int], Sequence[str | Memory]] | None = None,
+                sizes: Sequence[int] = (),
                 ) -> tuple[dict[str, float], dict[str, Any]]:
     """A pair's budget metrics and facts: ``recall@<B>tok`` on ``context`` (the memories of
     the ranking read for the largest k), ``tokens@k`` on ``per_k[k]`` (the ranking k is
     scored on, its first k memories).
 
-    ``more``: the store's ranking read to the persona's size, asked for (once) only when
+    ``more()``: the store's ranking read to the persona's size, asked for only when
     ``context`` holds fewer tokens than the largest budget and was cut by its limit (it
     covers as many sessions as the largest k asked for, and fewer than the persona holds):
     the budget's context then goes on past k, as a reader's context of B tokens would.
+    ``first(size)``, in its place when given: that ranking's first ``size`` memories (a
+    built-in turn what-if's), asked for each of ``sizes`` in turn until a read holds more
+    tokens than the largest budget, is the last, or holds fewer memories (the ranking ran
+    out).
+    A longer read is counted only as far as the largest budget is spent: up to the first
+    memory that passes it (the tokens past it can end no budget's context).
 
     The facts (the pair's ``budget`` record): ``tokens``, each of the first memories'
     tokens (as many as the largest k), ``fit``, how many memories each budget's context
     holds, ``held``, the tokens of that context, ``ended``: "budget" when a memory did not
     fit, "ranking" when the ranking ran out first (recall@<B>tok then counts fewer tokens
-    than B), and ``read``: the memories read
-    for the contexts (``reread``: whether that took the second, longer read), ``reach``
-    (:func:`..scoring.budget.gold_reach`) and ``read_tokens``, the tokens of the memories
-    read: recall at any budget up to it (beyond it, where ``ended`` is "ranking")."""
+    than B), and ``read``: the memories counted for the contexts (``reread``: whether that
+    took the second, longer read), ``reach`` (:func:`..scoring.budget.gold_reach`) and
+    ``read_tokens``, the tokens of the memories read: recall at any budget up to it (beyond
+    it, where ``ended`` is "ranking")."""
     memories = as_memories(context)
     tokens = memory_tokens(memories, persona, counts)
     covered = [covered_sessions(m) for m in memories]
@@ -187,13 +239,26 @@ def budget_step(context: Sequence[str | Memory], per_k: Mapping[int, Sequence[st
                                             persona, counts)
         k_tokens[k] = own[id(ranked)]
     distinct = len({s for c in covered for s in c})
-    reread = (more is not None and sum(tokens) < max(budgets, default=0)
-              and distinct >= max(per_k, default=0) and distinct < len(set(persona.session_ids)))
-    if reread and more is not None:
-        longer = as_memories(more())
+    top = max(budgets, default=0)
+    size = len(set(persona.session_ids))
+    reread = ((more is not None or (first is not None and bool(sizes)))
+              and sum(tokens) < top
+              and distinct >= max(per_k, default=0) and distinct < size)
+    if reread:
+        longer: list[Memory] = []
+        counted: list[int] = []
+        if first is not None and sizes:
+            for i, limit in enumerate(sizes):
+                longer = as_memories(first(limit))
+                counted = _tokens_until(longer, persona, counts, top)
+                if sum(counted) > top or i == len(sizes) - 1 or len(longer) < limit:
+                    break  # spent, the last read, or the whole ranking read
+        elif more is not None:
+            longer = as_memories(more())
+            counted = _tokens_until(longer, persona, counts, top)
         if len(longer) > len(memories):
-            memories = longer
-            tokens = memory_tokens(memories, persona, counts)
+            memories = longer[:len(counted)]
+            tokens = counted
             covered = [covered_sessions(m) for m in memories]
     metrics = score_budget(tokens, covered, gold, budgets, k_tokens)
     fit = {str(b): budget_fit(tokens, b) for b in budgets}
@@ -206,3 +271,22 @@ def budget_step(context: Sequence[str | Memory], per_k: Mapping[int, Sequence[st
              # by the gold's size): recall at every budget, for the HTML view's curve
              "reach": gold_reach(tokens, covered, gold), "read_tokens": sum(tokens)}
     return metrics, facts
+
+
+#: Memories counted at a time by a longer read (:func:`_tokens_until`).
+_CHUNK = 64
+
+
+def _tokens_until(memories: Sequence[Memory], persona: Persona, counts: TokenCounts,
+                  top: int) -> list[int]:
+    """The tokens of the first memories, up to and with the first whose running total
+    passes ``top`` (all of them when none does)."""
+    out: list[int] = []
+    total = 0
+    for start in range(0, len(memories), _CHUNK):
+        for n in memory_tokens(memories[start:start + _CHUNK], persona, counts):
+            out.append(n)
+            total += n
+            if total > top:
+                return out
+    return out

@@ -191,6 +191,19 @@ class SemanticRetriever:
         self.last_scores = CheckedScores(results)
         return [mem_id for mem_id, _ in results[:lim]]
 
+    def top_rows(self, persona: Persona, query: Query,
+                 count: int) -> tuple[np.ndarray, np.ndarray]:
+        """The first ``count`` rows (at most vipune's cap) of :meth:`rank`'s order and their
+        cosines, bit for bit, without ranking every row (:func:`.vipune.semantic_top`):
+        what a turn what-if reads (:class:`.units.TurnUnit`). ``last_scores`` is not set."""
+        lim = _vipune_limit(count)
+        qvec = _query_vector(self.name, persona, query)
+        self.last_scores = None
+        try:
+            return vipune.semantic_top(persona.vectors, qvec, lim)
+        except ValueError as exc:
+            raise _wrap_vipune_error(self.name, query, exc) from None
+
 
 class FtsRetriever:
     """vipune ``Database::search_bm25`` reference: escaped words ANDed, FTS5 ``bm25()``."""

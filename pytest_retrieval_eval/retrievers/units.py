@@ -13,12 +13,19 @@ docs/memories.md); the harness derives the session ranking from them, as LongMem
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
+
+import numpy as np
 
 from ..errors import RetrieverError
 from .base import Memory, Persona, Query, _check_limit
+from .ranked_output import REPEATS_READ
 
 __all__ = ["TurnUnit", "turn_memories"]
+
+#: Bumped whenever what a kept turn index holds changes (its file's name carries it).
+_KEPT_FORMAT = 2
 
 
 def turn_memories(ranked: list[tuple[str, float | None]], session_of: dict[str, str],
@@ -46,37 +53,110 @@ class TurnUnit:
         self.base = base
         self.params = dict(getattr(base, "params", {}))
         self.needs_vectors = bool(getattr(base, "needs_vectors", True))
+        #: The bytes of the turn store the last ``index`` built or found (FTS5 bases).
+        self.held_bytes = 0
+        #: The last turn persona's session row per turn row.
+        self._sessions: tuple[Persona, np.ndarray] | None = None
 
     def _turns(self, persona: Persona) -> Persona:
         if persona.turn_rows is None:
             raise RetrieverError(
                 f"{self.name}: this persona's rows are not sessions, so it has no turns to "
                 f"rank; drop +unit:turn, or score the vipune protocol's sessions")
-        return persona.turn_rows()
+        try:
+            return persona.turn_rows(vectors=self.needs_vectors)  # type: ignore[call-arg]
+        except TypeError:  # a persona made elsewhere: its turn_rows takes no argument
+            return persona.turn_rows()
 
     def index(self, persona: Persona) -> None:
-        """The persona's turn rows: texts read, vectors read (or embedded), the turn store
-        built when FTS5 searches it; once per persona, before its first query."""
+        """The persona's turn rows: kept rows read (or built), vectors read (or embedded),
+        the turn store built when FTS5 searches it; once per persona, before its first
+        query."""
         turns = self._turns(persona)
+        self.held_bytes = 0
         if getattr(self.base, "needs_store", False):
-            turns.store_path()
+            # the turn store lives with the session stores, not in the workdir: its size is
+            # this persona's footprint on disk (store_costs)
+            with contextlib.suppress(OSError):
+                self.held_bytes = turns.store_path().stat().st_size
+        kept = getattr(self.base, "kept_index", None)
+        if callable(kept) and persona.workdir is not None:
+            # bm25's index of the turn rows, kept in the persona's workdir across runs
+            kept(turns, persona.workdir / f"turns-{_KEPT_FORMAT}.bm25")
 
     def rank(self, persona: Persona, query: Query, limit: int) -> list[Memory]:
         lim = _check_limit(limit)
         turns = self._turns(persona)
         if not turns.session_ids:
             return []
-        ids = self.base.rank(turns, query, len(turns.session_ids))
+        session_of = self._session_of(persona, turns)
+        top = getattr(self.base, "top_rows", None)
+        if callable(top):
+            # the exact ranking's first rows only, as many as cover ``lim`` sessions
+            count = min(len(turns.session_ids), max(8 * lim, 64))
+            while True:
+                rows, scores = top(turns, query, count)
+                cut = _covering(session_of, rows, lim)
+                if cut is not None or len(rows) < count or count >= len(turns.session_ids):
+                    break
+                count = min(len(turns.session_ids), count * 4)
+            ids = turns.session_ids
+            return [Memory(id=ids[r], score=s, turns=(ids[r],)) for r, s in
+                    zip(rows[:cut].tolist(), scores[:cut].tolist(), strict=True)]
+        got = self.base.rank(turns, query, len(turns.session_ids))
         scores = {i: s for i, s in (getattr(self.base, "last_scores", None) or [])}
-        ranked = [(str(i), scores.get(str(i))) for i in ids]
-        session_of = dict(zip(turns.session_ids, _sessions(persona, turns), strict=True))
-        return turn_memories(ranked, session_of, lim)
+        ranked = [(str(i), scores.get(str(i))) for i in got]
+        by_id = dict(zip(turns.session_ids, session_of.tolist(), strict=True))
+        return turn_memories(ranked, {t: persona.session_ids[s] for t, s in by_id.items()},
+                             lim)
+
+    def first_memories(self, persona: Persona, query: Query, count: int) -> list[Memory]:
+        """The first ``count`` memories of the ranking a budget's longer read takes
+        (``rank`` at the persona's size, read as :func:`.ranked_output.read_distinct` reads
+        it: at most ``REPEATS_READ`` memories a session), without ranking more turns than
+        those: the same memories, in the same order, with the same scores."""
+        lim = len(persona.session_ids)
+        count = min(count, REPEATS_READ * max(lim, 1))
+        turns = self._turns(persona)
+        top = getattr(self.base, "top_rows", None)
+        if not turns.session_ids or not callable(top):
+            return self.rank(persona, query, max(lim, 1))[:count]
+        session_of = self._session_of(persona, turns)
+        rows, scores = top(turns, query, min(count, len(turns.session_ids)))
+        cut = _covering(session_of, rows, lim)
+        ids = turns.session_ids
+        return [Memory(id=ids[r], score=s, turns=(ids[r],)) for r, s in
+                zip(rows[:cut].tolist(), scores[:cut].tolist(), strict=True)]
+
+    def _session_of(self, persona: Persona, turns: Persona) -> np.ndarray:
+        """Each turn row's session row in ``persona``, once per persona."""
+        if self._sessions is not None and self._sessions[0] is turns:
+            return self._sessions[1]
+        if turns.row_sessions is not None:
+            out = np.asarray(turns.row_sessions, dtype=np.int64)
+            self._sessions = (turns, out)
+            return out
+        rows = {sid: i for i, sid in enumerate(persona.session_ids)}
+        out = np.fromiter((rows[s] for s in _sessions(persona, turns)), dtype=np.int64,
+                          count=len(turns.session_ids))
+        self._sessions = (turns, out)
+        return out
 
     def close(self) -> None:
         """The base's ``close`` (its kept store connection), when it has one."""
         close = getattr(self.base, "close", None)
         if callable(close):
             close()
+
+
+def _covering(session_of: np.ndarray, rows: np.ndarray, limit: int) -> int | None:
+    """How many of ``rows`` (best first) :func:`turn_memories` takes for ``limit`` sessions:
+    up to the first turn of the ``limit``-th distinct session; None: they cover fewer."""
+    sessions = session_of[rows]
+    _, first = np.unique(sessions, return_index=True)
+    if len(first) < limit:
+        return None
+    return int(np.sort(first)[limit - 1]) + 1
 
 
 def _sessions(persona: Persona, turns: Persona) -> list[str]:

@@ -92,6 +92,8 @@ class SemanticFloat32(SemanticRetriever):
     def __init__(self, spec: VariantSpec) -> None:
         self.name = spec.name
         self.params = dict(spec.params)
+        if self.params.get("dtype") == "float32":
+            self.top_rows = None  # type: ignore[assignment]  # not the rule's scan
 
     def rank(self, persona: Persona, query: Query, limit: int) -> list[str]:
         if self.params.get("dtype") != "float32":

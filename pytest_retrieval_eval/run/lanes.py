@@ -57,8 +57,8 @@ def subset_args(settings: Settings) -> str:
     return "" if s.subset is None else f" --subset {s.subset} --subset-seed {s.subset_seed}"
 
 
-def choose_cached_model(settings: Settings, cache_root: Path,
-                        corpus: AnyCorpus) -> dict[str, Any]:
+def choose_cached_model(settings: Settings, cache_root: Path, corpus: AnyCorpus,
+                        keys_out: list[str] | None = None) -> dict[str, Any]:
     """``--no-model``: the one model whose cached vectors cover the dataset.
 
     A model named by ``--retrieval-eval-model`` is what its files are: a local folder's, or
@@ -69,7 +69,10 @@ def choose_cached_model(settings: Settings, cache_root: Path,
     """
     s = settings
     roots = [cache_root, cache_mod.bundled_cache_dir()]
-    holding = cache_mod.models_holding(roots, needed_keys(corpus))
+    needed = needed_keys(corpus)
+    if keys_out is not None:
+        keys_out[:] = needed
+    holding = cache_mod.models_holding(roots, needed)
     files = wanted_files(s, cache_root)
     if s.model is not None:
         same = [m for m in holding if is_wanted(m, s, files)]
@@ -97,9 +100,11 @@ def choose_cached_model(settings: Settings, cache_root: Path,
     # The model's own description, as the model lane reports it: not where it was found
     # (machine-specific paths) nor the cache's format number.
     model = {k: v for k, v in holding[0].items() if k not in ("roots", "format")}
-    missing = vector_cache(cache_root, model).missing(
-        [cache_mod.query_key(p.question, str(model.get("query_prefix", "")))
-         for p in corpus.pairs if not p.abstention])
+    queries = [cache_mod.query_key(p.question, str(model.get("query_prefix", "")))
+               for p in corpus.pairs if not p.abstention]
+    if keys_out is not None:
+        keys_out.extend(queries)
+    missing = vector_cache(cache_root, model).missing(queries)
     if missing:
         raise CacheError(
             f"--no-model: the cache lacks {len(missing)} query vector(s) of model "
@@ -346,19 +351,22 @@ def cached_lane(state: Any, progress: Progress | None) -> Plan:
     none does), its every shard checked. ``state``: the run's :class:`.session.EvalSession`,
     which keeps the vector cache."""
     s = state.settings
+    keys: list[str] = []
     try:
-        model = choose_cached_model(s, state.cache_root, state.prep_corpus())
+        model = choose_cached_model(s, state.cache_root, state.prep_corpus(), keys)
     except CacheError:
         if s.cache_repo is None:
             raise
         # What the repo has, then choose again.
         pull(s, state.cache_root, progress, model=s.model)
-        model = choose_cached_model(s, state.cache_root, state.prep_corpus())
-    # Every shard checked now: a corrupt one is a usage error naming the file, never
-    # a vector served (the model lane's prep quarantines and re-embeds).
+        model = choose_cached_model(s, state.cache_root, state.prep_corpus(), keys)
+    # Every shard the run reads checked now: a corrupt one is a usage error naming the
+    # file, never a vector served (the model lane's prep quarantines and re-embeds). A
+    # shard holding none of the run's keys (a +unit:turn prep's turn vectors, in a run
+    # that ranks no turns) is not read, so not checked (issue 44).
     state.vectors = vector_cache(state.cache_root, model)
     if not state.read_only:
-        state.vectors.verify()
+        state.vectors.verify(keys)
     return Plan(str(state.corpus.path), str(state.cache_root), "model-free", model, None)
 
 

@@ -16,6 +16,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,7 @@ from ..retrievers.memories import (
     pair_memory_metrics,
     read_memories,
 )
+from ..retrievers.ranked_output import REPEATS_READ
 from ..retrievers.ranking import Scored, check_haystack, explain_facts, rank_all, rank_per_k
 from ..scoring import diagnostics
 from ..scoring import longmemeval_metrics as lme_metrics
@@ -399,9 +401,32 @@ class PairRun:
 
         # a memory store's context is its memories; a session store's its session ranking
         per_k: Mapping[int, Sequence[str | Memory]] = self.memories or rankings
+
+        sizes: list[int] = []
+        first = getattr(self.retriever, "first_memories", None)
+        reader: Callable[[int], list[Memory]] | None = None
+        if getattr(self.retriever, "unit", None) == "turn" and callable(first):
+            # a built-in turn what-if: the longer read's first memories alone, as many as
+            # the budget needs (their count grows until a read passes the largest budget)
+            reader = partial(self.read_first, persona, query, first)
+            cap = REPEATS_READ * max(len(self.pair.session_ids), 1)
+            size = 256
+            while size < cap:
+                sizes.append(size)
+                size *= 4
+            sizes.append(cap)
         return budget_step(per_k[self.settings.max_k], per_k, persona, self.pair.gold,
                            self.settings.budgets, self.token_counts,
-                           more=lambda: self.read_all(persona, query))
+                           more=lambda: self.read_all(persona, query), first=reader,
+                           sizes=sizes)
+
+    def read_first(self, persona: Persona, query: Query,
+                   first: Callable[[Persona, Query, int], list[Memory]],
+                   count: int) -> list[Memory]:
+        """The first ``count`` memories of :meth:`read_all`'s ranking (a built-in turn
+        what-if's ``first_memories``), checked as every ranking is."""
+        name = str(getattr(self.retriever, "name", "retriever"))
+        return read_memories(first(persona, query, count), persona, name, query.question_id)
 
     def read_all(self, persona: Persona, query: Query) -> list[str] | list[Memory]:
         """The store's ranking at the persona's size (the budget's longer read), checked as

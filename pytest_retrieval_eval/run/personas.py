@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import retrievers as retrievers_mod
-from ..data.pairs import text_key
-from ..retrievers.base import LazySequence
+from ..data.turn_rows import TurnRowsCache, persona_turn_rows
+from ..retrievers.base import LazySequence, TurnLists
 from ..vectors.cache import query_key
 from ..vipune import store as store_mod
 
@@ -73,59 +74,83 @@ def build_persona(pair: PairRecord, corpus: Corpus, vectors: VectorCache | None,
     def load_turns() -> list[list[dict[str, str]]]:
         return corpus.turns(list(pair.text_keys))
 
-    turned: list[retrievers_mod.Persona] = []
+    session_turns = TurnLists(load_turns,
+                              lambda row: corpus.turns([pair.text_keys[row]])[0],
+                              len(pair.text_keys), corpus.turns)
+    turned: dict[bool, retrievers_mod.Persona] = {}
+    kept = TurnRowsCache(stores.root.parent / "turns", stores.verify)
 
-    def turn_rows() -> retrievers_mod.Persona:
-        if not turned:  # one per persona, however many +unit:turn retrievers ask
-            turned.append(turn_persona(pair, load_turns(), stores, embed))
-        return turned[0]
+    def turn_rows(*, vectors: bool = True) -> retrievers_mod.Persona:
+        # one per persona, however many +unit:turn retrievers ask; its vectors read only
+        # for a retriever that reads them
+        wanted = vectors and embed is not None
+        if wanted not in turned:
+            base = turned.get(False)
+            if base is None:
+                base = turn_persona(pair, session_turns, stores, kept)
+                turned[False] = base
+            turned[wanted] = base if not wanted else replace(
+                base, vectors=_turn_vectors(embed, base), text_vectors=embed)
+        return turned[wanted]
 
     return retrievers_mod.Persona(
         key=key, session_ids=tuple(pair.session_ids), created_at=tuple(pair.created_at),
         vectors=matrix, texts=retrievers_mod.LazyTexts(load_texts), store_path=store_path,
-        text_keys=tuple(pair.text_keys), turns=LazySequence(load_turns), text_vectors=embed,
+        text_keys=tuple(pair.text_keys), turns=session_turns, text_vectors=embed,
         turn_rows=turn_rows if session_rows else None)
 
 
-def turn_persona(pair: PairRecord, turns: Sequence[Sequence[Mapping[str, str]]],
-                 stores: store_mod.StoreCache,
-                 embed: Embed | None) -> retrievers_mod.Persona:
-    """The pair's turns as rows, named and rendered as the turn granularity's rows
-    (:func:`.data.turn_texts.turn_items`): vectors through ``embed`` (none: zero-width), a
-    vipune store of the turn rows (no vectors in it: only FTS5 searches it), built on first
-    use like the session store."""
-    ids: list[str] = []
-    texts: list[str] = []
-    created: list[str] = []
-    records: list[tuple[Mapping[str, str]]] = []
-    from ..data.turn_texts import turn_items
-
-    for sid, date, own in zip(pair.session_ids, pair.created_at, turns, strict=True):
-        for turn_id, text in turn_items(sid, own):
-            ids.append(turn_id)
-            texts.append(text)
-            created.append(date)
-            records.append((own[int(turn_id.rpartition("_")[2]) - 1],))
-    keys = [text_key(text) for text in texts]
-    if embed is not None:
-        matrix = np.asarray(embed(texts), dtype=np.float32).reshape(len(texts), -1)
+def _turn_vectors(embed: Embed | None, turns: retrievers_mod.Persona) -> np.ndarray:
+    """The turn rows' vectors, by their text keys (each text keyed once, when its rows
+    were built), read from the run's vector cache as one array."""
+    n = len(turns.session_ids)
+    if embed is None:
+        return np.zeros((n, 0), dtype=np.float32)
+    by_keys = getattr(embed, "of_keys", None)
+    if callable(by_keys):
+        got = by_keys(turns.text_keys, lambda: turns.texts)
     else:
-        matrix = np.zeros((len(texts), 0), dtype=np.float32)
-    store_key = store_mod.persona_key(ids, keys, created, "")
-    key = store_mod.persona_key(ids, keys, created, "turns")
+        got = embed(list(turns.texts))
+    return np.asarray(got, dtype=np.float32).reshape(n, -1)
+
+
+def turn_persona(pair: PairRecord, turns: TurnLists, stores: store_mod.StoreCache,
+                 kept: TurnRowsCache) -> retrievers_mod.Persona:
+    """The pair's turns as rows, named and rendered as the turn granularity's rows
+    (:func:`.data.turn_texts.turn_items`), kept per persona (:mod:`.data.turn_rows`: built
+    once, read back by later runs); no vectors (zero-width: :func:`_turn_vectors` reads
+    them), texts rendered from the corpus's turns when first read, a vipune store of the turn
+    rows (no vectors in it: only FTS5 searches it), built on first use like the session
+    store."""
+    rows, built_texts = persona_turn_rows(kept, pair.session_ids, pair.text_keys,
+                                          pair.created_at, turns.of_keys)
+    turns.counts = rows.turn_counts
+    ids = rows.ids(pair.session_ids)
+    created = [pair.created_at[s] for s in rows.session_rows.tolist()]
+    session_rows, numbers = rows.session_rows.tolist(), rows.numbers.tolist()
+    texts: Sequence[str] = built_texts if built_texts is not None else \
+        retrievers_mod.LazyTexts(lambda: rows.texts(turns.every()))
+
+    def load_records() -> list[tuple[Mapping[str, str]]]:
+        every = turns.every()
+        return [(every[s][n - 1],) for s, n in zip(session_rows, numbers, strict=True)]
+
+    records = LazySequence(load_records)
+    store_key = rows.extra["store"]
     built: list[Path] = []
 
     def store_path() -> Path:
         if not built:
-            empty = np.zeros((len(texts), 0), dtype=np.float32)
+            empty = np.zeros((len(ids), 0), dtype=np.float32)
             built.append(stores.get_or_build(store_key, lambda: store_mod.rows_from_arrays(
                 ids, texts, empty, created), session_ids=ids, fingerprint=""))
         return built[0]
 
     return retrievers_mod.Persona(
-        key=key, session_ids=tuple(ids), created_at=tuple(created), vectors=matrix,
-        texts=tuple(texts), store_path=store_path, text_keys=tuple(keys),
-        turns=tuple(records), text_vectors=embed)
+        key=rows.extra["key"], session_ids=tuple(ids), created_at=tuple(created),
+        vectors=np.zeros((len(ids), 0), dtype=np.float32), texts=texts,
+        store_path=store_path, text_keys=rows.keys, turns=records,
+        row_sessions=rows.session_rows)
 
 
 def build_query(pair: PairRecord, embedder: Embedder | None, vectors: VectorCache | None,

@@ -224,9 +224,11 @@ class EvalSession:
         if not any(getattr(r, "unit", None) == "turn" for r in self._retrievers.values()):
             return corpus
         if self._turn_corpus is None or self._turn_corpus.corpus is not corpus:
+            from ..data.turn_rows import TurnRowsCache
             from ..data.turn_texts import WithTurnTexts
 
-            self._turn_corpus = WithTurnTexts(corpus)
+            self._turn_corpus = WithTurnTexts(corpus, TurnRowsCache(
+                self.cache_root / "turns", self.settings.verify))
         return self._turn_corpus
 
     def scored_positions(self) -> list[int]:

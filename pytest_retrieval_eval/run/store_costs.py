@@ -139,15 +139,23 @@ def process_of(retriever: Any) -> int | str:
     return "self"
 
 
+def _held_bytes(retriever: Any) -> int:
+    """What a built-in store keeps for the persona it just indexed outside its workdir
+    (``held_bytes``: a turn what-if's turn store, issue 44), else 0."""
+    held = getattr(retriever, "held_bytes", 0)
+    return held if isinstance(held, int) and not isinstance(held, bool) and held > 0 else 0
+
+
 def footprint(retriever: Any, persona_key: str, folder: Path,
               rss_before: int | None) -> dict[str, Any]:
-    """What one ``index`` call left: ``disk_bytes`` in its workdir, ``rss_growth_bytes`` of
+    """What one ``index`` call left: ``disk_bytes`` in its workdir (and what a built-in
+    store keeps for it elsewhere: :func:`_held_bytes`), ``rss_growth_bytes`` of
     the store's process (:func:`process_of`; None without ``/proc``) and, for a ``cmd:``
     store, ``child_rss_bytes``: its child's resident memory after the call."""
     after = resident_bytes(process_of(retriever))
     record: dict[str, Any] = {
         "persona": persona_key,
-        "disk_bytes": folder_bytes(folder),
+        "disk_bytes": folder_bytes(folder) + _held_bytes(retriever),
         "rss_growth_bytes": None if after is None or rss_before is None
         else after - rss_before,
     }

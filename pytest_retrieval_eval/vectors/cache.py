@@ -333,25 +333,39 @@ class VectorCache(ShardWriter):
         index = self._index
         return list(dict.fromkeys(k for k in keys if k not in index))
 
-    def verify(self) -> int:
-        """Check every shard (all roots) against its sidecar now; return how many were checked.
+    def verify(self, keys: Sequence[str] | None = None) -> int:
+        """Check every shard (all roots) against its sidecar now, or, given ``keys``, every
+        shard holding one of them (the shards a run reads); return how many were checked.
 
         Raises :class:`CacheError` naming the first truncated, altered or unreadable shard. The
         model-free lane calls it before any item runs, so a corrupt cache stops the run with
-        one line instead of failing items (prep quarantines such shards: :meth:`repair`).
+        one line instead of failing items (prep quarantines such shards: :meth:`repair`). A
+        shard not checked here is checked before its first vector is served, as every shard.
         """
         for _attempt in range(_ATTEMPTS):
             try:
                 self._ensure_index()
-                for shard in list(self._shards):
+                shards = list(self._shards)
+                if keys is not None:
+                    shards = [shards[i] for i in self._shards_of(keys)]
+                for shard in shards:
                     self._verify(shard)
-                return len(self._shards)
+                return len(shards)
             except FileNotFoundError:
                 self._reset()  # a compaction replaced shards under us: re-index
         raise CacheError(  # pragma: no cover - needs a compaction storm
             f"cache at {self.directory} keeps changing while being read; retry when no "
             f"compaction is running"
         )
+
+    def _shards_of(self, keys: Sequence[str]) -> list[int]:
+        """The shards (positions in ``_shards``) holding any of ``keys`` (held ones)."""
+        index = self._index
+        rows = np.fromiter((index[k] for k in dict.fromkeys(keys) if k in index),
+                           dtype=np.int64)
+        starts = np.fromiter((sh.start for sh in self._shards), dtype=np.int64,
+                             count=len(self._shards))
+        return [int(i) for i in np.unique(np.searchsorted(starts, rows, side="right") - 1)]
 
     def _verify(self, shard: _Shard) -> None:
         if shard.path in self._verified:

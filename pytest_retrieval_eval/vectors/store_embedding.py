@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -49,10 +49,30 @@ class StoreEmbedding:
             with self._lock:
                 self.spent_ms += (time.perf_counter() - begun) * 1000.0
 
-    def _vectors(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+    def of_keys(self, keys: Sequence[str],
+                texts: Callable[[], Sequence[str]]) -> npt.NDArray[np.float32]:
+        """As calling it with the texts whose keys are ``keys`` (the harness's own rows,
+        keyed when they were made): ``texts()`` is read only for a text the cache lacks
+        (model lane)."""
+        begun = time.perf_counter()
+        try:
+            if keys:
+                try:
+                    return self.cache.get(keys)  # one lookup of the keys, as a rule
+                except CacheError:
+                    if not self.cache.missing(keys):
+                        raise  # a damaged shard, not a missing vector
+            return self._vectors(texts(), list(keys))
+        finally:
+            with self._lock:
+                self.spent_ms += (time.perf_counter() - begun) * 1000.0
+
+    def _vectors(self, texts: Sequence[str],
+                 keys: list[str] | None = None) -> npt.NDArray[np.float32]:
         if not all(isinstance(text, str) for text in texts):
             raise TypeError("persona.embed takes a list of strings")
-        keys = [text_key(text) for text in texts]
+        if keys is None:
+            keys = [text_key(text) for text in texts]
         if not keys:
             return np.empty((0, self.cache.dim), dtype=np.float32)
         missing = self.cache.missing(keys)

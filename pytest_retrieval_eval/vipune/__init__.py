@@ -88,6 +88,7 @@ from .semantic import (
     cosine_similarity,
     semantic_ranking,
     semantic_search,
+    semantic_top,
     vector_to_blob,
 )
 
@@ -150,6 +151,7 @@ __all__ = [
     "search_hybrid_parts",
     "semantic_ranking",
     "semantic_search",
+    "semantic_top",
     "validate_limit",
     "validate_query",
     "validate_recency",

@@ -163,3 +163,32 @@ def test_budget_step_reads_on_past_k() -> None:
     for ranking, ks, budgets in ((["s3"], [1], [11]), (["s3"], [2], [25])):
         budget_step(ranking, {k: ranking for k in ks}, _persona(), ["s2"], budgets, counts,
                     more=lambda: pytest.fail("read again"))
+
+
+def test_a_growing_read_stops_where_the_largest_budget_is_spent() -> None:
+    """Issue 44: with ``first`` (a turn what-if's first memories), the longer read grows
+    until it passes the largest budget and is counted only that far: the same metrics, fit,
+    held and ended as the whole ranking read and counted, fewer memories read."""
+    ranking = [Memory(f"{s}_{n}", turns=(f"{s}_{n}",)) for s, n in
+               (("s3", 3), ("s1", 1), ("s2", 1), ("s3", 1), ("s1", 2), ("s3", 2))]  # 6 5 7 2 2 3
+    asked: list[int] = []
+
+    def first(size: int) -> list[Memory]:
+        asked.append(size)
+        return ranking[:size]
+
+    for budgets in ([6, 12], [6, 19], [6, 100]):
+        counts, words = _counts()
+        whole = budget_step(ranking[:1], {1: ranking[:1]}, _persona(), ["s2"], budgets,
+                            counts, more=lambda: ranking)
+        asked.clear()
+        counts, words = _counts()
+        grown = budget_step(ranking[:1], {1: ranking[:1]}, _persona(), ["s2"], budgets,
+                            counts, first=first, sizes=[2, 4, 6])
+        assert grown[0] == whole[0]
+        for fact in ("fit", "held", "ended", "tokens", "reread"):
+            assert grown[1][fact] == whole[1][fact], fact
+        spent = {12: 3, 19: 4, 100: 6}[budgets[-1]]  # memories up to the first past it
+        assert grown[1]["read"] == spent
+        assert asked == [2, 4, 6][:{12: 2, 19: 2, 100: 3}[budgets[-1]]]
+        assert len(words.seen) == len(set(words.seen))  # each text counted once

@@ -173,3 +173,98 @@ def test_prep_sees_the_turn_texts(views: dict[str, object], tmp_path: Path) -> N
     assert wide.texts(some) == turns.texts(some)  # type: ignore[attr-defined]
     # The bundled sample ships every turn vector +unit:turn reads (no model needed).
     assert views["vectors"].missing(sorted(keys)) == []  # type: ignore[attr-defined]
+
+
+def _some_pair(views: dict[str, object]) -> tuple[object, object, object]:
+    pair = _usable(views["sessions"])[0]
+    persona = _persona(views, pair, "sessions")
+    query, _ = personas.build_query(pair, None, views["vectors"],  # type: ignore[arg-type]
+                                    views["model"])  # type: ignore[arg-type]
+    return pair, persona, query
+
+
+def test_bm25s_turn_index_is_kept_and_a_damaged_one_rebuilt(views: dict[str, object],
+                                                            tmp_path: Path) -> None:
+    """Issue 44: bm25+unit:turn keeps its turn rows' index in the persona's workdir; a later
+    run ranks from the file alone, a damaged file or another persona's is built again."""
+    from dataclasses import replace
+
+    _, persona, query = _some_pair(views)
+    work = replace(persona, workdir=tmp_path)  # type: ignore[type-var]
+    first = get_retriever("bm25+unit:turn")
+    first.index(work)  # type: ignore[attr-defined]
+    kept = list(tmp_path.glob("turns-*.bm25"))
+    assert len(kept) == 1
+    expected = first.rank(persona, query, 5)  # type: ignore[arg-type]
+
+    def again() -> tuple[list[Memory], int]:
+        unit = get_retriever("bm25+unit:turn")
+        built: list[int] = []
+        base = unit.base  # type: ignore[attr-defined]
+        original = base._build
+        base._build = lambda p: built.append(1) or original(p)
+        unit.index(work)  # type: ignore[attr-defined]
+        return unit.rank(persona, query, 5), len(built)  # type: ignore[arg-type]
+
+    assert again() == (expected, 0)  # read back, nothing counted
+    data = bytearray(kept[0].read_bytes())
+    data[len(data) // 2] ^= 0x01
+    kept[0].write_bytes(bytes(data))
+    assert again() == (expected, 1)  # damaged: built again (and kept again)
+    assert again() == (expected, 0)
+    other = _persona(views, _usable(views["sessions"])[1], "sessions")
+    other_dir = tmp_path / "other"
+    other_dir.mkdir()
+    get_retriever("bm25+unit:turn").index(replace(other, workdir=other_dir))  # type: ignore
+    for suffix in ("", ".sha256", ".verified"):  # another persona's file, sidecar and all
+        (tmp_path / (kept[0].name + suffix)).write_bytes(
+            (other_dir / (kept[0].name + suffix)).read_bytes())
+    assert again() == (expected, 1)
+
+
+def test_first_memories_are_the_whole_rankings_first(views: dict[str, object]) -> None:
+    """The budget's longer read of a turn what-if (first_memories) is the ranking at the
+    persona's size, as read_distinct reads it, cut at ``count``."""
+    from pytest_retrieval_eval.retrievers.ranked_output import read_distinct
+
+    _, persona, query = _some_pair(views)
+    n = len(persona.session_ids)  # type: ignore[attr-defined]
+    for base in ("semantic", "bm25"):
+        unit = get_retriever(f"{base}+unit:turn")
+        unit.index(persona)  # type: ignore[attr-defined]
+        whole = read_distinct(unit.rank(persona, query, n), base, "q", n, n)  # type: ignore
+        for count in (1, 7, len(whole), len(whole) + 5):
+            assert unit.first_memories(persona, query, count) == whole[:count]  # type: ignore
+
+
+def test_prep_reads_the_turn_keys_from_the_kept_rows(views: dict[str, object],
+                                                     tmp_path: Path) -> None:
+    from pytest_retrieval_eval.data.turn_rows import TurnRowsCache
+
+    sessions = views["sessions"]
+    plain = WithTurnTexts(sessions)
+    for _ in range(2):  # built and kept, then read back
+        kept = WithTurnTexts(sessions, TurnRowsCache(tmp_path))
+        assert [p.text_keys for p in kept.pairs] == [p.text_keys for p in plain.pairs]
+        some = [k for p in kept.pairs for k in p.text_keys][-7:]
+        assert kept.texts(some) == plain.texts(some)
+    assert kept.kept is not None and kept.kept.read == len(sessions.pairs)  # type: ignore
+
+
+def test_an_fts_turn_stores_bytes_are_its_footprint(views: dict[str, object],
+                                                    tmp_path: Path) -> None:
+    """Issue 44: the turn store fts+unit:turn builds lies with the session stores, not in
+    the workdir; its bytes are the persona's disk footprint all the same."""
+    from pytest_retrieval_eval import store_costs
+
+    _, persona, _ = _some_pair(views)
+    for base, stored in (("fts", True), ("bm25", False)):
+        unit = get_retriever(f"{base}+unit:turn")
+        unit.index(persona)  # type: ignore[attr-defined]
+        turns = persona.turn_rows()  # type: ignore[attr-defined]
+        size = turns.store_path().stat().st_size if stored else 0
+        assert unit.held_bytes == size  # type: ignore[attr-defined]
+        folder = tmp_path / base
+        folder.mkdir()
+        facts = store_costs.footprint(unit, "p", folder, None)
+        assert facts["disk_bytes"] == size and (size > 0) == stored

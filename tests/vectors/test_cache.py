@@ -501,3 +501,24 @@ def test_a_shard_without_its_model_is_refused_and_repaired(tmp_path: Path) -> No
     cache = open_cache(tmp_path)
     assert cache.repair() == [shard]
     assert cache.missing(keys) == keys
+
+
+def test_verify_of_keys_checks_only_the_shards_holding_them(tmp_path: Path) -> None:
+    """Issue 44: a run's start checks the shards it reads (``verify(keys)``); a shard of
+    other keys (a +unit:turn prep's turn vectors, in a run that ranks no turns) is not read
+    then, and is checked before any vector of it is served."""
+    cache = open_cache(tmp_path)
+    good = fill(cache, ["g1", "g2"])
+    other = fill(cache, ["t1", "t2"])
+    shard = shards(tmp_path)[1]
+    side = shard.with_name(shard.name + ".sha256")
+    side.write_text("0" * 64 + "  " + shard.name + "\n")  # its bytes no longer match it
+    cache = open_cache(tmp_path)
+    assert cache.verify(good) == 1
+    np.testing.assert_array_equal(cache.get(good), vecs(["g1", "g2"]))
+    with pytest.raises(CacheError):
+        cache.verify([*good, other[0]])
+    with pytest.raises(CacheError):
+        open_cache(tmp_path).verify()
+    with pytest.raises(CacheError):
+        open_cache(tmp_path).get(other)

@@ -1,0 +1,238 @@
+"""A persona's turns as rows, kept: the ``+unit:turn`` what-ifs' rows built once per persona
+and read back by later runs (issue 44).
+
+The rows are the turn granularity's (:func:`.turn_texts.turn_items`): per session, in order,
+each turn with non-blank content, id ``<session_id>_<n>``, text ``role: content``. What a warm
+run needs of them, and what costs most to make (the corpus's turns decoded, each turn
+rendered and keyed by sha256), is kept in one small file per persona: each row's session row
+and turn number, its text key, and each session's turn count (blank turns included: a
+memory's turn id is checked against it). The texts themselves are not kept: a run that needs
+them (a store's ingest, a text not counted yet) renders them from the corpus's turns.
+
+:class:`TurnRowsCache` holds these files, content-addressed (the persona's session ids, text
+keys and dates, and the caller's ``salt``), as :class:`.vipune.store.StoreCache` holds the
+session stores: written through a temp file and committed with a sha256 sidecar and a
+``.verified`` stamp (:func:`..io.checksums.commit_file`); a later run trusts a file whose stamp
+matches (``verify="stamp"``), rehashes one whose stamp differs (or every one under ``full``),
+and rebuilds one that fails its sidecar or does not parse (a damaged file is never served).
+
+File layout (little-endian): ``MAGIC``, a uint32 header length, the header (JSON: format,
+rows, sessions, the caller's ``extra`` strings), then int32 session rows, int32 turn numbers,
+int32 per-session turn counts and 32 raw bytes per row's text key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..io.checksums import drop_committed, read_committed, write_committed
+from .pairs import render_session, text_key
+
+__all__ = ["FORMAT", "TurnRows", "TurnRowsCache", "build_turn_rows", "persona_turn_rows",
+           "turn_rows_key"]
+
+#: Bumped whenever what a turn-rows file holds, or how rows are made, changes.
+FORMAT = 1
+MAGIC = b"PRE-TURNROWS\x00\x00\x00\x01"
+_SUFFIX = ".turns"
+
+
+@dataclass(frozen=True)
+class TurnRows:
+    """A persona's turn rows (see the module's docstring); ``extra``: the caller's strings
+    kept with them (the turn persona's own keys)."""
+
+    session_rows: np.ndarray  # int32, per row: the row of its session in the persona
+    numbers: np.ndarray  # int32, per row: its 1-based turn number in that session
+    keys: tuple[str, ...]  # per row: text_key of its text
+    turn_counts: np.ndarray  # int32, per session: its turns, blank ones included
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def ids(self, session_ids: Sequence[str]) -> list[str]:
+        """Each row's turn id, ``<session_id>_<n>``."""
+        return [f"{session_ids[s]}_{n}"
+                for s, n in zip(self.session_rows.tolist(), self.numbers.tolist(), strict=True)]
+
+    def texts(self, turns: Sequence[Sequence[Mapping[str, str]]]) -> list[str]:
+        """Each row's text, rendered from the persona's sessions' ``turns``."""
+        return [render_session([turns[s][n - 1]])
+                for s, n in zip(self.session_rows.tolist(), self.numbers.tolist(), strict=True)]
+
+
+def build_turn_rows(turns: Sequence[Sequence[Mapping[str, str]]]
+                    ) -> tuple[TurnRows, list[str]]:
+    """The rows of a persona whose session ``i`` has ``turns[i]``, and their texts; each text
+    rendered and keyed once."""
+    session_rows: list[int] = []
+    numbers: list[int] = []
+    texts: list[str] = []
+    for s, own in enumerate(turns):
+        for i, turn in enumerate(own):
+            if not str(turn["content"]).strip():
+                continue  # as the turn view (turn_texts.turn_items): vipune refuses it
+            session_rows.append(s)
+            numbers.append(i + 1)
+            texts.append(render_session([turn]))
+    rows = TurnRows(np.asarray(session_rows, dtype=np.int32),
+                    np.asarray(numbers, dtype=np.int32),
+                    tuple(text_key(t) for t in texts),
+                    np.asarray([len(own) for own in turns], dtype=np.int32))
+    return rows, texts
+
+
+def turn_rows_key(session_ids: Sequence[str], text_keys: Sequence[str],
+                  created_at: Sequence[str], salt: str = "") -> str:
+    """The address of a persona's turn rows: its sessions' ids, text keys (a changed turn
+    changes its session's text) and dates, the format and ``salt``."""
+    payload = json.dumps(["turn-rows", FORMAT, salt, list(session_ids), list(text_keys),
+                          list(created_at)], ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def _encode(rows: TurnRows) -> bytes:
+    n, s = len(rows.keys), len(rows.turn_counts)
+    header = json.dumps({"format": FORMAT, "rows": n, "sessions": s,
+                         "extra": dict(rows.extra)}, sort_keys=True).encode("utf-8")
+    raw_keys = bytes.fromhex("".join(rows.keys))
+    return b"".join([MAGIC, len(header).to_bytes(4, "little"), header,
+                     rows.session_rows.astype("<i4").tobytes(),
+                     rows.numbers.astype("<i4").tobytes(),
+                     rows.turn_counts.astype("<i4").tobytes(), raw_keys])
+
+
+def _decode(data: bytes, sessions: int) -> TurnRows | None:
+    """The rows a file holds, or None when it is not a whole, consistent turn-rows file of a
+    persona of ``sessions`` sessions."""
+    try:
+        if not data.startswith(MAGIC):
+            return None
+        at = len(MAGIC)
+        size = int.from_bytes(data[at:at + 4], "little")
+        header = json.loads(data[at + 4:at + 4 + size].decode("utf-8"))
+        n, s = int(header["rows"]), int(header["sessions"])
+        extra = header.get("extra", {})
+        if header.get("format") != FORMAT or s != sessions or n < 0 or not (
+                isinstance(extra, dict) and all(isinstance(v, str) for v in extra.values())):
+            return None
+        at += 4 + size
+        if len(data) != at + 4 * (2 * n + s) + 32 * n:
+            return None
+        session_rows = np.frombuffer(data, "<i4", n, at).astype(np.int32)
+        numbers = np.frombuffer(data, "<i4", n, at + 4 * n).astype(np.int32)
+        counts = np.frombuffer(data, "<i4", s, at + 8 * n).astype(np.int32)
+        hexed = data[at + 4 * (2 * n + s):].hex()
+    except (ValueError, KeyError, TypeError, UnicodeError):
+        return None
+    if n and (session_rows.min() < 0 or session_rows.max() >= s or numbers.min() < 1
+              or (numbers > counts[session_rows]).any()
+              or (np.diff(session_rows) < 0).any()):
+        return None
+    keys = tuple(hexed[i:i + 64] for i in range(0, 64 * n, 64))
+    return TurnRows(session_rows, numbers, keys, counts, extra)
+
+
+class TurnRowsCache:
+    """Turn-rows files under ``root``: ``<root>/<key[:2]>/<key>.turns`` (see the module's
+    docstring). ``verify``: the run's ``--retrieval-eval-verify`` (``stamp`` or ``full``)."""
+
+    def __init__(self, root: str | Path, verify: str = "stamp") -> None:
+        self.root = Path(root)
+        self.verify = verify
+        #: Files this process built, and files it read (a run's footprint facts).
+        self.built = 0
+        self.read = 0
+
+    def path_for(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}{_SUFFIX}"
+
+    def load(self, key: str, sessions: int) -> TurnRows | None:
+        """The rows kept under ``key``, or None: none kept, or the file fails its sidecar
+        (its stamp, else a rehash) or does not parse; such a file is removed (rebuilt by
+        :meth:`get_or_build`)."""
+        path = self.path_for(key)
+        data = read_committed(path, self.verify)
+        if data is None:
+            return None
+        rows = _decode(data, sessions)
+        if rows is None:
+            drop_committed(path)
+            return None
+        self.read += 1
+        return rows
+
+    def get_or_build(self, key: str, sessions: int,
+                     build: Callable[[], tuple[TurnRows, list[str] | None]]
+                     ) -> tuple[TurnRows, list[str] | None]:
+        """The rows kept under ``key`` (texts None: not read), else ``build()``'s rows and
+        texts, kept for the next run (best effort: a cache that cannot be written only costs
+        the next run a build)."""
+        rows = self.load(key, sessions)
+        if rows is not None:
+            return rows, None
+        rows, texts = build()
+        if write_committed(self.path_for(key), _encode(rows)):
+            self.built += 1
+        return rows, texts
+
+
+#: Per session text key, its kept turns' numbers and text keys and its turn count, for the
+#: personas built next in this process (LongMemEval's haystacks share most sessions: each
+#: is decoded, rendered and keyed once a run, not once a persona holding it).
+_SESSIONS: OrderedDict[str, tuple[tuple[int, ...], tuple[str, ...], int]] = OrderedDict()
+#: Sessions :data:`_SESSIONS` holds at most (about 2 KB each).
+SESSIONS_KEPT = 50_000
+
+
+def persona_turn_rows(kept: TurnRowsCache, session_ids: Sequence[str],
+                      text_keys: Sequence[str], created_at: Sequence[str],
+                      turns_of: Callable[[list[str]], Sequence[Sequence[Mapping[str, str]]]]
+                      ) -> tuple[TurnRows, list[str] | None]:
+    """A persona's turn rows, read back from ``kept`` or built and kept; ``turns_of(keys)``:
+    the turns of the sessions of those text keys (only sessions this process has not made
+    rows of yet are read). With them, in ``extra``, the turn persona's own key (``"key"``)
+    and its FTS5 store's (``"store"``), as :mod:`..vipune.store` addresses them. Texts: the
+    built rows' when every session was read here (None: read back, or some rows made from
+    sessions seen before; rendered when asked)."""
+    from ..vipune import store as store_mod  # the store's addressing rules
+
+    salt = store_mod.store_key("0" * 64, "turns")
+
+    def build() -> tuple[TurnRows, list[str] | None]:
+        fresh = [k for k in dict.fromkeys(text_keys) if k not in _SESSIONS]
+        rendered: dict[str, list[str]] = {}
+        for key, turns in zip(fresh, turns_of(fresh) if fresh else [], strict=True):
+            one, texts = build_turn_rows([turns])
+            _SESSIONS[key] = (tuple(one.numbers.tolist()), one.keys, len(turns))
+            rendered[key] = texts
+        session_rows: list[int] = []
+        numbers: list[int] = []
+        keys: list[str] = []
+        counts: list[int] = []
+        for s, key in enumerate(text_keys):
+            own, own_keys, count = _SESSIONS[key]
+            _SESSIONS.move_to_end(key)
+            session_rows.extend([s] * len(own))
+            numbers.extend(own)
+            keys.extend(own_keys)
+            counts.append(count)
+        every = [t for key in text_keys for t in rendered[key]] \
+            if all(key in rendered for key in text_keys) else None
+        while len(_SESSIONS) > SESSIONS_KEPT:
+            _SESSIONS.popitem(last=False)
+        ids = [f"{session_ids[s]}_{n}" for s, n in zip(session_rows, numbers, strict=True)]
+        created = [created_at[s] for s in session_rows]
+        extra = {"key": store_mod.persona_key(ids, keys, created, "turns"),
+                 "store": store_mod.persona_key(ids, keys, created, "")}
+        return TurnRows(np.asarray(session_rows, dtype=np.int32),
+                        np.asarray(numbers, dtype=np.int32), tuple(keys),
+                        np.asarray(counts, dtype=np.int32), extra), every
+
+    return kept.get_or_build(turn_rows_key(session_ids, text_keys, created_at, salt),
+                             len(session_ids), build)

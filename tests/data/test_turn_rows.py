@@ -1,0 +1,100 @@
+"""A persona's kept turn rows (issue 44): built once, read back as built, keyed by the
+sessions' texts, a damaged file rebuilt, never served."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_retrieval_eval.data.pairs import render_session, text_key
+from pytest_retrieval_eval.data.turn_rows import (
+    TurnRowsCache,
+    build_turn_rows,
+    turn_rows_key,
+)
+from pytest_retrieval_eval.data.turn_texts import turn_items
+
+TURNS = [
+    [{"role": "user", "content": "I adopted a cat"}, {"role": "assistant", "content": "  "},
+     {"role": "assistant", "content": "Congratulations!"}],
+    [],
+    [{"role": "user", "content": "My sister's name is Ann"}],
+]
+IDS = ["s1", "s2", "s3"]
+DATES = ["2023-01-01T00:00:00+00:00"] * 3
+
+
+def _key(turns: list[list[dict[str, str]]]) -> str:
+    return turn_rows_key(IDS, [text_key(render_session(t)) for t in turns], DATES)
+
+
+def test_rows_are_the_turn_granularitys() -> None:
+    rows, texts = build_turn_rows(TURNS)
+    expected = [item for sid, own in zip(IDS, TURNS, strict=True)
+                for item in turn_items(sid, own)]
+    assert list(zip(rows.ids(IDS), texts, strict=True)) == expected
+    assert rows.keys == tuple(text_key(t) for t in texts)
+    assert rows.texts(TURNS) == texts
+    assert rows.turn_counts.tolist() == [3, 0, 1]
+
+
+def _built(cache: TurnRowsCache, key: str, turns: list[list[dict[str, str]]]
+           ) -> tuple[object, bool]:
+    calls: list[int] = []
+
+    def build() -> tuple[object, list[str]]:
+        calls.append(1)
+        return build_turn_rows(turns)
+
+    rows, _ = cache.get_or_build(key, len(turns), build)  # type: ignore[arg-type]
+    return rows, bool(calls)
+
+
+@pytest.mark.parametrize("verify", ["stamp", "full"])
+def test_built_once_then_read_back(tmp_path: Path, verify: str) -> None:
+    key = _key(TURNS)
+    first, built = _built(TurnRowsCache(tmp_path, verify), key, TURNS)
+    assert built
+    again, built = _built(TurnRowsCache(tmp_path, verify), key, TURNS)
+    assert not built
+    assert again.keys == first.keys  # type: ignore[attr-defined]
+    assert np.array_equal(again.numbers, first.numbers)  # type: ignore[attr-defined]
+    assert np.array_equal(again.turn_counts, first.turn_counts)  # type: ignore[attr-defined]
+
+
+def test_a_changed_turn_text_is_another_persona(tmp_path: Path) -> None:
+    cache = TurnRowsCache(tmp_path)
+    _built(cache, _key(TURNS), TURNS)
+    changed = [[dict(t) for t in own] for own in TURNS]
+    changed[2][0]["content"] = "My sister's name is Anne"
+    assert _key(changed) != _key(TURNS)
+    rows, built = _built(cache, _key(changed), changed)
+    assert built
+    assert rows.keys[-1] == text_key("user: My sister's name is Anne")  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "garbage"])
+def test_a_damaged_file_is_rebuilt(tmp_path: Path, damage: str) -> None:
+    cache = TurnRowsCache(tmp_path)
+    key = _key(TURNS)
+    first, _ = _built(cache, key, TURNS)
+    path = cache.path_for(key)
+    data = bytearray(path.read_bytes())
+    if damage == "flip":
+        data[-1] ^= 0xFF  # one key's byte: the file still parses
+        path.write_bytes(bytes(data))
+    elif damage == "truncate":
+        path.write_bytes(bytes(data[:-7]))
+    else:  # a file that matches its sidecar and stamp but is no rows file
+        from pytest_retrieval_eval.io.checksums import commit_file
+
+        tmp = path.with_name("x.tmp")
+        tmp.write_bytes(b"not rows")
+        commit_file(tmp, path)
+    rows, built = _built(cache, key, TURNS)
+    assert built
+    assert rows.keys == first.keys  # type: ignore[attr-defined]
+    _, built = _built(cache, key, TURNS)
+    assert not built  # the rebuilt file is kept

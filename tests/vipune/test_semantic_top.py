@@ -1,0 +1,65 @@
+"""``semantic_top`` (issue 44): the first rows of the semantic ranking without the rule's scan
+of every row, bit for bit the rule's rows, order and cosines, ties in row order."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_retrieval_eval.vipune import semantic_ranking, semantic_top
+from pytest_retrieval_eval.vipune.semantic import _TOP_SCAN_ROWS, _similarities
+
+
+def _same_as_rule(mat: np.ndarray, q: np.ndarray, count: int) -> None:
+    full = _similarities(mat, q)
+    order = np.argsort(-full, kind="stable")[:count]
+    rows, sims = semantic_top(mat, q, count)
+    assert rows.tolist() == order.tolist()
+    assert sims.view(np.int64).tolist() == full[order].view(np.int64).tolist()
+    ids = [f"r{i}" for i in range(len(mat))]
+    assert [(ids[r], s) for r, s in zip(rows.tolist(), sims.tolist(), strict=True)] == \
+        semantic_ranking(mat, ids, q)[:count]
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(_TOP_SCAN_ROWS + 1, 1500),
+       dim=st.sampled_from([2, 7, 384]), scale=st.integers(-25, 25),
+       ties=st.booleans(), zeros=st.booleans(), tiny=st.booleans())
+def test_top_rows_are_the_rules(seed: int, n: int, dim: int, scale: int, ties: bool,
+                                zeros: bool, tiny: bool) -> None:
+    rng = np.random.default_rng(seed)
+    mat = (rng.standard_normal((n, dim)) * 10.0 ** scale).astype(np.float32)
+    if ties:  # many rows equal to one another, and to the best row
+        mat[rng.integers(0, n, n // 2)] = mat[int(np.argmax(mat[:, 0]))]
+    if zeros:
+        mat[rng.integers(0, n, n // 4)] = 0.0
+    if tiny:  # squares below float32's normal range: always by the rule
+        mat[rng.integers(0, n, n // 4)] *= np.float32(1e-25)
+    q = rng.standard_normal(dim).astype(np.float32)
+    for count in (1, 10, int(rng.integers(1, n + 1)), n):
+        _same_as_rule(mat, q, count)
+
+
+def test_near_ties_within_the_estimates_error() -> None:
+    """Rows whose cosines differ in the last bits only: the float32 estimate cannot order
+    them, the rule does."""
+    rng = np.random.default_rng(7)
+    base = rng.standard_normal(384).astype(np.float32)
+    mat = np.repeat(base[None, :], 600, axis=0)
+    steps = rng.integers(-3, 4, size=(600, 384)).astype(np.float32)
+    mat = np.nextafter(mat, mat + steps)  # one float32 step up or down, here and there
+    mat[::7] = base
+    for count in (1, 5, 50, 599):
+        _same_as_rule(mat, base, count)
+
+
+def test_checks_are_the_rules() -> None:
+    mat = np.ones((_TOP_SCAN_ROWS + 10, 3), dtype=np.float32)
+    mat[5, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        semantic_top(mat, np.ones(3, dtype=np.float32), 3)
+    with pytest.raises(ValueError, match="Mismatched dimensions"):
+        semantic_top(np.ones((_TOP_SCAN_ROWS + 10, 3), dtype=np.float32),
+                     np.ones(4, dtype=np.float32), 3)
