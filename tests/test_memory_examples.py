@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_retrieval_eval import personas
 from pytest_retrieval_eval.data import dataset, ingest
 from pytest_retrieval_eval.retrievers import Memory, Persona, Query, get_retriever
+from pytest_retrieval_eval.run import personas
 from pytest_retrieval_eval.vectors import cache
 from pytest_retrieval_eval.vectors.store_embedding import StoreEmbedding
 from pytest_retrieval_eval.vipune import store as store_mod

@@ -20,7 +20,6 @@ import numpy as np
 
 from ..errors import RetrieverError
 from .base import Memory, Persona, Query, _check_limit
-from .ranked_output import REPEATS_READ
 
 __all__ = ["TurnUnit", "turn_memories"]
 
@@ -113,10 +112,9 @@ class TurnUnit:
     def first_memories(self, persona: Persona, query: Query, count: int) -> list[Memory]:
         """The first ``count`` memories of the ranking a budget's longer read takes
         (``rank`` at the persona's size, read as :func:`.ranked_output.read_distinct` reads
-        it: at most ``REPEATS_READ`` memories a session), without ranking more turns than
-        those: the same memories, in the same order, with the same scores."""
+        a list: to the end, issue 43.4), without ranking more turns than those: the same
+        memories, in the same order, with the same scores."""
         lim = len(persona.session_ids)
-        count = min(count, REPEATS_READ * max(lim, 1))
         turns = self._turns(persona)
         top = getattr(self.base, "top_rows", None)
         if not turns.session_ids or not callable(top):

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from pytest_retrieval_eval import terminal_progress
 from pytest_retrieval_eval.cli import console as cli
 from pytest_retrieval_eval.cli import progress_bar
+from pytest_retrieval_eval.run import terminal_progress
 from tests.support.reliability_support import joined_errors
 
 pytest_plugins = ["pytester"]
@@ -103,7 +103,7 @@ def test_small_broken_file_is_one_line_with_no_progress_before_it(
     well under a second, so they print nothing."""
     monkeypatch.setenv("RETRIEVAL_EVAL_CACHE_DIR", str(pytester.path / "cache"))
     data = pytester.path / "broken.json"
-    sample = Path(terminal_progress.__file__).parent / "data" / "sample" / (
+    sample = Path(terminal_progress.__file__).parent.parent / "data" / "sample" / (
         "longmemeval_sample.json")
     data.write_bytes(sample.read_bytes()[:200_000])  # cut short: truncated JSON
     result = pytester.runpytest("-p", "no:cacheprovider", "--retrieval-eval", "--no-model",

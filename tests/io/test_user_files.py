@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_retrieval_eval.boundary.outputs import MARKDOWN_MARKER
 from pytest_retrieval_eval.errors import CacheError
 from pytest_retrieval_eval.io import user_files
 from pytest_retrieval_eval.reporting import report
@@ -89,7 +90,7 @@ def test_a_target_that_is_not_a_regular_file_is_refused(tmp_path: Path, append: 
 
 def test_write_json_through_a_symlink_and_refusing_a_fifo(tmp_path: Path) -> None:
     real = tmp_path / "real.json"
-    real.write_text("{}")
+    real.write_text('{"schema_version": 0}')  # a report of this plugin's (boundary/outputs.py)
     link = tmp_path / "link.json"
     link.symlink_to(real)
     report.write_json({"schema_version": 1}, link)
@@ -129,13 +130,16 @@ def test_step_summary_on_a_fifo_or_folder_is_one_line(
     assert "it is a directory" in line and "disk space" not in line
     md_link = tmp_path / "summary.md"
     real = tmp_path / "real.md"
-    real.write_text("old")
+    real.write_text(MARKDOWN_MARKER + "\nold")  # a summary of this plugin's
+
     md_link.symlink_to(real)
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "step.md"))
     lines = publish_markdown(rep, md_link, step_summary=True)
     assert lines == [f"Markdown summary: {md_link}",
                      f"job summary ($GITHUB_STEP_SUMMARY): {tmp_path / 'step.md'}"]
-    assert real.read_text() == (tmp_path / "step.md").read_text() != "old"
+    written, summary = real.read_text(), (tmp_path / "step.md").read_text()
+    assert written.startswith(MARKDOWN_MARKER) and written.endswith(summary)
+    assert "\nold" not in written
     assert md_link.is_symlink()
 
 

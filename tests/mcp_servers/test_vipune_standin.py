@@ -24,7 +24,7 @@ pytest.importorskip("mcp", reason="the mcp SDK is in the [mcp] extra")
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 
-from pytest_retrieval_eval import lanes, personas, vipune
+from pytest_retrieval_eval import vipune
 from pytest_retrieval_eval.data import dataset, ingest
 from pytest_retrieval_eval.data.dataset import DatasetSource
 from pytest_retrieval_eval.data.generator import instances as generator
@@ -34,6 +34,7 @@ from pytest_retrieval_eval.retrievers.reference import (
     HybridRetriever,
     SemanticRetriever,
 )
+from pytest_retrieval_eval.run import lanes, personas
 from pytest_retrieval_eval.vectors import cache
 from pytest_retrieval_eval.vipune import store as store_mod
 from tests.support import mcp_clients

@@ -139,7 +139,7 @@ def test_the_timeout_option_is_checked(pytester: pytest.Pytester, value: str) ->
 
 
 def test_the_retriever_list_takes_commands() -> None:
-    from pytest_retrieval_eval import options
+    from pytest_retrieval_eval.config import options
 
     assert options.parse_retrievers("bm25,cmd:node 'my store.js' --a+b") == (
         "bm25", "cmd:node 'my store.js' --a+b")  # '+' in a command is no what-if

@@ -107,7 +107,7 @@ def test_a_warm_hybrid_run_loads_only_what_it_uses(tmp_path: Path) -> None:
 def test_network_deadline_default_is_the_hub_calls() -> None:
     """options.py states the Hub call's deadline without loading io/hub_deadline.py (off path);
     the two stay one number."""
-    from pytest_retrieval_eval import options
+    from pytest_retrieval_eval.config import options
     from pytest_retrieval_eval.io.hub_deadline import DEFAULT_DEADLINE
 
     assert options.DEFAULT_NETWORK_DEADLINE == DEFAULT_DEADLINE

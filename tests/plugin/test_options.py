@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_retrieval_eval import options
+from pytest_retrieval_eval.config import options
 from tests.support import ROOT
 
 README = ROOT / "README.md"

@@ -57,9 +57,9 @@ def test_retrieval_eval_prep_turns_embeds_what_unit_turn_reads(tmp_path: Path) -
     and the model-free lane's refusal suggests that very prep."""
     import pytest
 
-    from pytest_retrieval_eval import lanes
     from pytest_retrieval_eval.cli import console
     from pytest_retrieval_eval.errors import RetrievalEvalError
+    from pytest_retrieval_eval.run import lanes
 
     model = make_model_dir(tmp_path / "models", dim=8).path
     cache = tmp_path / "cache"

@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_retrieval_eval import personas
 from pytest_retrieval_eval.data import dataset, ingest
 from pytest_retrieval_eval.data.protocol import View
 from pytest_retrieval_eval.data.turn_texts import WithTurnTexts, turn_items
@@ -22,6 +21,7 @@ from pytest_retrieval_eval.errors import RetrievalEvalError
 from pytest_retrieval_eval.retrievers import Memory, get_retriever
 from pytest_retrieval_eval.retrievers.units import TurnUnit, turn_memories
 from pytest_retrieval_eval.retrievers.variants import VariantError, parse_variant
+from pytest_retrieval_eval.run import personas
 from pytest_retrieval_eval.vectors import cache, prep
 from pytest_retrieval_eval.vectors.store_embedding import StoreEmbedding
 from pytest_retrieval_eval.vipune import store as store_mod
@@ -255,7 +255,7 @@ def test_an_fts_turn_stores_bytes_are_its_footprint(views: dict[str, object],
                                                     tmp_path: Path) -> None:
     """Issue 44: the turn store fts+unit:turn builds lies with the session stores, not in
     the workdir; its bytes are the persona's disk footprint all the same."""
-    from pytest_retrieval_eval import store_costs
+    from pytest_retrieval_eval.run import store_costs
 
     _, persona, _ = _some_pair(views)
     for base, stored in (("fts", True), ("bm25", False)):

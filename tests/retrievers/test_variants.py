@@ -12,8 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_retrieval_eval import options, vipune
 from pytest_retrieval_eval import retrievers as r
+from pytest_retrieval_eval import vipune
+from pytest_retrieval_eval.config import options
 from pytest_retrieval_eval.errors import RetrievalEvalError
 from pytest_retrieval_eval.retrievers import whatif
 from pytest_retrieval_eval.retrievers.variants import PARAMETERS, VariantError, parse_variant
