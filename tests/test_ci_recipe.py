@@ -27,6 +27,8 @@ from typing import Any
 
 import pytest
 
+from pytest_retrieval_eval.boundary.outputs import MARKDOWN_MARKER
+
 yaml = pytest.importorskip("yaml", reason="PyYAML is in the test extra")
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -201,7 +203,8 @@ def test_the_recipe_runs_a_push_then_a_pull_request(tmp_path: Path) -> None:
                         "Evaluate", "Keep the report"]
     text = push_summary.read_text()
     assert text.startswith("**retrieval-eval** · dataset `sample`")  # the run's Markdown
-    assert (checkout / "retrieval-eval.md").read_text() in text
+    marker, _, written = (checkout / "retrieval-eval.md").read_text().partition("\n")
+    assert marker == MARKDOWN_MARKER and written in text  # the file: the plugin's, marked
     assert "against main" not in text  # a push compares with nothing
     assert (artifacts[RUN_ID] / "retrieval-eval-report" / "retrieval-eval.json").is_file()
     key = ("retrieval-eval-vectors-sample-sentence-transformers/all-MiniLM-L6-v2-"
@@ -231,7 +234,9 @@ def test_the_recipe_runs_a_push_then_a_pull_request(tmp_path: Path) -> None:
     assert run_part.startswith("**retrieval-eval** · dataset `sample`")
     lines = compare_part.splitlines()
     assert lines[0] == "```text" and lines[-1] == "```"
-    assert lines[1].startswith("compare: base base/retrieval-eval.json (lane model-free")
+    assert lines[1].startswith("no pair changed: ")  # said first (issue 48 item 7)
+    assert any(line.startswith("compare: base base/retrieval-eval.json (lane model-free")
+               for line in lines[2:5])
     pairs = len(json.loads((checkout / "retrieval-eval.json").read_text())["pairs"])
     assert pairs == 15 * 6  # the ini's six retrievers
     assert (f"paired on (question_id, retriever): {pairs} matched, 0 only in base, 0 only in "

@@ -63,12 +63,12 @@ def rejection_lines(rejections: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 #: Where the max length came from (``max_length_from`` of the model info), in words.
-_LENGTH_FROM = {"asked": "asked for", "model": "the model's sentence_bert_config.json",
+_LENGTH_FROM = {"asked": "asked for", "model": "sentence_bert_config.json",
                 "vipune": "vipune's"}
 
 
 def _length_text(model: Mapping[str, Any]) -> str:
-    """``256 tokens (the model's sentence_bert_config.json), ``: the recipe's truncation and
+    """``256 tokens (sentence_bert_config.json), ``: the recipe's truncation and
     where it came from (vectors cached before it was recorded: the length alone)."""
     length = model.get("max_length")
     if not isinstance(length, int) or isinstance(length, bool):

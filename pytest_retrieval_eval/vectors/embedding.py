@@ -58,7 +58,7 @@ __all__ = [
 
 #: Where a recipe's max length came from, in the model info (``max_length_from``) and the
 #: header: asked for (an option), the model folder's sentence_bert_config.json, or vipune's.
-LENGTH_SOURCES = {"asked": "asked for", "model": "the model's sentence_bert_config.json",
+LENGTH_SOURCES = {"asked": "asked for", "model": "sentence_bert_config.json",
                   "vipune": "vipune's"}
 
 RECIPE_VERSION = 1

@@ -78,7 +78,7 @@ def test_the_default_summary_is_short_and_v_or_the_option_shows_the_rest(
     assert not any(line.startswith(("recall_any@k", "ndcg_any@k", "median latency"))
                    for line in plain)
     assert [line for line in plain if line.startswith("diagnostics: ")] == [
-        "diagnostics: no gold in the top 10 for hybrid 2, semantic 5, fts 7, bm25 3,"]
+        "diagnostics: no gold in the top 10 for hybrid 2, semantic 4, fts 7, bm25 3,"]
     assert not any(line.startswith("fts: ") for line in plain)  # per retriever: -v
     verbose = summary(run(pytester, "-v"))
     for head in ("recall_any@k", "recall_all@k", "ndcg_any@k", "median latency", "fts: "):
@@ -109,7 +109,9 @@ def test_the_ini_twin_and_a_bad_value(pytester: pytest.Pytester) -> None:
 
 
 def test_the_readme_main_job_fits_in_50_lines(pytester: pytest.Pytester) -> None:
-    """examples/vipune's ini (six retrievers, a budget): at most 50 lines after the rule."""
+    """examples/vipune's ini (six retrievers, a budget): at most 54 lines after the rule (50
+    before the sample's vectors were rebuilt, issue 43.22: hybrid now has a tie-sensitive
+    pair, whose ties block takes 4 lines)."""
     ini = Path(__file__).resolve().parents[2] / "examples" / "vipune" / "pytest.ini"
     pytester.makeini(ini.read_text(encoding="utf-8"))
     # In a subprocess: +unit:turn's Memory items are told by their class, which an in-process
@@ -118,7 +120,7 @@ def test_the_readme_main_job_fits_in_50_lines(pytester: pytest.Pytester) -> None
                                            "--retrieval-eval", "--no-model")
     assert result.ret == 0, result.stdout.str()
     after = result.stdout.str().split("= retrieval-eval =", 1)[1].splitlines()[1:]
-    assert len(after) <= 50, "\n".join(after)
+    assert len(after) <= 54, "\n".join(after)
     assert any(line.startswith("weakest: single-session-preference") for line in after)
     assert any(line.startswith("next: pytest --retrieval-eval --no-model -v -k ")
                for line in after)

@@ -51,25 +51,30 @@ def test_a_report_written_before_the_change_explains_as_it_did() -> None:
     assert _lines(old) == _golden()
 
 
+#: The retrievers whose rankings read no vector: the sample's vectors were rebuilt after the
+#: old report was written (issue 43.22), so only these rank as they did then.
+VECTOR_FREE = ("fts", "fts+mode:or")
+
+
 def test_this_versions_report_explains_exactly_as_the_old_one_did(
         pytester: pytest.Pytester) -> None:
     _, data = run_with_report(pytester, "--retrieval-eval-retriever", RETRIEVERS)
-    wanted = {p["question_id"] for p in json.loads(
-        (DATA / "explain_pre35.json").read_text(encoding="utf-8"))["pairs"]}
-    data["pairs"] = [p for p in data["pairs"] if p["question_id"] in wanted]
-    assert _lines(data) == _golden()
-    # and each pair's facts, read back, are the old report's less the scores hybrid's ranks
-    # give (the RRF sums explain adds up)
-    old = {(p["retriever"], p["question_id"]): p["explain"] for p in json.loads(
-        (DATA / "explain_pre35.json").read_text(encoding="utf-8"))["pairs"]}
+    old_report = json.loads((DATA / "explain_pre35.json").read_text(encoding="utf-8"))
+    wanted = {p["question_id"] for p in old_report["pairs"]}
+    data["pairs"] = [p for p in data["pairs"]
+                     if p["question_id"] in wanted and p["retriever"] in VECTOR_FREE]
+    old_report["pairs"] = [p for p in old_report["pairs"] if p["retriever"] in VECTOR_FREE]
+    assert len(data["pairs"]) == len(old_report["pairs"]) > 0
+
+    def lines(report: dict[str, Any]) -> list[str]:
+        return [line for qid in dict.fromkeys(p["question_id"] for p in report["pairs"])
+                for line in explain_lines(report, qid)]
+
+    assert lines(data) == lines(old_report)
+    # and each pair's facts, read back, are the old report's
+    old = {(p["retriever"], p["question_id"]): p["explain"] for p in old_report["pairs"]}
     for pair in data["pairs"]:
-        before = old[(pair["retriever"], pair["question_id"])]
-        if "fusion" in before:
-            before = {**before, "rows": {i: row for i, row in before.get("rows", {}).items()
-                                         if set(row) - {"score"}}}
-            if not before["rows"]:
-                del before["rows"]
-        assert full_facts(pair) == before, pair["retriever"]
+        assert full_facts(pair) == old[(pair["retriever"], pair["question_id"])], pair
 
 
 @pytest.mark.parametrize("retrievers", sorted(BEFORE_FACTS))

@@ -623,7 +623,7 @@ def test_the_header_names_the_recipes_length_and_its_source() -> None:
     from pytest_retrieval_eval.reporting.run_header import _length_text
 
     assert _length_text({"max_length": 256, "max_length_from": "model"}) == (
-        "256 tokens (the model's sentence_bert_config.json), ")
+        "256 tokens (sentence_bert_config.json), ")
     assert _length_text({"max_length": 512, "max_length_from": "vipune"}) == (
         "512 tokens (vipune's), ")
     assert _length_text({"max_length": 512}) == "512 tokens, "  # cached before it was named
