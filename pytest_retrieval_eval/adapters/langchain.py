@@ -17,15 +17,14 @@ class of the user's instead (built with no arguments: its own settings, its own 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ..errors import RetrievalEvalError, RetrieverError
+from ..errors import RetrieverError
 from ..retrievers.base import Memory, Persona, Query
-from .library import check_library, library_error
+from .library import RUN, ChunkingStore, expect_query, library_error, user_class
 from .sessions import session_documents, until_covered
 
 __all__ = ["DEFAULT_CHUNK_OVERLAP", "DEFAULT_CHUNK_SIZE", "LangChainStore", "chunk_documents",
@@ -35,33 +34,6 @@ __all__ = ["DEFAULT_CHUNK_OVERLAP", "DEFAULT_CHUNK_SIZE", "LangChainStore", "chu
 #: ``TextSplitter.__init__``), in characters.
 DEFAULT_CHUNK_SIZE = 4000
 DEFAULT_CHUNK_OVERLAP = 200
-RUN = "run"
-_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
-
-
-def user_class(adapter: str, path: str) -> Any:
-    """The class ``pkg.module.Class`` names (imported now); one line when it cannot be."""
-    import importlib
-
-    module, _, attr = path.rpartition(".")
-    try:
-        return getattr(importlib.import_module(module), attr)
-    except Exception as exc:  # the user's module: any failure is theirs to fix
-        raise RetrievalEvalError(
-            f"retriever {adapter!r}: embedder {path!r} cannot be loaded ({type(exc).__name__}: "
-            f"{exc}); name an importable class as +embedder:pkg.module.Class, or leave "
-            "+embedder out for the run's model") from None
-
-
-def check_embedder(adapter: str, embedder: object) -> str:
-    """``run`` or a dotted class path, else one line."""
-    if embedder == RUN or (isinstance(embedder, str) and _DOTTED.fullmatch(embedder)):
-        return str(embedder)
-    raise RetrievalEvalError(
-        f"retriever {adapter!r}: embedder {embedder!r} is neither 'run' (the run's model) nor "
-        "a class path pkg.module.Class")
-
-
 def run_embeddings(persona: Persona) -> Any:
     """A LangChain ``Embeddings`` over the run's model (:class:`RunEmbeddings`)."""
     from langchain_core.embeddings import Embeddings
@@ -119,25 +91,16 @@ def chunk_documents(persona: Persona, chunk_size: int, chunk_overlap: int,
     return out
 
 
-class LangChainStore:
+class LangChainStore(ChunkingStore):
     """The ``langchain`` retriever (``+chunk_size:``, ``+chunk_overlap:``, ``+embedder:``)."""
 
     name = "langchain"
+    library = "langchain"
 
     def __init__(self, chunk_size: int = DEFAULT_CHUNK_SIZE,
                  chunk_overlap: int = DEFAULT_CHUNK_OVERLAP, embedder: str = RUN,
                  name: str = "langchain") -> None:
-        versions = check_library("langchain")
-        self.name = name
-        if chunk_overlap >= chunk_size:
-            raise RetrievalEvalError(
-                f"retriever {name!r}: chunk_overlap {chunk_overlap} is not below chunk_size "
-                f"{chunk_size}; give a smaller +chunk_overlap")
-        self.chunk_size, self.chunk_overlap = chunk_size, chunk_overlap
-        self.embedder = check_embedder(name, embedder)
-        self.needs_vectors = self.embedder == RUN
-        self.config = {"embedder": self.embedder, "chunk_size": chunk_size,
-                       "chunk_overlap": chunk_overlap, **versions}
+        super().__init__(chunk_size, chunk_overlap, embedder, name)
         self._stores: dict[str, tuple[Any, Any, int]] = {}
 
     def splitter(self) -> Any:
@@ -164,10 +127,8 @@ class LangChainStore:
         store, embedding, n = self._stores[persona.key]
         try:
             if self.embedder == RUN:
-                if query.vector is None:
-                    raise RetrieverError(f"{self.name}: question {query.question_id} has no "
-                                         "query vector; run the model lane once")
-                embedding.expect(query.question, query.vector)
+                expect_query(self.name, embedding, query.question, query.vector,
+                             query.question_id)
             found = store.similarity_search_with_score(query.question, k=n) if n else []
         except Exception as exc:
             raise library_error(self.name, f"question {query.question_id}", exc) from None

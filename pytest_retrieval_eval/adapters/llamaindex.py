@@ -27,10 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import RetrievalEvalError, RetrieverError
+from ..errors import RetrieverError
 from ..retrievers.base import Memory, Persona, Query
-from .langchain import RUN, check_embedder, user_class
-from .library import check_library, library_error
+from .library import RUN, ChunkingStore, library_error, user_class
 from .sessions import session_documents, until_covered
 
 __all__ = ["DEFAULT_CHUNK_OVERLAP", "DEFAULT_CHUNK_SIZE", "PROVENANCE", "LlamaIndexStore",
@@ -115,25 +114,16 @@ def retrieve_covering(index: Any, bundle: Any, limit: int, total: int) -> list[A
         k = min(2 * k, total)
 
 
-class LlamaIndexStore:
+class LlamaIndexStore(ChunkingStore):
     """The ``llamaindex`` retriever (``+chunk_size:``, ``+chunk_overlap:``, ``+embedder:``)."""
 
     name = "llamaindex"
+    library = "llamaindex"
 
     def __init__(self, chunk_size: int = DEFAULT_CHUNK_SIZE,
                  chunk_overlap: int = DEFAULT_CHUNK_OVERLAP, embedder: str = RUN,
                  name: str = "llamaindex") -> None:
-        versions = check_library("llamaindex")
-        self.name = name
-        if chunk_overlap >= chunk_size:
-            raise RetrievalEvalError(
-                f"retriever {name!r}: chunk_overlap {chunk_overlap} is not below chunk_size "
-                f"{chunk_size}; give a smaller +chunk_overlap")
-        self.chunk_size, self.chunk_overlap = chunk_size, chunk_overlap
-        self.embedder = check_embedder(name, embedder)
-        self.needs_vectors = self.embedder == RUN
-        self.config = {"embedder": self.embedder, "chunk_size": chunk_size,
-                       "chunk_overlap": chunk_overlap, **versions}
+        super().__init__(chunk_size, chunk_overlap, embedder, name)
         self._indexes: dict[str, tuple[Any, int]] = {}
 
     def splitter(self) -> Any:

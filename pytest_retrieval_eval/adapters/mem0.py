@@ -40,13 +40,12 @@ import numpy as np
 
 from ..errors import RetrievalEvalError, RetrieverError
 from ..retrievers.base import Memory, Persona, Query
-from .library import check_library, library_error
+from .library import RUN, check_library, expect_query, library_error
 from .mem0_llm import LlmMeter, llm_config, llm_settings
 from .sessions import session_documents, until_covered
 
 __all__ = ["DEFAULT_THRESHOLD", "Mem0Store", "import_mem0", "run_embedder"]
 
-RUN = "run"
 #: mem0's own default ``threshold`` of ``Memory.search`` (mem0/memory/main.py).
 DEFAULT_THRESHOLD = 0.1
 #: The folder of a persona's workdir that holds all mem0 writes.
@@ -232,10 +231,8 @@ class Mem0Store:
         memory, embedding, turn_of = self._held[persona.key]
         try:
             if self.embedder == RUN:
-                if query.vector is None:
-                    raise RetrieverError(f"{self.name}: question {query.question_id} has no "
-                                         "query vector; run the model lane once")
-                embedding.expect(query.question, query.vector)
+                expect_query(self.name, embedding, query.question, query.vector,
+                             query.question_id)
             k = max(limit, 1)
             while True:
                 found = memory.search(query.question, filters={"user_id": persona.key},
