@@ -142,6 +142,18 @@ class _Tail:
         return head + self.data.decode("utf-8", "replace")
 
 
+async def _read_chunk(fd: int) -> bytes:
+    """The next bytes of a pipe the server writes (b"": it closed, or reading failed)."""
+    while True:
+        await anyio.wait_readable(fd)
+        try:
+            return os.read(fd, CHUNK)
+        except BlockingIOError:
+            continue
+        except OSError:
+            return b""
+
+
 class Server:
     """One server session: a stdio process started for it, or a URL's new session."""
 
@@ -261,13 +273,7 @@ class Server:
         buf = bytearray()
         async with send:
             while True:
-                await anyio.wait_readable(fd)
-                try:
-                    chunk = os.read(fd, CHUNK)
-                except BlockingIOError:
-                    continue
-                except OSError:
-                    chunk = b""
+                chunk = await _read_chunk(fd)
                 if not chunk:
                     status = exit_status(proc, 0.2)
                     self._why = self._why or (
@@ -299,13 +305,7 @@ class Server:
         assert proc.stderr is not None
         fd = proc.stderr.fileno()
         while True:
-            await anyio.wait_readable(fd)
-            try:
-                chunk = os.read(fd, CHUNK)
-            except BlockingIOError:
-                continue
-            except OSError:
-                return
+            chunk = await _read_chunk(fd)
             if not chunk:
                 return
             self.stderr.add(chunk)
