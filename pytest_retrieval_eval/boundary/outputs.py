@@ -49,6 +49,8 @@ KINDS = {
     "badge-json": "a shields.io endpoint JSON as `retrieval-eval badge` writes it",
     "trec": "a TREC run or qrels file as `retrieval-eval export` writes it",
     "dataset": "a dataset `retrieval-eval generate` wrote",
+    "store": "a persona store this plugin exported (an SQLite file with its user_version)",
+    "store-map": "a stores.json map this plugin wrote (question id -> .sqlite file name)",
 }
 
 _HEAD = 64 * 1024
@@ -95,6 +97,15 @@ def _is_ours(path: Path, kind: str, size: int) -> bool:
             return all(_TREC_LINE.fullmatch(line.rstrip(b"\n")) for line in fh)
     if kind == "dataset":
         return head.startswith(b'[\n{"question_id": ')
+    if kind == "store":  # PRAGMA user_version, bytes 60..63 of SQLite's header: 0x5245....
+        return head.startswith(b"SQLite format 3\x00") and head[60:62] == b"RE"
+    if kind == "store-map":
+        try:
+            value = json.loads(head) if size <= _HEAD else None
+        except ValueError:
+            return False
+        return isinstance(value, dict) and all(
+            isinstance(v, str) and v.endswith(".sqlite") for v in value.values())
     raise ValueError(f"unknown output kind {kind!r}")
 
 

@@ -36,7 +36,14 @@ from ..retrievers.memories import (
     read_memories,
 )
 from ..retrievers.ranked_output import REPEATS_READ
-from ..retrievers.ranking import Scored, check_haystack, explain_facts, rank_all, rank_per_k
+from ..retrievers.ranking import (
+    READ_CUT,
+    Scored,
+    check_haystack,
+    explain_facts,
+    rank_all,
+    rank_per_k,
+)
 from ..scoring import diagnostics
 from ..scoring import longmemeval_metrics as lme_metrics
 from ..scoring.metrics import score_rankings, session_recall
@@ -314,6 +321,8 @@ class PairRun:
         if budget is not None:
             metrics.update(budget[0])
             result["budget"] = budget[1]
+            if READ_CUT in self.counts:  # the longer read of an iterator stopped short
+                result.setdefault(READ_CUT, self.counts[READ_CUT])
         if "memories" in result:  # explain's tokens and excerpts of the recorded memories
             from ..retrievers.memory_tokens import describe_record
 
@@ -437,8 +446,11 @@ class PairRun:
 
         n = len(self.pair.session_ids)
         name = str(getattr(self.retriever, "name", "retriever"))
-        got: list[Any] = read_distinct(self.retriever.rank(persona, query, n), name,
-                                       query.question_id, n, n)
+        read = read_distinct(self.retriever.rank(persona, query, n), name,
+                             query.question_id, n, n)
+        if read.cut_at is not None:  # an iterator's longer read stopped short (issue 43.4)
+            self.counts.setdefault(READ_CUT, read.cut_at)
+        got: list[Any] = read
         if self.memories or has_memories(got):  # checked as rank_per_k checks them
             memories = read_memories(got, persona, name, query.question_id)
             if self.memories or not is_plain(memories):

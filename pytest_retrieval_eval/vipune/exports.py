@@ -25,6 +25,7 @@ from typing import BinaryIO
 
 from filelock import FileLock
 
+from ..boundary.outputs import output_refusal
 from ..errors import CacheError
 from ..io import user_files
 
@@ -62,6 +63,9 @@ def export_store(source: str | Path, dest: str | Path) -> Path:
     """Copy a store to ``dest`` atomically; returns ``dest``. Raises :class:`CacheError` (one
     line) when ``dest`` cannot be written."""
     src, target = Path(source), Path(dest)
+    refused = output_refusal("--retrieval-eval-store-dir: store copy", target, "store")
+    if refused is not None:  # issue 43.11: never over a file the plugin did not write
+        raise CacheError(refused)
 
     def copy(out: BinaryIO) -> None:
         with open(src, "rb") as fh:
@@ -98,6 +102,9 @@ def export_persona_store(source: str | Path, folder: str | Path, question_id: st
     name = export_name(question_id)
     target = export_store(source, folder / name)
     map_path = folder / MAP_NAME
+    refused = output_refusal("--retrieval-eval-store-dir: store map", map_path, "store-map")
+    if refused is not None:
+        raise CacheError(refused)
     try:
         with FileLock(str(folder / f".{MAP_NAME}.lock")):
             mapping = read_map(folder)

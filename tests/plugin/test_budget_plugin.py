@@ -294,3 +294,39 @@ def test_the_cmd_protocol_page_says_a_budget_asks_a_second_time(
     asked = (pytester.path / "limits.txt").read_text().split("\n")[:-1]
     size = asked[0].split()[1]
     assert asked == [f"1 {size}", f"{size} {size}"]
+
+
+ITER_STORE = '''
+class Store:
+    """A store whose rank is an iterator: the first session, then the same session again
+    and again before the rest (a read is bounded only for an iterator, issue 43.4)."""
+    name = "iter"
+    needs_vectors = False
+
+    def rank(self, persona, query, limit):
+        ids = list(persona.session_ids)
+        yield ids[0]
+        if limit > 1:
+            yield from [ids[0]] * 1000
+            yield from ids[1:]
+'''
+
+
+def test_the_budgets_longer_read_of_an_iterator_says_where_it_was_cut(
+        pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """Issue 43.4: the budget's second read (to the persona's size) of an iterator stops at
+    the read's bound like the first; the pair's ``read_cut`` says where, as for the first."""
+    from pytest_retrieval_eval.retrievers.ranked_output import REPEATS_READ
+
+    data, _, c = _history(tmp_path)
+    pytester.makepyfile(iter_store_43=ITER_STORE)
+    pytester.syspathinsert()
+    out = tmp_path / "r.json"
+    result = _run(pytester, f"--retrieval-eval-data={data}",
+                  "--retrieval-eval-retriever=iter_store_43:Store", "--retrieval-eval-k=1",
+                  f"--retrieval-eval-json={out}", f"--retrieval-eval-budget={sum(c)}")
+    assert result.ret == 0, result.stdout.str()
+    pair = json.loads(out.read_text())["pairs"][0]
+    assert pair["budget"]["reread"] is True
+    assert pair["read_cut"] == REPEATS_READ * 4  # the four sessions' bound
+    assert "read cut: iter: 1 pair(s)" in " ".join(result.stdout.str().split())

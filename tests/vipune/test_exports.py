@@ -46,12 +46,27 @@ def test_the_map_file_names_each_copy(tmp_path: Path) -> None:
     assert not list(folder.glob("*.tmp"))
 
 
-def test_an_unreadable_map_file_is_rewritten(tmp_path: Path) -> None:
+def test_a_map_or_copy_the_plugin_did_not_write_is_never_replaced(tmp_path: Path) -> None:
+    """Issue 43.11 at --retrieval-eval-store-dir: a stores.json or a copy's name holding a
+    file of someone else's is one line, left as it was; the plugin's own are replaced."""
+    from pytest_retrieval_eval.errors import CacheError
+
     src = store.build_store(tmp_path / "s.sqlite", [("a", "b", np.ones(384), "")])
     folder = tmp_path / "out"
     folder.mkdir()
-    (folder / exports.MAP_NAME).write_text("[1, 2")
-    exports.export_persona_store(src, folder, "q1")
+    (folder / exports.MAP_NAME).write_text("[1, 2")  # not a map of ours
+    with pytest.raises(CacheError, match=r"store map .*stores\.json is a file this plugin "
+                                         r"did not write"):
+        exports.export_persona_store(src, folder, "q1")
+    assert (folder / exports.MAP_NAME).read_text() == "[1, 2"
+    (folder / exports.MAP_NAME).unlink()
+    theirs = folder / exports.export_name("q2")
+    theirs.write_text("my notes")
+    with pytest.raises(CacheError, match=r"store copy .* is a file this plugin did not write"):
+        exports.export_persona_store(src, folder, "q2")
+    assert theirs.read_text() == "my notes"
+    exports.export_persona_store(src, folder, "q1")  # no file there: written
+    exports.export_persona_store(src, folder, "q1")  # the plugin's own copy and map: again
     assert exports.read_map(folder) == {"q1": exports.export_name("q1")}
 
 
