@@ -543,7 +543,9 @@ def test_export_store_failure_is_one_line(tmp_path: Path) -> None:
 def test_export_store_writes_through_a_symlink_and_refuses_a_fifo(tmp_path: Path) -> None:
     src = store.build_store(tmp_path / "s.sqlite", [("a", "b", np.ones(DIM), "")])
     real = tmp_path / "real.sqlite"
-    real.write_bytes(b"old")
+    other = store.build_store(tmp_path / "o.sqlite", [("c", "d", np.ones(DIM), "")])
+    real.write_bytes(other.read_bytes())  # an earlier copy of the plugin's, another store
+    assert real.read_bytes() != src.read_bytes()
     link = tmp_path / "q1.sqlite"
     link.symlink_to(real)
     store.export_store(src, link)
