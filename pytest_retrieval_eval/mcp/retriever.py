@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RetrievalEvalError, RetrieverError, one_line
-from ..retrievers.base import Memory, Persona, Query, _check_limit, _option
+from ..retrievers.base import Memory, Persona, Query, _check_limit, path_option, process_limits
 from .client import Broken, EventLoop, Server, ToolError
 from .mapping import ToolMapping, build_mapping, fill
 from .results import Answer, Provenance, Unit, read_results, refused, stored_id
@@ -336,15 +336,7 @@ def units_of(persona: Persona, unit: str) -> list[Unit]:
 
 def make_mcp_retriever(selector: str, options: object) -> McpRetriever:
     """The retriever for ``mcp:...`` with the run's timeouts and rootdir."""
-    timeout = _option(options, ("cmd_timeout",), 60.0)
-    index_timeout = _option(options, ("cmd_index_timeout",), 600.0)
-    rootdir = _option(options, ("rootdir",), None)
-    if rootdir is not None and not isinstance(rootdir, (str, os.PathLike)):
-        rootdir = None
-    cache_dir = _option(options, ("cache_dir",), None)
-    if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
-        cache_dir = None
-    return McpRetriever(selector, timeout=timeout,  # type: ignore[arg-type]
-                        index_timeout=index_timeout,  # type: ignore[arg-type]
-                        rootdir=rootdir, cache_dir=cache_dir)
+    timeout, index_timeout, rootdir = process_limits(options)
+    return McpRetriever(selector, timeout=timeout, index_timeout=index_timeout,
+                        rootdir=rootdir, cache_dir=path_option(options, "cache_dir"))
 

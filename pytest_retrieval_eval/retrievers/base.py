@@ -6,6 +6,7 @@ here (limits, the query vector, error wording) are shared by the built-in retrie
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -308,6 +309,21 @@ def _option(options: object, names: Sequence[str], default: object) -> object:
         elif hasattr(options, name):
             return getattr(options, name)
     return default
+
+
+def path_option(options: object, name: str) -> str | os.PathLike[str] | None:
+    """``name`` of ``options`` (:func:`_option`) when it is a path, else None."""
+    value = _option(options, (name,), None)
+    return value if isinstance(value, (str, os.PathLike)) else None
+
+
+def process_limits(options: object) -> tuple[float, float, str | os.PathLike[str] | None]:
+    """What a store run as a process (``cmd:``, ``mcp:``) takes from the run: the deadline
+    of one request (``--retrieval-eval-cmd-timeout``), of one persona's ingest
+    (``--retrieval-eval-cmd-index-timeout``), and the folder to start it in (the rootdir)."""
+    timeout = _option(options, ("cmd_timeout",), 60.0)
+    index_timeout = _option(options, ("cmd_index_timeout",), 600.0)
+    return float(timeout), float(index_timeout), path_option(options, "rootdir")  # type: ignore[arg-type]
 
 
 def part_times(retriever: object) -> dict[str, dict[str, float]] | None:

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import RetrievalEvalError, RetrieverError, one_line
-from .base import Memory, Persona, Query, _check_limit, _option
+from .base import Memory, Persona, Query, _check_limit, process_limits
 from .command_answers import (
     LineRefused,
     hello_fault,
@@ -499,11 +499,5 @@ class CommandRetriever:
 
 def make_command_retriever(selector: str, options: object) -> CommandRetriever:
     """The retriever for ``cmd:COMMAND`` with the run's timeouts and rootdir."""
-    timeout = _option(options, ("cmd_timeout",), 60.0)
-    index_timeout = _option(options, ("cmd_index_timeout",), 600.0)
-    cwd = _option(options, ("rootdir",), None)
-    if cwd is not None and not isinstance(cwd, (str, os.PathLike)):
-        cwd = None
-    return CommandRetriever(selector, timeout=timeout,  # type: ignore[arg-type]
-                            index_timeout=index_timeout,  # type: ignore[arg-type]
-                            cwd=cwd)
+    timeout, index_timeout, cwd = process_limits(options)
+    return CommandRetriever(selector, timeout=timeout, index_timeout=index_timeout, cwd=cwd)

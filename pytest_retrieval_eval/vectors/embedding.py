@@ -56,11 +56,6 @@ __all__ = [
     "resolved",
 ]
 
-#: Where a recipe's max length came from, in the model info (``max_length_from``) and the
-#: header: asked for (an option), the model folder's sentence_bert_config.json, or vipune's.
-LENGTH_SOURCES = {"asked": "asked for", "model": "sentence_bert_config.json",
-                  "vipune": "vipune's"}
-
 RECIPE_VERSION = 1
 """Bumped whenever a change here changes the vectors; part of the fingerprint."""
 
@@ -405,8 +400,9 @@ class Embedder:
 
 
 def resolved(config: EmbedConfig, files: ModelFiles) -> tuple[EmbedConfig, str]:
-    """``config`` with its max length decided, and where it came from (a key of
-    :data:`LENGTH_SOURCES`): as asked; else the model's own ``max_seq_length`` (its
+    """``config`` with its max length decided, and where it came from (``asked``, ``model``
+    or ``vipune``: the model info's ``max_length_from``, worded by the run header): as
+    asked; else the model's own ``max_seq_length`` (its
     ``sentence_bert_config.json``, what sentence-transformers embeds with); else vipune's
     512 (``src/embedding.rs``). bge-small names 512 itself, so its vectors do not move."""
     from dataclasses import replace
