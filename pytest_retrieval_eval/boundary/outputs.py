@@ -44,6 +44,7 @@ KINDS = {
     "json": "a JSON report of this plugin (with its \"schema_version\")",
     "markdown": "a Markdown file this plugin wrote (its first line is the plugin's marker)",
     "svg": f"an SVG this plugin wrote (it names {MARKER})",
+    "html": f"an HTML view this plugin wrote (its generator meta names {MARKER})",
     "png": f"a PNG figure this plugin wrote (it names {MARKER})",
     "pdf": f"a PDF figure this plugin wrote (it names {MARKER})",
     "badge-json": "a shields.io endpoint JSON as `retrieval-eval badge` writes it",
@@ -82,6 +83,8 @@ def _is_ours(path: Path, kind: str, size: int) -> bool:
                                            or start[1:].lstrip().startswith(b'"comparison"'))
     if kind == "markdown":
         return MARKDOWN_MARKER.encode() in head[:4096]
+    if kind == "html":
+        return f'<meta name="generator" content="{MARKER}">'.encode() in head[:4096]
     if kind in ("svg", "png", "pdf"):
         return MARKER.encode() in head or MARKER.encode() in tail
     if kind == "badge-json":

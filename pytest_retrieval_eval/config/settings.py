@@ -448,7 +448,8 @@ def _check_outputs_apart(settings: Settings) -> None:
     from ..boundary.outputs import output_refusal
 
     for option, given, kind in (("--retrieval-eval-json", settings.json_path, "json"),
-                                ("--retrieval-eval-markdown", settings.markdown, "markdown")):
+                                ("--retrieval-eval-markdown", settings.markdown, "markdown"),
+                                ("--retrieval-eval-html", settings.html, "html")):
         refused = None if given is None else output_refusal(option, given, kind)
         if refused is not None:  # only where no file is, or over one of ours (issue 43.11)
             raise usage_error(refused)

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..boundary.turn_ids import parse_turn_id
 from ..errors import RetrieverError
 from .base import Memory, Persona, Query, _check_limit
 
@@ -162,7 +163,8 @@ def _sessions(persona: Persona, turns: Persona) -> list[str]:
     known = set(persona.session_ids)
     out: list[str] = []
     for turn_id in turns.session_ids:
-        session = turn_id.rpartition("_")[0]
+        turn = parse_turn_id(turn_id)  # the one turn-id grammar (boundary/turn_ids.py)
+        session = turn.session if turn is not None else ""
         if session not in known:  # pragma: no cover - turn rows are made from the sessions
             raise RetrieverError(f"turn {turn_id!r} names no session of the persona")
         out.append(session)

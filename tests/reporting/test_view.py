@@ -85,6 +85,23 @@ def test_view_command_writes_a_page_and_refuses_to_replace_a_report(
     assert capsys.readouterr().err.count("\n") == 1
 
 
+def test_the_page_is_written_only_where_no_file_is_or_over_a_view(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 43.11 for the view: a file the plugin did not write is one line and left as it
+    was; a page the plugin wrote (its generator meta) is replaced."""
+    report = write_report(tmp_path / "r.json",
+                          make_report({"hybrid": [("q1", "multi-session", 1.0)]}))
+    theirs = tmp_path / "index.html"
+    theirs.write_text("<html>my page</html>", encoding="utf-8")
+    assert main(["view", str(report), "-o", str(theirs)]) == 4
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"-o {theirs} is a file this plugin did not write" in err
+    assert theirs.read_text(encoding="utf-8") == "<html>my page</html>"
+    ours = tmp_path / "view.html"
+    assert main(["view", str(report), "-o", str(ours)]) == 0
+    assert main(["view", str(report), "-o", str(ours)]) == 0  # its own page: replaced
+
+
 def test_the_option_and_its_ini_twin_write_the_page_beside_the_json(
         pytester: pytest.Pytester, isolated_cache: Path) -> None:
     pytester.makeini("[pytest]\nretrieval_eval_html = out/view.html\n")

@@ -167,8 +167,12 @@ def write_view(reports: Sequence[tuple[Path, Mapping[str, Any]]], path: Path, *,
     """Write the page for ``reports`` to ``path`` atomically (temp file and rename, as the
     JSON report is written); returns its size in bytes. One-line :class:`ViewError` naming
     ``option`` when it cannot be written."""
+    from ...boundary.outputs import output_refusal
     from ...io import user_files
 
+    refused = output_refusal(option, path, "html")
+    if refused is not None:  # only where no file is, or over a view of ours (issue 43.11)
+        raise ViewError(refused)
     try:
         text = render_html(page_data(reports, comparison=comparison))
     except ValueError:
