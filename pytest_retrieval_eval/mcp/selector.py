@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import RetrievalEvalError, printable
+from ..retrievers.base import MCP_PREFIX
 from ..retrievers.variants import _keyword_value
 
 __all__ = ["PREFIX", "McpSelector", "parse_selector"]
 
-#: The selector prefix of a memory server over MCP.
-PREFIX = "mcp:"
+#: The selector prefix of a memory server over MCP (one spelling: retrievers/base.py).
+PREFIX = MCP_PREFIX
 
 #: ``NAME=`` up front (as for ``cmd:``): letters, digits, ``_``, ``.``, ``-``.
 _NAMED = re.compile(r"([A-Za-z0-9_][A-Za-z0-9_.-]*)=(?=\S)")

@@ -18,8 +18,8 @@ import numpy as np
 from .. import vipune
 from ..errors import RetrieverError, one_line
 
-__all__ = ["RUN_PREFIX", "CheckedScores", "LazySequence", "LazyTexts", "Memory", "Persona", "Query",
-           "Retriever", "TurnLists"]
+__all__ = ["MCP_PREFIX", "RUN_PREFIX", "CheckedScores", "LazySequence", "LazyTexts", "Memory",
+           "Persona", "Query", "Retriever", "TurnLists", "path_option", "process_limits"]
 
 T = TypeVar("T")
 
@@ -27,6 +27,9 @@ T = TypeVar("T")
 #: A TREC run file's selector prefix (``run:PATH``, :mod:`.trec_run`), here where every run
 #: loads it: naming it loads no run-file code.
 RUN_PREFIX = "run:"
+#: The selector prefix of a memory server over MCP (mcp/): here, so that a run with no
+#: ``mcp:`` store loads nothing of that wing.
+MCP_PREFIX = "mcp:"
 
 
 class CheckedScores(tuple[tuple[str, float], ...]):

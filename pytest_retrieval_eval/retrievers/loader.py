@@ -12,8 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import RetrievalEvalError, StopRun, one_line, printable
-from ..mcp.selector import PREFIX as MCP_PREFIX
-from .base import RUN_PREFIX, _option
+from .base import MCP_PREFIX, RUN_PREFIX, _option
 from .command_selector import PREFIX as COMMAND_PREFIX
 from .variants import VariantError, is_variant, parse_keywords, split_dotted
 

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import retrievers as retrievers_mod
-from ..data.turn_rows import TurnRowsCache, persona_turn_rows
 from ..retrievers.base import LazySequence, TurnLists
 from ..vectors.cache import query_key
 from ..vipune import store as store_mod
 
 if TYPE_CHECKING:
     from ..data.corpus import Corpus, PairRecord
+    from ..data.turn_rows import TurnRowsCache
     from ..vectors.cache import VectorCache
     from ..vectors.embedding import Embedder
 
@@ -78,7 +78,6 @@ def build_persona(pair: PairRecord, corpus: Corpus, vectors: VectorCache | None,
                               lambda row: corpus.turns([pair.text_keys[row]])[0],
                               len(pair.text_keys), corpus.turns)
     turned: dict[bool, retrievers_mod.Persona] = {}
-    kept = TurnRowsCache(stores.root.parent / "turns", stores.verify)
 
     def turn_rows(*, vectors: bool = True) -> retrievers_mod.Persona:
         # one per persona, however many +unit:turn retrievers ask; its vectors read only
@@ -86,7 +85,10 @@ def build_persona(pair: PairRecord, corpus: Corpus, vectors: VectorCache | None,
         wanted = vectors and embed is not None
         if wanted not in turned:
             base = turned.get(False)
-            if base is None:
+            if base is None:  # a run with no +unit:turn retriever never loads turn_rows
+                from ..data.turn_rows import TurnRowsCache
+
+                kept = TurnRowsCache(stores.root.parent / "turns", stores.verify)
                 base = turn_persona(pair, session_turns, stores, kept)
                 turned[False] = base
             turned[wanted] = base if not wanted else replace(
@@ -122,6 +124,8 @@ def turn_persona(pair: PairRecord, turns: TurnLists, stores: store_mod.StoreCach
     them), texts rendered from the corpus's turns when first read, a vipune store of the turn
     rows (no vectors in it: only FTS5 searches it), built on first use like the session
     store."""
+    from ..data.turn_rows import persona_turn_rows
+
     rows, built_texts = persona_turn_rows(kept, pair.session_ids, pair.text_keys,
                                           pair.created_at, turns.of_keys)
     turns.counts = rows.turn_counts

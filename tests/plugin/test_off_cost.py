@@ -73,7 +73,8 @@ UNUSED_BY_HYBRID = {
         "reporting.markdown", "data.json_stream", "data.subset", "data.turn_texts",
         "vipune.exports", "vipune.cli_output", "adapters", "adapters.registry",
         "adapters.library", "adapters.sessions", "adapters.langchain", "adapters.llamaindex",
-        "adapters.mem0", "adapters.mem0_llm")
+        "adapters.mem0", "adapters.mem0_llm", "data.turn_rows", "mcp", "mcp.selector",
+        "mcp.mapping", "mcp.retriever", "mcp.client", "reporting.view", "reporting.view.page")
 }
 
 RUN_PROBE = """
