@@ -75,7 +75,11 @@ def stdio_serial(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.slow
 def test_a_stdio_server_equals_the_store_in_process_and_n2_equals_serial(
-        pytester: pytest.Pytester, stdio_serial: Path) -> None:
+        pytester: pytest.Pytester, stdio_serial: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # xdist's workers import the in-process twin (tests.support...) from a fresh process: the
+    # repository's root on their path, as pytest's rootdir insertion gives the controller
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
     selector = f"mcp:cos={PY} {shlex.quote(str(COSINE))}+map:{stdio_serial}"
     args = ("--retrieval-eval-retriever", f"{IN_PROCESS},{selector}", *SUBSET)
     result, serial = run(pytester, *args, "-v")  # -v: the timing lines
