@@ -75,13 +75,15 @@ def stdio_serial(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.slow
 def test_a_stdio_server_equals_the_store_in_process_and_n2_equals_serial(
-        pytester: pytest.Pytester, stdio_serial: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # xdist's workers import the in-process twin (tests.support...) from a fresh process: the
-    # repository's root on their path, as pytest's rootdir insertion gives the controller
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
-        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
+        pytester: pytest.Pytester, stdio_serial: Path) -> None:
+    # xdist's workers are fresh processes started in the run's folder, where the repository's
+    # tests package is not importable (under the README's test command): the in-process twin
+    # is a module of that folder, its source the one the other tests import, and the folder
+    # on every process's path as a user puts it (`pythonpath = .`, as the loader's line says)
+    pytester.makepyfile(cosine_twin=(ROOT / "tests/support/mcp/cosine.py").read_text())
+    pytester.makeini("[pytest]\npythonpath = .\n")
     selector = f"mcp:cos={PY} {shlex.quote(str(COSINE))}+map:{stdio_serial}"
-    args = ("--retrieval-eval-retriever", f"{IN_PROCESS},{selector}", *SUBSET)
+    args = ("--retrieval-eval-retriever", f"cosine_twin:CosineStore,{selector}", *SUBSET)
     result, serial = run(pytester, *args, "-v")  # -v: the timing lines
     assert_equal_pairs(serial, "cos", "cosine-inprocess", 4)
     timing = serial["timing"]["cos"]
