@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 # numpy is loaded before any in-process pytester run snapshots sys.modules: a C extension
@@ -9,7 +11,30 @@ from pathlib import Path
 import numpy  # noqa: F401
 import pytest
 
+from tests.support.processes import CHILD_ADDOPTS, child_addopts
+
 pytest_plugins = ["pytester"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _children_skip_unused_plugins() -> Iterator[None]:
+    """Children started with this process's environment (``subprocess.run(["pytest", ...])``)
+    get :data:`CHILD_ADDOPTS`; this process was configured before, so it keeps its own."""
+    before = os.environ.get("PYTEST_ADDOPTS")
+    os.environ["PYTEST_ADDOPTS"] = child_addopts(before or "")
+    yield
+    if before is None:
+        os.environ.pop("PYTEST_ADDOPTS", None)
+    else:
+        os.environ["PYTEST_ADDOPTS"] = before
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytester, whose runs get :data:`CHILD_ADDOPTS` (pytester itself clears
+    ``PYTEST_ADDOPTS``; a test may set its own after)."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", CHILD_ADDOPTS)
+    return pytester
 
 
 @pytest.fixture

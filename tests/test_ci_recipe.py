@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from pytest_retrieval_eval.boundary.outputs import MARKDOWN_MARKER
+from tests.support.processes import child_addopts
 
 yaml = pytest.importorskip("yaml", reason="PyYAML is in the test extra")
 
@@ -102,7 +103,7 @@ def run_job(workflow: dict[str, Any], runner: Runner, bin_dir: Path) -> None:
                        PATH=f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}"
                        f"{os.pathsep}{os.environ.get('PATH', '')}",
                        HF_HUB_OFFLINE="1", HF_HOME=str(runner.workspace.parent / "hf"),
-                       PYTEST_ADDOPTS="-p no:randomly -p no:cacheprovider")
+                       PYTEST_ADDOPTS=child_addopts("-p no:randomly -p no:cacheprovider"))
             script = runner.expand(step["run"])
             done = subprocess.run(["bash", "--noprofile", "--norc", "-e", "-o", "pipefail",
                                    "-c", script], cwd=runner.workspace, env=env,

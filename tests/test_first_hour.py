@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import pytest_retrieval_eval.run.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
+from tests.support.processes import CHILD_ADDOPTS
 from tests.test_readme import NETWORK, README, ROOT, SHELL, TEST_COMMAND
 
 #: ``python3 -m venv DIR`` as a stand-in: DIR/bin/pip and DIR/bin/pytest that do nothing but
@@ -84,6 +85,7 @@ def test_the_pairs_run_at_the_plugins_root_without_the_test_extra(tmp_path: Path
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("PYTEST_", "HF_", "RETRIEVAL_EVAL_"))}
     env.update(PYTHONPATH=f"{blocked.parent}{os.pathsep}{ROOT}", HF_HUB_OFFLINE="1",
+               PYTEST_ADDOPTS=CHILD_ADDOPTS,
                HF_HOME=str(tmp_path / "hf"), RETRIEVAL_EVAL_CACHE_DIR=str(tmp_path / "cache"))
     done = subprocess.run([sys.executable, "-m", "pytest", "--retrieval-eval", "--no-model",
                            "retrieval-eval", "-p", "no:cacheprovider", "-n", "0"],

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.processes import CHILD_ADDOPTS
+
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 MAX_BYTES = 15 * 1024  # "a user's page of at most ~15 KB"
@@ -102,6 +104,7 @@ def _env(home: Path, cache: Path) -> dict[str, str]:
         HF_HOME=str(home / "hf"),
         RETRIEVAL_EVAL_CACHE_DIR=str(cache),
         HOME=str(home),
+        PYTEST_ADDOPTS=CHILD_ADDOPTS,
     )
     return env
 

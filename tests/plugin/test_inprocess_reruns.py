@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.processes import CHILD_ADDOPTS
+
 #: Runs the bundled sample twice in one interpreter, putting sys.modules back after each run
 #: as pytester does, with the plugin's hook module (as the outer pytest has it) loaded before.
 TWICE = """
@@ -43,7 +45,8 @@ def _facts(report: Path) -> tuple[list[object], int]:
 
 def test_a_second_run_in_one_process_scores_as_the_first(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    env.update(HF_HUB_OFFLINE="1", RETRIEVAL_EVAL_CACHE_DIR=str(tmp_path / "cache"))
+    env.update(HF_HUB_OFFLINE="1", RETRIEVAL_EVAL_CACHE_DIR=str(tmp_path / "cache"),
+               PYTEST_ADDOPTS=CHILD_ADDOPTS)
     done = subprocess.run([sys.executable, "-c", TWICE], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     line = next((x for x in done.stdout.splitlines() if x.startswith("CODES")), None)

@@ -44,6 +44,8 @@ from sybil import Document, Example, Region
 from sybil.example import SybilFailure
 from sybil.parsers.markdown.lexers import RawFencedCodeBlockLexer
 
+from tests.support.processes import child_addopts
+
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 NOT_RUN = re.compile(r"^<!--\s*not-run:\s*(?P<reason>.+?)\s*-->$")
@@ -169,7 +171,7 @@ def _environment(home: Path, cache: Path) -> dict[str, str]:
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
         HF_HUB_OFFLINE="1", HF_HOME=str(home / "hf"), HOME=str(home),
         RETRIEVAL_EVAL_CACHE_DIR=str(cache), COLUMNS=WIDTH,
-        PYTEST_ADDOPTS="-p no:randomly -p no:cacheprovider",
+        PYTEST_ADDOPTS=child_addopts("-p no:randomly -p no:cacheprovider"),
         MPLBACKEND="Agg",
     )
     return env

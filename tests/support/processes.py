@@ -10,6 +10,19 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+#: What every child pytest of the suite (pytester's runs, in-process or not, and the
+#: subprocesses the tests start) is given in ``PYTEST_ADDOPTS`` (the root conftest sets it):
+#: two third-party plugins that the test extra installs and no test exercises are left out.
+#: Hypothesis's plugin imports all of Hypothesis in its terminal summary (about 0.7 s of CPU
+#: a child process) and LangSmith's (langchain-core's dependency) its client when it loads
+#: (about 0.3 s); the suite starts a few hundred children. A test about plugins names its own.
+CHILD_ADDOPTS = "-p no:hypothesispytest -p no:langsmith_plugin"
+
+
+def child_addopts(extra: str = "") -> str:
+    """``PYTEST_ADDOPTS`` for a child pytest: :data:`CHILD_ADDOPTS`, then ``extra``."""
+    return f"{CHILD_ADDOPTS} {extra}".strip()
+
 
 def gone(pid: int) -> bool:
     """Whether process ``pid`` is gone (a zombie nobody reaped yet counts as gone)."""

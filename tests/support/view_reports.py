@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests.support.processes import CHILD_ADDOPTS
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_MEMORIES = ROOT / "examples" / "memories"
 
@@ -39,7 +41,7 @@ def _env(cache: Path) -> dict[str, str]:
                 "PYTHONPATH": os.pathsep.join([str(ROOT), str(EXAMPLE_MEMORIES),
                                                env.get("PYTHONPATH", "")]).rstrip(os.pathsep)})
     env.pop("GITHUB_STEP_SUMMARY", None)
-    env.pop("PYTEST_ADDOPTS", None)
+    env["PYTEST_ADDOPTS"] = CHILD_ADDOPTS
     return env
 
 
