@@ -79,28 +79,33 @@ def _fail(name: str, question_id: str, what: str, fix: str) -> RetrieverError:
     return RetrieverError(f"{name}: question {question_id}: {what}; {fix}")
 
 
+def _shown(memory_id: object) -> str:
+    """A memory's id as its error line shows it (made only for an error line)."""
+    return one_line(repr(memory_id), 60)
+
+
 def _checked(item: object, name: str, question_id: str) -> Memory:
     """One returned item as a well-typed memory (a session id or pair: its one-session
     memory)."""
     if isinstance(item, Memory):
-        shown = one_line(repr(item.id), 60)
         if not isinstance(item.id, str) or not item.id:
-            raise _fail(name, question_id, f"a memory's id is {shown}",
+            raise _fail(name, question_id, f"a memory's id is {_shown(item.id)}",
                         "give each Memory a non-empty string id")
         sessions, turns = _strings(item.sessions), _strings(item.turns)
         if sessions is None or turns is None:
             field = "sessions" if sessions is None else "turns"
-            raise _fail(name, question_id, f"memory {shown}: {field} is not a tuple of "
-                        "strings", f"give {field} as a tuple of ids")
+            raise _fail(name, question_id, f"memory {_shown(item.id)}: {field} is not a "
+                        "tuple of strings", f"give {field} as a tuple of ids")
         if not sessions and not turns:
-            raise _fail(name, question_id, f"memory {shown} names no session and no turn",
+            raise _fail(name, question_id, f"memory {_shown(item.id)} names no session and "
+                        "no turn",
                         "give each Memory its provenance: sessions=(...) or turns=(...)")
         if item.score is not None and not _is_score(item.score):
-            raise _fail(name, question_id, f"memory {shown}: score "
+            raise _fail(name, question_id, f"memory {_shown(item.id)}: score "
                         f"{one_line(repr(item.score), 40)} is not a finite number",
                         "give a number (higher is better) or None")
         if item.text is not None and not isinstance(item.text, str):
-            raise _fail(name, question_id, f"memory {shown}: text is "
+            raise _fail(name, question_id, f"memory {_shown(item.id)}: text is "
                         f"{type(item.text).__name__}, not a string", "give a str or None")
         return Memory(item.id, parse_score(item.score), sessions, turns, item.text)
     if _is_pair(item):
@@ -115,22 +120,26 @@ def _checked(item: object, name: str, question_id: str) -> Memory:
     return Memory(sid, None, (sid,))
 
 
+def _provenance_fix() -> str:
+    return ("a memory names only this question's sessions (persona.session_ids) and their "
+            f"turns, {GRAMMAR}")
+
+
 def _check_provenance(memory: Memory, persona: Persona, rows: Mapping[str, int],
                       name: str, question_id: str) -> None:
-    fix = ("a memory names only this question's sessions (persona.session_ids) and their "
-           f"turns, {GRAMMAR}")
-    shown = one_line(repr(memory.id), 60)
     for sid in memory.sessions:
         if sid not in rows:
-            raise _fail(name, question_id, f"memory {shown} names session "
+            raise _fail(name, question_id, f"memory {_shown(memory.id)} names session "
                         f"{one_line(repr(sid), 60)}, not a session of this question's "
-                        f"haystack ({len(rows)} sessions)", fix)
+                        f"haystack ({len(rows)} sessions)", _provenance_fix())
+    if not memory.turns:
+        return
     known_turns = len(persona.turns) == len(persona.session_ids)
     for tid in memory.turns:
         turn = parse_turn_id(tid)  # the one reading of a turn id (boundary/turn_ids.py)
         row = None if turn is None else rows.get(turn.session)
         if turn is not None and row is not None and tid in rows:
-            raise _fail(name, question_id, f"memory {shown} names turn "
+            raise _fail(name, question_id, f"memory {_shown(memory.id)} names turn "
                         f"{one_line(repr(tid), 60)}, which is also a session id of this "
                         f"question's haystack (turn {turn.number} of session "
                         f"{one_line(repr(turn.session), 40)}, or session "
@@ -140,9 +149,9 @@ def _check_provenance(memory: Memory, persona: Persona, rows: Mapping[str, int],
         bad = turn is None or row is None or (
             known_turns and turn.number > _turn_count(persona, row))
         if bad:
-            raise _fail(name, question_id, f"memory {shown} names turn "
+            raise _fail(name, question_id, f"memory {_shown(memory.id)} names turn "
                         f"{one_line(repr(tid), 60)}, not a turn of this question's "
-                        "haystack", fix)
+                        "haystack", _provenance_fix())
 
 
 def _turn_count(persona: Persona, row: int) -> int:
