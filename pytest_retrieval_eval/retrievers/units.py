@@ -48,9 +48,13 @@ class TurnUnit:
     #: The turn rows (vectors read, store built) are made in ``index``, timed as ingest.
     needs_store = False
 
-    def __init__(self, name: str, base: Any) -> None:
+    def __init__(self, name: str, base: Any, verify: str = "stamp") -> None:
         self.name = name
         self.base = base
+        #: ``--retrieval-eval-verify``: how far a kept turn index is trusted (bm25's:
+        #: :func:`..io.checksums.read_committed`; ``full`` rehashes it, as the session
+        #: stores and the kept turn rows are rehashed).
+        self.verify = verify
         self.params = dict(getattr(base, "params", {}))
         self.needs_vectors = bool(getattr(base, "needs_vectors", True))
         #: The bytes of the turn store the last ``index`` built or found (FTS5 bases).
@@ -84,7 +88,7 @@ class TurnUnit:
         kept = getattr(self.base, "kept_index", None)
         if callable(kept) and persona.workdir is not None:
             # bm25's index of the turn rows, kept in the persona's workdir across runs
-            kept(turns, persona.workdir / f"turns-{_KEPT_FORMAT}.bm25")
+            kept(turns, persona.workdir / f"turns-{_KEPT_FORMAT}.bm25", self.verify)
 
     def rank(self, persona: Persona, query: Query, limit: int) -> list[Memory]:
         lim = _check_limit(limit)
