@@ -36,7 +36,7 @@ from ..io.checksums import drop_committed, read_committed, write_committed
 from .pairs import render_session, text_key
 
 __all__ = ["FORMAT", "TurnRows", "TurnRowsCache", "build_turn_rows", "persona_turn_rows",
-           "turn_rows_key"]
+           "release_handed", "turn_rows_key"]
 
 #: Bumped whenever what a turn-rows file holds, or how rows are made, changes.
 FORMAT = 1
@@ -194,8 +194,18 @@ class TurnRowsCache:
 
 #: Rows handed on by the run's start to the persona that ranks them (:meth:`TurnRowsCache.
 #: get_or_build`'s ``hand_on``), taken by its first load: held at most from the start to that
-#: persona's turn of the run (their keys are the strings the start's extended pairs hold).
+#: persona's turn of the run, or to the session's end (:func:`release_handed`); their keys
+#: are the strings the start's extended pairs hold.
 _HANDED: dict[tuple[Path, str], TurnRows] = {}
+
+
+def release_handed(root: str | Path) -> None:
+    """Drop the rows handed on under ``root`` that no persona took (the run's end: pairs
+    deselected, or a run stopped), so that a process running several sessions (pytester's
+    in-process runs) keeps none past its session."""
+    folder = Path(root)
+    for key in [k for k in _HANDED if k[0].is_relative_to(folder)]:
+        del _HANDED[key]
 
 
 #: Per session text key, its kept turns' numbers and text keys and its turn count, for the

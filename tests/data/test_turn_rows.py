@@ -119,4 +119,7 @@ def test_rows_the_start_read_are_handed_to_the_persona_once(tmp_path: Path) -> N
     persona = TurnRowsCache(tmp_path)
     assert persona.load(key, len(TURNS)) is not None and persona.read == 0  # handed
     assert persona.load(key, len(TURNS)) is not None and persona.read == 1  # read
-    assert not turn_rows._HANDED
+    assert not [k for k in turn_rows._HANDED if k[0].is_relative_to(tmp_path)]
+    start.get_or_build(key, len(TURNS), lambda: pytest.fail("built"), hand_on=True)
+    turn_rows.release_handed(tmp_path)  # the run's end: what no persona took is dropped
+    assert not [k for k in turn_rows._HANDED if k[0].is_relative_to(tmp_path)]
