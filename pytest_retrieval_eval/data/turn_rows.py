@@ -36,7 +36,7 @@ from ..io.checksums import drop_committed, read_committed, write_committed
 from .pairs import render_session, text_key
 
 __all__ = ["FORMAT", "TurnRows", "TurnRowsCache", "build_turn_rows", "persona_turn_rows",
-           "turn_rows_key"]
+           "release_handed", "turn_rows_key"]
 
 #: Bumped whenever what a turn-rows file holds, or how rows are made, changes.
 FORMAT = 1
@@ -152,11 +152,15 @@ class TurnRowsCache:
     def path_for(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}{_SUFFIX}"
 
-    def load(self, key: str, sessions: int) -> TurnRows | None:
+    def load(self, key: str, sessions: int, *, take: bool = True) -> TurnRows | None:
         """The rows kept under ``key``, or None: none kept, or the file fails its sidecar
         (its stamp, else a rehash) or does not parse; such a file is removed (rebuilt by
-        :meth:`get_or_build`)."""
+        :meth:`get_or_build`). ``take``: rows this process handed on (:meth:`get_or_build`'s
+        ``hand_on``) are taken, not read again."""
         path = self.path_for(key)
+        handed = _HANDED.pop((path, self.verify), None) if take else None
+        if handed is not None and len(handed.turn_counts) == sessions:
+            return handed
         data = read_committed(path, self.verify)
         if data is None:
             return None
@@ -168,18 +172,40 @@ class TurnRowsCache:
         return rows
 
     def get_or_build(self, key: str, sessions: int,
-                     build: Callable[[], tuple[TurnRows, list[str] | None]]
-                     ) -> tuple[TurnRows, list[str] | None]:
+                     build: Callable[[], tuple[TurnRows, list[str] | None]],
+                     *, hand_on: bool = False) -> tuple[TurnRows, list[str] | None]:
         """The rows kept under ``key`` (texts None: not read), else ``build()``'s rows and
         texts, kept for the next run (best effort: a cache that cannot be written only costs
-        the next run a build)."""
-        rows = self.load(key, sessions)
-        if rows is not None:
-            return rows, None
-        rows, texts = build()
-        if write_committed(self.path_for(key), _encode(rows)):
-            self.built += 1
+        the next run a build). ``hand_on``: the rows are also held for this process's next
+        :meth:`load` of ``key`` (the run's start reads every persona's rows for their turn
+        keys; each persona's first ranking takes them there, one read and decode a persona,
+        not two)."""
+        rows = self.load(key, sessions, take=not hand_on)  # a start's pass reads them
+        if rows is None:
+            rows, texts = build()
+            if write_committed(self.path_for(key), _encode(rows)):
+                self.built += 1
+        else:
+            texts = None
+        if hand_on:
+            _HANDED[(self.path_for(key), self.verify)] = rows
         return rows, texts
+
+
+#: Rows handed on by the run's start to the persona that ranks them (:meth:`TurnRowsCache.
+#: get_or_build`'s ``hand_on``), taken by its first load: held at most from the start to that
+#: persona's turn of the run, or to the session's end (:func:`release_handed`); their keys
+#: are the strings the start's extended pairs hold.
+_HANDED: dict[tuple[Path, str], TurnRows] = {}
+
+
+def release_handed(root: str | Path) -> None:
+    """Drop the rows handed on under ``root`` that no persona took (the run's end: pairs
+    deselected, or a run stopped), so that a process running several sessions (pytester's
+    in-process runs) keeps none past its session."""
+    folder = Path(root)
+    for key in [k for k in _HANDED if k[0].is_relative_to(folder)]:
+        del _HANDED[key]
 
 
 #: Per session text key, its kept turns' numbers and text keys and its turn count, for the
@@ -192,14 +218,15 @@ SESSIONS_KEPT = 50_000
 
 def persona_turn_rows(kept: TurnRowsCache, session_ids: Sequence[str],
                       text_keys: Sequence[str], created_at: Sequence[str],
-                      turns_of: Callable[[list[str]], Sequence[Sequence[Mapping[str, str]]]]
-                      ) -> tuple[TurnRows, list[str] | None]:
+                      turns_of: Callable[[list[str]], Sequence[Sequence[Mapping[str, str]]]],
+                      *, hand_on: bool = False) -> tuple[TurnRows, list[str] | None]:
     """A persona's turn rows, read back from ``kept`` or built and kept; ``turns_of(keys)``:
     the turns of the sessions of those text keys (only sessions this process has not made
     rows of yet are read). With them, in ``extra``, the turn persona's own key (``"key"``)
     and its FTS5 store's (``"store"``), as :mod:`..vipune.store` addresses them. Texts: the
     built rows' when every session was read here (None: read back, or some rows made from
-    sessions seen before; rendered when asked)."""
+    sessions seen before; rendered when asked). ``hand_on``: as
+    :meth:`TurnRowsCache.get_or_build`'s."""
     from ..vipune import store as store_mod  # the store's addressing rules
 
     salt = store_mod.store_key("0" * 64, "turns")
@@ -235,4 +262,4 @@ def persona_turn_rows(kept: TurnRowsCache, session_ids: Sequence[str],
                         np.asarray(counts, dtype=np.int32), extra), every
 
     return kept.get_or_build(turn_rows_key(session_ids, text_keys, created_at, salt),
-                             len(session_ids), build)
+                             len(session_ids), build, hand_on=hand_on)

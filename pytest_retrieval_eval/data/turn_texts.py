@@ -91,7 +91,7 @@ class WithTurnTexts:
         for pair in self.corpus.pairs:
             keys = list(pair.text_keys)
             rows, texts = persona_turn_rows(kept, pair.session_ids, keys, pair.created_at,
-                                            self.corpus.turns)
+                                            self.corpus.turns, hand_on=True)
             if texts is not None:
                 for key, text in zip(rows.keys, texts, strict=True):
                     self._turn_texts.setdefault(key, text)

@@ -28,7 +28,7 @@ distinct sessions). One-session memories reach ``limit`` memories by ``limit`` s
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..boundary.scores import is_number, parse_score
@@ -79,30 +79,36 @@ def _fail(name: str, question_id: str, what: str, fix: str) -> RetrieverError:
     return RetrieverError(f"{name}: question {question_id}: {what}; {fix}")
 
 
+def _shown(memory_id: object) -> str:
+    """A memory's id as its error line shows it (made only for an error line)."""
+    return one_line(repr(memory_id), 60)
+
+
 def _checked(item: object, name: str, question_id: str) -> Memory:
     """One returned item as a well-typed memory (a session id or pair: its one-session
     memory)."""
     if isinstance(item, Memory):
-        shown = one_line(repr(item.id), 60)
         if not isinstance(item.id, str) or not item.id:
-            raise _fail(name, question_id, f"a memory's id is {shown}",
+            raise _fail(name, question_id, f"a memory's id is {_shown(item.id)}",
                         "give each Memory a non-empty string id")
         sessions, turns = _strings(item.sessions), _strings(item.turns)
         if sessions is None or turns is None:
             field = "sessions" if sessions is None else "turns"
-            raise _fail(name, question_id, f"memory {shown}: {field} is not a tuple of "
-                        "strings", f"give {field} as a tuple of ids")
+            raise _fail(name, question_id, f"memory {_shown(item.id)}: {field} is not a "
+                        "tuple of strings", f"give {field} as a tuple of ids")
         if not sessions and not turns:
-            raise _fail(name, question_id, f"memory {shown} names no session and no turn",
+            raise _fail(name, question_id, f"memory {_shown(item.id)} names no session and "
+                        "no turn",
                         "give each Memory its provenance: sessions=(...) or turns=(...)")
-        if item.score is not None and not _is_score(item.score):
-            raise _fail(name, question_id, f"memory {shown}: score "
+        score = None if item.score is None else parse_score(item.score)
+        if item.score is not None and score is None:
+            raise _fail(name, question_id, f"memory {_shown(item.id)}: score "
                         f"{one_line(repr(item.score), 40)} is not a finite number",
                         "give a number (higher is better) or None")
         if item.text is not None and not isinstance(item.text, str):
-            raise _fail(name, question_id, f"memory {shown}: text is "
+            raise _fail(name, question_id, f"memory {_shown(item.id)}: text is "
                         f"{type(item.text).__name__}, not a string", "give a str or None")
-        return Memory(item.id, parse_score(item.score), sessions, turns, item.text)
+        return Memory(item.id, score, sessions, turns, item.text)
     if _is_pair(item):
         sid = str(item[0])  # type: ignore[index]
         score = parse_score(item[1])  # type: ignore[index]
@@ -115,22 +121,26 @@ def _checked(item: object, name: str, question_id: str) -> Memory:
     return Memory(sid, None, (sid,))
 
 
+def _provenance_fix() -> str:
+    return ("a memory names only this question's sessions (persona.session_ids) and their "
+            f"turns, {GRAMMAR}")
+
+
 def _check_provenance(memory: Memory, persona: Persona, rows: Mapping[str, int],
-                      name: str, question_id: str) -> None:
-    fix = ("a memory names only this question's sessions (persona.session_ids) and their "
-           f"turns, {GRAMMAR}")
-    shown = one_line(repr(memory.id), 60)
+                      name: str, question_id: str,
+                      turn_count: Callable[[int], int] | None = None) -> None:
+    """``memory`` names only the persona's sessions and their turns; ``turn_count``: each
+    session row's turn count, where the persona knows its turns (:func:`_turn_counter`)."""
     for sid in memory.sessions:
         if sid not in rows:
-            raise _fail(name, question_id, f"memory {shown} names session "
+            raise _fail(name, question_id, f"memory {_shown(memory.id)} names session "
                         f"{one_line(repr(sid), 60)}, not a session of this question's "
-                        f"haystack ({len(rows)} sessions)", fix)
-    known_turns = len(persona.turns) == len(persona.session_ids)
+                        f"haystack ({len(rows)} sessions)", _provenance_fix())
     for tid in memory.turns:
         turn = parse_turn_id(tid)  # the one reading of a turn id (boundary/turn_ids.py)
         row = None if turn is None else rows.get(turn.session)
         if turn is not None and row is not None and tid in rows:
-            raise _fail(name, question_id, f"memory {shown} names turn "
+            raise _fail(name, question_id, f"memory {_shown(memory.id)} names turn "
                         f"{one_line(repr(tid), 60)}, which is also a session id of this "
                         f"question's haystack (turn {turn.number} of session "
                         f"{one_line(repr(turn.session), 40)}, or session "
@@ -138,19 +148,24 @@ def _check_provenance(memory: Memory, persona: Persona, rows: Mapping[str, int],
                         "name that session in sessions=(...), not turns=(...); a turn id "
                         "that is also a session id cannot be read one way")
         bad = turn is None or row is None or (
-            known_turns and turn.number > _turn_count(persona, row))
+            turn_count is not None and turn.number > turn_count(row))
         if bad:
-            raise _fail(name, question_id, f"memory {shown} names turn "
+            raise _fail(name, question_id, f"memory {_shown(memory.id)} names turn "
                         f"{one_line(repr(tid), 60)}, not a turn of this question's "
-                        "haystack", fix)
+                        "haystack", _provenance_fix())
 
 
-def _turn_count(persona: Persona, row: int) -> int:
-    """Session ``row``'s turn count; without reading its turns where the persona knows it
-    (:class:`.base.TurnLists`)."""
-    count = getattr(persona.turns, "count", None)
-    return int(count(row)) if isinstance(persona.turns, TurnLists) and callable(count) \
-        else len(persona.turns[row])
+def _turn_counter(persona: Persona) -> Callable[[int], int] | None:
+    """Each session row's turn count (None: the persona does not know its sessions'
+    turns); without reading its turns where the persona knows the count
+    (:class:`.base.TurnLists`). Asked once a ranking, not once a memory."""
+    if len(persona.turns) != len(persona.session_ids):
+        return None
+    turns = persona.turns
+    count = getattr(turns, "count", None)
+    if isinstance(turns, TurnLists) and callable(count):
+        return lambda row: int(count(row))
+    return lambda row: len(turns[row])
 
 
 def read_memories(items: Iterable[object], persona: Persona, name: str,
@@ -160,8 +175,9 @@ def read_memories(items: Iterable[object], persona: Persona, name: str,
     given or none."""
     rows = {sid: i for i, sid in enumerate(persona.session_ids)}
     out = [_checked(item, name, question_id) for item in items]
+    turn_count = _turn_counter(persona) if any(m.turns for m in out) else None
     for memory in out:
-        _check_provenance(memory, persona, rows, name, question_id)
+        _check_provenance(memory, persona, rows, name, question_id, turn_count)
     scored = [m.score is not None for m in out]
     if any(scored) and not all(scored):
         first = out[scored.index(False)]

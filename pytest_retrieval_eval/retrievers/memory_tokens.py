@@ -15,6 +15,7 @@ covers, in order (its ``sessions``, then its turns' sessions, de-duplicated), th
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -198,7 +199,7 @@ def budget_step(context: Sequence[str | Memory], per_k: Mapping[int, Sequence[st
                 counts: TokenCounts,
                 more: Callable[[], Sequence[str | Memory]] | None = None,
                 first: Callable[[int], Sequence[str | Memory]] | None = None,
-                sizes: Sequence[int] = (),
+                sizes: Sequence[int] = (), cap: int = 0,
                 ) -> tuple[dict[str, float], dict[str, Any]]:
     """A pair's budget metrics and facts: ``recall@<B>tok`` on ``context`` (the memories of
     the ranking read for the largest k), ``tokens@k`` on ``per_k[k]`` (the ranking k is
@@ -241,18 +242,23 @@ def budget_step(context: Sequence[str | Memory], per_k: Mapping[int, Sequence[st
     distinct = len({s for c in covered for s in c})
     top = max(budgets, default=0)
     size = len(set(persona.session_ids))
-    reread = ((more is not None or (first is not None and bool(sizes)))
+    reread = ((more is not None or (first is not None and (bool(sizes) or cap > 0)))
               and sum(tokens) < top
               and distinct >= max(per_k, default=0) and distinct < size)
     if reread:
         longer: list[Memory] = []
         counted: list[int] = []
-        if first is not None and sizes:
-            for i, limit in enumerate(sizes):
+        if first is not None and (sizes or cap > 0):
+            plan = iter(sizes) if sizes else None
+            limit = next(plan) if plan is not None else _first_size(tokens, top, cap)
+            while True:
                 longer = as_memories(first(limit))
                 counted = _tokens_until(longer, persona, counts, top)
-                if sum(counted) > top or i == len(sizes) - 1 or len(longer) < limit:
+                following = (next(plan, None) if plan is not None
+                             else _next_size(limit, sum(counted), top, cap))
+                if sum(counted) > top or following is None or len(longer) < limit:
                     break  # spent, the last read, or the whole ranking read
+                limit = following
         elif more is not None:
             longer = as_memories(more())
             counted = _tokens_until(longer, persona, counts, top)
@@ -271,6 +277,29 @@ def budget_step(context: Sequence[str | Memory], per_k: Mapping[int, Sequence[st
              # by the gold's size): recall at every budget, for the HTML view's curve
              "reach": gold_reach(tokens, covered, gold), "read_tokens": sum(tokens)}
     return metrics, facts
+
+
+#: A growing read (:func:`budget_step`'s ``cap``) asks for this many memories past its
+#: estimate (:func:`_first_size`, :func:`_next_size`), and at least :data:`_MIN_READ`.
+_SLACK = 1.25
+_MIN_READ = 64
+
+
+def _first_size(tokens: Sequence[int], top: int, cap: int) -> int:
+    """The first longer read's size: as many memories as the largest budget holds at the
+    context's tokens a memory, with :data:`_SLACK`; at most ``cap``."""
+    each = max(sum(tokens) / max(len(tokens), 1), 1.0)
+    return max(1, min(cap, max(_MIN_READ, math.ceil(_SLACK * top / each))))
+
+
+def _next_size(limit: int, held: int, top: int, cap: int) -> int | None:
+    """The next read's size after ``limit`` memories held ``held`` tokens, short of ``top``:
+    as many as the tokens a memory read so far says ``top`` takes, with :data:`_SLACK`, and
+    at least twice ``limit`` (so the reads end); None when ``limit`` was ``cap`` already."""
+    if limit >= cap:
+        return None
+    each = max(held / max(limit, 1), 1.0)
+    return min(cap, max(2 * limit, math.ceil(_SLACK * top / each)))
 
 
 #: Memories counted at a time by a longer read (:func:`_tokens_until`).

@@ -210,6 +210,15 @@ class FtsRetriever:
 
     name = "fts"
     needs_store = True
+    #: ``rank(limit)`` is the first ``limit`` rows of ``rank`` at any larger limit, ties
+    #: included: FTS_SQL always has a ``LIMIT ?``, so SQLite sorts its rows into an
+    #: ephemeral index whose keys end in a sequence number (select.c, ``pushOntoSorter``:
+    #: ``bSeq`` is set unless the unlimited sorter is used), and when the index holds more
+    #: than the limit it drops its last key: tied rows keep the scan's order, and a smaller
+    #: limit drops only rows after the ones it keeps. What a turn what-if's budget read
+    #: relies on (:meth:`.units.TurnUnit.first_memories`); tests/retrievers/test_units.py
+    #: checks it on tied rows.
+    limit_is_prefix = True
     needs_vectors = False  # ranks without embeddings: no model, no prep
     #: ``and``: vipune's quoted words ANDed; ``or`` is the ``fts+mode:or`` what-if.
     mode: str = "and"

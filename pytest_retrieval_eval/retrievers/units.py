@@ -48,15 +48,21 @@ class TurnUnit:
     #: The turn rows (vectors read, store built) are made in ``index``, timed as ingest.
     needs_store = False
 
-    def __init__(self, name: str, base: Any) -> None:
+    def __init__(self, name: str, base: Any, verify: str = "stamp") -> None:
         self.name = name
         self.base = base
+        #: ``--retrieval-eval-verify``: how far a kept turn index is trusted (bm25's:
+        #: :func:`..io.checksums.read_committed`; ``full`` rehashes it, as the session
+        #: stores and the kept turn rows are rehashed).
+        self.verify = verify
         self.params = dict(getattr(base, "params", {}))
         self.needs_vectors = bool(getattr(base, "needs_vectors", True))
         #: The bytes of the turn store the last ``index`` built or found (FTS5 bases).
         self.held_bytes = 0
         #: The last turn persona's session row per turn row.
         self._sessions: tuple[Persona, np.ndarray] | None = None
+        #: The last turn persona's row per turn id.
+        self._rows: tuple[Persona, dict[str, int]] | None = None
 
     def _turns(self, persona: Persona) -> Persona:
         if persona.turn_rows is None:
@@ -82,7 +88,7 @@ class TurnUnit:
         kept = getattr(self.base, "kept_index", None)
         if callable(kept) and persona.workdir is not None:
             # bm25's index of the turn rows, kept in the persona's workdir across runs
-            kept(turns, persona.workdir / f"turns-{_KEPT_FORMAT}.bm25")
+            kept(turns, persona.workdir / f"turns-{_KEPT_FORMAT}.bm25", self.verify)
 
     def rank(self, persona: Persona, query: Query, limit: int) -> list[Memory]:
         lim = _check_limit(limit)
@@ -103,12 +109,26 @@ class TurnUnit:
             ids = turns.session_ids
             return [Memory(id=ids[r], score=s, turns=(ids[r],)) for r, s in
                     zip(rows[:cut].tolist(), scores[:cut].tolist(), strict=True)]
-        got = self.base.rank(turns, query, len(turns.session_ids))
+        return self._base_memories(persona, turns, query, len(turns.session_ids), lim)
+
+    def _base_memories(self, persona: Persona, turns: Persona, query: Query, rows: int,
+                       lim: int) -> list[Memory]:
+        """The base's ranking of the first ``rows`` turn rows as turn memories covering
+        ``lim`` sessions; each ranked turn's session looked up, not every turn's."""
+        got = self.base.rank(turns, query, rows)
         scores = {i: s for i, s in (getattr(self.base, "last_scores", None) or [])}
         ranked = [(str(i), scores.get(str(i))) for i in got]
-        by_id = dict(zip(turns.session_ids, session_of.tolist(), strict=True))
-        return turn_memories(ranked, {t: persona.session_ids[s] for t, s in by_id.items()},
+        session_of = self._session_of(persona, turns)
+        row_of = self._row_of(turns)
+        ids = persona.session_ids
+        return turn_memories(ranked, {t: ids[int(session_of[row_of[t]])] for t, _ in ranked},
                              lim)
+
+    def _row_of(self, turns: Persona) -> dict[str, int]:
+        """Each turn id's row in ``turns``, once per persona."""
+        if self._rows is None or self._rows[0] is not turns:
+            self._rows = (turns, {t: i for i, t in enumerate(turns.session_ids)})
+        return self._rows[1]
 
     def first_memories(self, persona: Persona, query: Query, count: int) -> list[Memory]:
         """The first ``count`` memories of the ranking a budget's longer read takes
@@ -118,6 +138,12 @@ class TurnUnit:
         lim = len(persona.session_ids)
         turns = self._turns(persona)
         top = getattr(self.base, "top_rows", None)
+        if turns.session_ids and not callable(top) and getattr(self.base, "limit_is_prefix",
+                                                               False):
+            # a LIMIT of ``count`` rows gives the first ``count`` rows of any larger LIMIT
+            # (FtsRetriever.limit_is_prefix): as many turns ranked as are read
+            rows = min(max(count, 1), len(turns.session_ids))
+            return self._base_memories(persona, turns, query, rows, lim)[:count]
         if not turns.session_ids or not callable(top):
             return self.rank(persona, query, max(lim, 1))[:count]
         session_of = self._session_of(persona, turns)

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import vipune
 from ..data.pairs import parse_date
-from .base import Persona, Query, Retriever, _query_vector, _vipune_limit
+from .base import Persona, Query, Retriever, _option, _query_vector, _vipune_limit
 from .bm25 import BM25Retriever
 from .reference import FtsRetriever, HybridRetriever, SemanticRetriever
 from .units import TurnUnit
@@ -114,7 +114,10 @@ def build(spec: VariantSpec, options: object = None) -> Retriever:
     if spec.params.get("unit") == "turn":
         inner = {k: v for k, v in spec.params.items() if k != "unit"}
         base = build(VariantSpec(spec.name, spec.base, inner))
-        unit = TurnUnit(spec.name, base)
+        # the run's --retrieval-eval-verify (settings.Settings.verify): a kept turn index
+        # rehashed under "full"
+        full = _option(options, ("verify",), "stamp") == "full"
+        unit = TurnUnit(spec.name, base, "full" if full else "stamp")
         unit.params = dict(spec.params)
         return cast("Retriever", unit)  # rank returns Memory items (docs/memories.md)
     if spec.base == "bm25":

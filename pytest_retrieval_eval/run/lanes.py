@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Mapping, Sequence
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,11 +45,10 @@ def vector_cache(cache_root: Path, model: Mapping[str, Any]) -> cache_mod.Vector
 
 def needed_keys(corpus: AnyCorpus) -> list[str]:
     """Text keys of every usable pair's memory rows, first seen first, once each."""
-    keys: dict[str, None] = {}
-    for pair in corpus.pairs:
-        if not pair.abstention:
-            keys.update(dict.fromkeys(pair.text_keys))
-    return list(keys)
+    # one dict over every pair's keys in a single pass (a dict per pair, merged, took twice
+    # as long with the turn keys of +unit:turn: about 8,000 a persona)
+    return list(dict.fromkeys(chain.from_iterable(
+        pair.text_keys for pair in corpus.pairs if not pair.abstention)))
 
 
 def subset_args(settings: Settings) -> str:

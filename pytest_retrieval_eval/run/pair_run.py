@@ -411,23 +411,19 @@ class PairRun:
         # a memory store's context is its memories; a session store's its session ranking
         per_k: Mapping[int, Sequence[str | Memory]] = self.memories or rankings
 
-        sizes: list[int] = []
+        cap = 0
         first = getattr(self.retriever, "first_memories", None)
         reader: Callable[[int], list[Memory]] | None = None
         if getattr(self.retriever, "unit", None) == "turn" and callable(first):
             # a built-in turn what-if: the longer read's first memories alone, as many as
-            # the budget needs (their count grows until a read passes the largest budget)
+            # the budget needs (sized from the tokens a memory, grown until a read passes
+            # the largest budget), at most read_distinct's bound
             reader = partial(self.read_first, persona, query, first)
             cap = REPEATS_READ * max(len(self.pair.session_ids), 1)
-            size = 256
-            while size < cap:
-                sizes.append(size)
-                size *= 4
-            sizes.append(cap)
         return budget_step(per_k[self.settings.max_k], per_k, persona, self.pair.gold,
                            self.settings.budgets, self.token_counts,
                            more=lambda: self.read_all(persona, query), first=reader,
-                           sizes=sizes)
+                           cap=cap)
 
     def read_first(self, persona: Persona, query: Query,
                    first: Callable[[Persona, Query, int], list[Memory]],

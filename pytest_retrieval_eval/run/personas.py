@@ -113,7 +113,9 @@ def _turn_vectors(embed: Embed | None, turns: retrievers_mod.Persona) -> np.ndar
         got = by_keys(turns.text_keys, lambda: turns.texts)
     else:
         got = embed(list(turns.texts))
-    return np.asarray(got, dtype=np.float32).reshape(n, -1)
+    out = np.asarray(got, dtype=np.float32)
+    out.flags.writeable = False  # read-only: a ranking may keep facts of it (semantic_top)
+    return out.reshape(n, -1)
 
 
 def turn_persona(pair: PairRecord, turns: TurnLists, stores: store_mod.StoreCache,

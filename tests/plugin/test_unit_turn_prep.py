@@ -79,3 +79,21 @@ def test_retrieval_eval_prep_turns_embeds_what_unit_turn_reads(tmp_path: Path) -
     assert session.corpus is not None and session.vectors is not None
     wanted = {k for p in WithTurnTexts(session.corpus).pairs for k in p.text_keys}
     assert session.vectors.missing(sorted(wanted)) == []
+
+
+def test_turn_rows_the_start_read_are_dropped_at_the_sessions_end(tmp_path: Path) -> None:
+    """The start reads every persona's turn rows and hands them on to its ranking
+    (data/turn_rows.py); rows no pair took are dropped when the session closes its corpus,
+    so a process running several sessions keeps none."""
+    from pytest_retrieval_eval.data import turn_rows
+
+    model = make_model_dir(tmp_path / "models", dim=8).path
+    session = _session(tmp_path, model, "semantic+unit:turn")
+    root = tmp_path / "cache"
+
+    def held() -> int:
+        return len([k for k in turn_rows._HANDED if k[0].is_relative_to(root)])
+
+    assert held() > 0  # read at the start for the turn keys, not ranked yet
+    session.close_corpus()
+    assert held() == 0

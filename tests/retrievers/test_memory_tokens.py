@@ -192,3 +192,41 @@ def test_a_growing_read_stops_where_the_largest_budget_is_spent() -> None:
         assert grown[1]["read"] == spent
         assert asked == [2, 4, 6][:{12: 2, 19: 2, 100: 3}[budgets[-1]]]
         assert len(words.seen) == len(set(words.seen))  # each text counted once
+
+
+def test_a_read_sized_from_the_tokens_a_memory_counts_the_same() -> None:
+    """Issue 44: the longer read's sizes chosen as the reads go (``cap``): the first from
+    the context's tokens a memory, the next from those read; the same metrics and facts as
+    the whole ranking read, and no read past ``cap`` or after the ranking ran out."""
+    from pytest_retrieval_eval.retrievers import memory_tokens as mt
+
+    ranking = [Memory(f"{s}_{n}", turns=(f"{s}_{n}",)) for s, n in
+               (("s3", 3), ("s1", 1), ("s2", 1), ("s3", 1), ("s1", 2), ("s3", 2))]  # 6 5 7 2 2 3
+    asked: list[int] = []
+
+    def first(size: int) -> list[Memory]:
+        asked.append(size)
+        return ranking[:size]
+
+    for budgets, cap in (([6, 12], 6), ([6, 19], 6), ([6, 100], 6), ([6, 100], 40)):
+        counts, _ = _counts()
+        whole = budget_step(ranking[:1], {1: ranking[:1]}, _persona(), ["s2"], budgets,
+                            counts, more=lambda: ranking)
+        asked.clear()
+        counts, _ = _counts()
+        sized = budget_step(ranking[:1], {1: ranking[:1]}, _persona(), ["s2"], budgets,
+                            counts, first=first, cap=cap)
+        assert sized[0] == whole[0]
+        for fact in ("fit", "held", "ended", "tokens", "reread", "read"):
+            assert sized[1][fact] == whole[1][fact], fact
+        assert asked and all(size <= cap for size in asked)
+        assert asked == sorted(set(asked))  # each read longer than the last
+    # The sizes: from the tokens a memory, with slack, at least _MIN_READ, at most cap; each
+    # next at least twice the last, None once cap was read.
+    assert mt._first_size([10, 30], 8000, 10_000) == 500  # 20 a memory: 400, x 1.25
+    assert mt._first_size([10, 30], 800, 10_000) == mt._MIN_READ
+    assert mt._first_size([10, 30], 8000, 300) == 300
+    assert mt._next_size(500, 7000, 8000, 10_000) == 1000  # 14 a memory: 715 < 2 x 500
+    assert mt._next_size(500, 1000, 8000, 10_000) == 5000  # 2 a memory: 4000, x 1.25
+    assert mt._next_size(500, 1000, 8000, 3000) == 3000
+    assert mt._next_size(3000, 1000, 8000, 3000) is None

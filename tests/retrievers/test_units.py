@@ -222,6 +222,42 @@ def test_bm25s_turn_index_is_kept_and_a_damaged_one_rebuilt(views: dict[str, obj
     assert again() == (expected, 1)
 
 
+@pytest.mark.parametrize("verify", ["stamp", "full"])
+def test_bm25s_turn_index_is_rehashed_under_verify_full(views: dict[str, object],
+                                                        tmp_path: Path, verify: str) -> None:
+    """bm25+unit:turn's kept turn index is trusted as the session stores are: under
+    ``--retrieval-eval-verify full`` a later process rehashes it whatever its stamp says (a
+    stamp cannot see bit rot beneath the filesystem), and a file that no longer matches its
+    sidecar is built again; under ``stamp`` a valid stamp is trusted."""
+    from dataclasses import replace
+
+    from pytest_retrieval_eval.io import checksums
+
+    _, persona, query = _some_pair(views)
+    work = replace(persona, workdir=tmp_path)  # type: ignore[type-var]
+    get_retriever("bm25+unit:turn").index(work)  # type: ignore[attr-defined]
+    (kept,) = tmp_path.glob("turns-*.bm25")
+    expected = get_retriever("bm25+unit:turn").rank(persona, query, 5)  # type: ignore[arg-type]
+    # Bit rot the stamp cannot see: the bytes change, the stamp vouches for the new stat.
+    digest = checksums.read_sidecar(kept)
+    data = bytearray(kept.read_bytes())
+    data[-9] ^= 0x01
+    kept.write_bytes(bytes(data))
+    checksums.write_stamp(kept, kept.stat(), digest)
+    checksums._memo.clear()  # a later process: only what is on disk is left
+    unit = get_retriever("bm25+unit:turn", {"verify": verify})
+    assert unit.verify == verify  # type: ignore[attr-defined]
+    built: list[int] = []
+    base = unit.base  # type: ignore[attr-defined]
+    original = base._build
+    base._build = lambda p: built.append(1) or original(p)
+    unit.index(work)  # type: ignore[attr-defined]
+    assert built == ([1] if verify == "full" else [])
+    if verify == "full":  # built again, and the same ranking as the first
+        assert unit.rank(persona, query, 5) == expected  # type: ignore[arg-type]
+        assert checksums.read_committed(kept, "full") is not None
+
+
 def test_first_memories_are_the_whole_rankings_first(views: dict[str, object]) -> None:
     """The budget's longer read of a turn what-if (first_memories) is the ranking at the
     persona's size, as read_distinct reads it, cut at ``count``."""
@@ -229,12 +265,34 @@ def test_first_memories_are_the_whole_rankings_first(views: dict[str, object]) -
 
     _, persona, query = _some_pair(views)
     n = len(persona.session_ids)  # type: ignore[attr-defined]
-    for base in ("semantic", "bm25"):
+    for base in ("semantic", "bm25", "fts", "fts+mode:or"):
         unit = get_retriever(f"{base}+unit:turn")
         unit.index(persona)  # type: ignore[attr-defined]
         whole = read_distinct(unit.rank(persona, query, n), base, "q", n, n)  # type: ignore
+        assert whole or base == "fts", base  # the OR query matches turns
         for count in (1, 7, len(whole), len(whole) + 5):
             assert unit.first_memories(persona, query, count) == whole[:count]  # type: ignore
+
+
+def test_an_fts_limit_keeps_the_first_rows_of_a_larger_one(tmp_path: Path) -> None:
+    """FtsRetriever.limit_is_prefix: vipune's FTS_SQL at LIMIT k gives the first k rows of
+    any larger LIMIT, tied rows in the same order (SQLite's sorter keys end in a sequence
+    number under a LIMIT), which the budget's read of fts+unit:turn relies on."""
+    from pytest_retrieval_eval import vipune
+
+    rng = np.random.default_rng(7)
+    texts = ["alpha beta", "alpha", "beta gamma alpha", "alpha alpha delta", "gamma"]
+    rows = [(f"r{i}", texts[int(rng.integers(len(texts)))],
+             rng.standard_normal(384).astype(np.float32), "2024-01-01T00:00:00Z")
+            for i in range(300)]
+    path = store_mod.build_store(tmp_path / "ties.sqlite", rows)
+    for query, mode in (("alpha", "and"), ("alpha gamma", "or"), ("beta alpha", "and")):
+        whole = vipune.fts_search(path, query, store_mod.PROJECT_ID, 10_000, mode=mode)
+        scores = [score for _, score in whole]
+        assert len(set(scores)) < len(scores) // 10  # mostly ties
+        for k in (1, 2, 17, 64, len(whole) - 1, len(whole)):
+            got = vipune.fts_search(path, query, store_mod.PROJECT_ID, k, mode=mode)
+            assert got == whole[:k], (query, k)
 
 
 def test_prep_reads_the_turn_keys_from_the_kept_rows(views: dict[str, object],

@@ -11,7 +11,7 @@ import pytest
 
 from pytest_retrieval_eval.config.options import BUDGET_ENCODINGS, DEFAULT_BUDGET_TOKENIZER
 from pytest_retrieval_eval.data.pairs import text_key
-from pytest_retrieval_eval.errors import DataError, ModelError
+from pytest_retrieval_eval.errors import DataError, ModelError, StopRun
 from pytest_retrieval_eval.vectors import token_counts as tc
 from tests.support.model_factory import build_wordpiece_tokenizer
 
@@ -109,6 +109,72 @@ def test_missing_extra_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ModelError) as caught:
         tc.load_counter("o200k_base")
     assert "pip install bpe-openai, or give" in str(caught.value)  # not on PyPI: its dep
+    assert "\n" not in str(caught.value)
+
+
+def test_missing_extra_is_one_line_at_the_start_of_a_warm_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whether bpe-openai is installed is asked without importing it: a run whose counts are
+    all cached (the tokenizer never built) still refuses at its start, in the same line."""
+    warm = tc.run_counts("o200k_base", tmp_path)
+    key = text_key("hello world")
+    assert warm.counts([key], lambda m: ["hello world"]) == [2]
+    warm.flush()
+    monkeypatch.setitem(sys.modules, "bpe_openai", None)
+    with pytest.raises(ModelError, match="pip install bpe-openai, or give"):
+        tc.run_counts("o200k_base", tmp_path)
+
+
+LAZY_PROBE = """
+import sys
+from pathlib import Path
+from pytest_retrieval_eval.data.pairs import text_key
+from pytest_retrieval_eval.vectors.token_counts import run_counts
+counts = run_counts(sys.argv[1], Path(sys.argv[2]))
+before = "bpe_openai" in sys.modules or "tokenizers" in sys.modules
+texts = {text_key(t): t for t in sys.argv[3:]}
+got = counts.counts(list(texts), lambda missing: [texts[k] for k in missing])
+counts.flush()
+print(before, "bpe_openai" in sys.modules or "tokenizers" in sys.modules, got)
+"""
+
+
+@pytest.mark.parametrize("spec", ["o200k_base", "tokenizer.json"])
+def test_the_tokenizer_is_built_only_when_a_count_is_missing(tmp_path: Path,
+                                                             spec: str) -> None:
+    """A first run builds the tokenizer at its start; a run whose counts are all cached
+    (fresh processes: a library is imported once a process) loads neither bpe-openai nor
+    the tokenizers library, and a run that meets one new text builds it then."""
+    import subprocess
+
+    if spec != "o200k_base":
+        spec = str(tmp_path / spec)
+        build_wordpiece_tokenizer(Path(spec))
+
+    def run(*texts: str) -> tuple[str, list[int]]:
+        done = subprocess.run([sys.executable, "-c", LAZY_PROBE, spec,
+                               str(tmp_path / "cache"), *texts],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-1500:]
+        loaded, counted = done.stdout.strip().split(" ", 2)[:2], done.stdout.split(" ", 2)[2]
+        return " ".join(loaded), json.loads(counted)
+
+    cold = run("alpha beta", "gamma")
+    assert cold[0] == "True True"  # a cold folder: built at the start
+    assert run("alpha beta", "gamma") == ("False False", cold[1])  # warm: never loaded
+    loaded, counted = run("gamma", "delta alpha")  # one text not counted yet: built then
+    assert loaded == "False True" and counted[0] == cold[1][1]
+    assert counted[1] == tc.load_counter(spec).count("delta alpha")
+
+
+def test_a_lazy_file_that_is_no_tokenizer_stops_the_run_at_its_first_count(
+        tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json", encoding="utf-8")
+    counter = tc.load_counter(str(bad), lazy=True)  # read and hashed: not parsed
+    assert len(counter.identity["sha256"]) == 64
+    with pytest.raises(StopRun, match=r"not a tokenizer\.json") as caught:
+        counter.count("x")
     assert "\n" not in str(caught.value)
 
 

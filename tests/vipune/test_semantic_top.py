@@ -63,3 +63,31 @@ def test_checks_are_the_rules() -> None:
     with pytest.raises(ValueError, match="Mismatched dimensions"):
         semantic_top(np.ones((_TOP_SCAN_ROWS + 10, 3), dtype=np.float32),
                      np.ones(4, dtype=np.float32), 3)
+
+
+def test_a_read_only_matrix_s_row_facts_are_kept_and_give_the_same_top() -> None:
+    """A turn what-if ranks each persona's (read-only) turn matrix once a query and again
+    for a budget's read: its squares and finiteness are made once; a writeable matrix (its
+    values could change) is never kept."""
+    from pytest_retrieval_eval.vipune import semantic
+
+    rng = np.random.default_rng(3)
+    mat = rng.standard_normal((3000, 16)).astype(np.float32)
+    queries = rng.standard_normal((4, 16)).astype(np.float32)
+    fresh = [semantic.semantic_top(mat, q, 50) for q in queries]
+    assert semantic._LAST_ROWS is None or semantic._LAST_ROWS[0]() is not mat
+    frozen = mat.copy()
+    frozen.flags.writeable = False
+    for q, (rows, sims) in zip(queries, fresh, strict=True):
+        got = semantic.semantic_top(frozen, q, 50)
+        assert semantic._LAST_ROWS is not None and semantic._LAST_ROWS[0]() is frozen
+        assert np.array_equal(got[0], rows) and np.array_equal(got[1], sims)
+    view = mat[:2000]  # read-only view of a writeable array: not kept
+    view.flags.writeable = False
+    semantic.semantic_top(view, queries[0], 50)
+    assert semantic._LAST_ROWS[0]() is frozen
+    bad = frozen.copy()
+    bad[7, 3] = np.nan
+    bad.flags.writeable = False
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        semantic.semantic_top(bad, queries[0], 50)
