@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from pytest_retrieval_eval.boundary.outputs import MARKDOWN_MARKER
+from pytest_retrieval_eval.cli import main as cli_main
 from tests.support.processes import child_addopts
 
 yaml = pytest.importorskip("yaml", reason="PyYAML is in the test extra")
@@ -258,9 +259,8 @@ def test_the_recipe_preps_turns_for_a_dataset_that_is_not_bundled(
     checkout.mkdir()
     ini = (ROOT / "examples" / "vipune" / "pytest.ini").read_text(encoding="utf-8")
     (checkout / "pytest.ini").write_text(ini, encoding="utf-8")
-    subprocess.run([sys.executable, "-m", "pytest_retrieval_eval.cli", "generate", "--preset",
-                    "full_m", "--instances", "6", "--sessions", "4", "--no-progress",
-                    str(checkout / "data.json")], check=True, capture_output=True)
+    assert cli_main(["generate", "--preset", "full_m", "--instances", "6", "--sessions", "4",
+                     "--no-progress", str(checkout / "data.json")]) == 0
     git(checkout, "init", "-q", "-b", "main")
     log = tmp_path / "calls.log"
     stand_ins(tmp_path / "bin", log)

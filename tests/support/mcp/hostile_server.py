@@ -2,7 +2,8 @@
 as its first argument says, at the search call unless told otherwise:
 
 - ``good``: answers; ``recall`` gives the store's texts matching the query's first word;
-- ``hang``: never answers ``recall``; ``hang-hello``: never answers ``initialize``;
+- ``hang``: never answers ``recall`` (it writes ``recall.hang`` in its working folder when
+  the call comes: its stores are done); ``hang-hello``: never answers ``initialize``;
 - ``flood``: writes 64 MiB to stderr and a 20 MiB line to stdout at ``recall``;
 - ``crash``: exits with status 7 during ``recall``; ``garbage``: answers ``recall`` with a
   line that is not JSON-RPC; ``iserror``: ``recall`` is an error result;
@@ -39,6 +40,8 @@ def text_result(mid: object, text: str, error: bool = False) -> None:
 
 def recall(mid: object, args: dict) -> None:
     if MODE == "hang":
+        with open("recall.hang", "w") as f:  # a test waits for it before its signal
+            f.write(str(os.getpid()))
         time.sleep(3600)
     if MODE == "flood":
         sys.stderr.write("x" * (64 << 20))
