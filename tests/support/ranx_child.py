@@ -53,6 +53,7 @@ def _serve() -> None:
     import importlib
     import warnings
 
+    answers, sys.stdout = sys.stdout, sys.stderr  # whatever ranx prints stays off the answers
     ranx = importlib.import_module("ranx")  # untyped
 
     for line in sys.stdin:
@@ -66,8 +67,8 @@ def _serve() -> None:
         scores = {m: {q: float(s) for q, s in run.scores[m].items()}
                   for m in request["metrics"]}
         ranked_out = {q: {d: float(s) for d, s in docs.items()} for q, docs in ranked.items()}
-        sys.stdout.write(json.dumps({"scores": scores, "ranked": ranked_out}) + "\n")
-        sys.stdout.flush()
+        answers.write(json.dumps({"scores": scores, "ranked": ranked_out}) + "\n")
+        answers.flush()
 
 
 if __name__ == "__main__":
