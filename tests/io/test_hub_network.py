@@ -57,6 +57,12 @@ def hub_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(params=["silent", "trickle", "trickle-headers"])
 def slow(request: pytest.FixtureRequest, hub_env: None,
          monkeypatch: pytest.MonkeyPatch) -> Iterator[SlowServer]:
+    import huggingface_hub.utils
+
+    # huggingface_hub (>= 2) loads its agent registry once a process, at its first request,
+    # from the endpoint it read at import: loaded here, outside any deadline, it cannot use
+    # up the short deadline before the request under test is sent.
+    getattr(huggingface_hub.utils, "detect_agent", lambda: None)()
     with SlowServer(request.param) as server:
         monkeypatch.setenv("HF_ENDPOINT", server.url)
         yield server
