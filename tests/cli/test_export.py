@@ -6,8 +6,9 @@ in one line."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,22 +28,21 @@ from pytest_retrieval_eval.reporting.trec_files import (
     write_trec_files,
 )
 from pytest_retrieval_eval.scoring.metrics import dedupe
+from tests.support.ranx_child import RanxChild
 from tests.support.reliability_support import joined_errors
 from tests.support.wrapped import unwrap
 
-ranx = pytest.importorskip("ranx", reason="ranx is a test dependency")
 
+@pytest.fixture(scope="module")
+def ranx_child() -> Iterator[RanxChild]:
+    """ranx, uncompiled, in a child process of its own (tests/support/ranx_child.py): one for
+    the module's runs."""
+    if importlib.util.find_spec("ranx") is None:
+        pytest.skip("ranx is a test dependency")
+    child = RanxChild()
+    yield child
+    child.close()
 
-def _warm_ranx() -> None:
-    """Evaluate once at import: numba imports modules as it first compiles, and a pytester
-    run drops the modules imported during its test (numba then registers them twice)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # numba's type-safety warnings
-        ranx.evaluate(ranx.Qrels({"q": {"a": 1}}), ranx.Run({"q": {"a": 2.0, "b": 1.0}}),
-                      ["recall@1", "hit_rate@1", "ndcg@1"])
-
-
-_warm_ranx()
 
 def _pair(qid: str, retriever: str, ranked: list[str], gold: list[str],
           **metrics: float) -> dict[str, Any]:
@@ -211,17 +211,6 @@ def test_cli_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 # --- ranx on a real run ------------------------------------------------------------------
 
 
-def _ranx_scores(qrels: Path, run_file: Path, metrics: list[str]) -> dict[str, dict[str, float]]:
-    """Per-question scores ranx gives from the files (make_comparable: a question with no
-    ranking counts 0, as in the report)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # numba's type-safety warnings
-        q = ranx.Qrels.from_file(str(qrels), kind="trec")
-        r = ranx.Run.from_file(str(run_file), kind="trec")
-        ranx.evaluate(q, r, metrics, make_comparable=True)
-    return {m: dict(r.scores[m]) for m in metrics}
-
-
 #: The runs the files are checked on: the vipune protocol by session (every built-in of the
 #: model-free lane), by turn, and LongMemEval's protocol (its own recall_any and ndcg_any).
 RUNS = {
@@ -234,7 +223,10 @@ RUNS = {
 @pytest.mark.usefixtures("isolated_cache")
 @pytest.mark.parametrize("case", list(RUNS))
 def test_ranx_gives_the_reports_numbers(case: str, pytester: pytest.Pytester,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
+                                        capsys: pytest.CaptureFixture[str],
+                                        ranx_child: RanxChild) -> None:
+    """Per-question scores ranx gives from the files (make_comparable: a question with no
+    ranking counts 0, as in the report) are the report's."""
     args, retrievers = RUNS[case]
     names = retrievers.split(",")
     report_path = pytester.path / "r.json"
@@ -262,10 +254,11 @@ def test_ranx_gives_the_reports_numbers(case: str, pytester: pytest.Pytester,
         ours |= {f"recall@{k}": f"recall@{k}" for k in ks}
     checked = ndcg_differs = 0
     for name in names:
-        scores = _ranx_scores(out / QRELS_NAME, out / f"{name}.run", [*ours, f"ndcg@{top}"])
+        answer = ranx_child.evaluate(str(out / QRELS_NAME), str(out / f"{name}.run"),
+                                     [*ours, f"ndcg@{top}"])
+        scores, ranked = answer["scores"], answer["ranked"]
         mine = [p for p in report["pairs"] if p["retriever"] == name]
         assert len(mine) == len(scores["ndcg@1"]) == n
-        ranked = ranx.Run.from_file(str(out / f"{name}.run"), kind="trec").to_dict()
         for pair in mine:
             qid = pair["question_id"]
             by_score = sorted(ranked.get(qid, {}).items(), key=lambda kv: -kv[1])

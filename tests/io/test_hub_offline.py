@@ -91,6 +91,15 @@ def silent_hub(monkeypatch: pytest.MonkeyPatch, hub_env: Path) -> Iterator[Silen
     server.close()
 
 
+def known_agent_registry(hf_home: Path) -> None:
+    """huggingface_hub's agent registry, fetched today (an empty one): a home that has used
+    the Hub within a day has it, and its request (its own 3 s limit, not ours) is not sent.
+    One test (the first) keeps the empty home of a first use: it waits for it."""
+    hf_home.mkdir(parents=True, exist_ok=True)
+    (hf_home / ".agent_harnesses.json").write_text(
+        json.dumps({"standardEnvVars": [], "harnesses": {}}), encoding="utf-8")
+
+
 def _one_error_line(result: pytest.RunResult) -> str:
     text = result.stdout.str() + result.stderr.str()
     assert result.ret == USAGE_ERROR, text
@@ -128,8 +137,9 @@ def test_model_lane_with_a_refusing_hub_is_one_line(
 
 
 def test_no_hint_when_no_cached_vectors_cover_the_data(
-    pytester: pytest.Pytester, silent_hub: SilentServer
+    pytester: pytest.Pytester, silent_hub: SilentServer, hub_env: Path
 ) -> None:
+    known_agent_registry(hub_env / "hf")
     data = pytester.path / "other.json"
     instances = json.loads(SAMPLE_PATH.read_text(encoding="utf-8"))
     instances[0]["question"] = "A question no prep has embedded?"
@@ -142,8 +152,9 @@ def test_no_hint_when_no_cached_vectors_cover_the_data(
 
 
 def test_named_dataset_from_a_silent_hub_fails_after_one_request(
-    pytester: pytest.Pytester, silent_hub: SilentServer
+    pytester: pytest.Pytester, silent_hub: SilentServer, hub_env: Path
 ) -> None:
+    known_agent_registry(hub_env / "hf")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--retrieval-eval",
                                            "--retrieval-eval-data", "longmemeval_oracle")
     line = _one_error_line(result)
@@ -214,13 +225,13 @@ def test_no_hint_when_a_retriever_cannot_use_the_cached_vectors(
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     binary = fake_vipune_wrapper(hub_env / "bin")
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         "-p", "no:cacheprovider", "--retrieval-eval", "--retrieval-eval-retriever",
         "hybrid,vipune", "--retrieval-eval-vipune", str(binary))
     line = _one_error_line(result)
     assert "'BAAI/bge-small-en-v1.5'" in line and "--no-model" not in line, line
     # ...whereas without vipune the same run names it.
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--retrieval-eval")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--retrieval-eval")
     assert _one_error_line(result).endswith("`pytest --retrieval-eval --no-model`")
 
 
@@ -231,7 +242,7 @@ def test_the_no_model_hint_writes_path_options_in_the_equals_form(
     rootdir off the ini file): the command the line hands over does so, quoted for the shell."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     cache = hub_env / "my cache"
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--retrieval-eval",
+    result = pytester.runpytest("-p", "no:cacheprovider", "--retrieval-eval",
                                            f"--retrieval-eval-cache={cache}")
     line = _one_error_line(result)
     assert line.endswith(

@@ -12,12 +12,17 @@ import pytest
 
 from pytest_retrieval_eval.cli import console as cli
 from pytest_retrieval_eval.reporting import compare as cmp
+from pytest_retrieval_eval.reporting import plot
 from tests.support.compare_factory import make_report, write_report
 from tests.support.wrapped import unwrap
 
-pytest.importorskip("matplotlib", reason="matplotlib is in the test extra")
 
-from pytest_retrieval_eval.reporting import plot
+@pytest.fixture(scope="module", autouse=True)
+def _matplotlib() -> None:
+    """matplotlib, imported by the worker that runs this module (not at every worker's
+    collection: about a second each)."""
+    pytest.importorskip("matplotlib", reason="matplotlib is in the test extra")
+
 
 MAGIC = {"png": b"\x89PNG\r\n\x1a\n", "pdf": b"%PDF-", "svg": b"<?xml"}
 

@@ -37,6 +37,21 @@ def sample_report(pytester: pytest.Pytester, name: str, retrievers: str) -> Path
     return out
 
 
+@pytest.fixture(scope="module")
+def reports_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("hybrid-base")
+
+
+@pytest.fixture
+def hybrid_base(pytester: pytest.Pytester, reports_dir: Path) -> Path:
+    """The report of a real ``hybrid`` run, made by the first test that asks; the tests
+    compare with it (or with a doctored copy) and never write it."""
+    base = reports_dir / "base.json"
+    if not base.exists():
+        sample_report(pytester, "base.json", "hybrid").rename(base)
+    return base
+
+
 def test_in_run_comparison_under_the_summary_and_in_the_json(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "400")  # whole lines, tmp paths and all (test_fit_lines)
@@ -63,9 +78,10 @@ def test_in_run_comparison_under_the_summary_and_in_the_json(
 
 
 def test_in_run_comparison_with_v_names_gained_and_lost(
-        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        hybrid_base: Path) -> None:
     monkeypatch.setenv("COLUMNS", "400")  # whole lines, tmp paths and all (test_fit_lines)
-    base = json.loads(sample_report(pytester, "base.json", "hybrid").read_text())
+    base = json.loads(hybrid_base.read_text())
     for pair in base["pairs"]:  # pretend the base missed every pair at 5
         pair["metrics"]["recall@5"] = 0.0
     doctored = write_report(tmp_path / "doctored.json", base)
@@ -125,8 +141,8 @@ def test_markdown_file_and_job_summary(pytester: pytest.Pytester,
     assert summary.read_text() == "earlier step\n" + text
 
 
-def test_markdown_of_an_in_run_comparison(pytester: pytest.Pytester) -> None:
-    base = sample_report(pytester, "base.json", "hybrid")
+def test_markdown_of_an_in_run_comparison(pytester: pytest.Pytester, hybrid_base: Path) -> None:
+    base = hybrid_base
     md = pytester.path / "s.md"
     result = run(pytester, "--retrieval-eval-compare", str(base),
                  "--retrieval-eval-markdown", str(md))
@@ -241,9 +257,9 @@ def test_markdown_bolds_the_best_value_per_row() -> None:
 
 
 def test_under_xdist_the_controller_compares_and_items_keep_their_properties(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, hybrid_base: Path) -> None:
     monkeypatch.setenv("COLUMNS", "400")  # whole lines, tmp paths and all (test_fit_lines)
-    base = sample_report(pytester, "base.json", "hybrid")
+    base = hybrid_base
     xml = pytester.path / "junit.xml"
     out = pytester.path / "new.json"
     result = run(pytester, "-n", "2", "--retrieval-eval-compare", str(base),

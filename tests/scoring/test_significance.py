@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -74,12 +75,16 @@ def test_monte_carlo_pvalue_is_never_zero() -> None:
     assert p == pytest.approx(1 / 1001)
 
 
-ranx_fisher = pytest.importorskip(
-    "ranx.statistical_tests", reason="ranx is a test dependency").fisher_randomization_test
+@pytest.fixture(scope="module")
+def ranx_fisher() -> Any:
+    """ranx's test, imported by the worker that runs these tests only (ranx imports pandas,
+    scipy, matplotlib and numba: seconds, which collection paid on every worker)."""
+    return pytest.importorskip(
+        "ranx.statistical_tests", reason="ranx is a test dependency").fisher_randomization_test
 
 
 @pytest.mark.parametrize("case", range(4))
-def test_pvalues_agree_with_ranx(case: int) -> None:
+def test_pvalues_agree_with_ranx(case: int, ranx_fisher: Any) -> None:
     """ranx's Fisher randomization test (numba, its own RNG) on the same per-pair scores."""
     rng = np.random.default_rng(100 + case)
     n = [30, 60, 133, 470][case]
