@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from tests.support.processes import kill_left, wait_gone
 from tests.support.reliability_support import match_errors
 

@@ -9,6 +9,8 @@ import json
 
 import pytest
 
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
+
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 
 # Counts fts_matched's calls (the matched words: most of hybrid's explain cost) and keeps

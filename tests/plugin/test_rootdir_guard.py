@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from pytest_retrieval_eval.rootdir_guard import (
     invocation_config_file,
     moved_rootdir_value,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from tests.support.reliability_support import run_plugin, usage_error_line
 
 STORE = """
