@@ -328,7 +328,7 @@ def test_the_custom_fixture_may_return_several_stores(pytester: pytest.Pytester,
     assert report["summary"]["other"]["overall"]["n"] == 4
     assert report["timing"]["other"]["ingest"]["personas"] == 4
     _, parallel = run(pytester, data, "--retrieval-eval-retriever", "fts,custom", "-n", "2",
-                      subprocess=True, model=tiny_model_dir)
+                      model=tiny_model_dir)
     assert parallel["summary"] == report["summary"]
     pytester.makeconftest(FIXTURE.format(value="{'fts': stores.Lexical()}"))
     result, _ = run(pytester, data, "--retrieval-eval-retriever", "fts,custom",
