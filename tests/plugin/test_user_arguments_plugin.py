@@ -101,8 +101,9 @@ def test_a_hook_store_that_cannot_be_made_stops_an_xdist_run(
     pytest.importorskip("xdist")
     pytester.makeconftest(HOOK_STORE)
     out = pytester.path / "report.json"
-    result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "-p", "no:randomly", "--retrieval-eval", "--no-model",
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "-p", "no:randomly", "-W",
+        "ignore::pytest.PytestAssertRewriteWarning", "--retrieval-eval", "--no-model",
         "--retrieval-eval-retriever=fts,custom", f"--retrieval-eval-json={out}", "-n", "2")
     text = result.stdout.str()
     assert result.ret == 4, text
