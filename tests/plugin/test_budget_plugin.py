@@ -6,6 +6,7 @@ tokenizer."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import textwrap
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 
 import pytest_retrieval_eval.run.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from pytest_retrieval_eval.data.pairs import render_session
 from tests.support.lme_factory import make_instance, write_dataset
 from tests.support.reliability_support import joined_errors, match_errors
@@ -34,8 +36,11 @@ SESSIONS = [
 ORDER = [2, 0, 3, 1]
 
 
-def _o200k(text: str) -> int:
-    """tiktoken's own count of o200k_base on the rank file bpe-openai ships."""
+@functools.cache
+def _o200k_counts() -> tuple[int, ...]:
+    """tiktoken's own count of o200k_base, on the rank file bpe-openai ships, of each
+    session's text as the store holds it; worked out once a test process (building the
+    encoder reads the whole rank file: seconds)."""
     import tiktoken
     from bpe_openai import registry
 
@@ -43,7 +48,7 @@ def _o200k(text: str) -> int:
     enc = tiktoken.Encoding(name="o200k_base", pat_str=spec["pat_str"],
                             mergeable_ranks=spec["mergeable_ranks"],
                             special_tokens=spec["special_tokens"])
-    return len(enc.encode_ordinary(text))
+    return tuple(len(enc.encode_ordinary(render_session(turns))) for turns in SESSIONS)
 
 
 def _history(tmp: Path) -> tuple[Path, Path, list[int]]:
@@ -54,8 +59,7 @@ def _history(tmp: Path) -> tuple[Path, Path, list[int]]:
     run = tmp / "hand.run"
     run.write_text("".join(f"q1 Q0 q1_s{s} {i + 1} {10 - i} hand\n"
                            for i, s in enumerate(ORDER)), encoding="utf-8")
-    counts = [_o200k(render_session(turns)) for turns in SESSIONS]  # the store's texts
-    return data, run, counts
+    return data, run, list(_o200k_counts())
 
 
 def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from tests.support.lme_factory import make_instance, write_dataset
 from tests.support.reliability_support import match_errors
 

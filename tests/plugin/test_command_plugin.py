@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from tests.support.processes import kill_left, wait_gone
 from tests.support.reliability_support import match_errors
 
@@ -41,15 +42,22 @@ def run(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict[s
 
 
 @needs_node
-@pytest.mark.parametrize("flags", ["", " --base64"])
-def test_the_node_store_ranks_every_pair_as_semantic(pytester: pytest.Pytester,
-                                                     flags: str) -> None:
+@pytest.mark.parametrize(("flags", "spread"), [("", ()), (" --base64", ("-n", "2"))],
+                         ids=["json", "base64-n2"])
+def test_the_node_store_ranks_every_pair_as_semantic(pytester: pytest.Pytester, flags: str,
+                                                     spread: tuple[str, ...]) -> None:
     """With vectors as JSON arrays or as base64-f32le (issue 37.1): the same float32
-    values reach the store, so it ranks every pair as ``semantic`` either way."""
+    values reach the store, so it ranks every pair as ``semantic`` either way. Its column is
+    named by its hello, ``node-cosine``, serially and under ``-n 2`` (the base64 run), and
+    its pairs keep the selector."""
     selector = f"cmd:node {shlex.quote(str(NODE_STORE))}{flags}"
-    result, report = run(pytester, "--retrieval-eval-retriever", f"semantic,{selector}")
+    result, report = run(pytester, "--retrieval-eval-retriever", f"semantic,{selector}",
+                         *spread)
     assert result.ret == 0, result.stdout.str()
     result.assert_outcomes(passed=2 * SAMPLE_PAIRS)
+    assert report["retrievers"] == ["semantic", "node-cosine"]
+    assert {p["selector"] for p in report["pairs"] if p["retriever"] == "node-cosine"} == {
+        selector}
     pairs: dict[str, dict[str, dict[str, Any]]] = {}
     for pair in report["pairs"]:
         column = pair.get("selector", pair["retriever"])
@@ -62,17 +70,6 @@ def test_the_node_store_ranks_every_pair_as_semantic(pytester: pytest.Pytester,
         assert ours["ties"] == theirs["ties"], qid
     assert report["summary"][report["retrievers"][1]]["overall"] == \
         report["summary"]["semantic"]["overall"]
-
-
-@needs_node
-def test_the_node_stores_column_is_named_by_hello(pytester: pytest.Pytester) -> None:
-    selector = f"cmd:node {shlex.quote(str(NODE_STORE))}"
-    result, report = run(pytester, "--retrieval-eval-retriever", f"bm25,{selector}",
-                         "-n", "2")
-    assert result.ret == 0, result.stdout.str()
-    assert report["retrievers"] == ["bm25", "node-cosine"]
-    assert {p["selector"] for p in report["pairs"] if p["retriever"] == "node-cosine"} == {
-        selector}
 
 
 @pytest.mark.parametrize(("mode", "line"), [

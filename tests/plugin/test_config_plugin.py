@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from tests.support.lme_factory import make_instance, write_dataset
 
 STORES = """

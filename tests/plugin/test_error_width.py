@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from pytest_retrieval_eval.errors import fit_error
 from tests.support.lme_factory import make_instance, write_dataset
 from tests.support.reliability_support import BGE, run_plugin

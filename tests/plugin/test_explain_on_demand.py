@@ -6,8 +6,11 @@ run that records them."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
+
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 
@@ -48,33 +51,32 @@ def pytest_sessionfinish(session):
 '''
 
 
-def run(pytester: pytest.Pytester, *args: str) -> dict[str, object]:
+def run(pytester: pytest.Pytester, *args: str) -> dict[str, Any]:
     pytester.makeconftest(CONFTEST)
     # in a subprocess: the conftest's patch reaches the modules the run itself imported
     result = pytester.runpytest_subprocess(
         "-p", "no:randomly", "-p", "no:cacheprovider", "--retrieval-eval", "--no-model",
         "--retrieval-eval-retriever=hybrid,fts", *args)
     assert result.ret == 0, result.stdout.str()
-    seen: dict[str, object] = json.loads((pytester.path / "seen.json").read_text())
+    seen: dict[str, Any] = json.loads((pytester.path / "seen.json").read_text())
     return seen
 
 
-def test_no_report_and_no_v_computes_no_explain_facts(pytester: pytest.Pytester) -> None:
-    seen = run(pytester)
-    assert seen["calls"] == 0 and "explain" not in seen["keys"], seen  # type: ignore[operator]
-    assert "ties" in seen["keys"]  # the tie report stays: its line is in every summary
-
-
-@pytest.mark.parametrize("asks", [["--retrieval-eval-json=r.json"], ["-v", "-k", "1127eab1"]])
-def test_a_report_or_v_records_them(pytester: pytest.Pytester, asks: list[str]) -> None:
-    """... but never FTS5's matched words: explain asks the store for them when it shows
-    them (issue 48, item 11), so a run with a report pays no fts_matched call."""
-    seen = run(pytester, *asks)
-    assert "explain" in seen["keys"] and seen["calls"] == 0, seen  # type: ignore[operator]
-
-
-def test_the_numbers_are_the_same_either_way(pytester: pytest.Pytester) -> None:
-    with_facts = run(pytester, "--retrieval-eval-json=with.json")
+def test_only_a_report_or_v_computes_explain_facts_and_the_numbers_are_the_same(
+        pytester: pytest.Pytester) -> None:
+    """No report and no ``-v``: no explain facts (the tie report stays: its line is in every
+    summary). A report records them, but never FTS5's matched words: explain asks the store
+    for them when it shows them (issue 48, item 11), so a run with a report pays no
+    fts_matched call. The two runs' numbers are the same."""
     without = run(pytester)
+    assert without["calls"] == 0 and "explain" not in without["keys"], without
+    assert "ties" in without["keys"]
+    with_facts = run(pytester, "--retrieval-eval-json=with.json")
+    assert "explain" in with_facts["keys"] and with_facts["calls"] == 0, with_facts
     assert with_facts["summary"] == without["summary"]
     assert with_facts["ranked"] == without["ranked"]
+
+
+def test_v_records_them_without_matched_words(pytester: pytest.Pytester) -> None:
+    seen = run(pytester, "-v", "-k", "1127eab1")
+    assert "explain" in seen["keys"] and seen["calls"] == 0, seen

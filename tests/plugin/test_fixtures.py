@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import pytest_retrieval_eval.run.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from pytest_retrieval_eval.data.generator.instances import SAMPLE, iter_instances
 from tests.support import ROOT
 
@@ -72,7 +73,8 @@ USER_TESTS = textwrap.dedent('''
 ''')
 
 
-def test_recorded_rankings_score_as_the_builtin_retrievers(pytester: pytest.Pytester) -> None:
+def test_recorded_rankings_score_as_the_builtin_retrievers_serially_and_under_xdist(
+        pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_user=USER_TESTS)
     result, report = report_of(pytester, "--retrieval-eval-retriever", "oracle,semantic")
     n = len(USABLE)
@@ -86,6 +88,9 @@ def test_recorded_rankings_score_as_the_builtin_retrievers(pytester: pytest.Pyte
     result.stdout.fnmatch_lines(["retrievers: oracle, semantic, test_oracle_by_hand, "
                                  "test_cosine_by_hand *",
                                  "*test_oracle_by_hand*test_cosine_by_hand*"])
+    _, spread = report_of(pytester, "--retrieval-eval-retriever", "oracle,semantic", "-n", "2")
+    assert spread["summary"] == summary
+    assert "test_cosine_by_hand" in spread["summary"]
 
 
 def test_recorded_rankings_follow_the_protocol_and_the_subset(
@@ -177,14 +182,6 @@ def test_fixture_errors_are_one_line(pytester: pytest.Pytester) -> None:
     assert "retrieval_eval_vectors: this run holds no vectors (none of its retrievers reads " \
            "them); add one that does" in fts.stdout.str()
     assert "def test_vectors" not in fts.stdout.str()  # no traceback
-
-
-def test_recorded_rankings_in_a_distributed_run(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_user=USER_TESTS)
-    _, serial = report_of(pytester, "--retrieval-eval-retriever", "oracle,semantic")
-    _, spread = report_of(pytester, "--retrieval-eval-retriever", "oracle,semantic", "-n", "2")
-    assert spread["summary"] == serial["summary"]
-    assert "test_cosine_by_hand" in spread["summary"]
 
 
 def test_the_tfidf_example_runs(pytester: pytest.Pytester) -> None:

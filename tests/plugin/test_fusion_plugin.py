@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from pytest_retrieval_eval.cli import console as cli
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")

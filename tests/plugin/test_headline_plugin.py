@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import pytest_retrieval_eval.run.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from pytest_retrieval_eval.cli import console
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
@@ -114,10 +115,11 @@ def test_the_readme_main_job_fits_in_50_lines(pytester: pytest.Pytester) -> None
     pair, whose ties block takes 4 lines)."""
     ini = Path(__file__).resolve().parents[2] / "examples" / "vipune" / "pytest.ini"
     pytester.makeini(ini.read_text(encoding="utf-8"))
-    # In a subprocess: +unit:turn's Memory items are told by their class, which an in-process
-    # run inside a run imports afresh.
-    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider",
-                                           "--retrieval-eval", "--no-model")
+    # In-process: +unit:turn's Memory items are told by their class, which a run inside a run
+    # imported afresh unless this process holds it (tests.support.preload loads it here).
+    result = pytester.runpytest("-p", "no:randomly", "-p", "no:cacheprovider", "-W",
+                                "ignore::pytest.PytestAssertRewriteWarning", "--retrieval-eval",
+                                "--no-model")
     assert result.ret == 0, result.stdout.str()
     after = result.stdout.str().split("= retrieval-eval =", 1)[1].splitlines()[1:]
     assert len(after) <= 54, "\n".join(after)

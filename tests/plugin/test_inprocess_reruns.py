@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from tests.support.processes import CHILD_ADDOPTS
 
 #: Runs the bundled sample twice in one interpreter, putting sys.modules back after each run

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from tests.support.lme_factory import make_instance, write_dataset
 from tests.support.processes import default_sigint
 from tests.support.reliability_support import run_plugin, subprocess_env
@@ -40,8 +41,16 @@ def five(pytester: pytest.Pytester) -> Path:
 
 
 def run_apart(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    """The plugin in a child process: a KeyboardInterrupt there must not reach this one."""
+    """The plugin in a child process: a signal sent to it must not reach this one."""
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--retrieval-eval", *args)
+
+
+def run_interrupted(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """The plugin in this process, where a KeyboardInterrupt raised in the run ends the run
+    alone (pytester re-raises it here unless told not to)."""
+    return pytester.runpytest("-p", "no:cacheprovider", "-W",
+                              "ignore::pytest.PytestAssertRewriteWarning", "--retrieval-eval",
+                              *args, no_reraise_ctrlc=True)
 
 
 def without_created(run: dict[str, Any]) -> dict[str, Any]:
@@ -66,8 +75,8 @@ def test_ctrl_c_mid_run_is_reported_as_interrupted(pytester: pytest.Pytester,
     data = five(pytester)
     pytester.makeconftest(STOP_AFTER.format(after=3, how="raise KeyboardInterrupt"))
     out = pytester.path / "r.json"
-    result = run_apart(pytester, "--no-model", "--retrieval-eval-retriever", "bm25",
-                        f"--retrieval-eval-data={data}", f"--retrieval-eval-json={out}")
+    result = run_interrupted(pytester, "--no-model", "--retrieval-eval-retriever", "bm25",
+                             f"--retrieval-eval-data={data}", f"--retrieval-eval-json={out}")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     report = report_of(out)
     assert report["interrupted"] is True
@@ -88,9 +97,9 @@ def test_deselection_and_interruption_are_counted_apart(pytester: pytest.Pyteste
     data = five(pytester)
     pytester.makeconftest(STOP_AFTER.format(after=2, how="raise KeyboardInterrupt"))
     out = pytester.path / "r.json"
-    result = run_apart(pytester, "--no-model", "--retrieval-eval-retriever", "bm25",
-                        f"--retrieval-eval-data={data}", f"--retrieval-eval-json={out}",
-                        "-k", "not q4")
+    result = run_interrupted(pytester, "--no-model", "--retrieval-eval-retriever", "bm25",
+                             f"--retrieval-eval-data={data}", f"--retrieval-eval-json={out}",
+                             "-k", "not q4")
     report = report_of(out)
     counts = without_created(report["run"])
     assert counts == {"interrupted": True, "items_run": 2, "items_selected": 4}

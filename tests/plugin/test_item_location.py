@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from tests.support.lme_factory import make_instance, write_dataset
 
 QUESTIONS = [("q1", "multi-session"), ("q2", "multi-session"), ("q3", "temporal-reasoning")]

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from tests.support.lme_factory import make_instance, write_dataset
 from tests.support.reliability_support import match_errors
 
@@ -42,7 +43,7 @@ class Lexical:
         log(event="index", name=self.name, key=persona.key, workdir=str(persona.workdir),
             reused=reused, turns=[list(map(dict, t)) for t in persona.turns],
             texts=list(persona.texts))
-        time.sleep(0.2)  # ingest: never counted as query latency
+        time.sleep(float(os.environ["STORE_INDEX_SLEEP"]))  # ingest: never query latency
         self.rows[persona.key] = list(reversed(persona.session_ids))
 
     def rank(self, persona, query, limit):
@@ -80,6 +81,8 @@ def data(pytester: pytest.Pytester, isolated_cache: Path,
          monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.setenv("STORE_LOG", str(pytester.path / "store.log"))
+    # An index that takes time, for the test that times it; the others count calls only.
+    monkeypatch.setenv("STORE_INDEX_SLEEP", "0")
     pytester.makepyfile(stores=STORES)
     pytester.syspathinsert()
     return write_dataset(pytester.path / "lme.json", [
@@ -109,7 +112,8 @@ def events(pytester: pytest.Pytester) -> list[dict[str, Any]]:
 
 
 def test_index_once_per_persona_before_rank_and_ingest_apart_from_query_latency(
-        pytester: pytest.Pytester, data: Path) -> None:
+        pytester: pytest.Pytester, data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STORE_INDEX_SLEEP", "0.2")
     result, report = run(pytester, data, "--retrieval-eval-retriever", "fts,stores:Lexical",
                          "--retrieval-eval-tables=recall,timing")
     result.assert_outcomes(passed=8)
@@ -327,7 +331,7 @@ def test_the_custom_fixture_may_return_several_stores(pytester: pytest.Pytester,
     assert report["summary"]["other"]["overall"]["n"] == 4
     assert report["timing"]["other"]["ingest"]["personas"] == 4
     _, parallel = run(pytester, data, "--retrieval-eval-retriever", "fts,custom", "-n", "2",
-                      subprocess=True, model=tiny_model_dir)
+                      model=tiny_model_dir)
     assert parallel["summary"] == report["summary"]
     pytester.makeconftest(FIXTURE.format(value="{'fts': stores.Lexical()}"))
     result, _ = run(pytester, data, "--retrieval-eval-retriever", "fts,custom",

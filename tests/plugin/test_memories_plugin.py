@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import pytest_retrieval_eval.run.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from tests.support.plugin_runs import run_with_report
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")

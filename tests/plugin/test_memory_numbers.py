@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import pytest_retrieval_eval.run.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from pytest_retrieval_eval.data.pairs import render_session
 from pytest_retrieval_eval.reporting.explain import explain_lines
 from tests.support.lme_factory import make_instance, write_dataset

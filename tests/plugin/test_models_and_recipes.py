@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from pytest_retrieval_eval.cli import console as cli
 from pytest_retrieval_eval.vectors.embedding import EmbedConfig, load_embedder
 from tests.support.lme_factory import make_instance, write_dataset

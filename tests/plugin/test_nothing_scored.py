@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from pytest_retrieval_eval.data.generator.instances import SAMPLE, iter_instances
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")

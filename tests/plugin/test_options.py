@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from pytest_retrieval_eval.config import options
 from tests.support import ROOT
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from pytest_retrieval_eval.cli import console as cli
 from pytest_retrieval_eval.vectors.cache import bundled_cache_dir
 from tests.support.compare_factory import make_report, write_report

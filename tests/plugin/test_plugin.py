@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from pytest_retrieval_eval.data.generator.instances import SAMPLE, iter_instances
 from tests.support.lme_factory import make_instance, write_dataset
 from tests.support.model_factory import make_model_dir
@@ -185,9 +186,8 @@ def test_xdist_prints_the_same_numbers(pytester: pytest.Pytester, isolated_cache
     # -n 2 first, on an empty cache: the controller builds the corpus and the bm25 counts,
     # the workers build the stores; the serial run after it reuses all of them.
     out = pytester.path / "xdist.json"
-    result = pytester.runpytest_subprocess(
-        "--retrieval-eval", "--no-model", "--retrieval-eval-retriever", "hybrid,bm25",
-        "-n", "2", "--retrieval-eval-json", str(out))
+    result = run(pytester, "--retrieval-eval", "--no-model", "--retrieval-eval-retriever",
+                 "hybrid,bm25", "-n", "2", "--retrieval-eval-json", str(out))
     assert result.ret == 0, result.stdout.str()
     assert len(list((isolated_cache / "terms").glob("*.npz"))) == 1
     parallel = json.loads(out.read_text())

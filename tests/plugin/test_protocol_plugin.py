@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from pytest_retrieval_eval.data.generator.instances import SAMPLE, iter_instances
 from tests.support import lme_reference
 

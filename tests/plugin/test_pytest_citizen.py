@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from tests.support.lme_factory import make_instance, write_dataset
 
 QUESTIONS = [("q1", "multi-session"), ("q2", "multi-session"), ("q3", "temporal-reasoning"),
@@ -181,28 +182,26 @@ def test_k_and_m_select_by_type_question_and_retriever(pytester: pytest.Pytester
     run(pytester, data, *base, "-m", "not retrieval_eval").assert_outcomes(deselected=10)
 
 
-@pytest.mark.parametrize("flag", ["--lf", "--ff", "--sw"])
 def test_last_failed_failed_first_and_stepwise_find_a_failed_item(
-        pytester: pytest.Pytester, data: Path, tiny_model_dir: Path, flag: str) -> None:
+        pytester: pytest.Pytester, data: Path, tiny_model_dir: Path) -> None:
+    """One run with a failed item, then ``--lf``, ``--ff`` and ``--sw`` (twice) after it:
+    none of the three changes what the last-failed cache holds (``--sw`` keeps its own)."""
     pytester.makeconftest(CUSTOM.format(fail="q3"))
-    first = run_custom(pytester, data, tiny_model_dir, "--retrieval-eval-retriever",
-                       "custom,bm25")
+    select = ("--retrieval-eval-retriever", "custom,bm25")
+    first = run_custom(pytester, data, tiny_model_dir, *select)
     first.assert_outcomes(passed=9, failed=1)
-    again = run_custom(pytester, data, tiny_model_dir, "--retrieval-eval-retriever",
-                       "custom,bm25", flag, "-v")
-    if flag == "--lf":
-        again.assert_outcomes(failed=1, deselected=9)
-    elif flag == "--sw":
-        again.assert_outcomes(passed=4, failed=1)  # stops at the failed item
-        resumed = run_custom(pytester, data, tiny_model_dir, "--retrieval-eval-retriever",
-                             "custom,bm25", flag)
-        resumed.stdout.fnmatch_lines(["*skipping 4 already passed items*"])
-        assert "previously failed test not found" not in resumed.stdout.str()
-        resumed.assert_outcomes(failed=1, deselected=4)
-    else:
-        again.assert_outcomes(failed=1, passed=9)
-        lines = [line for line in again.stdout.lines if line.startswith("retrieval-eval::")]
-        assert lines[0].startswith("retrieval-eval::temporal-reasoning::q3::custom FAILED")
+    last_failed = run_custom(pytester, data, tiny_model_dir, *select, "--lf", "-v")
+    last_failed.assert_outcomes(failed=1, deselected=9)
+    failed_first = run_custom(pytester, data, tiny_model_dir, *select, "--ff", "-v")
+    failed_first.assert_outcomes(failed=1, passed=9)
+    lines = [line for line in failed_first.stdout.lines if line.startswith("retrieval-eval::")]
+    assert lines[0].startswith("retrieval-eval::temporal-reasoning::q3::custom FAILED")
+    stepwise = run_custom(pytester, data, tiny_model_dir, *select, "--sw", "-v")
+    stepwise.assert_outcomes(passed=4, failed=1)  # stops at the failed item
+    resumed = run_custom(pytester, data, tiny_model_dir, *select, "--sw")
+    resumed.stdout.fnmatch_lines(["*skipping 4 already passed items*"])
+    assert "previously failed test not found" not in resumed.stdout.str()
+    resumed.assert_outcomes(failed=1, deselected=4)
 
 
 def test_a_skip_is_reported_counted_and_named_in_the_json(pytester: pytest.Pytester,
@@ -435,49 +434,47 @@ def _passed_ids(result: pytest.RunResult) -> list[str]:
                   if line.startswith("PASSED "))
 
 
-def _run_subprocess(pytester: pytest.Pytester, data: Path, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(
-        *IN_ORDER, "-p", "no:cacheprovider", "-rA", "--retrieval-eval", "--no-model",
+def _run_listing_passed(pytester: pytest.Pytester, data: Path, *args: str) -> pytest.RunResult:
+    return pytester.runpytest(
+        *IN_ORDER, "-p", "no:cacheprovider", "-rA", "-W",
+        "ignore::pytest.PytestAssertRewriteWarning", "--retrieval-eval", "--no-model",
         f"--retrieval-eval-data={data}", "--retrieval-eval-retriever", "bm25,oracle", *args)
 
 
-@pytest.mark.parametrize("args", [
-    ("retrieval-eval::temporal-reasoning",),
-    ("retrieval-eval::knowledge-update::q5::oracle",),
-    ("retrieval-eval",),
-    ("tests", "retrieval-eval::knowledge-update"),
-], ids=["type", "full-id", "root", "path-and-type"])
-def test_node_ids_select_the_same_items_under_xdist(pytester: pytest.Pytester, data: Path,
-                                                    args: tuple[str, ...]) -> None:
+#: What ``tests retrieval-eval::temporal-reasoning`` selects, serially.
+TEMPORAL_AND_OWN = ["retrieval-eval::temporal-reasoning::q3::bm25",
+                    "retrieval-eval::temporal-reasoning::q3::oracle",
+                    "retrieval-eval::temporal-reasoning::q4::bm25",
+                    "retrieval-eval::temporal-reasoning::q4::oracle",
+                    "tests/test_own.py::test_own"]
+
+
+@pytest.mark.parametrize(("args", "dist"), [
+    (("retrieval-eval::temporal-reasoning",), "load"),
+    (("retrieval-eval::knowledge-update::q5::oracle",), "loadscope"),
+    (("retrieval-eval",), "loadfile"),
+    (("tests", "retrieval-eval::knowledge-update"), "worksteal"),
+    (("tests", "retrieval-eval::temporal-reasoning"), "each"),
+], ids=["type-load", "full-id-loadscope", "root-loadfile", "path-and-type-worksteal",
+        "path-and-type-each"])
+def test_node_ids_select_the_same_items_under_xdist_in_every_dist_mode(
+        pytester: pytest.Pytester, data: Path, args: tuple[str, ...], dist: str) -> None:
     """Issue 29.1: a worker parses the controller's command line again, so the plugin's
-    node ids must come off its args too (they selected nothing: ``2 workers [0 items]``)."""
+    node ids must come off its args too (they selected nothing: ``2 workers [0 items]``).
+    Each form of node id is run under another ``--dist`` mode (every mode is run once):
+    ``-n 2`` passes exactly the items the serial run passes (``each``: on both workers)."""
     pytest.importorskip("xdist")
     pytester.mkdir("tests").joinpath("test_own.py").write_text("def test_own(): pass\n")
-    serial = _run_subprocess(pytester, data, *args)
+    serial = _run_listing_passed(pytester, data, *args)
     assert serial.ret == 0, serial.stdout.str()
     expected = _passed_ids(serial)
     assert expected
-    parallel = _run_subprocess(pytester, data, "-n", "2", *args)
+    if args == ("tests", "retrieval-eval::temporal-reasoning"):
+        assert expected == TEMPORAL_AND_OWN
+    parallel = _run_listing_passed(pytester, data, "-n", "2", "--dist", dist, *args)
     assert parallel.ret == 0, parallel.stdout.str()
-    assert _passed_ids(parallel) == expected
-
-
-@pytest.mark.parametrize("dist", ["loadscope", "loadfile", "worksteal", "each"])
-def test_node_ids_select_the_same_items_in_every_dist_mode(pytester: pytest.Pytester,
-                                                           data: Path, dist: str) -> None:
-    pytest.importorskip("xdist")
-    pytester.mkdir("tests").joinpath("test_own.py").write_text("def test_own(): pass\n")
-    args = ("tests", "retrieval-eval::temporal-reasoning")
-    expected = ["retrieval-eval::temporal-reasoning::q3::bm25",
-                "retrieval-eval::temporal-reasoning::q3::oracle",
-                "retrieval-eval::temporal-reasoning::q4::bm25",
-                "retrieval-eval::temporal-reasoning::q4::oracle",
-                "tests/test_own.py::test_own"]
-    result = _run_subprocess(pytester, data, "-n", "2", "--dist", dist, *args)
-    assert result.ret == 0, result.stdout.str()
-    got = _passed_ids(result)
     # --dist each runs every item on each worker
-    assert got == (sorted(expected * 2) if dist == "each" else expected)
+    assert _passed_ids(parallel) == (sorted(expected * 2) if dist == "each" else expected)
 
 
 OPEN_CONNECTIONS = """

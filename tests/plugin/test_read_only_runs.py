@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from tests.support.lme_factory import make_instance, write_dataset
 
 QUESTIONS = [("q1", "multi-session"), ("q2", "temporal-reasoning"), ("q3", "knowledge-update")]
@@ -54,35 +55,39 @@ def scratch_folders(root: Path) -> set[str]:
     return {p.name for p in root.glob("retrieval-eval-readonly-*")}
 
 
-@pytest.mark.parametrize("args", READ_ONLY, ids=" ".join)
 def test_a_cold_cache_stays_absent_and_the_items_are_a_real_runs(
-        pytester: pytest.Pytester, data: Path, isolated_cache: Path, private_tmp: Path,
-        args: tuple[str, ...]) -> None:
-    result = run(pytester, data, *args, "-q" if "--co" in args else "-v")
-    assert result.ret == 0, result.stdout.str()
-    assert not isolated_cache.exists()
-    assert not (pytester.path / "report.json").exists()
-    assert scratch_folders(private_tmp) == set()  # the temp corpus is removed at the end
-    listed = ids_of(result)
-    assert len(listed) == 9
+        pytester: pytest.Pytester, data: Path, isolated_cache: Path,
+        private_tmp: Path) -> None:
+    """Each read-only mode in turn on the cold cache, then one real run: its items are the
+    ones each mode listed."""
+    listings = {}
+    for args in READ_ONLY:
+        result = run(pytester, data, *args, "-q" if "--co" in args else "-v")
+        assert result.ret == 0, result.stdout.str()
+        assert not isolated_cache.exists(), args
+        assert not (pytester.path / "report.json").exists(), args
+        assert scratch_folders(private_tmp) == set(), args  # the temp corpus is removed
+        listings[" ".join(args)] = ids_of(result)
+        assert len(listings[" ".join(args)]) == 9, args
     real = run(pytester, data, "-v")
     real.assert_outcomes(passed=9)
-    assert ids_of(real) == listed
+    assert all(listed == ids_of(real) for listed in listings.values()), listings
 
 
-@pytest.mark.parametrize("args", READ_ONLY, ids=" ".join)
 def test_a_warm_cache_keeps_every_files_bytes_and_mtime(
-        pytester: pytest.Pytester, data: Path, isolated_cache: Path,
-        args: tuple[str, ...]) -> None:
+        pytester: pytest.Pytester, data: Path, isolated_cache: Path) -> None:
+    """One real run warms the cache; each read-only mode after it changes no byte or mtime
+    under the cache, nor the report."""
     run(pytester, data).assert_outcomes(passed=9)
     report = pytester.path / "report.json"
     written = report.read_bytes()
     before = snapshot(isolated_cache)
     assert any(name.endswith(".sqlite") for name in before)
-    result = run(pytester, data, *args, "-q")
-    assert result.ret == 0, result.stdout.str()
-    assert snapshot(isolated_cache) == before
-    assert report.read_bytes() == written
+    for args in READ_ONLY:
+        result = run(pytester, data, *args, "-q")
+        assert result.ret == 0, result.stdout.str()
+        assert snapshot(isolated_cache) == before, args
+        assert report.read_bytes() == written, args
 
 
 CUSTOM = """
@@ -112,10 +117,11 @@ def test_the_model_lane_embeds_nothing_under_collect_only(
     assert not isolated_cache.exists()
 
 
-@pytest.mark.parametrize("args", [("--co", "-q"), ("--co", "-q", "-n", "2")], ids=" ".join)
 def test_the_model_lane_loads_and_downloads_no_model_under_collect_only(
         pytester: pytest.Pytester, data: Path, isolated_cache: Path,
-        monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...]) -> None:
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Serially and under ``-n 2``: the items listed, the header's model line; one real run
+    after both shows the model would have been needed."""
     # A Hub-named model that is nowhere on disk, and a Hub that refuses every connection: a
     # listing that tried to load it would fail (a real run does, below).
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
@@ -125,14 +131,15 @@ def test_the_model_lane_loads_and_downloads_no_model_under_collect_only(
     common = ("-p", "no:randomly", "--retrieval-eval", "--retrieval-eval-model=nobody/absent",
               f"--retrieval-eval-data={data}", "--retrieval-eval-retriever=semantic,hybrid",
               "--retrieval-eval-network-deadline=5")
-    result = pytester.runpytest_subprocess(*common, *args)
-    assert result.ret == 0, result.stdout.str()
-    assert len(ids_of(result)) == 6
-    header = pytester.runpytest_subprocess(*common, *[a for a in args if a != "-q"])
-    assert header.ret == 0, header.stdout.str()
-    header.stdout.fnmatch_lines(["*model nobody/absent (not loaded: nothing is scored)*"])
-    assert not isolated_cache.exists()
-    assert not (pytester.path / "hf-home").exists()
+    for args in (("--co", "-q"), ("--co", "-q", "-n", "2")):
+        result = pytester.runpytest_subprocess(*common, *args)
+        assert result.ret == 0, result.stdout.str()
+        assert len(ids_of(result)) == 6
+        header = pytester.runpytest_subprocess(*common, *[a for a in args if a != "-q"])
+        assert header.ret == 0, header.stdout.str()
+        header.stdout.fnmatch_lines(["*model nobody/absent (not loaded: nothing is scored)*"])
+        assert not isolated_cache.exists()
+        assert not (pytester.path / "hf-home").exists()
     real = pytester.runpytest_subprocess(*common, "-q")
     assert real.ret != 0
     assert "model 'nobody/absent'" in real.stderr.str() + real.stdout.str()

@@ -9,6 +9,7 @@ import subprocess
 
 import pytest
 
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from tests.support.plugin_runs import run_with_report
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")

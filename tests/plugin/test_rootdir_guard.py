@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from pytest_retrieval_eval.rootdir_guard import (
     invocation_config_file,
     moved_rootdir_value,
 )
+from tests.support.processes import CHILD_ADDOPTS
 from tests.support.reliability_support import joined_errors
 
 FLAGS = ["--retrieval-eval-cache", "--retrieval-eval-json"]
@@ -31,6 +33,7 @@ def host(tmp_path: Path) -> Path:
 def pytest_in(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env["HF_HUB_OFFLINE"] = "1"
+    env["PYTEST_ADDOPTS"] = CHILD_ADDOPTS
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
                            "-p", "no:randomly", "-q", *args], cwd=folder, env=env,
                           capture_output=True, text=True, timeout=300)

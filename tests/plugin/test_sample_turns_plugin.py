@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import pytest_retrieval_eval.run.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from pytest_retrieval_eval.data import dataset, ingest
 from pytest_retrieval_eval.data.protocol import View
 from pytest_retrieval_eval.vectors import cache, prep

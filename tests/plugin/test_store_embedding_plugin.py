@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 import pytest_retrieval_eval.run.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from tests.support.plugin_runs import run_with_report
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import pytest_retrieval_eval.run.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 

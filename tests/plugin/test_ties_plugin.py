@@ -14,6 +14,7 @@ import pytest
 from rank_bm25 import BM25Okapi
 
 import pytest_retrieval_eval.run.session  # noqa: F401  (loaded once: in-process runs reuse numpy)
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from pytest_retrieval_eval.data.generator.instances import SAMPLE, iter_instances
 from tests.support import lme_reference
 from tests.support.plugin_runs import run_with_report

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from tests.support.reliability_support import joined_errors, match_errors
 
 USAGE_ERROR = 4

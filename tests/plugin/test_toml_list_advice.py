@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
+
 OPTIONS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "options.md"
 PYTEST = tuple(int(x) for x in pytest.__version__.split(".")[:2])
 

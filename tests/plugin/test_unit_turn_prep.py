@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from pytest_retrieval_eval.data.pairs import text_key
 from pytest_retrieval_eval.data.turn_texts import WithTurnTexts
 from pytest_retrieval_eval.run.session import EvalSession

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from tests.support.reliability_support import run_plugin, usage_error_line
 
 STORE = """
@@ -100,8 +101,9 @@ def test_a_hook_store_that_cannot_be_made_stops_an_xdist_run(
     pytest.importorskip("xdist")
     pytester.makeconftest(HOOK_STORE)
     out = pytester.path / "report.json"
-    result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "-p", "no:randomly", "--retrieval-eval", "--no-model",
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "-p", "no:randomly", "-W",
+        "ignore::pytest.PytestAssertRewriteWarning", "--retrieval-eval", "--no-model",
         "--retrieval-eval-retriever=fts,custom", f"--retrieval-eval-json={out}", "-n", "2")
     text = result.stdout.str()
     assert result.ret == 4, text
