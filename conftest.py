@@ -8,8 +8,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 # numpy is loaded before any in-process pytester run snapshots sys.modules: a C extension
-# that the snapshot's restore drops cannot be imported again in this process.
-import numpy  # noqa: F401
+# that the snapshot's restore drops cannot be imported again in this process. So are its
+# lazily loaded C parts that a test's library may import after a pytester run (ranx, through
+# scipy, imports numpy.fft: "cannot load module more than once per process").
+import numpy
+import numpy.fft
+import numpy.random  # noqa: F401
 import pytest
 
 from tests.support.processes import CHILD_ADDOPTS, child_addopts
@@ -24,6 +28,10 @@ pytest_plugins = ["pytester"]
 # (they inherit this environment); ``__pycache__/`` is git-ignored.
 sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+# The plugin's modules, loaded once per test process, so pytester's in-process runs in every
+# test folder reuse them (tests/support/preload.py says why).
+import tests.support.preload  # noqa: E402, F401
 
 
 @pytest.fixture(scope="session", autouse=True)
