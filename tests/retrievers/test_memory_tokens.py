@@ -3,6 +3,7 @@ hand-made persona, counted in words so that every number is checked by hand."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -165,17 +166,25 @@ def test_budget_step_reads_on_past_k() -> None:
                     more=lambda: pytest.fail("read again"))
 
 
-def test_a_growing_read_stops_where_the_largest_budget_is_spent() -> None:
-    """Issue 44: with ``first`` (a turn what-if's first memories), the longer read grows
-    until it passes the largest budget and is counted only that far: the same metrics, fit,
-    held and ended as the whole ranking read and counted, fewer memories read."""
+def _six_memories() -> tuple[list[Memory], list[int], Callable[[int], list[Memory]]]:
+    """Six turn memories (6 5 7 2 2 3 tokens in :func:`_counts`), the sizes a ``first`` read
+    was asked for, and that read."""
     ranking = [Memory(f"{s}_{n}", turns=(f"{s}_{n}",)) for s, n in
-               (("s3", 3), ("s1", 1), ("s2", 1), ("s3", 1), ("s1", 2), ("s3", 2))]  # 6 5 7 2 2 3
+               (("s3", 3), ("s1", 1), ("s2", 1), ("s3", 1), ("s1", 2), ("s3", 2))]
     asked: list[int] = []
 
     def first(size: int) -> list[Memory]:
         asked.append(size)
         return ranking[:size]
+
+    return ranking, asked, first
+
+
+def test_a_growing_read_stops_where_the_largest_budget_is_spent() -> None:
+    """Issue 44: with ``first`` (a turn what-if's first memories), the longer read grows
+    until it passes the largest budget and is counted only that far: the same metrics, fit,
+    held and ended as the whole ranking read and counted, fewer memories read."""
+    ranking, asked, first = _six_memories()
 
     for budgets in ([6, 12], [6, 19], [6, 100]):
         counts, words = _counts()
@@ -200,13 +209,7 @@ def test_a_read_sized_from_the_tokens_a_memory_counts_the_same() -> None:
     the whole ranking read, and no read past ``cap`` or after the ranking ran out."""
     from pytest_retrieval_eval.retrievers import memory_tokens as mt
 
-    ranking = [Memory(f"{s}_{n}", turns=(f"{s}_{n}",)) for s, n in
-               (("s3", 3), ("s1", 1), ("s2", 1), ("s3", 1), ("s1", 2), ("s3", 2))]  # 6 5 7 2 2 3
-    asked: list[int] = []
-
-    def first(size: int) -> list[Memory]:
-        asked.append(size)
-        return ranking[:size]
+    ranking, asked, first = _six_memories()
 
     for budgets, cap in (([6, 12], 6), ([6, 19], 6), ([6, 100], 6), ([6, 100], 40)):
         counts, _ = _counts()
