@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from benchmarks.measuring import ROOT
 
@@ -387,10 +388,34 @@ def _warm_phases(versions: Sequence[Version], data: Path, work: Path,
 
 def _same_note(new: Version, old: Version, work: Path, rev: str,
                kinds: Sequence[str] = ("hybrid", "four")) -> str:
-    differ = [kind for kind in kinds if _numbers(work / f"{kind}-{new.label}-0.json")
-              != _numbers(work / f"{kind}-{old.label}-0.json")]
+    differ = []
+    for kind in kinds:
+        fields = _differing(work / f"{kind}-{new.label}-0.json",
+                            work / f"{kind}-{old.label}-0.json")
+        if fields:
+            differ.append(f"{kind} ({', '.join(fields)})")
     return f"- summaries and full rankings of NEW and {rev} ({', '.join(kinds)}): " + (
-        "identical" if not differ else "DIFFER: " + ", ".join(differ))
+        "identical" if not differ else "DIFFER: " + "; ".join(differ))
+
+
+def _differing(new: Path, old: Path) -> list[str]:
+    """What differs between two reports' :func:`_numbers`: "summary", or a pair field
+    (``metrics.<name>``, ``budget.<fact>``, ``ranked``, ``memories``) and how many pairs."""
+    (new_summary, new_pairs), (old_summary, old_pairs) = _numbers(new), _numbers(old)
+    fields: dict[str, int] = {"summary": 1} if new_summary != old_summary else {}
+    for key in sorted(set(new_pairs) | set(old_pairs)):
+        a, b = new_pairs.get(key, {}), old_pairs.get(key, {})
+        for name in sorted(set(a) | set(b)):
+            if isinstance(a.get(name), dict) and isinstance(b.get(name), dict):
+                inner = sorted(k for k in set(a[name]) | set(b[name])
+                               if a[name].get(k) != b[name].get(k))
+                names = [f"{name}.{k}" for k in inner]
+            else:
+                names = [name] if a.get(name) != b.get(name) else []
+            for field in names:
+                fields[field] = fields.get(field, 0) + 1
+    return [f"{f}: {n} pair{'s' if n != 1 else ''}" if f != "summary" else f
+            for f, n in fields.items()]
 
 
 def _tiny(base: Path) -> Path:
@@ -399,21 +424,24 @@ def _tiny(base: Path) -> Path:
     return ensure_tiny_model(base.parent)
 
 
-def _numbers(path: Path) -> object:
+def _numbers(path: Path) -> tuple[object, dict[tuple[str, str], dict[str, Any]]]:
     """A report's summary, and each pair's ranking, metrics and memories (a memory store's:
     ids, scores, provenance) and budget facts but the count of memories read (issue 44: a
-    budget's longer read now stops where the largest budget is spent)."""
+    budget's longer read now stops where the largest budget is spent), by (retriever,
+    question). A budget fact or metric that one report holds and the other lacks (a fact
+    added since) is named by :func:`_differing`, as a changed one is."""
     report = json.loads(path.read_text())
 
-    def budget(p: dict[str, object]) -> object:
+    def budget(p: dict[str, Any]) -> object:
         facts = p.get("budget")
         return {k: v for k, v in facts.items() if k != "read"} \
             if isinstance(facts, dict) else facts
 
-    return report["summary"], sorted(
-        json.dumps([p["retriever"], p["question_id"], p["ranked"], p.get("metrics"),
-                    p.get("memories"), budget(p)], sort_keys=True)
-        for p in report["pairs"])
+    return report["summary"], {
+        (str(p["retriever"]), str(p["question_id"])): {
+            "ranked": p["ranked"], "metrics": p.get("metrics"), "memories": p.get("memories"),
+            "budget": budget(p)}
+        for p in report["pairs"]}
 
 
 def table(phases: Sequence[Phase], new: Version, old: Version, repeat: int) -> list[str]:

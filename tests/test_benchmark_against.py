@@ -4,11 +4,12 @@ benchmarks/RESULTS.md, not run here."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
 
-from benchmarks.against import Phase, Sample, Version, sample, table
+from benchmarks.against import Phase, Sample, Version, _differing, sample, table
 
 
 def test_sample_counts_the_bytes_and_cpu_of_reaped_grandchildren(tmp_path: Path) -> None:
@@ -33,3 +34,23 @@ def test_the_table_gives_new_over_rev_ratios() -> None:
         {"NEW": 50, "fbc1d0f": 100})
     row = table([phase], new, old, 2)[-1]
     assert row.endswith("| 0.500 wall, 0.750 CPU, 0.500 read, 0.500 size |")
+
+
+def test_differing_names_each_changed_field_and_its_pairs(tmp_path: Path) -> None:
+    """The --against note says what differs: a changed metric, a budget fact one version
+    lacks (added since), never the count of memories read; identical reports: nothing."""
+    def pair(qid: str, recall: float, budget: dict[str, object]) -> dict[str, object]:
+        return {"retriever": "fts", "question_id": qid, "ranked": ["a"],
+                "metrics": {"recall@1": 1.0, "turn_recall@1": recall}, "budget": budget}
+
+    def write(name: str, pairs: list[dict[str, object]]) -> Path:
+        path = tmp_path / name
+        path.write_text(json.dumps({"summary": {"fts": 1}, "pairs": pairs}))
+        return path
+
+    old = write("old.json", [pair("q1", 0.0, {"fit": 1, "read": 9}),
+                             pair("q2", 0.0, {"fit": 2, "read": 9})])
+    new = write("new.json", [pair("q1", 0.5, {"fit": 1, "read": 3, "reach": 4}),
+                             pair("q2", 0.5, {"fit": 2, "read": 3, "reach": 5})])
+    assert _differing(new, old) == ["budget.reach: 2 pairs", "metrics.turn_recall@1: 2 pairs"]
+    assert _differing(old, old) == []
