@@ -34,6 +34,7 @@ from .hub_deadline import (
     bounded,
     seconds_text,
 )
+from .hub_settings import HubSettingError, library
 
 T = TypeVar("T")
 
@@ -43,10 +44,12 @@ __all__ = [
     "HubError",
     "HubFileMissing",
     "HubRepoMissing",
+    "HubSettingError",
     "HubUnreachable",
     "cache_dir",
     "cached_file",
     "download_file",
+    "library",
     "offline_mode",
 ]
 
@@ -110,7 +113,8 @@ def endpoint() -> str | None:
 
 def probe_timeout() -> float:
     """Seconds for the one metadata request: ``HF_HUB_ETAG_TIMEOUT`` when set to a positive
-    number, else :data:`PROBE_TIMEOUT`."""
+    number (whole seconds: :func:`.hub_settings.library` refuses any other), else
+    :data:`PROBE_TIMEOUT`."""
     try:
         value = float(os.environ.get("HF_HUB_ETAG_TIMEOUT", ""))
     except ValueError:
@@ -122,8 +126,7 @@ def _probe(repo_id: str, filename: str, repo_type: str | None) -> int | None:
     """One metadata request (HTTP HEAD) for the file, without huggingface_hub's retries: it
     raises the library's exception when the Hub cannot be reached or has no such file.
     Returns the file's size when the Hub gives it."""
-    import huggingface_hub
-
+    huggingface_hub = library()
     url = huggingface_hub.hf_hub_url(repo_id, filename, repo_type=repo_type,
                                      endpoint=endpoint())
     kwargs: dict[str, Any] = {"timeout": probe_timeout()}
@@ -136,8 +139,7 @@ def _probe(repo_id: str, filename: str, repo_type: str | None) -> int | None:
 
 
 def _hf_hub_download(repo_id: str, filename: str, repo_type: str | None) -> Path:
-    import huggingface_hub  # deferred: importing it costs ~0.3 s
-
+    huggingface_hub = library()
     kwargs: dict[str, Any] = {"repo_id": repo_id, "filename": filename}
     if repo_type is not None:
         kwargs["repo_type"] = repo_type
@@ -169,8 +171,7 @@ def cached_file(repo_id: str, filename: str, *, repo_type: str | None = None) ->
     huggingface_hub >= 2 fetches its agent registry over the network to build them). Any
     failure (not cached, unreadable cache) is None.
     """
-    import huggingface_hub
-
+    huggingface_hub = library()
     try:
         found = huggingface_hub.try_to_load_from_cache(
             repo_id, filename, cache_dir=cache_dir(), repo_type=repo_type)

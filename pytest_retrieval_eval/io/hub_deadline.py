@@ -34,6 +34,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .hub_settings import library
+
 __all__ = ["DEFAULT_DEADLINE", "READ_TIMEOUT", "Deadline", "DeadlinePassed", "bounded",
            "current", "seconds_text"]
 
@@ -128,9 +130,8 @@ def _install() -> None:
     with _INSTALL:
         if _installed:
             return
+        huggingface_hub = library()  # its settings checked before it is imported
         _installed.append(True)
-        import huggingface_hub
-
         try:
             from huggingface_hub.utils import _http
         except ImportError:

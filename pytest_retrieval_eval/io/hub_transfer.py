@@ -191,8 +191,7 @@ def connect(what: str, repo: str, deadline: float = DEFAULT_DEADLINE,
         raise CacheHubError(
             f"cache {what} --repo {repo}: offline (HF_HUB_OFFLINE is set), so the Hub cannot "
             f"be reached; unset HF_HUB_OFFLINE, or run without the repo")
-    import huggingface_hub  # deferred: importing it costs ~0.3 s
-
+    huggingface_hub = hub.library()
     address = endpoint()
     token = huggingface_hub.get_token()
     return HubConnection(what, repo, address, token,

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pytest_retrieval_eval.data.dataset import DEFAULT_REPO, KNOWN, SAMPLE_PATH
 from tests.support.reliability_support import joined_errors
@@ -247,3 +249,39 @@ def test_the_no_model_hint_writes_path_options_in_the_equals_form(
     line = _one_error_line(result)
     assert line.endswith(
         f"`pytest --retrieval-eval --no-model --retrieval-eval-cache='{cache}'`"), line
+
+
+@pytest.mark.parametrize("name, value", [("HF_HUB_ETAG_TIMEOUT", "0.5"),
+                                         ("HF_HUB_DOWNLOAD_TIMEOUT", "")])
+def test_a_setting_huggingface_hub_cannot_read_is_one_line_naming_it(
+    pytester: pytest.Pytester, hub_env: Path, monkeypatch: pytest.MonkeyPatch,
+    name: str, value: str
+) -> None:
+    # huggingface_hub int()-parses both when imported: the library's traceback, before the
+    # check in io/hub_settings.py; the model lane's first Hub call is where it is imported.
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv(name, value)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--retrieval-eval")
+    line = _one_error_line(result)
+    assert f"{name}={value!r}" in line and "whole number" in line, line
+
+
+@given(st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"),
+               max_size=6))
+def test_the_settings_check_refuses_exactly_what_the_library_cannot_parse(
+    value: str) -> None:
+    from pytest_retrieval_eval.io.hub_settings import HubSettingError, library
+
+    try:
+        int(value)  # what huggingface_hub/constants.py does with it
+        parses = True
+    except ValueError:
+        parses = False
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HF_HUB_ETAG_TIMEOUT", value)
+        patch.delenv("HF_HUB_DOWNLOAD_TIMEOUT", raising=False)
+        if parses:
+            assert library().__name__ == "huggingface_hub"
+        else:
+            with pytest.raises(HubSettingError, match="HF_HUB_ETAG_TIMEOUT="):
+                library()
