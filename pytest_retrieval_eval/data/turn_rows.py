@@ -35,13 +35,18 @@ import numpy as np
 from ..io.checksums import drop_committed, read_committed, write_committed
 from .pairs import render_session, text_key
 
-__all__ = ["FORMAT", "TurnRows", "TurnRowsCache", "build_turn_rows", "persona_turn_rows",
-           "release_handed", "turn_rows_key"]
+__all__ = ["FORMAT", "HANDED_ROWS", "TurnRows", "TurnRowsCache", "build_turn_rows",
+           "persona_turn_rows", "turn_rows_key"]
 
 #: Bumped whenever what a turn-rows file holds, or how rows are made, changes.
 FORMAT = 1
 MAGIC = b"PRE-TURNROWS\x00\x00\x00\x01"
 _SUFFIX = ".turns"
+#: Rows a cache holds handed on at most (:meth:`TurnRowsCache.get_or_build`'s ``hand_on``),
+#: about 16 bytes each (two int32 and a reference to a key string the start's pairs hold
+#: anyway): ~32 MB, some 270 personas of M's length. Past it a persona reads its file again
+#: (a couple of milliseconds), so a run's memory does not grow with the dataset.
+HANDED_ROWS = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -148,6 +153,10 @@ class TurnRowsCache:
         #: Files this process built, and files it read (a run's footprint facts).
         self.built = 0
         self.read = 0
+        #: Rows the run's start handed on, by key, until each persona's first load takes
+        #: them (:meth:`get_or_build`'s ``hand_on``); :meth:`release` drops what is left.
+        self._handed: dict[str, TurnRows] = {}
+        self._handed_rows = 0
 
     def path_for(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}{_SUFFIX}"
@@ -158,9 +167,11 @@ class TurnRowsCache:
         :meth:`get_or_build`). ``take``: rows this process handed on (:meth:`get_or_build`'s
         ``hand_on``) are taken, not read again."""
         path = self.path_for(key)
-        handed = _HANDED.pop((path, self.verify), None) if take else None
-        if handed is not None and len(handed.turn_counts) == sessions:
-            return handed
+        handed = self._handed.pop(key, None) if take else None
+        if handed is not None:
+            self._handed_rows -= len(handed.keys)
+            if len(handed.turn_counts) == sessions:
+                return handed
         data = read_committed(path, self.verify)
         if data is None:
             return None
@@ -176,10 +187,10 @@ class TurnRowsCache:
                      *, hand_on: bool = False) -> tuple[TurnRows, list[str] | None]:
         """The rows kept under ``key`` (texts None: not read), else ``build()``'s rows and
         texts, kept for the next run (best effort: a cache that cannot be written only costs
-        the next run a build). ``hand_on``: the rows are also held for this process's next
-        :meth:`load` of ``key`` (the run's start reads every persona's rows for their turn
-        keys; each persona's first ranking takes them there, one read and decode a persona,
-        not two)."""
+        the next run a build). ``hand_on``: the rows are also held, up to
+        :data:`HANDED_ROWS` rows in all, for this cache's next :meth:`load` of ``key`` (the
+        run's start reads every persona's rows for their turn keys; each persona's first
+        ranking takes them there, one read and decode a persona, not two)."""
         rows = self.load(key, sessions, take=not hand_on)  # a start's pass reads them
         if rows is None:
             rows, texts = build()
@@ -187,25 +198,17 @@ class TurnRowsCache:
                 self.built += 1
         else:
             texts = None
-        if hand_on:
-            _HANDED[(self.path_for(key), self.verify)] = rows
+        if hand_on and key not in self._handed and (
+                self._handed_rows + len(rows.keys) <= HANDED_ROWS):
+            self._handed[key] = rows
+            self._handed_rows += len(rows.keys)
         return rows, texts
 
-
-#: Rows handed on by the run's start to the persona that ranks them (:meth:`TurnRowsCache.
-#: get_or_build`'s ``hand_on``), taken by its first load: held at most from the start to that
-#: persona's turn of the run, or to the session's end (:func:`release_handed`); their keys
-#: are the strings the start's extended pairs hold.
-_HANDED: dict[tuple[Path, str], TurnRows] = {}
-
-
-def release_handed(root: str | Path) -> None:
-    """Drop the rows handed on under ``root`` that no persona took (the run's end: pairs
-    deselected, or a run stopped), so that a process running several sessions (pytester's
-    in-process runs) keeps none past its session."""
-    folder = Path(root)
-    for key in [k for k in _HANDED if k[0].is_relative_to(folder)]:
-        del _HANDED[key]
+    def release(self) -> None:
+        """Drop the rows handed on that no persona took (the run's end: pairs deselected,
+        or a run stopped)."""
+        self._handed.clear()
+        self._handed_rows = 0
 
 
 #: Per session text key, its kept turns' numbers and text keys and its turn count, for the

@@ -199,7 +199,7 @@ def budget_step(context: Sequence[str | Memory], per_k: Mapping[int, Sequence[st
                 counts: TokenCounts,
                 more: Callable[[], Sequence[str | Memory]] | None = None,
                 first: Callable[[int], Sequence[str | Memory]] | None = None,
-                sizes: Sequence[int] = (), cap: int = 0,
+                cap: int = 0,
                 ) -> tuple[dict[str, float], dict[str, Any]]:
     """A pair's budget metrics and facts: ``recall@<B>tok`` on ``context`` (the memories of
     the ranking read for the largest k), ``tokens@k`` on ``per_k[k]`` (the ranking k is
@@ -209,10 +209,11 @@ def budget_step(context: Sequence[str | Memory], per_k: Mapping[int, Sequence[st
     ``context`` holds fewer tokens than the largest budget and was cut by its limit (it
     covers as many sessions as the largest k asked for, and fewer than the persona holds):
     the budget's context then goes on past k, as a reader's context of B tokens would.
-    ``first(size)``, in its place when given: that ranking's first ``size`` memories (a
-    built-in turn what-if's), asked for each of ``sizes`` in turn until a read holds more
-    tokens than the largest budget, is the last, or holds fewer memories (the ranking ran
-    out).
+    ``first(size)``, in its place when given with a ``cap``: that ranking's first ``size``
+    memories (a built-in turn what-if's), the first size estimated from the context's tokens
+    a memory (:func:`_first_size`), each next from those read (:func:`_next_size`), at most
+    ``cap``, until a read holds more tokens than the largest budget, is ``cap`` long, or
+    holds fewer memories (the ranking ran out).
     A longer read is counted only as far as the largest budget is spent: up to the first
     memory that passes it (the tokens past it can end no budget's context).
 
@@ -242,20 +243,18 @@ def budget_step(context: Sequence[str | Memory], per_k: Mapping[int, Sequence[st
     distinct = len({s for c in covered for s in c})
     top = max(budgets, default=0)
     size = len(set(persona.session_ids))
-    reread = ((more is not None or (first is not None and (bool(sizes) or cap > 0)))
+    reread = ((more is not None or (first is not None and cap > 0))
               and sum(tokens) < top
               and distinct >= max(per_k, default=0) and distinct < size)
     if reread:
         longer: list[Memory] = []
         counted: list[int] = []
-        if first is not None and (sizes or cap > 0):
-            plan = iter(sizes) if sizes else None
-            limit = next(plan) if plan is not None else _first_size(tokens, top, cap)
+        if first is not None and cap > 0:
+            limit = _first_size(tokens, top, cap)
             while True:
                 longer = as_memories(first(limit))
                 counted = _tokens_until(longer, persona, counts, top)
-                following = (next(plan, None) if plan is not None
-                             else _next_size(limit, sum(counted), top, cap))
+                following = _next_size(limit, sum(counted), top, cap)
                 if sum(counted) > top or following is None or len(longer) < limit:
                     break  # spent, the last read, or the whole ranking read
                 limit = following

@@ -53,6 +53,7 @@ from .columns import Columns
 
 if TYPE_CHECKING:
     from ..data.corpus import Corpus, PairRecord
+    from ..data.turn_rows import TurnRowsCache
     from ..retrievers.loader import UserRetriever
     from ..vectors.cache import VectorCache
     from ..vectors.embedding import Embedder
@@ -104,8 +105,11 @@ class PairMemo:
 
     def persona(self, pair: PairRecord, corpus: Corpus | None, vectors: VectorCache | None,
                 stores: StoreCache | None, model: Mapping[str, Any] | None,
-                store_dir: Path | None, *, session_rows: bool = True) -> Persona:
-        """The pair's memory rows, vectors and (lazily built) store; the last few are kept."""
+                store_dir: Path | None, *, session_rows: bool = True,
+                turn_rows: Callable[[], TurnRowsCache] | None = None) -> Persona:
+        """The pair's memory rows, vectors and (lazily built) store; the last few are kept.
+        ``turn_rows``: the run's kept turn rows (:meth:`.session.EvalSession.turn_rows_cache`),
+        asked for only when a ``+unit:turn`` retriever ranks the pair's turns."""
         cached = self._personas.get(pair.index)
         if cached is not None:
             self._personas.move_to_end(pair.index)
@@ -113,7 +117,8 @@ class PairMemo:
         assert corpus is not None and stores is not None
         fingerprint = str(model["fingerprint"]) if model else ""
         persona = personas.build_persona(pair, corpus, vectors, stores, fingerprint, store_dir,
-                                         embed=self.embedding, session_rows=session_rows)
+                                         embed=self.embedding, session_rows=session_rows,
+                                         turn_rows=turn_rows)
         self._personas[pair.index] = persona
         while len(self._personas) > KEPT:
             self._personas.popitem(last=False)

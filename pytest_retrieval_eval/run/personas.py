@@ -37,12 +37,15 @@ Embed = Callable[[Sequence[str]], np.ndarray]
 def build_persona(pair: PairRecord, corpus: Corpus, vectors: VectorCache | None,
                   stores: store_mod.StoreCache, fingerprint: str,
                   store_dir: Path | None, *, embed: Embed | None = None,
-                  session_rows: bool = True) -> retrievers_mod.Persona:
+                  session_rows: bool = True,
+                  turn_rows: Callable[[], TurnRowsCache] | None = None
+                  ) -> retrievers_mod.Persona:
     """The pair's memory rows: vectors from the cache (none: zero-width rows), texts from the
     corpus and a vipune store, both on first use; ``store_dir`` also gets an export of the
     store (``--retrieval-eval-store-dir``). ``embed``: ``persona.embed`` (the run's model for
     a store's own texts); ``session_rows``: the rows are sessions, so the persona also gives
-    its turns as rows (``turn_rows``, for the ``+unit:turn`` what-ifs)."""
+    its turns as rows (``turn_rows``, for the ``+unit:turn`` what-ifs), kept in the run's
+    ``turn_rows()`` cache (none given: one of its own beside ``stores``)."""
     if vectors is not None:
         matrix = vectors.get(list(pair.text_keys))
     else:
@@ -79,16 +82,19 @@ def build_persona(pair: PairRecord, corpus: Corpus, vectors: VectorCache | None,
                               len(pair.text_keys), corpus.turns)
     turned: dict[bool, retrievers_mod.Persona] = {}
 
-    def turn_rows(*, vectors: bool = True) -> retrievers_mod.Persona:
+    def turn_rows_of(*, vectors: bool = True) -> retrievers_mod.Persona:
         # one per persona, however many +unit:turn retrievers ask; its vectors read only
         # for a retriever that reads them
         wanted = vectors and embed is not None
         if wanted not in turned:
             base = turned.get(False)
             if base is None:  # a run with no +unit:turn retriever never loads turn_rows
-                from ..data.turn_rows import TurnRowsCache
+                if turn_rows is not None:
+                    kept = turn_rows()
+                else:
+                    from ..data.turn_rows import TurnRowsCache
 
-                kept = TurnRowsCache(stores.root.parent / "turns", stores.verify)
+                    kept = TurnRowsCache(stores.root.parent / "turns", stores.verify)
                 base = turn_persona(pair, session_turns, stores, kept)
                 turned[False] = base
             turned[wanted] = base if not wanted else replace(
@@ -99,7 +105,7 @@ def build_persona(pair: PairRecord, corpus: Corpus, vectors: VectorCache | None,
         key=key, session_ids=tuple(pair.session_ids), created_at=tuple(pair.created_at),
         vectors=matrix, texts=retrievers_mod.LazyTexts(load_texts), store_path=store_path,
         text_keys=tuple(pair.text_keys), turns=session_turns, text_vectors=embed,
-        turn_rows=turn_rows if session_rows else None)
+        turn_rows=turn_rows_of if session_rows else None)
 
 
 def _turn_vectors(embed: Embed | None, turns: retrievers_mod.Persona) -> np.ndarray:

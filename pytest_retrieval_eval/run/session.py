@@ -42,6 +42,7 @@ from .worker_results import WorkerResults
 
 if TYPE_CHECKING:  # loaded where a run needs them: a subset, turns, bm25, run files, a model
     from ..data import subset as subset_mod
+    from ..data.turn_rows import TurnRowsCache
     from ..data.turn_texts import WithTurnTexts
     from ..vectors.embedding import EmbedConfig, Embedder
 
@@ -96,8 +97,11 @@ class EvalSession:
     #: --retrieval-eval-budget: the reader's tokenizer and its counts (None: no budget asked,
     #: no tokenizer loaded, nothing counted).
     token_counts: Any = None
-    #: The corpus prep embeds with its turn texts (:meth:`prep_corpus`), made once.
+    #: The corpus prep embeds with its turn texts (:meth:`prep_corpus`), made once; dropped
+    #: once the run's lane is chosen (it holds every persona's turn keys).
     _turn_corpus: WithTurnTexts | None = None
+    #: Each persona's kept turn rows (:meth:`turn_rows_cache`), one cache a run.
+    _turn_rows: TurnRowsCache | None = None
 
     def __post_init__(self) -> None:
         self.outcomes = WorkerResults(self.names)
@@ -188,6 +192,7 @@ class EvalSession:
                         s.model or DEFAULT_MODEL)
         else:
             plan = lanes.model_lane(self, progress)
+        self._turn_corpus = None  # the lane has read it: its turn keys need not stay
         if _reads_runs(self._retrievers):
             from ..retrievers import trec_run
 
@@ -224,12 +229,22 @@ class EvalSession:
         if not any(getattr(r, "unit", None) == "turn" for r in self._retrievers.values()):
             return corpus
         if self._turn_corpus is None or self._turn_corpus.corpus is not corpus:
-            from ..data.turn_rows import TurnRowsCache
             from ..data.turn_texts import WithTurnTexts
 
-            self._turn_corpus = WithTurnTexts(corpus, TurnRowsCache(
-                self.cache_root / "turns", self.settings.verify))
+            self._turn_corpus = WithTurnTexts(corpus, self.turn_rows_cache())
         return self._turn_corpus
+
+    def turn_rows_cache(self) -> TurnRowsCache:
+        """The run's kept turn rows (:mod:`.data.turn_rows`), made on first use (a run that
+        ranks no turns never loads the module): the start's key check and each persona's
+        ranking read them through this one cache, which hands the rows the start read to
+        the persona that ranks them."""
+        if self._turn_rows is None:
+            from ..data.turn_rows import TurnRowsCache
+
+            root = Path(self.plan.cache_root) if self.plan is not None else self.cache_root
+            self._turn_rows = TurnRowsCache(root / "turns", self.settings.verify)
+        return self._turn_rows
 
     def scored_positions(self) -> list[int]:
         """Positions (into ``corpus.pairs``) of the pairs this run scores: the usable ones,
@@ -365,7 +380,8 @@ class EvalSession:
         """The pair's memory rows, vectors and (lazily built) store; the last few are kept."""
         model = self.plan.model if self.plan else None
         return self.pairs.persona(pair, self.corpus, self.vectors, self._stores, model,
-                                  self.settings.store_dir, session_rows=self.view.is_default)
+                                  self.settings.store_dir, session_rows=self.view.is_default,
+                                  turn_rows=self.turn_rows_cache)
 
     def query(self, pair: corpus_mod.PairRecord) -> retrievers_mod.Query:
         """The pair's query, its vector embedded live (timed: :meth:`.PairMemo.query`) or
@@ -450,11 +466,8 @@ class EvalSession:
         controller and on each worker); a later read would open it again."""
         if self.corpus is not None:
             self.corpus.close()
-        kept = None if self._turn_corpus is None else self._turn_corpus.kept
-        if kept is not None:  # turn rows its start read that no pair took
-            from ..data.turn_rows import release_handed
-
-            release_handed(kept.root)
+        if self._turn_rows is not None:  # turn rows its start read that no pair took
+            self._turn_rows.release()
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None

@@ -102,24 +102,41 @@ def test_a_damaged_file_is_rebuilt(tmp_path: Path, damage: str) -> None:
 
 def test_rows_the_start_read_are_handed_to_the_persona_once(tmp_path: Path) -> None:
     """The run's start reads every persona's rows (their turn keys); the persona's first
-    load in the same process takes those rows, not a second read and decode; a later load
-    (and a start's own pass) reads the file."""
-    from pytest_retrieval_eval.data import turn_rows
-
+    load through the same cache takes those rows, not a second read and decode; a later load
+    (and a start's own pass) reads the file; another cache (another run) is handed nothing;
+    release() drops what no persona took."""
     key = _key(TURNS)
     _built(TurnRowsCache(tmp_path), key, TURNS)
-    start = TurnRowsCache(tmp_path)
-    handed, _ = start.get_or_build(key, len(TURNS), lambda: pytest.fail("built"),
-                                   hand_on=True)
-    assert start.read == 1
-    again = TurnRowsCache(tmp_path)
-    assert again.get_or_build(key, len(TURNS), lambda: pytest.fail("built"),
-                              hand_on=True)[0] is not handed  # a start's pass reads
-    again.get_or_build(key, len(TURNS), lambda: pytest.fail("built"), hand_on=True)
-    persona = TurnRowsCache(tmp_path)
-    assert persona.load(key, len(TURNS)) is not None and persona.read == 0  # handed
-    assert persona.load(key, len(TURNS)) is not None and persona.read == 1  # read
-    assert not [k for k in turn_rows._HANDED if k[0].is_relative_to(tmp_path)]
-    start.get_or_build(key, len(TURNS), lambda: pytest.fail("built"), hand_on=True)
-    turn_rows.release_handed(tmp_path)  # the run's end: what no persona took is dropped
-    assert not [k for k in turn_rows._HANDED if k[0].is_relative_to(tmp_path)]
+    run = TurnRowsCache(tmp_path)
+    handed, _ = run.get_or_build(key, len(TURNS), lambda: pytest.fail("built"), hand_on=True)
+    assert run.read == 1
+    assert run.get_or_build(key, len(TURNS), lambda: pytest.fail("built"),
+                            hand_on=True)[0] is not handed  # a start's pass reads
+    assert run.read == 2
+    other = TurnRowsCache(tmp_path)
+    assert other.load(key, len(TURNS)) is not None and other.read == 1  # not handed there
+    assert run.load(key, len(TURNS)) is handed and run.read == 2  # handed
+    assert run.load(key, len(TURNS)) is not None and run.read == 3  # read
+    run.get_or_build(key, len(TURNS), lambda: pytest.fail("built"), hand_on=True)
+    run.release()  # the run's end: what no persona took is dropped
+    assert run.load(key, len(TURNS)) is not None and run.read == 5
+
+
+def test_rows_handed_on_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past HANDED_ROWS rows held, a persona's rows are not handed on (it reads its file):
+    a run's memory does not grow with the dataset."""
+    from pytest_retrieval_eval.data import turn_rows
+
+    other = [[{"role": "user", "content": f"other {i}"}] for i in range(3)]
+    first, second = _key(TURNS), _key(other)
+    _built(TurnRowsCache(tmp_path), first, TURNS)
+    _built(TurnRowsCache(tmp_path), second, other)
+    rows = len(TurnRowsCache(tmp_path).load(first, len(TURNS)).keys)  # type: ignore[union-attr]
+    monkeypatch.setattr(turn_rows, "HANDED_ROWS", rows + 1)
+    run = TurnRowsCache(tmp_path)
+    handed, _ = run.get_or_build(first, len(TURNS), lambda: pytest.fail("built"),
+                                 hand_on=True)
+    run.get_or_build(second, len(other), lambda: pytest.fail("built"), hand_on=True)
+    assert run.read == 2
+    assert run.load(first, len(TURNS)) is handed and run.read == 2
+    assert run.load(second, len(other)) is not None and run.read == 3  # over the bound

@@ -82,19 +82,21 @@ def test_retrieval_eval_prep_turns_embeds_what_unit_turn_reads(tmp_path: Path) -
     assert session.vectors.missing(sorted(wanted)) == []
 
 
-def test_turn_rows_the_start_read_are_dropped_at_the_sessions_end(tmp_path: Path) -> None:
-    """The start reads every persona's turn rows and hands them on to its ranking
-    (data/turn_rows.py); rows no pair took are dropped when the session closes its corpus,
-    so a process running several sessions keeps none."""
-    from pytest_retrieval_eval.data import turn_rows
-
+def test_turn_rows_the_start_read_are_handed_to_the_ranking_then_dropped(
+        tmp_path: Path) -> None:
+    """The start reads every persona's turn rows (for their turn keys) through the run's
+    one turn-rows cache and hands them on: a persona's ranking takes its rows there, not a
+    second read (data/turn_rows.py); the start's extended pairs are not kept past the lane;
+    rows no pair took are dropped when the session closes its corpus."""
     model = make_model_dir(tmp_path / "models", dim=8).path
     session = _session(tmp_path, model, "semantic+unit:turn")
-    root = tmp_path / "cache"
-
-    def held() -> int:
-        return len([k for k in turn_rows._HANDED if k[0].is_relative_to(root)])
-
-    assert held() > 0  # read at the start for the turn keys, not ranked yet
+    kept = session.turn_rows_cache()
+    assert session._turn_corpus is None  # the lane read it; its turn keys are not held
+    personas = len(session.corpus.pairs)  # type: ignore[union-attr]
+    assert kept.built == personas and len(kept._handed) == personas  # a first run builds
+    pair = next(p for p in session.corpus.pairs if not p.abstention)  # type: ignore[union-attr]
+    rows = session.persona(pair).turn_rows()  # type: ignore[misc]
+    assert len(rows.session_ids) > 0
+    assert kept.read == 0 and len(kept._handed) == personas - 1  # taken, not read
     session.close_corpus()
-    assert held() == 0
+    assert not kept._handed

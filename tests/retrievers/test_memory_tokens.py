@@ -180,10 +180,17 @@ def _six_memories() -> tuple[list[Memory], list[int], Callable[[int], list[Memor
     return ranking, asked, first
 
 
-def test_a_growing_read_stops_where_the_largest_budget_is_spent() -> None:
+def test_a_growing_read_stops_where_the_largest_budget_is_spent(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 44: with ``first`` (a turn what-if's first memories), the longer read grows
     until it passes the largest budget and is counted only that far: the same metrics, fit,
-    held and ended as the whole ranking read and counted, fewer memories read."""
+    held and ended as the whole ranking read and counted, fewer memories read. The reads'
+    sizes here: 2, then twice the last, up to ``cap`` (6)."""
+    from pytest_retrieval_eval.retrievers import memory_tokens as mt
+
+    monkeypatch.setattr(mt, "_first_size", lambda tokens, top, cap: 2)
+    monkeypatch.setattr(mt, "_next_size",
+                        lambda limit, held, top, cap: None if limit >= cap else min(cap, 2 * limit))
     ranking, asked, first = _six_memories()
 
     for budgets in ([6, 12], [6, 19], [6, 100]):
@@ -193,7 +200,7 @@ def test_a_growing_read_stops_where_the_largest_budget_is_spent() -> None:
         asked.clear()
         counts, words = _counts()
         grown = budget_step(ranking[:1], {1: ranking[:1]}, _persona(), ["s2"], budgets,
-                            counts, first=first, sizes=[2, 4, 6])
+                            counts, first=first, cap=6)
         assert grown[0] == whole[0]
         for fact in ("fit", "held", "ended", "tokens", "reread"):
             assert grown[1][fact] == whole[1][fact], fact
