@@ -13,9 +13,11 @@ between commits; the vectors are embedded once by NEW and copied into REV's cach
 then says how many it had to embed again (0: the formats agree, the same vectors).
 
 Per measured process: wall, CPU of the whole tree (``wait4``'s rusage, reaped children
-included), bytes read (``/proc/<pid>/io`` ``rchar`` and ``read_bytes`` read from the finished
+included), peak RSS (the same rusage's ``ru_maxrss``: the largest of the process and its reaped
+children), bytes read (``/proc/<pid>/io`` ``rchar`` and ``read_bytes`` read from the finished
 process before it is reaped, which holds its reaped children's counts too). Ratios are of
-medians.
+medians. The warm four-retriever runs' reports also give the harness's overhead per item
+(:func:`overhead_lines`, issue 48 item 11).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class Sample:
     rchar: int
     read_bytes: int
     output: str
+    rss: int = 0  # peak resident set size, bytes (ru_maxrss)
 
 
 @dataclass
@@ -82,7 +85,8 @@ def sample(cmd: Sequence[str], cwd: Path, env: dict[str, str]) -> Sample:
     if proc.returncode != 0:
         sys.stderr.write(text[-6000:])
         raise SystemExit(f"benchmark: {' '.join(cmd[:4])} ... failed ({proc.returncode})")
-    return Sample(wall, usage.ru_utime + usage.ru_stime, io["rchar"], io["read_bytes"], text)
+    return Sample(wall, usage.ru_utime + usage.ru_stime, io["rchar"], io["read_bytes"], text,
+                  usage.ru_maxrss * 1024)
 
 
 # --------------------------------------------------------------------------- the two venvs
@@ -234,6 +238,7 @@ def against(rev: str, data: Path, base: Path, repeat: int,
                              f"under {base}; run it once without --warm-only")
         return [*table(_warm_phases(versions, data, work, repeat), new, old, repeat), "",
                 f"- warm runs only, on the caches of an earlier full run under {base}",
+                *(f"- {n}" for n in overhead_lines(work, new, old, repeat)),
                 _same_note(new, old, work, rev)]
     for v in versions:
         shutil.rmtree(v.cache, ignore_errors=True)
@@ -280,6 +285,7 @@ def against(rev: str, data: Path, base: Path, repeat: int,
         lambda v: shutil.rmtree(v.cache / "terms", ignore_errors=True)))
     phases.extend(_warm_phases(versions, data, work, repeat)[1:])
     kinds = ["hybrid", "four"]
+    notes.extend(overhead_lines(work, new, old, repeat))
     if memories == "also":
         phases.extend(memory_phases(versions, data, base, work, repeat, notes, rev))
         kinds += [kind for kind, _, _ in MEMORY_RUNS]
@@ -386,6 +392,40 @@ def _warm_phases(versions: Sequence[Version], data: Path, work: Path,
         size=lambda v, i: work / f"four-{v.label}-{i}.json")]
 
 
+def item_overheads(report: Path) -> dict[str, float]:
+    """Per retriever, the median of its items' ``latency_ms.overhead`` (what the harness
+    spends on an item besides the search, the query embedding, ingest and the pair's
+    inputs) in a report."""
+    by: dict[str, list[float]] = {}
+    for p in json.loads(report.read_text())["pairs"]:
+        value = (p.get("latency_ms") or {}).get("overhead")
+        if isinstance(value, (int, float)):
+            by.setdefault(str(p["retriever"]), []).append(float(value))
+    return {name: statistics.median(values) for name, values in by.items()}
+
+
+def overhead_lines(work: Path, new: Version, old: Version, repeat: int,
+                   kind: str = "four") -> list[str]:
+    """The harness's overhead per item in the warm four-retriever runs (each writes a JSON
+    report, as a CI run does): per version, hybrid's and semantic's medians per run and
+    hybrid/semantic (issue 48 item 11: at most 2x with a report)."""
+    lines = []
+    for v in (new, old):
+        runs = [item_overheads(work / f"{kind}-{v.label}-{i}.json") for i in range(repeat)
+                if (work / f"{kind}-{v.label}-{i}.json").is_file()]
+        runs = [r for r in runs if r.get("hybrid") and r.get("semantic")]
+        if not runs:
+            continue
+        ratios = [r["hybrid"] / r["semantic"] for r in runs]
+        every = ", ".join(f"{name} {statistics.median(r[name] for r in runs):.3f} ms"
+                          for name in sorted(runs[0]))
+        lines.append(f"overhead per item with a JSON report, {v.label} ({v.commit}), warm "
+                     f"4 retrievers, median of {len(runs)} runs' medians: {every}; "
+                     f"hybrid/semantic {statistics.median(ratios):.2f}x (per run: "
+                     + ", ".join(f"{x:.2f}" for x in ratios) + ")")
+    return lines
+
+
 def _same_note(new: Version, old: Version, work: Path, rev: str,
                kinds: Sequence[str] = ("hybrid", "four")) -> str:
     differ = []
@@ -446,21 +486,25 @@ def _numbers(path: Path) -> tuple[object, dict[tuple[str, str], dict[str, Any]]]
 
 def table(phases: Sequence[Phase], new: Version, old: Version, repeat: int) -> list[str]:
     a, b = new.label, old.label
-    lines = [f"| phase (median of {repeat}; serial, `--no-model`) | {b} ({old.commit}) | "
+    lines = [f"| phase (median of {repeat}, peak RSS the largest; serial, `--no-model`) | "
+             f"{b} ({old.commit}) | "
              f"NEW ({new.commit}) | NEW/{b} |", "|---|---|---|---|"]
     for p in phases:
         m = {k: Sample(statistics.median(s.wall for s in v),
                        statistics.median(s.cpu for s in v),
                        int(statistics.median(s.rchar for s in v)),
-                       int(statistics.median(s.read_bytes for s in v)), "")
+                       int(statistics.median(s.read_bytes for s in v)), "",
+                       max(s.rss for s in v))
              for k, v in p.samples.items()}
 
         def cell(s: Sample, size: int | None) -> str:
-            text = f"{s.wall:.2f} s wall, {s.cpu:.2f} s CPU, {s.rchar / 1e6:.0f} MB read"
+            text = (f"{s.wall:.2f} s wall, {s.cpu:.2f} s CPU, {s.rchar / 1e6:.0f} MB read, "
+                    f"peak {s.rss / 2**20:.0f} MiB")
             return text + (f", file {size / 1e6:.2f} MB" if size is not None else "")
 
         ratio = (f"{m[a].wall / m[b].wall:.3f} wall, {m[a].cpu / m[b].cpu:.3f} CPU, "
-                 f"{m[a].rchar / max(m[b].rchar, 1):.3f} read")
+                 f"{m[a].rchar / max(m[b].rchar, 1):.3f} read, "
+                 f"{m[a].rss / max(m[b].rss, 1):.3f} peak")
         if p.sizes:
             ratio += f", {p.sizes[a] / p.sizes[b]:.3f} size"
         lines.append(f"| {p.name} | {cell(m[b], p.sizes.get(b))} | "

@@ -9,7 +9,16 @@ import os
 import sys
 from pathlib import Path
 
-from benchmarks.against import Phase, Sample, Version, _differing, sample, table
+from benchmarks.against import (
+    Phase,
+    Sample,
+    Version,
+    _differing,
+    item_overheads,
+    overhead_lines,
+    sample,
+    table,
+)
 
 
 def test_sample_counts_the_bytes_and_cpu_of_reaped_grandchildren(tmp_path: Path) -> None:
@@ -25,6 +34,13 @@ def test_sample_counts_the_bytes_and_cpu_of_reaped_grandchildren(tmp_path: Path)
     assert s.cpu >= 0.3
 
 
+def test_sample_gives_the_peak_rss_of_the_largest_reaped_child(tmp_path: Path) -> None:
+    grandchild = "b = bytearray(200 * 2**20); b[::4096] = b'x' * len(b[::4096])"
+    child = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {grandchild!r}])"
+    s = sample([sys.executable, "-c", child], tmp_path, dict(os.environ))
+    assert s.rss >= 200 * 2**20
+
+
 def test_the_table_gives_new_over_rev_ratios() -> None:
     new = Version("NEW", "abc1234", Path("p"), Path("c"))
     old = Version("fbc1d0f", "fbc1d0f", Path("p"), Path("c"))
@@ -33,7 +49,33 @@ def test_the_table_gives_new_over_rev_ratios() -> None:
         "fbc1d0f": [Sample(4.0, 4.0, 400, 0, ""), Sample(4.0, 4.0, 400, 0, "")]},
         {"NEW": 50, "fbc1d0f": 100})
     row = table([phase], new, old, 2)[-1]
-    assert row.endswith("| 0.500 wall, 0.750 CPU, 0.500 read, 0.500 size |")
+    assert row.endswith("| 0.500 wall, 0.750 CPU, 0.500 read, 0.000 peak, 0.500 size |")
+    phase.samples["NEW"][1].rss, phase.samples["fbc1d0f"][0].rss = 3 * 2**20, 4 * 2**20
+    row = table([phase], new, old, 2)[-1]  # the largest peak of the runs
+    assert "peak 3 MiB" in row and "peak 4 MiB" in row and "0.750 peak" in row
+
+
+def test_the_overhead_per_item_comes_from_the_four_retriever_reports(tmp_path: Path) -> None:
+    new = Version("NEW", "abc1234", Path("p"), Path("c"))
+    old = Version("2f91fdd", "2f91fdd", Path("p"), Path("c"))
+
+    def report(path: Path, hybrid: list[float], semantic: list[float]) -> None:
+        pairs = [{"retriever": name, "question_id": f"q{i}", "latency_ms": {"overhead": x}}
+                 for name, values in (("hybrid", hybrid), ("semantic", semantic))
+                 for i, x in enumerate(values)]
+        pairs.append({"retriever": "fts", "question_id": "q0", "latency_ms": {}})
+        path.write_text(json.dumps({"pairs": pairs}))
+
+    report(tmp_path / "four-NEW-0.json", [1.0, 2.0, 9.0], [1.0, 1.0, 1.0])
+    report(tmp_path / "four-NEW-1.json", [3.0], [1.0])
+    report(tmp_path / "four-2f91fdd-0.json", [8.0], [2.0])
+    assert item_overheads(tmp_path / "four-NEW-0.json") == {"hybrid": 2.0, "semantic": 1.0}
+    lines = overhead_lines(tmp_path, new, old, 2)
+    assert len(lines) == 2
+    assert "NEW (abc1234)" in lines[0] and "median of 2 runs' medians" in lines[0]
+    assert "hybrid 2.500 ms, semantic 1.000 ms; hybrid/semantic 2.50x (per run: 2.00, 3.00)" \
+        in lines[0]
+    assert "hybrid/semantic 4.00x (per run: 4.00)" in lines[1]
 
 
 def test_differing_names_each_changed_field_and_its_pairs(tmp_path: Path) -> None:
