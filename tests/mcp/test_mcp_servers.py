@@ -12,8 +12,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -188,20 +189,8 @@ def _left(tmp_path: Path) -> list[int]:
     return [int(p.read_text()) for p in tmp_path.rglob("*.pid")]
 
 
-@pytest.mark.parametrize(("mode", "words"), [
-    ("hang", "did not answer recall within 1 s (killed)"),
-    ("hang-hello", "did not finish the MCP handshake within 1 s (killed)"),
-    ("flood", "wrote a line longer than 16 MiB to stdout"),
-    ("crash", "failed during recall: it exited with status 7"),
-    ("garbage", "wrote 'this is not json-rpc' to stdout, which is not an MCP"),
-    ("fork", "did not answer recall within 1 s (killed)"),
-    ("notools", "has no tool 'recall'; its tools: remember, reset"),
-    ("notmcp", "did not finish the MCP handshake (it wrote 'hello, I am not an MCP"),
-    ("iserror", "question q1: recall: the tool answered an error (isError): the index is"),
-    ("malformed", "the results (results) are a JSON int, not a list"),
-])
-def test_a_hostile_server_fails_in_one_line_and_leaves_no_process(
-        tmp_path: Path, mode: str, words: str, capsys: pytest.CaptureFixture[str]) -> None:
+def _hostile_fails_in_one_line(tmp_path: Path, mode: str, words: str,
+                               stderr: Callable[[], str]) -> None:
     retriever = hostile(mode)
     p = persona(tmp_path)
     begun = time.monotonic()
@@ -215,7 +204,7 @@ def test_a_hostile_server_fails_in_one_line_and_leaves_no_process(
             with pytest.raises(RetrieverError, match="stopped at an earlier item"):
                 retriever.index(persona(tmp_path / "next"))
         if mode == "flood":
-            assert "earlier bytes of stderr dropped" in capsys.readouterr().err
+            assert "earlier bytes of stderr dropped" in stderr()
     finally:
         pid = retriever.pid
         retriever.close()
@@ -224,6 +213,50 @@ def test_a_hostile_server_fails_in_one_line_and_leaves_no_process(
         gone = [wait_gone(p) for p in left]
         kill_left(left)
     assert all(gone), left
+
+
+@pytest.mark.parametrize(("mode", "words"), [
+    ("flood", "wrote a line longer than 16 MiB to stdout"),
+    ("crash", "failed during recall: it exited with status 7"),
+    ("garbage", "wrote 'this is not json-rpc' to stdout, which is not an MCP"),
+    ("notools", "has no tool 'recall'; its tools: remember, reset"),
+    ("notmcp", "did not finish the MCP handshake (it wrote 'hello, I am not an MCP"),
+    ("iserror", "question q1: recall: the tool answered an error (isError): the index is"),
+    ("malformed", "the results (results) are a JSON int, not a list"),
+])
+def test_a_hostile_server_fails_in_one_line_and_leaves_no_process(
+        tmp_path: Path, mode: str, words: str, capsys: pytest.CaptureFixture[str]) -> None:
+    _hostile_fails_in_one_line(tmp_path, mode, words, lambda: capsys.readouterr().err)
+
+
+WAITED_CASES = {
+    "hang": "did not answer recall within 1 s (killed)",
+    "hang-hello": "did not finish the MCP handshake within 1 s (killed)",
+    "fork": "did not answer recall within 1 s (killed)",
+}
+
+
+def test_a_hanging_server_fails_in_one_line_and_leaves_no_process(tmp_path: Path) -> None:
+    """The hostile servers that wait out their deadline (hang in a call, hang before the
+    handshake, hang with a forked child) run at once, each in its own thread with its own
+    server, so the test waits one deadline, not three; each case's checks are those of the
+    test above, and a failure names its case."""
+    failed: dict[str, BaseException] = {}
+
+    def run(mode: str) -> None:
+        try:
+            _hostile_fails_in_one_line(tmp_path / mode, mode, WAITED_CASES[mode], str)
+        except BaseException as exc:  # said below, with its case
+            failed[mode] = exc
+
+    threads = {mode: threading.Thread(target=run, args=(mode,), daemon=True)
+               for mode in WAITED_CASES}
+    for thread in threads.values():
+        thread.start()
+    for thread in threads.values():
+        thread.join(timeout=120)
+    assert not [m for m, t in threads.items() if t.is_alive()], "a case is still running"
+    assert not failed, "; ".join(f"{mode}: {exc!r}" for mode, exc in failed.items())
 
 
 def test_conflicts_are_counted_not_failed_and_text_results_matched_back(
