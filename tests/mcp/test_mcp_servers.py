@@ -284,12 +284,9 @@ def test_conflicts_are_counted_not_failed_and_text_results_matched_back(
     assert facts["unmatched"] == 1
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_ctrl_c_or_sigterm_mid_call_leaves_no_server(tmp_path: Path, signum: int) -> None:
-    """The run is stopped while a server hangs in a search: the server's group goes too
-    (Ctrl-C: the run's end closes it; SIGTERM: the plugin's handler kills it first)."""
+def _stop_mid_call_leaves_no_server(tmp_path: Path, signum: int) -> None:
     cache = tmp_path / "cache"
+    tmp_path.mkdir(parents=True, exist_ok=True)
     selector = (f"mcp:h={PY} {shlex.quote(str(HOSTILE))} hang+store_tool:remember"
                 "+search_tool:recall+results:results")
     env = {**os.environ, "RETRIEVAL_EVAL_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
@@ -320,6 +317,31 @@ def test_ctrl_c_or_sigterm_mid_call_leaves_no_server(tmp_path: Path, signum: int
         gone = [wait_gone(p) for p in pids]
         kill_left(pids)
     assert all(gone), pids
+
+
+@pytest.mark.slow
+def test_ctrl_c_or_sigterm_mid_call_leaves_no_server(tmp_path: Path) -> None:
+    """The run is stopped while a server hangs in a search: the server's group goes too
+    (Ctrl-C: the run's end closes it, after the server's 2 s close grace; SIGTERM: the
+    plugin's handler kills it first). The two runs go at once, each in a thread with its own
+    child pytest and cache, so the Ctrl-C run's grace is not waited on its own; a failure
+    names its signal."""
+    failed: dict[str, BaseException] = {}
+
+    def run(signum: signal.Signals) -> None:
+        try:
+            _stop_mid_call_leaves_no_server(tmp_path / signum.name, signum)
+        except BaseException as exc:  # said below, with its signal
+            failed[signum.name] = exc
+
+    threads = [threading.Thread(target=run, args=(signum,), daemon=True)
+               for signum in (signal.SIGINT, signal.SIGTERM)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert not [t for t in threads if t.is_alive()], "a run is still going"
+    assert not failed, "; ".join(f"{name}: {exc!r}" for name, exc in failed.items())
 
 
 @pytest.fixture(scope="module")
