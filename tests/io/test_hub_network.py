@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -225,7 +225,7 @@ def _shard(standin: HubStandIn) -> str:
     return next(p for p in standin.files(REPO) if p.endswith(".parquet"))
 
 
-def test_a_trickling_shard_download_ends_at_the_deadline_and_resumes(
+def _a_trickling_shard_download_ends_at_the_deadline_and_resumes(
         standin: HubStandIn, tmp_path: Path) -> None:
     """27.4: a 1-byte/s trickle on a shard GET hung (no overall deadline)."""
     make_cache(tmp_path / "a", shards=1)
@@ -302,32 +302,26 @@ def test_a_shard_ending_short_of_its_listed_size_is_kept_to_resume(standin: HubS
     assert tree(tmp_path / "a" / "vectors") == tree(tmp_path / "b" / "vectors")
 
 
-def test_a_trickling_file_download_ends_at_the_deadline(standin: HubStandIn,
-                                                        monkeypatch: pytest.MonkeyPatch
-                                                        ) -> None:
-    """Model and dataset downloads (io/hub.download_file) run under the deadline too."""
-    standin.repos["org/data"] = Repo()
-    standin.commit("org/data", {"data.json": b"[" + b" " * 5000 + b"]"})
-    standin.trickle["data.json"] = 0.05
+def _a_trickling_file_download_ends_at_the_deadline(standin: HubStandIn) -> None:
+    """Model and dataset downloads (io/hub.download_file) run under the deadline too (the
+    stand-in trickles org/files' file.json)."""
     started = time.monotonic()
     with pytest.raises(hub_files.HubUnreachable) as exc:
-        hub_files.download_file("org/data", "data.json", repo_type="dataset",
+        hub_files.download_file("org/files", "file.json", repo_type="dataset",
                                 deadline=DEADLINE)
     assert time.monotonic() - started < DEADLINE + SLACK
-    assert str(exc.value) == (f"the Hub at {standin.url} did not finish downloading data.json "
-                              f"of org/data within the 1.5 s network deadline")
+    assert str(exc.value) == (f"the Hub at {standin.url} did not finish downloading file.json "
+                              f"of org/files within the 1.5 s network deadline")
     assert str(exc.value.cause) == (f"no complete answer from {standin.url} within the 1.5 s "
                                     f"network deadline")  # what the dataset's line quotes
 
 
-def test_a_dataset_from_a_trickling_hub_is_one_line_naming_the_endpoint(
+def _a_dataset_from_a_trickling_hub_is_one_line_naming_the_endpoint(
         standin: HubStandIn) -> None:
+    """The stand-in trickles org/data's data.json."""
     from pytest_retrieval_eval.data import dataset as dataset_mod
     from pytest_retrieval_eval.errors import DataError
 
-    standin.repos["org/data"] = Repo()
-    standin.commit("org/data", {"data.json": b"[" + b" " * 5000 + b"]"})
-    standin.stall[("GET", "/data.json")] = "trickle"
     with pytest.raises(DataError) as exc:  # the run's deadline (default 600 s): 1 s here
         dataset_mod.resolve_dataset("longmemeval_s", repo="org/data", filename="data.json",
                                     deadline=1.0)
@@ -336,6 +330,43 @@ def test_a_dataset_from_a_trickling_hub_is_one_line_naming_the_endpoint(
         f"(data.json): DeadlinePassed: no complete answer from {standin.url} within the 1 s "
         "network deadline; download it once with network access, or pass the path to a local "
         "copy")
+
+
+def test_trickling_downloads_end_at_their_deadlines(standin: HubStandIn, tmp_path: Path
+                                                    ) -> None:
+    """Three downloads that trickle, each waiting out its own deadline, run at once on one
+    stand-in (each its own repo and file; a deadline is a thread's own): a cache shard
+    (then resumed), a file through io/hub.download_file, a named dataset. A failure names
+    its case."""
+    # Set before the threads start: the stand-in's handlers read these while they serve.
+    standin.repos["org/files"] = Repo()
+    standin.commit("org/files", {"file.json": b"[" + b" " * 5000 + b"]"})
+    standin.trickle["file.json"] = 0.05
+    standin.repos["org/data"] = Repo()
+    standin.commit("org/data", {"data.json": b"[" + b" " * 5000 + b"]"})
+    standin.stall[("GET", "/org/data/resolve/main/data.json")] = "trickle"
+    cases: dict[str, Callable[[], None]] = {
+        "shard": lambda: _a_trickling_shard_download_ends_at_the_deadline_and_resumes(
+            standin, tmp_path),
+        "file": lambda: _a_trickling_file_download_ends_at_the_deadline(standin),
+        "dataset": lambda: _a_dataset_from_a_trickling_hub_is_one_line_naming_the_endpoint(
+            standin),
+    }
+    failed: dict[str, BaseException] = {}
+
+    def run(case: str) -> None:
+        try:
+            cases[case]()
+        except BaseException as exc:  # said below, with its case
+            failed[case] = exc
+
+    threads = {case: threading.Thread(target=run, args=(case,), daemon=True) for case in cases}
+    for thread in threads.values():
+        thread.start()
+    for thread in threads.values():
+        thread.join(timeout=120)
+    assert not [c for c, t in threads.items() if t.is_alive()], "a case is still running"
+    assert not failed, "; ".join(f"{case}: {exc!r}" for case, exc in failed.items())
 
 
 # --------------------------------------------------------------------------- the deadline
