@@ -149,8 +149,8 @@ def test_every_later_hub_call_ends_at_the_deadline(standin: HubStandIn, tmp_path
     each stalled silent and trickling. The ten cases run at once, each in its own thread
     against its own repo on one stand-in (a deadline is a thread's own), so the test waits
     out one deadline, not ten."""
-    cases = [(f"{what}-{method}-{kind}-{i:02d}", f"org/later{i:02d}", what, (method, part),
-              doing, kind)
+    cases = [(f"{what} {method} {part} {kind} (repo org/later{i:02d})", f"org/later{i:02d}",
+              what, (method, part), doing, kind)
              for i, ((what, (method, part), doing), kind) in enumerate(
                  (step, kind) for step in STEPS for kind in ("silent", "trickle"))]
     for _case, repo, what, _request, _doing, _kind in cases:
