@@ -8,8 +8,9 @@ far past its listed size is cut off at that size. Deadlines here are a second or
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -83,11 +84,34 @@ def timed(call: object) -> tuple[pytest.ExceptionInfo[CacheHubError], float]:
 # --------------------------------------------------------------------------- metadata calls
 
 
-def test_pull_from_a_slow_hub_ends_at_the_deadline(slow: SlowServer, tmp_path: Path) -> None:
-    """27.4: HfApi.dataset_info waited forever (killed at 300 s)."""
-    exc, seconds = timed(lambda: hub_sync.pull(REPO, tmp_path / "b", deadline=STALLED_DEADLINE))
+def test_pull_and_push_to_a_slow_hub_end_at_the_deadline(slow: SlowServer,
+                                                         tmp_path: Path) -> None:
+    """27.4: HfApi.dataset_info (pull) and HfApi.create_repo (push) waited forever (killed at
+    300 s). The pull and the push run at once, each in its own thread (a deadline is a
+    thread's own), so the test waits out one deadline, not two."""
+    make_cache(tmp_path / "a", shards=1)
+    outcomes: dict[str, tuple[pytest.ExceptionInfo[CacheHubError], float]] = {}
+    calls = {"pull": lambda: hub_sync.pull(REPO, tmp_path / "b", deadline=STALLED_DEADLINE),
+             "push": lambda: hub_sync.push(REPO, tmp_path / "a", deadline=STALLED_DEADLINE)}
+    failed: dict[str, BaseException] = {}
+
+    def run(what: str) -> None:
+        try:
+            outcomes[what] = timed(calls[what])
+        except BaseException as exc:  # pytest.raises' failure, said below per call
+            failed[what] = exc
+
+    threads = [threading.Thread(target=run, args=(what,), daemon=True) for what in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=STALLED_DEADLINE + 4 * SLACK)
+    assert not failed, failed
+    assert set(outcomes) == {"pull", "push"}, outcomes
+
+    exc, seconds = outcomes["pull"]
     line = one_line(exc)
-    assert seconds < STALLED_DEADLINE + SLACK, seconds
+    assert seconds < STALLED_DEADLINE + SLACK, f"pull: {seconds}"
     assert line == (
         f"cache pull --repo {REPO}: the Hub at {slow.url} did not finish looking up dataset "
         f"repo {REPO} within the 0.5 s network deadline (--deadline); check the network and "
@@ -96,13 +120,9 @@ def test_pull_from_a_slow_hub_ends_at_the_deadline(slow: SlowServer, tmp_path: P
     assert any("/api/datasets/org/vectors" in r for r in slow.requests), slow.requests
     assert not (tmp_path / "b" / "vectors").exists()
 
-
-def test_push_to_a_slow_hub_ends_at_the_deadline(slow: SlowServer, tmp_path: Path) -> None:
-    """27.4: HfApi.create_repo waited forever (killed at 300 s)."""
-    make_cache(tmp_path / "a", shards=1)
-    exc, seconds = timed(lambda: hub_sync.push(REPO, tmp_path / "a", deadline=STALLED_DEADLINE))
+    exc, seconds = outcomes["push"]
     line = one_line(exc)
-    assert seconds < STALLED_DEADLINE + SLACK, seconds
+    assert seconds < STALLED_DEADLINE + SLACK, f"push: {seconds}"
     assert line.startswith(f"cache push --repo {REPO}: the Hub at {slow.url} did not finish "
                            f"creating dataset repo {REPO} within the 0.5 s network deadline")
     assert "resumes" not in line
@@ -110,34 +130,67 @@ def test_push_to_a_slow_hub_ends_at_the_deadline(slow: SlowServer, tmp_path: Pat
 
 
 STEPS = [  # (push or pull, the request that stalls, what the line says was being done)
-    ("pull", ("GET", "/tree/"), "listing dataset repo"),
-    ("pull", ("HEAD", "/manifest.json.sha256"), f"fetching vectors/{FP_A}/manifest.json.sha256 "
-                                                "from dataset repo"),
-    ("pull", ("GET", "/manifest.json.sha256"), f"downloading vectors/{FP_A}/manifest.json.sha256"
-                                               " from dataset repo"),
-    ("push", ("GET", f"/api/datasets/{REPO}"), "looking up dataset repo"),
-    ("push", ("POST", "/preupload/"), "committing to dataset repo"),
+    ("pull", ("GET", "/api/datasets/{repo}/tree/"), "listing dataset repo"),
+    ("pull", ("HEAD", "/datasets/{repo}/resolve/{sha}/vectors/" + FP_A + "/manifest.json.sha256"),
+     f"fetching vectors/{FP_A}/manifest.json.sha256 from dataset repo"),
+    ("pull", ("GET", "/datasets/{repo}/resolve/{sha}/vectors/" + FP_A + "/manifest.json.sha256"),
+     f"downloading vectors/{FP_A}/manifest.json.sha256 from dataset repo"),
+    ("push", ("GET", "/api/datasets/{repo}"), "looking up dataset repo"),
+    ("push", ("POST", "/api/datasets/{repo}/preupload/"), "committing to dataset repo"),
 ]
+#: Each case's own deadline, all waited out at once: room for the calls before the stalled
+#: one on a loaded machine (each call has the whole deadline).
+LATER_DEADLINE = 2
 
 
-@pytest.mark.parametrize("kind", ["silent", "trickle"])
-@pytest.mark.parametrize(("what", "request_", "doing"), STEPS,
-                         ids=[f"{w}-{r[0]}-{r[1]}" for w, r, _d in STEPS])
-def test_every_later_hub_call_ends_at_the_deadline(standin: HubStandIn, tmp_path: Path,
-                                                   what: str, request_: tuple[str, str],
-                                                   doing: str, kind: str) -> None:
-    """Past the first call: the listing, a file's HEAD and GET, push's lookup and commit."""
-    make_cache(tmp_path / "a", shards=1)
-    if what == "pull":
-        hub_sync.push(REPO, tmp_path / "a")
-    standin.stall[request_] = kind
-    call = (lambda: hub_sync.pull(REPO, tmp_path / "b", deadline=1)) if what == "pull" else (
-        lambda: hub_sync.push(REPO, tmp_path / "a", deadline=1))
-    exc, seconds = timed(call)
-    assert seconds < 1 + SLACK, seconds
-    assert one_line(exc).startswith(f"cache {what} --repo {REPO}: the Hub at {standin.url} "
-                                    f"did not finish {doing} {REPO} within the 1 s network "
-                                    f"deadline (--deadline)"), one_line(exc)
+def test_every_later_hub_call_ends_at_the_deadline(standin: HubStandIn, tmp_path: Path
+                                                   ) -> None:
+    """Past the first call: the listing, a file's HEAD and GET, push's lookup and commit,
+    each stalled silent and trickling. The ten cases run at once, each in its own thread
+    against its own repo on one stand-in (a deadline is a thread's own), so the test waits
+    out one deadline, not ten."""
+    cases = [(f"{what} {method} {part} {kind} (repo org/later{i:02d})", f"org/later{i:02d}",
+              what, (method, part), doing, kind)
+             for i, ((what, (method, part), doing), kind) in enumerate(
+                 (step, kind) for step in STEPS for kind in ("silent", "trickle"))]
+    for _case, repo, what, _request, _doing, _kind in cases:
+        make_cache(tmp_path / repo / "a", shards=1)
+        if what == "pull":
+            hub_sync.push(repo, tmp_path / repo / "a")
+    for _case, repo, what, (method, part), _doing, kind in cases:
+        sha = standin.repos[repo].head[0] if what == "pull" else ""
+        standin.stall[(method, part.format(repo=repo, sha=sha))] = kind
+
+    outcomes: dict[str, tuple[BaseException | None, float]] = {}
+
+    def run(case: str, repo: str, what: str) -> None:
+        started = time.monotonic()
+        try:
+            if what == "pull":
+                hub_sync.pull(repo, tmp_path / repo / "b", deadline=LATER_DEADLINE)
+            else:
+                hub_sync.push(repo, tmp_path / repo / "a", deadline=LATER_DEADLINE)
+        except BaseException as exc:  # judged below, per case
+            outcomes[case] = (exc, time.monotonic() - started)
+        else:
+            outcomes[case] = (None, time.monotonic() - started)
+
+    threads = [threading.Thread(target=run, args=(case, repo, what), daemon=True)
+               for case, repo, what, _request, _doing, _kind in cases]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=LATER_DEADLINE + 4 * SLACK)
+    for case, repo, what, _request, doing, _kind in cases:
+        assert case in outcomes, f"{case}: still running"
+        error, seconds = outcomes[case]
+        assert isinstance(error, CacheHubError), f"{case}: {error!r}"
+        line = str(error)
+        assert "\n" not in line, f"{case}: {line}"
+        assert seconds < LATER_DEADLINE + SLACK, f"{case}: {seconds}"
+        assert line.startswith(f"cache {what} --repo {repo}: the Hub at {standin.url} "
+                               f"did not finish {doing} {repo} within the {LATER_DEADLINE} s "
+                               f"network deadline (--deadline)"), f"{case}: {line}"
 
 
 def test_a_hub_serving_a_web_page_is_named_so(hub_env: None, tmp_path: Path,
@@ -172,7 +225,7 @@ def _shard(standin: HubStandIn) -> str:
     return next(p for p in standin.files(REPO) if p.endswith(".parquet"))
 
 
-def test_a_trickling_shard_download_ends_at_the_deadline_and_resumes(
+def _a_trickling_shard_download_ends_at_the_deadline_and_resumes(
         standin: HubStandIn, tmp_path: Path) -> None:
     """27.4: a 1-byte/s trickle on a shard GET hung (no overall deadline)."""
     make_cache(tmp_path / "a", shards=1)
@@ -249,32 +302,26 @@ def test_a_shard_ending_short_of_its_listed_size_is_kept_to_resume(standin: HubS
     assert tree(tmp_path / "a" / "vectors") == tree(tmp_path / "b" / "vectors")
 
 
-def test_a_trickling_file_download_ends_at_the_deadline(standin: HubStandIn,
-                                                        monkeypatch: pytest.MonkeyPatch
-                                                        ) -> None:
-    """Model and dataset downloads (io/hub.download_file) run under the deadline too."""
-    standin.repos["org/data"] = Repo()
-    standin.commit("org/data", {"data.json": b"[" + b" " * 5000 + b"]"})
-    standin.trickle["data.json"] = 0.05
+def _a_trickling_file_download_ends_at_the_deadline(standin: HubStandIn) -> None:
+    """Model and dataset downloads (io/hub.download_file) run under the deadline too (the
+    stand-in trickles org/files' file.json)."""
     started = time.monotonic()
     with pytest.raises(hub_files.HubUnreachable) as exc:
-        hub_files.download_file("org/data", "data.json", repo_type="dataset",
+        hub_files.download_file("org/files", "file.json", repo_type="dataset",
                                 deadline=DEADLINE)
     assert time.monotonic() - started < DEADLINE + SLACK
-    assert str(exc.value) == (f"the Hub at {standin.url} did not finish downloading data.json "
-                              f"of org/data within the 1.5 s network deadline")
+    assert str(exc.value) == (f"the Hub at {standin.url} did not finish downloading file.json "
+                              f"of org/files within the 1.5 s network deadline")
     assert str(exc.value.cause) == (f"no complete answer from {standin.url} within the 1.5 s "
                                     f"network deadline")  # what the dataset's line quotes
 
 
-def test_a_dataset_from_a_trickling_hub_is_one_line_naming_the_endpoint(
+def _a_dataset_from_a_trickling_hub_is_one_line_naming_the_endpoint(
         standin: HubStandIn) -> None:
+    """The stand-in trickles org/data's data.json."""
     from pytest_retrieval_eval.data import dataset as dataset_mod
     from pytest_retrieval_eval.errors import DataError
 
-    standin.repos["org/data"] = Repo()
-    standin.commit("org/data", {"data.json": b"[" + b" " * 5000 + b"]"})
-    standin.stall[("GET", "/data.json")] = "trickle"
     with pytest.raises(DataError) as exc:  # the run's deadline (default 600 s): 1 s here
         dataset_mod.resolve_dataset("longmemeval_s", repo="org/data", filename="data.json",
                                     deadline=1.0)
@@ -283,6 +330,43 @@ def test_a_dataset_from_a_trickling_hub_is_one_line_naming_the_endpoint(
         f"(data.json): DeadlinePassed: no complete answer from {standin.url} within the 1 s "
         "network deadline; download it once with network access, or pass the path to a local "
         "copy")
+
+
+def test_trickling_downloads_end_at_their_deadlines(standin: HubStandIn, tmp_path: Path
+                                                    ) -> None:
+    """Three downloads that trickle, each waiting out its own deadline, run at once on one
+    stand-in (each its own repo and file; a deadline is a thread's own): a cache shard
+    (then resumed), a file through io/hub.download_file, a named dataset. A failure names
+    its case."""
+    # Set before the threads start: the stand-in's handlers read these while they serve.
+    standin.repos["org/files"] = Repo()
+    standin.commit("org/files", {"file.json": b"[" + b" " * 5000 + b"]"})
+    standin.trickle["file.json"] = 0.05
+    standin.repos["org/data"] = Repo()
+    standin.commit("org/data", {"data.json": b"[" + b" " * 5000 + b"]"})
+    standin.stall[("GET", "/org/data/resolve/main/data.json")] = "trickle"
+    cases: dict[str, Callable[[], None]] = {
+        "shard": lambda: _a_trickling_shard_download_ends_at_the_deadline_and_resumes(
+            standin, tmp_path),
+        "file": lambda: _a_trickling_file_download_ends_at_the_deadline(standin),
+        "dataset": lambda: _a_dataset_from_a_trickling_hub_is_one_line_naming_the_endpoint(
+            standin),
+    }
+    failed: dict[str, BaseException] = {}
+
+    def run(case: str) -> None:
+        try:
+            cases[case]()
+        except BaseException as exc:  # said below, with its case
+            failed[case] = exc
+
+    threads = {case: threading.Thread(target=run, args=(case,), daemon=True) for case in cases}
+    for thread in threads.values():
+        thread.start()
+    for thread in threads.values():
+        thread.join(timeout=120)
+    assert not [c for c, t in threads.items() if t.is_alive()], "a case is still running"
+    assert not failed, "; ".join(f"{case}: {exc!r}" for case, exc in failed.items())
 
 
 # --------------------------------------------------------------------------- the deadline

@@ -9,10 +9,12 @@ work, that line names the ``--no-model`` command.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
+import subprocess
+import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -84,15 +86,6 @@ def hub_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return tmp_path
 
 
-@pytest.fixture
-def silent_hub(monkeypatch: pytest.MonkeyPatch, hub_env: Path) -> Iterator[SilentServer]:
-    server = SilentServer()
-    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.port}")
-    monkeypatch.setenv("HF_HUB_ETAG_TIMEOUT", "1")  # the one request's wait, kept short here
-    yield server
-    server.close()
-
-
 def known_agent_registry(hf_home: Path) -> None:
     """huggingface_hub's agent registry, fetched today (an empty one): a home that has used
     the Hub within a day has it, and its request (its own 3 s limit, not ours) is not sent.
@@ -103,25 +96,16 @@ def known_agent_registry(hf_home: Path) -> None:
 
 
 def _one_error_line(result: pytest.RunResult) -> str:
-    text = result.stdout.str() + result.stderr.str()
-    assert result.ret == USAGE_ERROR, text
-    assert "Retry" not in text and "Traceback" not in text, text
+    return _one_line_of(result.ret, result.stdout.str() + result.stderr.str())
+
+
+def _one_line_of(ret: int | pytest.ExitCode, text: str, case: str = "") -> str:
+    said = f"{case}: {text}" if case else text
+    assert ret == USAGE_ERROR, said
+    assert "Retry" not in text and "Traceback" not in text, said
     lines = [line for line in joined_errors(text) if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("ERROR: "), text
+    assert len(lines) == 1 and lines[0].startswith("ERROR: "), said
     return lines[0]
-
-
-def test_model_lane_with_a_silent_hub_fails_after_one_request(
-    pytester: pytest.Pytester, silent_hub: SilentServer
-) -> None:
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--retrieval-eval")
-    line = _one_error_line(result)
-    assert "'BAAI/bge-small-en-v1.5'" in line and "unreachable" in line, line
-    # The bundled sample's vectors make the model-free lane work: the line says how.
-    assert line.endswith("`pytest --retrieval-eval --no-model`"), line
-    # One request for the model's file, no retry loop.
-    assert silent_hub.file_requests() == [
-        "HEAD /BAAI/bge-small-en-v1.5/resolve/main/onnx/model.onnx HTTP/1.1"]
 
 
 def test_model_lane_with_a_refusing_hub_is_one_line(
@@ -138,30 +122,70 @@ def test_model_lane_with_a_refusing_hub_is_one_line(
     assert "unreachable" in line and "`pytest --retrieval-eval --no-model`" in line, line
 
 
-def test_no_hint_when_no_cached_vectors_cover_the_data(
-    pytester: pytest.Pytester, silent_hub: SilentServer, hub_env: Path
-) -> None:
-    known_agent_registry(hub_env / "hf")
+def test_a_silent_hub_fails_after_one_request(pytester: pytest.Pytester, hub_env: Path
+                                              ) -> None:
+    """Three runs against a Hub that never answers, each its own child pytest, its own
+    silent server (one request each) and its own Hugging Face home, started at once so the
+    test waits out their waits (huggingface_hub's 1 s HF_HUB_ETAG_TIMEOUT; on a home's first
+    use, its agent registry's own 3 s) together:
+
+    * model lane: the model's file is unreachable; the bundled sample's vectors make the
+      model-free lane work, so the line names ``--no-model`` (an empty home: first use);
+    * no hint: data no cached vectors cover: the line names no ``--no-model``;
+    * named dataset: longmemeval_oracle could not be downloaded.
+    """
     data = pytester.path / "other.json"
     instances = json.loads(SAMPLE_PATH.read_text(encoding="utf-8"))
     instances[0]["question"] = "A question no prep has embedded?"
     data.write_text(json.dumps(instances), encoding="utf-8")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--retrieval-eval",
-                                           "--retrieval-eval-data", str(data))
-    line = _one_error_line(result)
-    assert "unreachable" in line and "--no-model" not in line, line
-    assert len(silent_hub.file_requests()) == 1
+    cases = {"model lane": ([], False), "no hint": (["--retrieval-eval-data", str(data)], True),
+             "named dataset": (["--retrieval-eval-data", "longmemeval_oracle"], True)}
+    servers: dict[str, SilentServer] = {}
+    procs: dict[str, subprocess.Popen[str]] = {}
+    try:
+        for n, (case, (args, registry)) in enumerate(cases.items()):
+            servers[case] = server = SilentServer()
+            home = hub_env / f"case{n}"
+            if registry:
+                known_agent_registry(home / "hf")
+            env = {**os.environ, "HF_ENDPOINT": f"http://127.0.0.1:{server.port}",
+                   "HF_HUB_ETAG_TIMEOUT": "1",  # the one request's wait, kept short here
+                   "HF_HOME": str(home / "hf"), "RETRIEVAL_EVAL_CACHE_DIR": str(home / "cache")}
+            where = pytester.path / f"case{n}"
+            where.mkdir()
+            procs[case] = subprocess.Popen(
+                [sys.executable, "-m", "pytest", f"--basetemp={home / 'basetemp'}",
+                 "-p", "no:cacheprovider", "--retrieval-eval", *args],
+                cwd=where, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                text=True)
+        outcomes = {case: (proc.communicate(timeout=240)[0], proc.returncode)
+                    for case, proc in procs.items()}
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+        for server in servers.values():
+            server.close()
 
+    case = "model lane"
+    line = _one_line_of(outcomes[case][1], outcomes[case][0], case)
+    assert "'BAAI/bge-small-en-v1.5'" in line and "unreachable" in line, f"{case}: {line}"
+    # The bundled sample's vectors make the model-free lane work: the line says how.
+    assert line.endswith("`pytest --retrieval-eval --no-model`"), f"{case}: {line}"
+    # One request for the model's file, no retry loop.
+    assert servers[case].file_requests() == [
+        "HEAD /BAAI/bge-small-en-v1.5/resolve/main/onnx/model.onnx HTTP/1.1"], case
 
-def test_named_dataset_from_a_silent_hub_fails_after_one_request(
-    pytester: pytest.Pytester, silent_hub: SilentServer, hub_env: Path
-) -> None:
-    known_agent_registry(hub_env / "hf")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--retrieval-eval",
-                                           "--retrieval-eval-data", "longmemeval_oracle")
-    line = _one_error_line(result)
-    assert "longmemeval_oracle could not be downloaded" in line, line
-    assert len(silent_hub.file_requests()) == 1
+    case = "no hint"
+    line = _one_line_of(outcomes[case][1], outcomes[case][0], case)
+    assert "unreachable" in line and "--no-model" not in line, f"{case}: {line}"
+    assert len(servers[case].file_requests()) == 1, f"{case}: {servers[case].requests}"
+
+    case = "named dataset"
+    line = _one_line_of(outcomes[case][1], outcomes[case][0], case)
+    assert "longmemeval_oracle could not be downloaded" in line, f"{case}: {line}"
+    assert len(servers[case].file_requests()) == 1, f"{case}: {servers[case].requests}"
 
 
 # ------------------------------------------------------------------ --no-model: no socket

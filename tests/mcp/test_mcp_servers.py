@@ -12,8 +12,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -188,20 +189,8 @@ def _left(tmp_path: Path) -> list[int]:
     return [int(p.read_text()) for p in tmp_path.rglob("*.pid")]
 
 
-@pytest.mark.parametrize(("mode", "words"), [
-    ("hang", "did not answer recall within 1 s (killed)"),
-    ("hang-hello", "did not finish the MCP handshake within 1 s (killed)"),
-    ("flood", "wrote a line longer than 16 MiB to stdout"),
-    ("crash", "failed during recall: it exited with status 7"),
-    ("garbage", "wrote 'this is not json-rpc' to stdout, which is not an MCP"),
-    ("fork", "did not answer recall within 1 s (killed)"),
-    ("notools", "has no tool 'recall'; its tools: remember, reset"),
-    ("notmcp", "did not finish the MCP handshake (it wrote 'hello, I am not an MCP"),
-    ("iserror", "question q1: recall: the tool answered an error (isError): the index is"),
-    ("malformed", "the results (results) are a JSON int, not a list"),
-])
-def test_a_hostile_server_fails_in_one_line_and_leaves_no_process(
-        tmp_path: Path, mode: str, words: str, capsys: pytest.CaptureFixture[str]) -> None:
+def _hostile_fails_in_one_line(tmp_path: Path, mode: str, words: str,
+                               stderr: Callable[[], str]) -> None:
     retriever = hostile(mode)
     p = persona(tmp_path)
     begun = time.monotonic()
@@ -215,7 +204,7 @@ def test_a_hostile_server_fails_in_one_line_and_leaves_no_process(
             with pytest.raises(RetrieverError, match="stopped at an earlier item"):
                 retriever.index(persona(tmp_path / "next"))
         if mode == "flood":
-            assert "earlier bytes of stderr dropped" in capsys.readouterr().err
+            assert "earlier bytes of stderr dropped" in stderr()
     finally:
         pid = retriever.pid
         retriever.close()
@@ -224,6 +213,50 @@ def test_a_hostile_server_fails_in_one_line_and_leaves_no_process(
         gone = [wait_gone(p) for p in left]
         kill_left(left)
     assert all(gone), left
+
+
+@pytest.mark.parametrize(("mode", "words"), [
+    ("flood", "wrote a line longer than 16 MiB to stdout"),
+    ("crash", "failed during recall: it exited with status 7"),
+    ("garbage", "wrote 'this is not json-rpc' to stdout, which is not an MCP"),
+    ("notools", "has no tool 'recall'; its tools: remember, reset"),
+    ("notmcp", "did not finish the MCP handshake (it wrote 'hello, I am not an MCP"),
+    ("iserror", "question q1: recall: the tool answered an error (isError): the index is"),
+    ("malformed", "the results (results) are a JSON int, not a list"),
+])
+def test_a_hostile_server_fails_in_one_line_and_leaves_no_process(
+        tmp_path: Path, mode: str, words: str, capsys: pytest.CaptureFixture[str]) -> None:
+    _hostile_fails_in_one_line(tmp_path, mode, words, lambda: capsys.readouterr().err)
+
+
+WAITED_CASES = {
+    "hang": "did not answer recall within 1 s (killed)",
+    "hang-hello": "did not finish the MCP handshake within 1 s (killed)",
+    "fork": "did not answer recall within 1 s (killed)",
+}
+
+
+def test_a_hanging_server_fails_in_one_line_and_leaves_no_process(tmp_path: Path) -> None:
+    """The hostile servers that wait out their deadline (hang in a call, hang before the
+    handshake, hang with a forked child) run at once, each in its own thread with its own
+    server, so the test waits one deadline, not three; each case's checks are those of the
+    test above, and a failure names its case."""
+    failed: dict[str, BaseException] = {}
+
+    def run(mode: str) -> None:
+        try:
+            _hostile_fails_in_one_line(tmp_path / mode, mode, WAITED_CASES[mode], str)
+        except BaseException as exc:  # said below, with its case
+            failed[mode] = exc
+
+    threads = {mode: threading.Thread(target=run, args=(mode,), daemon=True)
+               for mode in WAITED_CASES}
+    for thread in threads.values():
+        thread.start()
+    for thread in threads.values():
+        thread.join(timeout=120)
+    assert not [m for m, t in threads.items() if t.is_alive()], "a case is still running"
+    assert not failed, "; ".join(f"{mode}: {exc!r}" for mode, exc in failed.items())
 
 
 def test_conflicts_are_counted_not_failed_and_text_results_matched_back(
@@ -251,12 +284,9 @@ def test_conflicts_are_counted_not_failed_and_text_results_matched_back(
     assert facts["unmatched"] == 1
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_ctrl_c_or_sigterm_mid_call_leaves_no_server(tmp_path: Path, signum: int) -> None:
-    """The run is stopped while a server hangs in a search: the server's group goes too
-    (Ctrl-C: the run's end closes it; SIGTERM: the plugin's handler kills it first)."""
+def _stop_mid_call_leaves_no_server(tmp_path: Path, signum: int) -> None:
     cache = tmp_path / "cache"
+    tmp_path.mkdir(parents=True, exist_ok=True)
     selector = (f"mcp:h={PY} {shlex.quote(str(HOSTILE))} hang+store_tool:remember"
                 "+search_tool:recall+results:results")
     env = {**os.environ, "RETRIEVAL_EVAL_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
@@ -287,6 +317,31 @@ def test_ctrl_c_or_sigterm_mid_call_leaves_no_server(tmp_path: Path, signum: int
         gone = [wait_gone(p) for p in pids]
         kill_left(pids)
     assert all(gone), pids
+
+
+@pytest.mark.slow
+def test_ctrl_c_or_sigterm_mid_call_leaves_no_server(tmp_path: Path) -> None:
+    """The run is stopped while a server hangs in a search: the server's group goes too
+    (Ctrl-C: the run's end closes it, after the server's 2 s close grace; SIGTERM: the
+    plugin's handler kills it first). The two runs go at once, each in a thread with its own
+    child pytest and cache, so the Ctrl-C run's grace is not waited on its own; a failure
+    names its signal."""
+    failed: dict[str, BaseException] = {}
+
+    def run(signum: signal.Signals) -> None:
+        try:
+            _stop_mid_call_leaves_no_server(tmp_path / signum.name, signum)
+        except BaseException as exc:  # said below, with its signal
+            failed[signum.name] = exc
+
+    threads = [threading.Thread(target=run, args=(signum,), daemon=True)
+               for signum in (signal.SIGINT, signal.SIGTERM)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert not [t for t in threads if t.is_alive()], "a run is still going"
+    assert not failed, "; ".join(f"{name}: {exc!r}" for name, exc in failed.items())
 
 
 @pytest.fixture(scope="module")
