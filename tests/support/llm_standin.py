@@ -103,7 +103,8 @@ def llm_standin(mode: str = "ok", delay: float = 0.0) -> Iterator[tuple[str, Tal
             self.wfile.write(raw)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,),
+                              daemon=True)  # shutdown waits one poll: 0.05 s, not 0.5
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/v1", tally
