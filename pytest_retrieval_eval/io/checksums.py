@@ -50,6 +50,7 @@ __all__ = [
     "owner_is_dead",
     "owner_tag",
     "read_sidecar",
+    "remember_sha256",
     "remove_partials",
     "sha256_file",
     "share_as_umask",
@@ -218,6 +219,16 @@ def known_sha256(path: Path, memo_dir: Path | None) -> tuple[str, bool] | None:
         if digest is not None:
             return digest, True
     return None
+
+
+def remember_sha256(path: Path, st: os.stat_result, digest: str, memo_dir: Path) -> None:
+    """Record that ``path`` as of ``st`` (taken before the caller hashed it) hashed to
+    ``digest``: in this process and under ``memo_dir`` (best effort), as
+    :func:`memoised_sha256` records what it hashes itself."""
+    version = file_version(Path(path), st)
+    with _memo_lock:
+        _memo[version] = digest
+    _write_disk_memo(Path(memo_dir), version, digest)
 
 
 def memoised_sha256(

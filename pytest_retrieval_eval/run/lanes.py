@@ -35,12 +35,17 @@ if TYPE_CHECKING:  # model files, prep and the embedder load when a lane needs t
 Progress = Callable[[str, int, "int | None"], None]
 
 
-def vector_cache(cache_root: Path, model: Mapping[str, Any]) -> cache_mod.VectorCache:
+def vector_cache(cache_root: Path, model: Mapping[str, Any], *, verify: str = "stamp",
+                 writes: bool = True) -> cache_mod.VectorCache:
     """The run's vector cache of ``model``: ``cache_root``, with the bundled sample's vectors
-    read-only behind it."""
+    read-only behind it. A shard the cache's memo vouches for is trusted (``verify``, the
+    run's ``--retrieval-eval-verify``: "full" rehashes); shards are read through their dense
+    twins, built where missing unless the run ``writes`` nothing (a read-only run)."""
     return cache_mod.VectorCache(cache_root, str(model["fingerprint"]),
                                  int(model["dim"]), model,
-                                 read_only_roots=[cache_mod.bundled_cache_dir()])
+                                 read_only_roots=[cache_mod.bundled_cache_dir()],
+                                 memo_dir=cache_root / MEMO_DIR if writes else None,
+                                 verify=verify, twins=writes)
 
 
 def needed_keys(corpus: AnyCorpus) -> list[str]:
@@ -364,7 +369,8 @@ def cached_lane(state: Any, progress: Progress | None) -> Plan:
     # file, never a vector served (the model lane's prep quarantines and re-embeds). A
     # shard holding none of the run's keys (a +unit:turn prep's turn vectors, in a run
     # that ranks no turns) is not read, so not checked (issue 44).
-    state.vectors = vector_cache(state.cache_root, model)
+    state.vectors = vector_cache(state.cache_root, model, verify=s.verify,
+                                 writes=not state.read_only)
     if not state.read_only:
         state.vectors.verify(keys)
     return Plan(str(state.corpus.path), str(state.cache_root), "model-free", model, None)
@@ -390,7 +396,8 @@ def model_lane(state: Any, progress: Progress | None) -> Plan:
             raise
         raise ModelError(f"{exc}; {hint}") from None
     state.embedder = embedder
-    state.vectors = vector_cache(state.cache_root, embedder.info())
+    state.vectors = vector_cache(state.cache_root, embedder.info(), verify=s.verify,
+                                 writes=not state.read_only)
     if s.cache_repo is not None and state.vectors.missing(
             prep_mod.needed_keys(state.prep_corpus(), embedder)):
         pull(s, state.cache_root, progress,

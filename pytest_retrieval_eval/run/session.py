@@ -342,7 +342,9 @@ class EvalSession:
         assert self.plan is not None and self.corpus is not None
         corpus = self.corpus
         if self.plan.model is not None and self.vectors is None:
-            self.vectors = lanes.vector_cache(self.cache_root, self.plan.model)
+            self.vectors = lanes.vector_cache(self.cache_root, self.plan.model,
+                                              verify=self.settings.verify,
+                                              writes=not self.read_only)
         self._stores = store_mod.StoreCache(Path(self.plan.cache_root) / "stores",
                                             verify=self.settings.verify)
         if self.vectors is not None and self.pairs.embedding is None:

@@ -26,6 +26,16 @@ Layout under a cache root::
   them to ``*.corrupt``) so that prep re-embeds what they held.
 * The key index (key -> row) is built lazily from the shards' ``key`` columns only; vectors are
   read per Parquet row group on demand and kept in a bounded LRU.
+* A run's cache (``memo_dir`` given) trusts a shard whose current file version the memo under
+  ``memo_dir`` records with its sidecar's digest, as session stores trust their stamps
+  (``verify="full"`` rehashes every shard read): a warm run re-reads no shard bytes it has
+  verified before. With ``twins``, each own shard a run reads also gets a **dense twin**,
+  ``dense/<shard>.f32`` (its vectors as raw little-endian float32, rows x dim, committed with
+  a sidecar and a ``.verified`` stamp), built once from the checked shard; lookups then read
+  only the rows asked for through a memory map opened for the call (a persona's ~8,000 turn
+  vectors are scattered over most row groups of a ``+unit:turn`` cache: decoding each row
+  group per persona cost minutes at LongMemEval_M's scale, and keeping them all decoded
+  about a gigabyte). Writers remove a twin whose shard is gone (:meth:`ShardWriter._sweep`).
 """
 
 from __future__ import annotations
@@ -45,7 +55,17 @@ import numpy.typing as npt
 from ..data.dataset import SAMPLE_DIR
 from ..data.pairs import text_key
 from ..errors import CacheError
-from ..io.checksums import read_sidecar, sha256_file
+from ..io.checksums import (
+    commit_file,
+    drop_committed,
+    known_sha256,
+    matches_sidecar,
+    read_sidecar,
+    remember_sha256,
+    sha256_file,
+    stamp_matches,
+    temp_path,
+)
 
 # The `X as X` imports re-export names that live in shards.py / shard_writer.py.
 from .cached_models import list_models, models_holding, uncommitted_shards, unlisted_folders
@@ -56,6 +76,7 @@ from .shards import (
     _FINGERPRINT_RE,
     DEFAULT_MAX_CACHED_BYTES,
     FORMAT_VERSION,
+    TWIN_DIR,
     ModelInfo,
     _check_manifest,
     _committed_shards,
@@ -167,6 +188,9 @@ class VectorCache(ShardWriter):
         read_only_roots: Sequence[Path] = (),
         max_cached_bytes: int = DEFAULT_MAX_CACHED_BYTES,
         data: str | None = None,
+        memo_dir: Path | None = None,
+        verify: str = "stamp",
+        twins: bool = False,
     ) -> None:
         if not _FINGERPRINT_RE.match(fingerprint):
             raise ValueError(f"fingerprint {fingerprint!r} is not a safe directory name")
@@ -192,6 +216,14 @@ class VectorCache(ShardWriter):
         self.data = data
         #: Vectors this object has committed with :meth:`add` (prep's "saved" count).
         self.added = 0
+        #: Where shard digests are memoised per file version (None: every shard read is
+        #: hashed by this process); ``verify="full"`` hashes them whatever the memo says.
+        self.memo_dir = None if memo_dir is None else Path(memo_dir)
+        self.verify_mode = verify
+        #: Dense twins of own shards are read, and built where missing (module docstring).
+        self.twins = twins
+        self._twin_ok: set[Path] = set()
+        self._twin_off: set[Path] = set()
         for directory in [*self.read_only_dirs, self.directory]:
             self._check_dir(directory)
         #: Shards checked against their sidecar. Kept across re-indexing: a shard is immutable
@@ -373,7 +405,20 @@ class VectorCache(ShardWriter):
         if shard.handle is not None:  # pinned: its sidecar was read when it was indexed
             if shard.sidecar is None:
                 raise _corrupt(shard.path, "its .sha256 sidecar is unreadable", shard.read_only)
-            expected, actual = shard.sidecar, _sha256_of(shard.handle)
+            expected = shard.sidecar
+            try:
+                st = os.stat(shard.path)
+            except OSError:  # compacted away since it was pinned: its mapping is what is read
+                actual = _sha256_of(shard.handle)
+            else:
+                if self._memo_vouches(shard.path, expected):
+                    self._verified.add(shard.path)
+                    return
+                # read through the file, not the mapping (whose pages would stay resident:
+                # a run's peak memory); the shard is immutable and its name never reused
+                actual = sha256_file(shard.path)
+                if actual == expected and self.memo_dir is not None:
+                    remember_sha256(shard.path, st, actual, self.memo_dir)
         else:
             try:
                 expected = read_sidecar(shard.path)
@@ -390,6 +435,76 @@ class VectorCache(ShardWriter):
                 shard.read_only,
             )
         self._verified.add(shard.path)
+
+    def _memo_vouches(self, path: Path, expected: str) -> bool:
+        """True when the memo records ``path``'s current version with digest ``expected``
+        (and this run trusts memos: a ``memo_dir``, ``verify`` not "full")."""
+        if self.memo_dir is None or self.verify_mode == "full":
+            return False
+        try:
+            known = known_sha256(path, self.memo_dir)
+        except OSError:
+            return False
+        return known is not None and known[0] == expected
+
+    # ----------------------------------------------------------------- dense twins
+
+    def _twin_path(self, shard: _Shard) -> Path:
+        return self.directory / TWIN_DIR / f"{shard.path.name}.f32"
+
+    def _twin(self, sid: int) -> npt.NDArray[np.float32] | None:
+        """Shard ``sid``'s dense twin, memory-mapped (read-only), checked once a process
+        (its stamp, or a rehash under ``verify="full"``) and built from the checked shard
+        where missing or failing; None where the run reads the shard itself (twins off, a
+        read-only root's shard, a twin that cannot be written or opened)."""
+        shard = self._shards[sid]
+        if not self.twins or shard.read_only or shard.path in self._twin_off:
+            return None
+        path = self._twin_path(shard)
+        if shard.path not in self._twin_ok:
+            if not (self._twin_matches(path, shard) or self._build_twin(path, sid)):
+                self._twin_off.add(shard.path)
+                return None
+            self._twin_ok.add(shard.path)
+        try:
+            return np.memmap(path, dtype="<f4", mode="r", shape=(shard.rows, self.dim))
+        except (OSError, ValueError):  # removed since (its shard compacted away), or empty
+            return None
+
+    def _twin_matches(self, path: Path, shard: _Shard) -> bool:
+        try:
+            st = path.stat()
+            expected = read_sidecar(path)
+        except (OSError, ValueError):
+            return False
+        if st.st_size != shard.rows * self.dim * 4:
+            ok = False
+        elif self.verify_mode != "full" and stamp_matches(path, st, expected):
+            return True
+        else:
+            ok = matches_sidecar(path, trust_stamp=False)
+        if not ok:
+            drop_committed(path)  # a damaged twin is never read: built again
+        return ok
+
+    def _build_twin(self, path: Path, sid: int) -> bool:
+        """Write shard ``sid``'s vectors, decoded from the checked shard, as its twin;
+        False when it cannot be written (the run then reads the shard)."""
+        shard = self._shards[sid]
+        self._verify(shard)
+        first = int(np.searchsorted(self._rg_global, shard.start))
+        groups = range(first, first + len(shard.rg_starts))
+        tmp = temp_path(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "wb") as out:
+                for grg in groups:
+                    out.write(np.ascontiguousarray(self._decode(grg), dtype="<f4").tobytes())
+            commit_file(tmp, path)
+            return True
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            return False
 
     def _row_group(self, grg: int) -> npt.NDArray[np.float32]:
         cached = self._lru.get(grg)
@@ -472,8 +587,16 @@ class VectorCache(ShardWriter):
         order = np.argsort(groups, kind="stable")
         sorted_groups = groups[order]
         bounds = np.flatnonzero(np.diff(sorted_groups)) + 1
+        twins: dict[int, npt.NDArray[np.float32] | None] = {}  # mapped for this call only
         for chunk in np.split(order, bounds):
             grg = int(groups[chunk[0]])
-            vectors = self._row_group(grg)
-            out[chunk] = vectors[rows[chunk] - self._rg_global[grg]]
+            sid = self._rg_owner[grg][0]
+            if sid not in twins:
+                twins[sid] = self._twin(sid)
+            twin = twins[sid]
+            if twin is not None:
+                out[chunk] = twin[rows[chunk] - self._shards[sid].start]
+            else:
+                vectors = self._row_group(grg)
+                out[chunk] = vectors[rows[chunk] - self._rg_global[grg]]
         return out

@@ -126,15 +126,27 @@ def shard_of(key: str, count: int) -> int:
 
 
 def _plan(corpus: CorpusLike, prefix: str) -> tuple[dict[str, str | None], int]:
-    """Needed keys in pair order -> query text (None for a passage), and the slot count."""
+    """Needed keys -> query text (None for a passage), and the slot count. In pair order,
+    each pair's query and session texts first, then every pair's further texts (the turn
+    texts of a ``+unit:turn`` prep: :class:`..data.turn_texts.WithTurnTexts` extends each
+    pair's keys past its sessions): shards are written in this order, so a run that reads
+    session vectors only reads the shards that hold them, never row groups of turns."""
     needed: dict[str, str | None] = {}
     slots = 0
+    later: list[Sequence[str]] = []
     for pair in corpus.pairs:
         text = prefix + pair.question
         needed.setdefault(text_key(text), text)
-        slots += len(pair.text_keys)
-        for key in pair.text_keys:
+        keys = pair.text_keys
+        slots += len(keys)
+        sessions = len(getattr(pair, "session_ids", keys))
+        for key in keys[:sessions]:
             # A passage whose text equals a (prefixed) query's is one text: one vector.
+            needed.setdefault(key, None)
+        if len(keys) > sessions:
+            later.append(keys[sessions:])
+    for rest in later:
+        for key in rest:
             needed.setdefault(key, None)
     return needed, slots
 

@@ -25,6 +25,7 @@ from .shards import (
     _TMP_PREFIX,
     COMPACT_ROWS,
     ROW_GROUP_ROWS,
+    TWIN_DIR,
     _committed_shards,
     _fsync_dir,
     _pa,
@@ -129,6 +130,23 @@ class ShardWriter:
             )
             if stale or uncommitted or orphan_sidecar:
                 _unlink(self.directory / name)
+        self._sweep_twins(names)
+
+    def _sweep_twins(self, names: set[str] | None = None) -> None:
+        """Remove the dense twins (:mod:`.cache`), with their sidecars, stamps and temp
+        files, of shards no longer committed here (caller holds the lock): compacted away or
+        quarantined."""
+        folder = self.directory / TWIN_DIR
+        try:
+            twins = os.listdir(folder)
+            if names is None:
+                names = set(os.listdir(self.directory))
+        except OSError:
+            return
+        for name in twins:
+            shard = name.lstrip(".").split(".parquet", 1)[0] + ".parquet"
+            if shard not in names or shard + SIDECAR_SUFFIX not in names:
+                _unlink(folder / name)
 
     def _commit(self, write: Any, rows: int = 0) -> Path:
         """Write a shard with ``write(tmp_path)`` and commit it (caller holds the lock).
@@ -320,6 +338,8 @@ class ShardWriter:
                     _unlink(sidecar_path(path))  # uncommit first: readers stop listing it
                     _unlink(path)
                 merged += len(group)
+            if merged:
+                self._sweep_twins()
             _fsync_dir(self.directory)
         self._reset()
         return merged

@@ -34,6 +34,8 @@ COMPACT_ROWS = 32768
 MANIFEST_LIMIT = 256 * 1024
 #: Default bound of decoded row groups kept in memory per cache object.
 DEFAULT_MAX_CACHED_BYTES = 512 * 1024 * 1024
+#: The folder (in a model folder) of the shards' dense twins (:mod:`.cache`).
+TWIN_DIR = "dense"
 
 ModelInfo = dict[str, Any]
 """The model description stored in a manifest (``Embedder.info()`` plus ``format``)."""

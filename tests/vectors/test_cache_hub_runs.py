@@ -46,7 +46,9 @@ def published(hub: HubStandIn, tmp_path: Path, dataset: Path, tiny_model_dir: Pa
 
 
 def shards(root: Path) -> dict[str, bytes]:
-    return {k: v for k, v in tree(root / "vectors").items() if ".parquet" in k}
+    """The shards and sidecars (not the dense twins a run builds beside them: derived)."""
+    return {k: v for k, v in tree(root / "vectors").items()
+            if ".parquet" in k and "/dense/" not in k}
 
 
 # --------------------------------------------------------------------------- the CLI
