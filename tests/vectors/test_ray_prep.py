@@ -103,15 +103,23 @@ def test_without_ray_it_is_one_line_naming_the_extra(
         dataset: Path, tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     real_import = builtins.__import__
+    real_import_module = importlib.import_module
 
     def no_ray(name: str, *args: Any, **kwargs: Any) -> Any:
         if name == "ray" or name.startswith("ray."):
             raise ImportError(f"No module named {name!r}")
         return real_import(name, *args, **kwargs)
 
+    def no_ray_module(name: str, package: str | None = None) -> Any:
+        # importlib.import_module is the one every module calls: any other name gets the
+        # real one, which returns the submodule (ijson picks its backend with it, and a
+        # first import of ijson can happen under this patch)
+        if name == "ray" or name.startswith("ray."):
+            raise ImportError(f"No module named {name!r}")
+        return real_import_module(name, package)
+
     monkeypatch.setattr(builtins, "__import__", no_ray)
-    monkeypatch.setattr(ray_prep.importlib, "import_module",
-                        lambda name: no_ray(name))
+    monkeypatch.setattr(ray_prep.importlib, "import_module", no_ray_module)
     code = cli.main(prep(dataset, tiny_model_dir, tmp_path / "cache", "--ray"))
     err = capsys.readouterr().err
     assert code == 4  # a RetrievalEvalError; 2 is left to argparse
