@@ -24,10 +24,9 @@ DONE_WHEN = "semantic,mem0,llamaindex+chunk_size:256,langchain"
 COLUMNS = ("semantic", "mem0", "llamaindex+chunk_size:256", "langchain")
 
 
-def _run(pytester: pytest.Pytester, data: Path, model: Path, out: Path, *args: str,
-         subprocess: bool = False) -> pytest.RunResult:
-    run = pytester.runpytest_subprocess if subprocess else pytester.runpytest
-    return run("-p", "no:randomly", "-p", "no:cacheprovider",
+def _run(pytester: pytest.Pytester, data: Path, model: Path, out: Path, *args: str
+         ) -> pytest.RunResult:
+    return pytester.runpytest("-p", "no:randomly", "-p", "no:cacheprovider",
                "-W", "ignore::pytest.PytestAssertRewriteWarning", "--retrieval-eval",
                f"--retrieval-eval-data={data}", f"--retrieval-eval-model={model}",
                f"--retrieval-eval-json={out}", "--retrieval-eval-budget", "500,2000", *args)
@@ -77,8 +76,7 @@ def test_the_issues_command_runs_offline_after_one_model_lane_run(
         k: v for k, v in lane_numbers.items() if k[0] in COLUMNS}
 
     parallel = _run(pytester, data, tiny_model_dir, pytester.path / "parallel.json",
-                    "--no-model", "--retrieval-eval-retriever", DONE_WHEN, "-n", "2",
-                    subprocess=True)
+                    "--no-model", "--retrieval-eval-retriever", DONE_WHEN, "-n", "2")
     assert parallel.ret == 0, parallel.stdout.str()
     split = json.loads((pytester.path / "parallel.json").read_text())
     assert _metrics(split) == _metrics(again)
