@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from .pairs import render_session, text_key
+from .turn_rows import FORMAT as TURN_ROWS_FORMAT
 from .turn_rows import TurnRowsCache, persona_turn_rows
 
 __all__ = ["WithTurnTexts", "turn_items"]
@@ -44,6 +45,11 @@ class WithTurnTexts:
     session order, then turn order); ``texts(keys)`` serves a turn's text or, for any other
     key, the corpus's. The turns are read from the corpus once, when ``pairs`` is first read.
     """
+
+    #: What names this corpus's texts apart from its inner one's (:func:`..vectors.coverage.
+    #: corpus_id`): it adds turn texts, made by the turn rows' rules of this format.
+    adds_turns = True
+    turns_format = TURN_ROWS_FORMAT
 
     def __init__(self, corpus: Any, kept: TurnRowsCache | None = None) -> None:
         self.corpus = corpus

@@ -63,7 +63,8 @@ def subset_args(settings: Settings) -> str:
 
 
 def choose_cached_model(settings: Settings, cache_root: Path, corpus: AnyCorpus,
-                        keys_out: list[str] | None = None) -> dict[str, Any]:
+                        keys_out: list[str] | None = None,
+                        memo: bool = True) -> dict[str, Any]:
     """``--no-model``: the one model whose cached vectors cover the dataset.
 
     A model named by ``--retrieval-eval-model`` is what its files are: a local folder's, or
@@ -71,13 +72,19 @@ def choose_cached_model(settings: Settings, cache_root: Path, corpus: AnyCorpus,
     vectors of those hashes are served; vectors of a namesake made from other files are
     refused. Only a Hub model that is not on this machine is matched by its name. A recipe
     option the user set (``Settings.explicit``) is never overridden by what the cache holds.
+    ``keys_out`` gets the keys the corpus needs and the queries', when they were listed (left
+    empty when the answer was read back from the cache's memo; ``memo`` False: the answer is
+    neither read back nor kept, a read-only run's).
     """
+    from ..vectors.coverage import covering_models
+
     s = settings
     roots = [cache_root, cache_mod.bundled_cache_dir()]
-    needed = needed_keys(corpus)
+    # remembered per cache listing: a warm start lists no key (vectors/coverage.py)
+    holding, needed = covering_models(roots, corpus, needed_keys,
+                                      cache_root / MEMO_DIR if memo else None)
     if keys_out is not None:
-        keys_out[:] = needed
-    holding = cache_mod.models_holding(roots, needed)
+        keys_out[:] = needed or []
     files = wanted_files(s, cache_root)
     if s.model is not None:
         same = [m for m in holding if is_wanted(m, s, files)]
@@ -105,9 +112,12 @@ def choose_cached_model(settings: Settings, cache_root: Path, corpus: AnyCorpus,
     # The model's own description, as the model lane reports it: not where it was found
     # (machine-specific paths) nor the cache's format number.
     model = {k: v for k, v in holding[0].items() if k not in ("roots", "format")}
+    # the questions: a turn corpus's own pairs (which list every turn) are not read for them
+    wrapped: Any = corpus
+    asked = wrapped.corpus if getattr(wrapped, "adds_turns", False) else corpus
     queries = [cache_mod.query_key(p.question, str(model.get("query_prefix", "")))
-               for p in corpus.pairs if not p.abstention]
-    if keys_out is not None:
+               for p in asked.pairs if not p.abstention]
+    if keys_out is not None and needed is not None:
         keys_out.extend(queries)
     missing = vector_cache(cache_root, model).missing(queries)
     if missing:
@@ -358,21 +368,23 @@ def cached_lane(state: Any, progress: Progress | None) -> Plan:
     s = state.settings
     keys: list[str] = []
     try:
-        model = choose_cached_model(s, state.cache_root, state.prep_corpus(), keys)
+        model = choose_cached_model(s, state.cache_root, state.prep_corpus(), keys,
+                                    memo=not state.read_only)
     except CacheError:
         if s.cache_repo is None:
             raise
         # What the repo has, then choose again.
         pull(s, state.cache_root, progress, model=s.model)
-        model = choose_cached_model(s, state.cache_root, state.prep_corpus(), keys)
+        model = choose_cached_model(s, state.cache_root, state.prep_corpus(), keys,
+                                    memo=not state.read_only)
     # Every shard the run reads checked now: a corrupt one is a usage error naming the
     # file, never a vector served (the model lane's prep quarantines and re-embeds). A
     # shard holding none of the run's keys (a +unit:turn prep's turn vectors, in a run
     # that ranks no turns) is not read, so not checked (issue 44).
     state.vectors = vector_cache(state.cache_root, model, verify=s.verify,
                                  writes=not state.read_only)
-    if not state.read_only:
-        state.vectors.verify(keys)
+    if not state.read_only:  # the model's every shard when its coverage was remembered
+        state.vectors.verify(keys if keys else None)
     return Plan(str(state.corpus.path), str(state.cache_root), "model-free", model, None)
 
 

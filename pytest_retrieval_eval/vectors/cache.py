@@ -32,10 +32,11 @@ Layout under a cache root::
   verified before. With ``twins``, each own shard a run reads also gets a **dense twin**,
   ``dense/<shard>.f32`` (its vectors as raw little-endian float32, rows x dim, committed with
   a sidecar and a ``.verified`` stamp), built once from the checked shard; lookups then read
-  only the rows asked for through a memory map opened for the call (a persona's ~8,000 turn
+  only the rows asked for, a ``pread`` per run of consecutive rows (a persona's ~8,000 turn
   vectors are scattered over most row groups of a ``+unit:turn`` cache: decoding each row
-  group per persona cost minutes at LongMemEval_M's scale, and keeping them all decoded
-  about a gigabyte). Writers remove a twin whose shard is gone (:meth:`ShardWriter._sweep`).
+  group per persona cost minutes at LongMemEval_M's scale, keeping them all decoded about a
+  gigabyte, and mapping the twins half a gigabyte resident per lookup, by fault-around).
+  Writers remove a twin whose shard is gone (:meth:`ShardWriter._sweep`).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ import os
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from itertools import repeat
+from itertools import pairwise, repeat
 from pathlib import Path
 from typing import Any
 
@@ -164,6 +165,11 @@ def query_key(question: str, model: str | Mapping[str, object] | Any) -> str:
 
 
 # --------------------------------------------------------------------------- the cache
+
+
+#: Rows of a dense twin read in one span when at most this many rows apart (a read call
+#: costs about what copying a dozen rows does).
+_TWIN_GAP = 8
 
 
 class VectorCache(ShardWriter):
@@ -452,11 +458,11 @@ class VectorCache(ShardWriter):
     def _twin_path(self, shard: _Shard) -> Path:
         return self.directory / TWIN_DIR / f"{shard.path.name}.f32"
 
-    def _twin(self, sid: int) -> npt.NDArray[np.float32] | None:
-        """Shard ``sid``'s dense twin, memory-mapped (read-only), checked once a process
-        (its stamp, or a rehash under ``verify="full"``) and built from the checked shard
-        where missing or failing; None where the run reads the shard itself (twins off, a
-        read-only root's shard, a twin that cannot be written or opened)."""
+    def _twin(self, sid: int) -> Path | None:
+        """Shard ``sid``'s dense twin, checked once a process (its stamp, or a rehash under
+        ``verify="full"``) and built from the checked shard where missing or failing; None
+        where the run reads the shard itself (twins off, a read-only root's shard, a twin
+        that cannot be written)."""
         shard = self._shards[sid]
         if not self.twins or shard.read_only or shard.path in self._twin_off:
             return None
@@ -466,10 +472,39 @@ class VectorCache(ShardWriter):
                 self._twin_off.add(shard.path)
                 return None
             self._twin_ok.add(shard.path)
+        return path
+
+    def _twin_rows(self, path: Path, local: npt.NDArray[np.int64]) -> \
+            npt.NDArray[np.float32] | None:
+        """Rows ``local`` of a twin, read with one ``pread`` per span of rows at most
+        :data:`_TWIN_GAP` apart (not mapped: a mapping's fault-around would make ~64 KB
+        resident per row asked for, half a gigabyte for a persona's turns); None when it
+        cannot be read whole (removed since: its shard compacted away; the caller then
+        reads the shard)."""
+        unique, inverse = np.unique(local, return_inverse=True)
+        block = np.empty((len(unique), self.dim), dtype="<f4")
+        width = self.dim * 4
+        cuts = [0, *(np.flatnonzero(np.diff(unique) > _TWIN_GAP) + 1).tolist(), len(unique)]
         try:
-            return np.memmap(path, dtype="<f4", mode="r", shape=(shard.rows, self.dim))
-        except (OSError, ValueError):  # removed since (its shard compacted away), or empty
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
             return None
+        try:
+            for a, b in pairwise(cuts):
+                low, high = int(unique[a]), int(unique[b - 1]) + 1
+                if high - low == b - a:  # consecutive rows: straight into the block
+                    if os.preadv(fd, [block[a:b].data], low * width) != (b - a) * width:
+                        return None
+                    continue
+                span = np.empty((high - low, self.dim), dtype="<f4")
+                if os.preadv(fd, [span.data], low * width) != (high - low) * width:
+                    return None
+                block[a:b] = span[unique[a:b] - low]
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        return block[inverse.reshape(-1)]
 
     def _twin_matches(self, path: Path, shard: _Shard) -> bool:
         try:
@@ -587,16 +622,28 @@ class VectorCache(ShardWriter):
         order = np.argsort(groups, kind="stable")
         sorted_groups = groups[order]
         bounds = np.flatnonzero(np.diff(sorted_groups)) + 1
-        twins: dict[int, npt.NDArray[np.float32] | None] = {}  # mapped for this call only
+        twins: dict[int, Path | None] = {}
+        by_twin: dict[int, list[npt.NDArray[np.int64]]] = {}
         for chunk in np.split(order, bounds):
             grg = int(groups[chunk[0]])
             sid = self._rg_owner[grg][0]
             if sid not in twins:
                 twins[sid] = self._twin(sid)
-            twin = twins[sid]
-            if twin is not None:
-                out[chunk] = twin[rows[chunk] - self._shards[sid].start]
+            if twins[sid] is not None:
+                by_twin.setdefault(sid, []).append(chunk)  # read below, a shard at a time
             else:
                 vectors = self._row_group(grg)
                 out[chunk] = vectors[rows[chunk] - self._rg_global[grg]]
+        for sid, chunks in by_twin.items():
+            where = np.concatenate(chunks)
+            path = twins[sid]
+            got = None if path is None else self._twin_rows(
+                path, rows[where] - self._shards[sid].start)
+            if got is None:  # gone since it was checked: the shard, row group by row group
+                self._twin_off.add(self._shards[sid].path)
+                for chunk in chunks:
+                    grg = int(groups[chunk[0]])
+                    out[chunk] = self._row_group(grg)[rows[chunk] - self._rg_global[grg]]
+            else:
+                out[where] = got
         return out
