@@ -280,6 +280,10 @@ class VectorCache(ShardWriter):
         self._rg_global = np.zeros(0, dtype=np.int64)  # global first row per row group
         self._rg_owner: list[tuple[int, int]] = []  # (shard id, row group) per row group
         self._indexed = False
+        #: Committed shards listed but not indexed yet (:meth:`_get` indexes them in order
+        #: only as far as the keys it is asked for need: a run reading sessions never reads
+        #: the key columns of the turn shards after them).
+        self._pending: list[tuple[Path, bool]] = []
         self._lru: OrderedDict[int, npt.NDArray[np.float32]] = OrderedDict()
         self._lru_bytes = 0
 
@@ -314,6 +318,24 @@ class VectorCache(ShardWriter):
             dtype=np.int64, count=len(self._rg_owner),
         )
 
+    def _list(self) -> None:
+        """Note the shards committed since the last look, to be indexed when needed."""
+        listed = self._known | {path for path, _ in self._pending}
+        for directory, read_only in self._all_dirs():
+            for path in _committed_shards(directory):
+                if path not in listed:
+                    self._pending.append((path, read_only))
+        if not self._indexed:
+            self._rebuild_arrays()
+        self._indexed = True
+
+    def _index_next(self) -> None:
+        """Index the first shard listed and not indexed yet."""
+        path, read_only = self._pending[0]
+        self._index_shard(path, read_only)
+        del self._pending[0]
+        self._rebuild_arrays()
+
     def refresh(self) -> None:
         """Index shards committed since the last look (by this or another process).
 
@@ -323,15 +345,9 @@ class VectorCache(ShardWriter):
         compaction committed the merged shard first, so the new listing holds every key)."""
         for attempt in range(_ATTEMPTS):
             try:
-                added = False
-                for directory, read_only in self._all_dirs():
-                    for path in _committed_shards(directory):
-                        if path not in self._known:
-                            self._index_shard(path, read_only)
-                            added = True
-                if added or not self._indexed:
-                    self._rebuild_arrays()
-                self._indexed = True
+                self._list()
+                while self._pending:
+                    self._index_next()
                 return
             except FileNotFoundError:
                 # A compaction removed a shard under us: start over from a fresh listing.
@@ -344,19 +360,24 @@ class VectorCache(ShardWriter):
 
     def _ensure_index(self) -> None:
         if not self._indexed:
+            self._list()
+
+    def _ensure_all(self) -> None:
+        """Every listed shard indexed (listed first if nothing was yet)."""
+        if not self._indexed or self._pending:
             self.refresh()
 
     def __len__(self) -> int:
-        self._ensure_index()
+        self._ensure_all()
         return len(self._index)
 
     def __contains__(self, key: object) -> bool:
-        self._ensure_index()
+        self._ensure_all()
         return key in self._index
 
     def keys(self) -> list[str]:
         """Every key held (all roots)."""
-        self._ensure_index()
+        self._ensure_all()
         return list(self._index)
 
     def own_shards(self) -> list[Path]:
@@ -366,10 +387,26 @@ class VectorCache(ShardWriter):
     # ----------------------------------------------------------------- reading
 
     def missing(self, keys: Sequence[str]) -> list[str]:
-        """The keys (in the given order, duplicates kept once) that no shard holds."""
-        self.refresh()
-        index = self._index
-        return list(dict.fromkeys(k for k in keys if k not in index))
+        """The keys (in the given order, duplicates kept once) that no shard holds: the
+        shards listed are indexed in order only as far as the keys need, and those
+        committed since the last look are looked at before a key is said missing."""
+        for _attempt in range(_ATTEMPTS):
+            try:
+                self._ensure_index()
+                absent = [k for k in dict.fromkeys(keys) if k not in self._index]
+                while absent and self._pending:
+                    self._index_next()
+                    absent = [k for k in absent if k not in self._index]
+                if absent:
+                    self.refresh()
+                    absent = [k for k in absent if k not in self._index]
+                return absent
+            except FileNotFoundError:
+                self._reset()  # a compaction replaced shards under us: re-index
+        raise CacheError(  # pragma: no cover - needs a compaction storm
+            f"cache at {self.directory} keeps changing while being read; retry when no "
+            f"compaction is running"
+        )
 
     def verify(self, keys: Sequence[str] | None = None) -> int:
         """Check every shard (all roots) against its sidecar now, or, given ``keys``, every
@@ -382,12 +419,19 @@ class VectorCache(ShardWriter):
         """
         for _attempt in range(_ATTEMPTS):
             try:
-                self._ensure_index()
-                shards = list(self._shards)
                 if keys is not None:
-                    shards = [shards[i] for i in self._shards_of(keys)]
+                    self._ensure_all()
+                    shards = [self._shards[i] for i in self._shards_of(keys)]
+                else:  # every shard, indexed or only listed (its key column is not read)
+                    self._ensure_index()
+                    shards = [*self._shards, *(_Shard(path, read_only, 0, 0, [])
+                                               for path, read_only in self._pending)]
                 for shard in shards:
                     self._verify(shard)
+                    if shard.handle is None:  # listed only: its model checked as indexing would
+                        _read_keys(shard.path, self.dim, shard.read_only,
+                                   fingerprint=self.fingerprint, name=self.name,
+                                   keys_too=False)
                 return len(shards)
             except FileNotFoundError:
                 self._reset()  # a compaction replaced shards under us: re-index
@@ -433,7 +477,13 @@ class VectorCache(ShardWriter):
             except (OSError, ValueError):
                 raise _corrupt(shard.path, "its .sha256 sidecar is unreadable",
                                shard.read_only) from None
+            st = os.stat(shard.path)  # FileNotFoundError: compacted away, listed again
+            if self._memo_vouches(shard.path, expected):
+                self._verified.add(shard.path)
+                return
             actual = sha256_file(shard.path)
+            if actual == expected and self.memo_dir is not None:
+                remember_sha256(shard.path, st, actual, self.memo_dir)
         if actual != expected:
             raise _corrupt(
                 shard.path,
@@ -611,13 +661,22 @@ class VectorCache(ShardWriter):
             return out
         index = self._index
         rows = np.fromiter(map(index.get, keys, repeat(-1, n)), dtype=np.int64, count=n)
+        if (rows < 0).any():  # the shards listed next, in order, as far as the keys need
+            absent = np.flatnonzero(rows < 0)
+            while len(absent) and self._pending:
+                self._index_next()
+                index = self._index
+                found = np.fromiter((index.get(keys[i], -1) for i in absent.tolist()),
+                                    dtype=np.int64, count=len(absent))
+                rows[absent] = found
+                absent = absent[found < 0]
         if (rows < 0).any():
             self.refresh()
             index = self._index
             rows = np.fromiter(map(index.get, keys, repeat(-1, n)), dtype=np.int64, count=n)
-            absent = int((rows < 0).sum())
-            if absent:
-                raise self._missing_error(keys, absent)
+            absent_count = int((rows < 0).sum())
+            if absent_count:
+                raise self._missing_error(keys, absent_count)
         groups = np.searchsorted(self._rg_global, rows, side="right") - 1
         order = np.argsort(groups, kind="stable")
         sorted_groups = groups[order]

@@ -228,9 +228,11 @@ def _check_schema(path: Path, schema: Any, dim: int, read_only: bool) -> None:
 
 def _read_keys(path: Path, dim: int | None, read_only: bool,
                source: Any = None, *, fingerprint: str,
-               name: str | None = None) -> tuple[list[str], list[int]]:
+               name: str | None = None, keys_too: bool = True
+               ) -> tuple[list[str], list[int]]:
     """A shard's keys (its ``key`` column only) and rows per row group, read from ``source``
-    (an open handle of it) when given, else from ``path``.
+    (an open handle of it) when given, else from ``path``; ``keys_too`` False: only its
+    footer is read and checked (model, schema), and nothing is returned.
 
     Raises FileNotFoundError when the shard vanished (compaction), CacheError when it is
     truncated, not Parquet, has the wrong schema, or names another model than
@@ -243,6 +245,8 @@ def _read_keys(path: Path, dim: int | None, read_only: bool,
         _check_model(path, pf.schema_arrow, fingerprint, read_only, name)
         if dim is not None:
             _check_schema(path, pf.schema_arrow, dim, read_only)
+        if keys_too is False:
+            return [], []
         keys = pf.read(columns=["key"], use_threads=False).column(0).to_pylist()
         meta = pf.metadata
         rg_rows = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]

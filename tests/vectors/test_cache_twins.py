@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -156,3 +157,32 @@ def test_prep_writes_session_vectors_before_turn_vectors(tmp_path: Path) -> None
     first_turn = min(i for i, k in enumerate(order) if k in turns)
     assert last_session < first_turn
     assert set(order) >= sessions | turns
+
+
+def test_shards_are_indexed_only_as_far_as_the_keys_asked_for_need(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Session vectors first, turn vectors after (prep's order): a run asking for session
+    keys never reads the turn shards' key columns; a key no shard listed so far holds makes
+    every shard indexed, and a shard committed since is looked at before it is missing."""
+    sessions = fill(open_cache(tmp_path), _texts(20, "session"))
+    turns = fill(open_cache(tmp_path), _texts(20, "turn"))
+    read: list[str] = []
+    real = getattr(cache_mod, "_read_keys")  # noqa: B009 - not exported: patched here
+
+    def counting(path: Path, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("keys_too", True):
+            read.append(Path(path).name)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(cache_mod, "_read_keys", counting)
+    first, second = (p.name for p in shards(tmp_path))
+    cache = run_cache(tmp_path)
+    assert np.array_equal(cache.get(sessions[:3]), vecs(_texts(20, "session"))[:3])
+    assert cache.missing(sessions) == [] and read == [first]
+    cache.verify()  # every shard checked, the second's key column still not read
+    assert read == [first]
+    assert np.array_equal(cache.get(turns[-2:]), vecs(_texts(20, "turn"))[-2:])
+    assert read == [first, second]
+    later = fill(open_cache(tmp_path), ["written since"])
+    assert cache.missing(["absent", *later]) == ["absent"]
+    assert len(read) == 3
