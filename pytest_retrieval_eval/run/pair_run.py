@@ -434,9 +434,11 @@ class PairRun:
                    first: Callable[[Persona, Query, int], list[Memory]],
                    count: int) -> list[Memory]:
         """The first ``count`` memories of :meth:`read_all`'s ranking (a built-in turn
-        what-if's ``first_memories``), checked as every ranking is."""
-        name = str(getattr(self.retriever, "name", "retriever"))
-        return read_memories(first(persona, query, count), persona, name, query.question_id)
+        what-if's ``first_memories``). Not read through :func:`read_memories`: no door is
+        crossed (the memories are made by the harness, from the persona's turn rows and the
+        ranking it checked in :meth:`rank`), and a growing read asks for the same first
+        memories again (checking them cost a fifth of a budget run at M's scale)."""
+        return list(first(persona, query, count))
 
     def read_all(self, persona: Persona, query: Query) -> list[str] | list[Memory]:
         """The store's ranking at the persona's size (the budget's longer read), checked as
