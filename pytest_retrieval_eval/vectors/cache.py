@@ -461,14 +461,9 @@ class VectorCache(ShardWriter):
             except OSError:  # compacted away since it was pinned: its mapping is what is read
                 actual = _sha256_of(shard.handle)
             else:
-                if self._memo_vouches(shard.path, expected):
-                    self._verified.add(shard.path)
-                    return
                 # read through the file, not the mapping (whose pages would stay resident:
                 # a run's peak memory); the shard is immutable and its name never reused
-                actual = sha256_file(shard.path)
-                if actual == expected and self.memo_dir is not None:
-                    remember_sha256(shard.path, st, actual, self.memo_dir)
+                actual = self._file_digest(shard.path, st, expected)
         else:
             try:
                 expected = read_sidecar(shard.path)
@@ -478,12 +473,7 @@ class VectorCache(ShardWriter):
                 raise _corrupt(shard.path, "its .sha256 sidecar is unreadable",
                                shard.read_only) from None
             st = os.stat(shard.path)  # FileNotFoundError: compacted away, listed again
-            if self._memo_vouches(shard.path, expected):
-                self._verified.add(shard.path)
-                return
-            actual = sha256_file(shard.path)
-            if actual == expected and self.memo_dir is not None:
-                remember_sha256(shard.path, st, actual, self.memo_dir)
+            actual = self._file_digest(shard.path, st, expected)
         if actual != expected:
             raise _corrupt(
                 shard.path,
@@ -491,6 +481,16 @@ class VectorCache(ShardWriter):
                 shard.read_only,
             )
         self._verified.add(shard.path)
+
+    def _file_digest(self, path: Path, st: os.stat_result, expected: str) -> str:
+        """``path``'s sha256 as of ``st``: ``expected`` when the memo vouches for that
+        version (:meth:`_memo_vouches`), else hashed, and a match remembered."""
+        if self._memo_vouches(path, expected):
+            return expected
+        actual = sha256_file(path)
+        if actual == expected and self.memo_dir is not None:
+            remember_sha256(path, st, actual, self.memo_dir)
+        return actual
 
     def _memo_vouches(self, path: Path, expected: str) -> bool:
         """True when the memo records ``path``'s current version with digest ``expected``

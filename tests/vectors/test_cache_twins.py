@@ -30,6 +30,22 @@ def _texts(n: int, tag: str = "t") -> list[str]:
     return [f"{tag} {i}" for i in range(n)]
 
 
+def _built_twin(tmp_path: Path, texts: list[str]) -> tuple[list[str], Path]:
+    """A cache of ``texts`` in one shard, read once by a run: the keys and the twin built."""
+    keys = fill(open_cache(tmp_path), texts)
+    run_cache(tmp_path).get(keys)
+    (twin,) = twins(tmp_path)
+    return keys, twin
+
+
+def _flip(path: Path, at: int) -> bytes:
+    """``path`` with the byte at ``at`` flipped, written back; the new bytes."""
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0xFF
+    path.write_bytes(bytes(data))
+    return bytes(data)
+
+
 def test_a_run_reads_its_vectors_through_twins_built_once(tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch
                                                           ) -> None:
@@ -53,16 +69,12 @@ def test_a_run_reads_its_vectors_through_twins_built_once(tmp_path: Path,
 
 def test_a_damaged_twin_is_never_read_and_is_built_again(tmp_path: Path) -> None:
     texts = _texts(50)
-    keys = fill(open_cache(tmp_path), texts)
-    run_cache(tmp_path).get(keys)
-    (twin,) = twins(tmp_path)
-    data = bytearray(twin.read_bytes())
-    data[100] ^= 0xFF
+    keys, twin = _built_twin(tmp_path, texts)
     st = twin.stat()
-    twin.write_bytes(bytes(data))
+    data = _flip(twin, 100)
     os.utime(twin, ns=(st.st_atime_ns, st.st_mtime_ns))  # same size and mtime: the ctime moves
     assert np.array_equal(run_cache(tmp_path).get(keys), vecs(texts))
-    assert twin.read_bytes() != bytes(data)  # rebuilt
+    assert twin.read_bytes() != data  # rebuilt
     # A twin of the wrong size is refused the same way.
     twin.write_bytes(twin.read_bytes()[:-4])
     assert np.array_equal(run_cache(tmp_path).get(keys), vecs(texts))
@@ -73,13 +85,9 @@ def test_under_verify_full_a_twin_is_rehashed(tmp_path: Path) -> None:
     from pytest_retrieval_eval.io.checksums import read_sidecar, write_stamp
 
     texts = _texts(20)
-    keys = fill(open_cache(tmp_path), texts)
-    run_cache(tmp_path).get(keys)
-    (twin,) = twins(tmp_path)
+    keys, twin = _built_twin(tmp_path, texts)
     # Bit rot beneath the filesystem: the bytes change under a stamp that still vouches.
-    data = bytearray(twin.read_bytes())
-    data[0] ^= 0xFF
-    twin.write_bytes(bytes(data))
+    _flip(twin, 0)
     write_stamp(twin, twin.stat(), read_sidecar(twin))
     rotted = run_cache(tmp_path, "stamp").get(keys)
     assert not np.array_equal(rotted, vecs(texts))  # the stamp is trusted, as stores' are
@@ -107,9 +115,7 @@ def test_shards_are_trusted_by_the_memo_and_rehashed_under_full(
     assert len(hashed) == 2
     # A changed shard is a new version: the memo does not vouch for it, the hash fails.
     (shard,) = shards(tmp_path)
-    data = bytearray(shard.read_bytes())
-    data[len(data) // 2] ^= 0xFF
-    shard.write_bytes(bytes(data))
+    _flip(shard, shard.stat().st_size // 2)
     with pytest.raises(Exception, match="does not match"):
         run_cache(tmp_path).verify(keys)
 
