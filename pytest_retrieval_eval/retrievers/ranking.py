@@ -298,11 +298,14 @@ def _rank_of(ranked: Sequence[str], wanted: str) -> int | None:
 def explain_facts(retriever: object, query: Query, gold: Sequence[str],
                   rankings: Mapping[int, Sequence[str]],
                   components: Mapping[int, Mapping[str, Sequence[str]]],
-                  ks: Sequence[int], scored: Scored | None = None) -> dict[str, Any]:
+                  ks: Sequence[int], scored: Scored | None = None,
+                  longer: Callable[[], Sequence[str]] | None = None) -> dict[str, Any]:
     """What ``retrieval-eval explain`` shows of one (pair, retriever), JSON-able.
 
     ``gold_ranks``: where each gold session landed in the largest k's call (the whole list
-    the retriever scored when it exposed one, ``searched`` long; None: not returned). For a
+    the retriever scored when it exposed one, ``searched`` long; None: not returned); when
+    a gold session is not in it and ``longer`` is given (a built-in turn what-if: its whole
+    ranking's sessions, read only then), in that longer list. For a
     fused retriever, ``fusion``: the RRF constant, the FTS5 MATCH string vipune sends, the
     rows each list returned, and each gold session's semantic and FTS rank. For ``fts``:
     its MATCH string and rows. ``rows`` (:mod:`.row_facts`): per row shown (the top max-k,
@@ -324,10 +327,13 @@ def explain_facts(retriever: object, query: Query, gold: Sequence[str],
     searched = dedupe(i for i, _ in full) if full is not None else list(rankings[top])
     if searched[:len(rankings[top])] != list(rankings[top]):
         searched = list(rankings[top])  # the last call was not the largest k's
-    facts: dict[str, Any] = {
-        "gold_ranks": {g: _rank_of(searched, g) for g in gold},
-        "searched": len(searched),
-    }
+    ranks = {g: _rank_of(searched, g) for g in gold}
+    if longer is not None and any(r is None for r in ranks.values()):
+        whole = list(longer())
+        if whole[:len(searched)] == searched:  # the same ranking, read further
+            searched = whole
+            ranks = {g: _rank_of(searched, g) for g in gold}
+    facts: dict[str, Any] = {"gold_ranks": ranks, "searched": len(searched)}
     shown = list(dict.fromkeys([*list(rankings[top])[:top], *gold]))
     rows = row_facts(retriever, shown,
                      [_own_scores(None if scored is None else scored.get(top)),

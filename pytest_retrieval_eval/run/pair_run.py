@@ -88,6 +88,10 @@ class PairInputs:
         return cls(*values, ms=(time.perf_counter() - begun) * 1000.0)
 
 
+#: A count past any persona's turns: "the whole ranking" for ``first_memories``.
+_EVERY = 1 << 30
+
+
 @dataclass
 class PairMemo:
     """What the items of one process share."""
@@ -312,7 +316,8 @@ class PairRun:
                else {"startup": startup_ms, "startup_parts": startup_parts}),
             **({"store_embedding": store_embedding} if store_embedding else {}),
             **transport}
-        result = self.result(query, rankings, components, scored, rankable, metrics, latency)
+        result = self.result(query, rankings, components, scored, rankable, metrics, latency,
+                             longer=self.longer_sessions(persona, query))
         if parts_ms:
             result["latency_ms"]["parts"] = parts_ms
         if server:
@@ -430,6 +435,23 @@ class PairRun:
                            more=lambda: self.read_all(persona, query), first=reader,
                            cap=cap)
 
+    def longer_sessions(self, persona: Persona, query: Query) -> Callable[[], list[str]] | None:
+        """For a built-in turn what-if (``first_memories``), the sessions of its whole turn
+        ranking in order, read only when explain facts place a gold session past the top
+        (where it went, for ``next:`` and ``retrieval-eval explain``): None for any other
+        retriever."""
+        first = getattr(self.retriever, "first_memories", None)
+        if not callable(first) or not self.explain:
+            return None
+
+        def sessions() -> list[str]:
+            from ..retrievers.memories import session_ranking
+
+            # every turn: first_memories reads at most the persona's turn rows
+            return session_ranking(first(persona, query, _EVERY))
+
+        return sessions
+
     def read_first(self, persona: Persona, query: Query,
                    first: Callable[[Persona, Query, int], list[Memory]],
                    count: int) -> list[Memory]:
@@ -474,9 +496,10 @@ class PairRun:
     def result(self, query: Query, rankings: dict[int, list[str]],
                components: dict[int, Mapping[str, Sequence[str]]], scored: Scored,
                rankable: set[str], metrics: dict[str, float],
-               latency: dict[str, float | None]) -> PairResult:
+               latency: dict[str, float | None],
+               longer: Callable[[], list[str]] | None = None) -> PairResult:
         """The item's result: the pair, its ranking and metrics, and the facts the report's
-        diagnostics, ties and explain read."""
+        diagnostics, ties and explain read (``longer``: :meth:`longer_sessions`)."""
         pair, ks = self.pair, self.settings.ks
         return {
             "retriever": self.column,
@@ -501,5 +524,6 @@ class PairRun:
             "ties": pair_ties(scored or None, pair.gold, ks, protocol=self.settings.protocol,
                               rankable=rankable, corpus_ids=pair.session_ids),
             **({"explain": explain_facts(self.retriever, query, pair.gold, rankings,
-                                         components, ks, scored)} if self.explain else {}),
+                                         components, ks, scored, longer=longer)}
+               if self.explain else {}),
         }

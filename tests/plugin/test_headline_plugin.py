@@ -126,3 +126,31 @@ def test_the_readme_main_job_fits_in_50_lines(pytester: pytest.Pytester) -> None
     assert any(line.startswith("weakest: single-session-preference") for line in after)
     assert any(line.startswith("next: pytest --retrieval-eval --no-model -v -k ")
                for line in after)
+
+
+def test_a_turn_what_ifs_next_says_where_its_gold_went(
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    """A memory retriever's ranking stops at the top k's sessions: where a missed gold went
+    is read from its whole turn ranking, only for the explain facts (issue 48 item 2)."""
+    result = pytester.runpytest(
+        "-p", "no:randomly", "-p", "no:cacheprovider", "-W",
+        "ignore::pytest.PytestAssertRewriteWarning", "--retrieval-eval", "--no-model",
+        "--retrieval-eval-retriever=semantic+unit:turn", "--retrieval-eval-json=turns.json")
+    assert result.ret == 0, result.stdout.str()
+    report = json.loads((pytester.path / "turns.json").read_text(encoding="utf-8"))
+    nxt = report["headline"]["next"]
+    assert int(nxt["gold_rank"]) > 10
+    lines = summary(result)
+    why = f"  (it shows gold {nxt['gold']} at rank {nxt['gold_rank']}, past the top 10)"
+    assert lines[-2] == why
+    # Where the facts come from: the whole turn ranking's sessions, whose first ten are the
+    # pair's ranking; a pair whose gold is in its top ten reads no more than its ranking.
+    missed = next(p for p in report["pairs"] if p["question_id"] == nxt["question_id"])
+    assert missed["explain"]["searched"] > 10
+    assert missed["explain"]["gold_ranks"][nxt["gold"]] == int(nxt["gold_rank"])
+    found = [p for p in report["pairs"] if p["metrics"]["recall_all@10"] == 1.0]
+    assert found and all(p["explain"]["searched"] == 10 for p in found)
+    capsys.readouterr()
+    assert console.main(shlex.split(nxt["command"])[1:]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert f"gold {nxt['gold']}: rank {nxt['gold_rank']} (outside the top 10)" in shown
