@@ -39,6 +39,7 @@ __all__ = [
     "SQLITE_MAGIC",
     "VERIFIED_SUFFIX",
     "FileVersion",
+    "check_committed",
     "commit_file",
     "file_mode",
     "file_version",
@@ -50,7 +51,6 @@ __all__ = [
     "owner_is_dead",
     "owner_tag",
     "read_sidecar",
-    "remember_sha256",
     "remove_partials",
     "sha256_file",
     "share_as_umask",
@@ -219,16 +219,6 @@ def known_sha256(path: Path, memo_dir: Path | None) -> tuple[str, bool] | None:
         if digest is not None:
             return digest, True
     return None
-
-
-def remember_sha256(path: Path, st: os.stat_result, digest: str, memo_dir: Path) -> None:
-    """Record that ``path`` as of ``st`` (taken before the caller hashed it) hashed to
-    ``digest``: in this process and under ``memo_dir`` (best effort), as
-    :func:`memoised_sha256` records what it hashes itself."""
-    version = file_version(Path(path), st)
-    with _memo_lock:
-        _memo[version] = digest
-    _write_disk_memo(Path(memo_dir), version, digest)
 
 
 def memoised_sha256(
@@ -478,19 +468,34 @@ def read_committed(path: Path, verify: str = "stamp") -> bytes | None:
     ``verify="stamp"``, as stores are; else the file is rehashed, and a match stamped). A file
     that fails is removed, with its sidecar and stamp (its maker writes it again)."""
     path = Path(path)
-    try:
-        st = path.stat()
-        expected = read_sidecar(path)
-    except (OSError, ValueError):
-        return None
-    trusted = verify == "stamp" and stamp_matches(path, st, expected)
-    if not trusted and not matches_sidecar(path, trust_stamp=False):
-        drop_committed(path)
+    if not check_committed(path, verify):
         return None
     try:
         return path.read_bytes()
     except OSError:
         return None
+
+
+def check_committed(path: Path, verify: str = "stamp", size: int | None = None) -> bool:
+    """Whether a file committed by :func:`commit_file` may be read, without reading it when
+    its ``.verified`` stamp vouches for its version (``verify="stamp"``); else rehashed, and
+    a match stamped. A file that fails (or is not ``size`` bytes, when given) is removed, with
+    its sidecar and stamp (its maker writes it again); an absent one is False."""
+    path = Path(path)
+    try:
+        st = path.stat()
+        expected = read_sidecar(path)
+    except (OSError, ValueError):
+        return False
+    if size is not None and st.st_size != size:
+        drop_committed(path)
+        return False
+    if verify == "stamp" and stamp_matches(path, st, expected):
+        return True
+    if not matches_sidecar(path, trust_stamp=False):
+        drop_committed(path)
+        return False
+    return True
 
 
 def write_committed(path: Path, data: bytes) -> bool:

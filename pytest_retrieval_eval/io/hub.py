@@ -34,7 +34,7 @@ from .hub_deadline import (
     bounded,
     seconds_text,
 )
-from .hub_settings import HubSettingError, library
+from .hub_settings import HubSettingError, library, seconds
 
 T = TypeVar("T")
 
@@ -113,13 +113,10 @@ def endpoint() -> str | None:
 
 def probe_timeout() -> float:
     """Seconds for the one metadata request: ``HF_HUB_ETAG_TIMEOUT`` when set to a positive
-    number (whole seconds: :func:`.hub_settings.library` refuses any other), else
-    :data:`PROBE_TIMEOUT`."""
-    try:
-        value = float(os.environ.get("HF_HUB_ETAG_TIMEOUT", ""))
-    except ValueError:
-        return PROBE_TIMEOUT
-    return value if value > 0 else PROBE_TIMEOUT
+    number of whole seconds (read once, as the library reads it: :func:`.hub_settings.
+    seconds`), else :data:`PROBE_TIMEOUT`."""
+    value = seconds("HF_HUB_ETAG_TIMEOUT")
+    return float(value) if value is not None and value > 0 else PROBE_TIMEOUT
 
 
 def _probe(repo_id: str, filename: str, repo_type: str | None) -> int | None:

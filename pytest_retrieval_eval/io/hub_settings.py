@@ -8,7 +8,7 @@ from types import ModuleType
 
 from ..errors import RetrievalEvalError, one_line
 
-__all__ = ["WHOLE_SECONDS", "HubSettingError", "library"]
+__all__ = ["WHOLE_SECONDS", "HubSettingError", "library", "seconds"]
 
 #: Variables huggingface_hub reads with ``int()`` when it is first imported
 #: (huggingface_hub/constants.py, 2.4.0: ``_as_int`` line 22, HF_HUB_ETAG_TIMEOUT line 310,
@@ -25,15 +25,22 @@ def library() -> ModuleType:
     of it in this package goes through here first): a value it would stop on ends in
     :class:`HubSettingError`, one line naming the variable, not in the library's traceback."""
     for name in WHOLE_SECONDS:
-        value = os.environ.get(name)
-        if value is None:
-            continue
-        try:
-            int(value)  # exactly the library's parse: " 3 " passes, "0.5" and "" do not
-        except ValueError:
-            raise HubSettingError(
-                f"{name}={one_line(repr(value), 40)}: huggingface_hub reads it as whole "
-                f"seconds; set it to a whole number, e.g. {name}=10, or unset it") from None
+        seconds(name)
     import huggingface_hub  # deferred: importing it costs ~0.3 s
 
     return huggingface_hub
+
+
+def seconds(name: str) -> int | None:
+    """The whole seconds the environment variable ``name`` (one of :data:`WHOLE_SECONDS`)
+    holds, parsed as huggingface_hub parses it (``int()``: " 3 " is 3, "0.5" and "" are
+    refused); None when unset. :class:`HubSettingError` names a value it cannot read."""
+    value = os.environ.get(name)
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise HubSettingError(
+            f"{name}={one_line(repr(value), 40)}: huggingface_hub reads it as whole "
+            f"seconds; set it to a whole number, e.g. {name}=10, or unset it") from None

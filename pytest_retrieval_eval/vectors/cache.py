@@ -57,14 +57,10 @@ from ..data.dataset import SAMPLE_DIR
 from ..data.pairs import text_key
 from ..errors import CacheError
 from ..io.checksums import (
+    check_committed,
     commit_file,
-    drop_committed,
-    known_sha256,
-    matches_sidecar,
+    memoised_sha256,
     read_sidecar,
-    remember_sha256,
-    sha256_file,
-    stamp_matches,
     temp_path,
 )
 
@@ -457,13 +453,11 @@ class VectorCache(ShardWriter):
                 raise _corrupt(shard.path, "its .sha256 sidecar is unreadable", shard.read_only)
             expected = shard.sidecar
             try:
-                st = os.stat(shard.path)
-            except OSError:  # compacted away since it was pinned: its mapping is what is read
-                actual = _sha256_of(shard.handle)
-            else:
                 # read through the file, not the mapping (whose pages would stay resident:
                 # a run's peak memory); the shard is immutable and its name never reused
-                actual = self._file_digest(shard.path, st, expected)
+                actual = self._file_digest(shard.path)
+            except OSError:  # compacted away since it was pinned: its mapping is what is read
+                actual = _sha256_of(shard.handle)
         else:
             try:
                 expected = read_sidecar(shard.path)
@@ -472,8 +466,7 @@ class VectorCache(ShardWriter):
             except (OSError, ValueError):
                 raise _corrupt(shard.path, "its .sha256 sidecar is unreadable",
                                shard.read_only) from None
-            st = os.stat(shard.path)  # FileNotFoundError: compacted away, listed again
-            actual = self._file_digest(shard.path, st, expected)
+            actual = self._file_digest(shard.path)  # FileNotFoundError: listed again
         if actual != expected:
             raise _corrupt(
                 shard.path,
@@ -482,26 +475,11 @@ class VectorCache(ShardWriter):
             )
         self._verified.add(shard.path)
 
-    def _file_digest(self, path: Path, st: os.stat_result, expected: str) -> str:
-        """``path``'s sha256 as of ``st``: ``expected`` when the memo vouches for that
-        version (:meth:`_memo_vouches`), else hashed, and a match remembered."""
-        if self._memo_vouches(path, expected):
-            return expected
-        actual = sha256_file(path)
-        if actual == expected and self.memo_dir is not None:
-            remember_sha256(path, st, actual, self.memo_dir)
-        return actual
-
-    def _memo_vouches(self, path: Path, expected: str) -> bool:
-        """True when the memo records ``path``'s current version with digest ``expected``
-        (and this run trusts memos: a ``memo_dir``, ``verify`` not "full")."""
-        if self.memo_dir is None or self.verify_mode == "full":
-            return False
-        try:
-            known = known_sha256(path, self.memo_dir)
-        except OSError:
-            return False
-        return known is not None and known[0] == expected
+    def _file_digest(self, path: Path) -> str:
+        """``path``'s sha256: the memo's for its current version when this run trusts the
+        memo (a ``memo_dir``, ``verify`` not "full"), else hashed (and remembered)."""
+        return memoised_sha256(path, memo_dir=self.memo_dir,
+                               fresh=self.memo_dir is None or self.verify_mode == "full")
 
     # ----------------------------------------------------------------- dense twins
 
@@ -557,20 +535,10 @@ class VectorCache(ShardWriter):
         return block[inverse.reshape(-1)]
 
     def _twin_matches(self, path: Path, shard: _Shard) -> bool:
-        try:
-            st = path.stat()
-            expected = read_sidecar(path)
-        except (OSError, ValueError):
-            return False
-        if st.st_size != shard.rows * self.dim * 4:
-            ok = False
-        elif self.verify_mode != "full" and stamp_matches(path, st, expected):
-            return True
-        else:
-            ok = matches_sidecar(path, trust_stamp=False)
-        if not ok:
-            drop_committed(path)  # a damaged twin is never read: built again
-        return ok
+        """Whether the twin may be read (a damaged or wrong-sized one is removed: built
+        again)."""
+        return check_committed(path, "full" if self.verify_mode == "full" else "stamp",
+                               size=shard.rows * self.dim * 4)
 
     def _build_twin(self, path: Path, sid: int) -> bool:
         """Write shard ``sid``'s vectors, decoded from the checked shard, as its twin;

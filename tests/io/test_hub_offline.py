@@ -304,8 +304,14 @@ def test_the_settings_check_refuses_exactly_what_the_library_cannot_parse(
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("HF_HUB_ETAG_TIMEOUT", value)
         patch.delenv("HF_HUB_DOWNLOAD_TIMEOUT", raising=False)
+        from pytest_retrieval_eval.io.hub import PROBE_TIMEOUT, probe_timeout
+
         if parses:
             assert library().__name__ == "huggingface_hub"
+            # the plugin's own probe reads the variable as the library does, once
+            assert probe_timeout() == (int(value) if int(value) > 0 else PROBE_TIMEOUT)
         else:
             with pytest.raises(HubSettingError, match="HF_HUB_ETAG_TIMEOUT="):
                 library()
+            with pytest.raises(HubSettingError, match="HF_HUB_ETAG_TIMEOUT="):
+                probe_timeout()

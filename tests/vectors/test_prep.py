@@ -387,7 +387,7 @@ def test_real_corpus_and_model(tmp_path: Path) -> None:
 
 def test_shards_checked_by_prep_are_not_hashed_again_when_read(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_retrieval_eval.vectors import cache as cache_mod
+    from pytest_retrieval_eval.io import checksums
 
     corpus = make_corpus()
     first = FakeEmbedder()
@@ -396,7 +396,7 @@ def test_shards_checked_by_prep_are_not_hashed_again_when_read(
     cache = open_cache(tmp_path, again)  # a later run: prep checks every shard in full
     run_prep(corpus, again, cache)
     hashed: list[Path] = []
-    real = cache_mod.sha256_file
-    monkeypatch.setattr(cache_mod, "sha256_file", lambda p, *a: hashed.append(p) or real(p, *a))
+    real = checksums.sha256_file
+    monkeypatch.setattr(checksums, "sha256_file", lambda p, *a: hashed.append(p) or real(p, *a))
     all_vectors(corpus, cache, "")  # the run then reads through the same object
     assert hashed == []
