@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -180,6 +181,21 @@ def _six_memories() -> tuple[list[Memory], list[int], Callable[[int], list[Memor
     return ranking, asked, first
 
 
+def _whole_and_first(ranking: Any, asked: list[int], first: Any, budgets: list[int],
+                     cap: int) -> tuple[Any, Any, Any]:
+    """The budget step of one memory's context read further two ways: the whole ranking
+    (``more``) and ``first``'s growing reads up to ``cap`` (``asked`` records their sizes);
+    and the counter of the second."""
+    counts, _ = _counts()
+    whole = budget_step(ranking[:1], {1: ranking[:1]}, _persona(), ["s2"], budgets, counts,
+                        more=lambda: ranking)
+    asked.clear()
+    counts, words = _counts()
+    grown = budget_step(ranking[:1], {1: ranking[:1]}, _persona(), ["s2"], budgets, counts,
+                        first=first, cap=cap)
+    return whole, grown, words
+
+
 def test_a_growing_read_stops_where_the_largest_budget_is_spent(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 44: with ``first`` (a turn what-if's first memories), the longer read grows
@@ -194,13 +210,7 @@ def test_a_growing_read_stops_where_the_largest_budget_is_spent(
     ranking, asked, first = _six_memories()
 
     for budgets in ([6, 12], [6, 19], [6, 100]):
-        counts, words = _counts()
-        whole = budget_step(ranking[:1], {1: ranking[:1]}, _persona(), ["s2"], budgets,
-                            counts, more=lambda: ranking)
-        asked.clear()
-        counts, words = _counts()
-        grown = budget_step(ranking[:1], {1: ranking[:1]}, _persona(), ["s2"], budgets,
-                            counts, first=first, cap=6)
+        whole, grown, words = _whole_and_first(ranking, asked, first, budgets, 6)
         assert grown[0] == whole[0]
         for fact in ("fit", "held", "ended", "tokens", "reread"):
             assert grown[1][fact] == whole[1][fact], fact
@@ -219,13 +229,7 @@ def test_a_read_sized_from_the_tokens_a_memory_counts_the_same() -> None:
     ranking, asked, first = _six_memories()
 
     for budgets, cap in (([6, 12], 6), ([6, 19], 6), ([6, 100], 6), ([6, 100], 40)):
-        counts, _ = _counts()
-        whole = budget_step(ranking[:1], {1: ranking[:1]}, _persona(), ["s2"], budgets,
-                            counts, more=lambda: ranking)
-        asked.clear()
-        counts, _ = _counts()
-        sized = budget_step(ranking[:1], {1: ranking[:1]}, _persona(), ["s2"], budgets,
-                            counts, first=first, cap=cap)
+        whole, sized, _ = _whole_and_first(ranking, asked, first, budgets, cap)
         assert sized[0] == whole[0]
         for fact in ("fit", "held", "ended", "tokens", "reread", "read"):
             assert sized[1][fact] == whole[1][fact], fact
