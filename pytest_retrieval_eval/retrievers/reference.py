@@ -204,6 +204,17 @@ class SemanticRetriever:
         except ValueError as exc:
             raise _wrap_vipune_error(self.name, query, exc) from None
 
+    def group_order(self, persona: Persona, query: Query, groups: np.ndarray) -> np.ndarray:
+        """The groups of the rows (``groups[i]``: row ``i``'s) in the order of their first
+        row in :meth:`rank`'s order of every row (:func:`.vipune.semantic_group_order`): a
+        turn what-if's sessions, best first, without ranking every turn by the rule."""
+        qvec = _query_vector(self.name, persona, query)
+        self.last_scores = None
+        try:
+            return vipune.semantic_group_order(persona.vectors, qvec, groups)
+        except ValueError as exc:
+            raise _wrap_vipune_error(self.name, query, exc) from None
+
 
 class FtsRetriever:
     """vipune ``Database::search_bm25`` reference: escaped words ANDed, FTS5 ``bm25()``."""

@@ -20,7 +20,9 @@ import numpy as np
 
 from ..boundary.turn_ids import parse_turn_id
 from ..errors import RetrieverError
+from ..vipune.semantic import first_groups
 from .base import Memory, Persona, Query, _check_limit
+from .memories import session_ranking
 
 __all__ = ["TurnUnit", "turn_memories"]
 
@@ -152,6 +154,30 @@ class TurnUnit:
         ids = turns.session_ids
         return [Memory(id=ids[r], score=s, turns=(ids[r],)) for r, s in
                 zip(rows[:cut].tolist(), scores[:cut].tolist(), strict=True)]
+
+    def session_order(self, persona: Persona, query: Query) -> list[str]:
+        """The persona's sessions in the order of their first turn in this what-if's whole
+        turn ranking (what explain reads past the top, :meth:`.PairRun.longer_sessions`):
+        the sessions of :meth:`first_memories` at every turn, without a memory made per
+        turn; a semantic base does not rank every turn by the rule either
+        (``group_order``)."""
+        turns = self._turns(persona)
+        if not turns.session_ids:
+            return []
+        order = getattr(self.base, "group_order", None)
+        top = getattr(self.base, "top_rows", None)
+        if not callable(order) and not callable(top):
+            return session_ranking(self.first_memories(persona, query,
+                                                       len(turns.session_ids)))
+        session_of = self._session_of(persona, turns)
+        if callable(order):
+            firsts = order(turns, query, session_of)
+        else:
+            assert callable(top)
+            rows, _ = top(turns, query, len(turns.session_ids))
+            firsts = first_groups(session_of[rows])
+        ids = persona.session_ids
+        return [ids[s] for s in firsts.tolist()]
 
     def _session_of(self, persona: Persona, turns: Persona) -> np.ndarray:
         """Each turn row's session row in ``persona``, once per persona."""

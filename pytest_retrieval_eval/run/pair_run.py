@@ -88,10 +88,6 @@ class PairInputs:
         return cls(*values, ms=(time.perf_counter() - begun) * 1000.0)
 
 
-#: A count past any persona's turns: "the whole ranking" for ``first_memories``.
-_EVERY = 1 << 30
-
-
 @dataclass
 class PairMemo:
     """What the items of one process share."""
@@ -436,21 +432,14 @@ class PairRun:
                            cap=cap)
 
     def longer_sessions(self, persona: Persona, query: Query) -> Callable[[], list[str]] | None:
-        """For a built-in turn what-if (``first_memories``), the sessions of its whole turn
+        """For a built-in turn what-if (``session_order``), the sessions of its whole turn
         ranking in order, read only when explain facts place a gold session past the top
         (where it went, for ``next:`` and ``retrieval-eval explain``): None for any other
         retriever."""
-        first = getattr(self.retriever, "first_memories", None)
-        if not callable(first) or not self.explain:
+        order = getattr(self.retriever, "session_order", None)
+        if not callable(order) or not self.explain:
             return None
-
-        def sessions() -> list[str]:
-            from ..retrievers.memories import session_ranking
-
-            # every turn: first_memories reads at most the persona's turn rows
-            return session_ranking(first(persona, query, _EVERY))
-
-        return sessions
+        return lambda: list(order(persona, query))
 
     def read_first(self, persona: Persona, query: Query,
                    first: Callable[[Persona, Query, int], list[Memory]],

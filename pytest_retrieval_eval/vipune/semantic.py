@@ -18,6 +18,7 @@ __all__ = [
     "EMBEDDING_DIM",
     "blob_to_vector",
     "cosine_similarity",
+    "semantic_group_order",
     "semantic_ranking",
     "semantic_search",
     "semantic_top",
@@ -207,6 +208,58 @@ def semantic_top(vectors: np.ndarray, query_vector: np.ndarray,
     exact = _similarities(mat[candidates], q)
     order = np.lexsort((candidates, -exact))[:count]
     return candidates[order], exact[order]
+
+
+def first_groups(groups: np.ndarray) -> np.ndarray:
+    """The distinct values of ``groups`` in the order of their first appearance."""
+    seq = np.asarray(groups, dtype=np.int64)
+    _, first = np.unique(seq, return_index=True)
+    return seq[np.sort(first)]
+
+
+def semantic_group_order(vectors: np.ndarray, query_vector: np.ndarray,
+                         groups: np.ndarray) -> np.ndarray:
+    """The groups (``groups[i]``: row ``i``'s) in the order of their first row in
+    :func:`semantic_ranking`'s order of every row, exactly, without the rule's scan of
+    every row: a turn what-if's sessions, best first (what explain reads past the top).
+
+    A group's first row in that order is its best row by the rule (the lowest of tied
+    ones), and the groups come in the order of those rows. Every row's cosine is estimated
+    as :func:`semantic_top` does (within :func:`_margin` of the rule's); a row whose
+    estimate lies more than twice that below its group's best estimate is below its
+    group's best rule value, so it is no group's first row. The rule is computed for the
+    other rows alone (about one a group), and they are ordered by it, ties in row order:
+    their groups' first appearances are the answer. Rows whose squares could lose their
+    precision are always computed by the rule."""
+    mat = np.asarray(vectors, dtype=np.float32)
+    q = np.asarray(query_vector, dtype=np.float32)
+    rows_of = np.asarray(groups, dtype=np.int64)
+    n = mat.shape[0] if mat.ndim == 2 else 0
+    if rows_of.shape != (n,):
+        raise ValueError(f"{rows_of.size} groups for {n} rows")
+    if n <= _TOP_SCAN_ROWS or q.ndim != 1 or mat.shape[1] != q.size or q.size == 0:
+        order, _ = _top_by_rule(mat, q, n)
+        return first_groups(rows_of[order])
+    _check_finite(q)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        qsq = float(np.dot(q, q))
+    if not (_TINY <= qsq < _HUGE):
+        order, _ = _top_by_rule(mat, q, n)
+        return first_groups(rows_of[order])
+    squares, sure = _row_facts(mat)  # checks the rows are finite, as the rule does
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        dots = np.einsum("ij,j->i", mat, q)
+    estimate = np.full(n, -np.inf)
+    estimate[sure] = dots[sure].astype(np.float64) / (
+        np.sqrt(squares[sure].astype(np.float64)) * math.sqrt(qsq))
+    _, dense = np.unique(rows_of, return_inverse=True)
+    best = np.full(int(dense.max()) + 1, -np.inf)
+    np.maximum.at(best, dense, estimate)
+    keep = estimate >= best[dense] - 2.0 * _margin(q.size)
+    keep[np.setdiff1d(np.arange(n), sure, assume_unique=True)] = True  # by the rule
+    candidates = np.flatnonzero(keep)
+    exact = _similarities(mat[candidates], q)
+    return first_groups(rows_of[candidates[np.lexsort((candidates, -exact))]])
 
 
 #: The last read-only matrix's row facts (:func:`_row_facts`): a weak reference to it, its

@@ -274,6 +274,30 @@ def test_first_memories_are_the_whole_rankings_first(views: dict[str, object]) -
             assert unit.first_memories(persona, query, count) == whole[:count]  # type: ignore
 
 
+@pytest.mark.parametrize("scan", [True, False])
+def test_session_order_is_the_whole_rankings_sessions(views: dict[str, object], scan: bool,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """What explain reads past a turn what-if's top (session_order) is the sessions of
+    its whole turn ranking, first turn first: every base, the semantic one without
+    ranking every turn by the rule."""
+    from pytest_retrieval_eval.retrievers.memories import session_ranking
+    from pytest_retrieval_eval.vipune import semantic
+
+    if not scan:  # the sample's ~170 turns a persona: estimated, not scanned by the rule
+        monkeypatch.setattr(semantic, "_TOP_SCAN_ROWS", 0)
+    for pair in _usable(views["sessions"])[:6]:
+        persona = _persona(views, pair, "sessions")
+        query, _ = personas.build_query(pair, None, views["vectors"],  # type: ignore[arg-type]
+                                        views["model"])  # type: ignore[arg-type]
+        rows = len(persona.turn_rows().session_ids)  # type: ignore[attr-defined]
+        for base in ("semantic", "bm25", "fts", "fts+mode:or"):
+            unit = get_retriever(f"{base}+unit:turn")
+            unit.index(persona)  # type: ignore[attr-defined]
+            whole = session_ranking(unit.first_memories(persona, query, rows))  # type: ignore
+            assert unit.session_order(persona, query) == whole, base  # type: ignore
+            assert whole or base == "fts", base
+
+
 def test_an_fts_limit_keeps_the_first_rows_of_a_larger_one(tmp_path: Path) -> None:
     """FtsRetriever.limit_is_prefix: vipune's FTS_SQL at LIMIT k gives the first k rows of
     any larger LIMIT, tied rows in the same order (SQLite's sorter keys end in a sequence

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_retrieval_eval.vipune import semantic_ranking, semantic_top
+from pytest_retrieval_eval.vipune import semantic_group_order, semantic_ranking, semantic_top
 from pytest_retrieval_eval.vipune.semantic import _TOP_SCAN_ROWS, _similarities
 
 
@@ -40,6 +40,50 @@ def test_top_rows_are_the_rules(seed: int, n: int, dim: int, scale: int, ties: b
     q = rng.standard_normal(dim).astype(np.float32)
     for count in (1, 10, int(rng.integers(1, n + 1)), n):
         _same_as_rule(mat, q, count)
+
+
+def _groups_as_rule(mat: np.ndarray, q: np.ndarray, groups: np.ndarray) -> None:
+    """semantic_group_order is the order of each group's first row in the rule's ranking of
+    every row (ties in row order)."""
+    order = np.argsort(-_similarities(mat, q), kind="stable")
+    expected = list(dict.fromkeys(groups[order].tolist()))
+    assert semantic_group_order(mat, q, groups).tolist() == expected
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 1500),
+       dim=st.sampled_from([2, 7, 384]), scale=st.integers(-25, 25),
+       ties=st.booleans(), zeros=st.booleans(), tiny=st.booleans(),
+       sessions=st.integers(1, 600), sparse=st.booleans())
+def test_group_order_is_the_rules(seed: int, n: int, dim: int, scale: int, ties: bool,
+                                  zeros: bool, tiny: bool, sessions: int,
+                                  sparse: bool) -> None:
+    rng = np.random.default_rng(seed)
+    mat = (rng.standard_normal((n, dim)) * 10.0 ** scale).astype(np.float32)
+    if ties:
+        mat[rng.integers(0, n, n // 2)] = mat[int(np.argmax(mat[:, 0]))]
+    if zeros:
+        mat[rng.integers(0, n, n // 4)] = 0.0
+    if tiny:
+        mat[rng.integers(0, n, n // 4)] *= np.float32(1e-25)
+    groups = np.sort(rng.integers(0, sessions, n))  # turn rows: a session's rows together
+    if sparse:  # groups numbered with gaps (sessions without turns), not in row order
+        groups = rng.permutation(sessions * 3)[groups]
+    _groups_as_rule(mat, rng.standard_normal(dim).astype(np.float32), groups)
+
+
+def test_group_order_near_ties() -> None:
+    """Groups whose best rows differ in the last bits only are ordered by the rule."""
+    rng = np.random.default_rng(11)
+    base = rng.standard_normal(384).astype(np.float32)
+    mat = np.repeat(base[None, :], 900, axis=0)
+    steps = rng.integers(-3, 4, size=(900, 384)).astype(np.float32)
+    mat = np.nextafter(mat, mat + steps)
+    mat[::9] = base
+    groups = np.repeat(np.arange(300), 3)
+    _groups_as_rule(mat, base, groups)
+    with pytest.raises(ValueError, match="groups"):
+        semantic_group_order(mat, base, groups[:-1])
 
 
 def test_near_ties_within_the_estimates_error() -> None:
