@@ -371,7 +371,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:  # c
     if state is None or state.plan is None or _collect_only(config):
         return
     state.close_retrievers()  # each process closes what it ranked with
-    state.flush_token_counts()
+    state.flush_kept()
     if _is_worker(config):
         config.workeroutput[WORKER_OUTPUT] = state.worker_output()  # type: ignore[attr-defined]
         return

@@ -6,7 +6,9 @@ each turn with non-blank content, id ``<session_id>_<n>``, text ``role: content`
 run needs of them, and what costs most to make (the corpus's turns decoded, each turn
 rendered and keyed by sha256), is kept in one small file per persona: each row's session row
 and turn number, its text key, and each session's turn count (blank turns included: a
-memory's turn id is checked against it). The texts themselves are not kept: a run that needs
+memory's turn id is checked against it), and each session's block digest (the sha256 of its
+rows' raw text keys, in order: the address of its turn vectors laid out together,
+:mod:`..vectors.turn_blocks`). The texts themselves are not kept: a run that needs
 them (a store's ingest, a text not counted yet) renders them from the corpus's turns.
 
 :class:`TurnRowsCache` holds these files, content-addressed (the persona's session ids, text
@@ -18,12 +20,14 @@ and rebuilds one that fails its sidecar or does not parse (a damaged file is nev
 
 File layout (little-endian): ``MAGIC``, a uint32 header length, the header (JSON: format,
 rows, sessions, the caller's ``extra`` strings), then int32 session rows, int32 turn numbers,
-int32 per-session turn counts and 32 raw bytes per row's text key.
+int32 per-session turn counts, 32 raw bytes per row's text key and 32 bytes per session's
+block digest.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -35,11 +39,11 @@ import numpy as np
 from ..io.checksums import drop_committed, read_committed, write_committed
 from .pairs import render_session, text_key
 
-__all__ = ["FORMAT", "HANDED_ROWS", "TurnRows", "TurnRowsCache", "build_turn_rows",
-           "persona_turn_rows", "turn_rows_key"]
+__all__ = ["FORMAT", "HANDED_ROWS", "TurnRows", "TurnRowsCache", "block_digest",
+           "build_turn_rows", "persona_turn_rows", "turn_rows_key"]
 
 #: Bumped whenever what a turn-rows file holds, or how rows are made, changes.
-FORMAT = 1
+FORMAT = 2
 MAGIC = b"PRE-TURNROWS\x00\x00\x00\x01"
 _SUFFIX = ".turns"
 #: Rows a cache holds handed on at most (:meth:`TurnRowsCache.get_or_build`'s ``hand_on``),
@@ -59,6 +63,8 @@ class TurnRows:
     keys: tuple[str, ...]  # per row: text_key of its text
     turn_counts: np.ndarray  # int32, per session: its turns, blank ones included
     extra: Mapping[str, str] = field(default_factory=dict)
+    #: Per session, :func:`block_digest` of its rows' text keys (32 bytes each).
+    blocks: tuple[bytes, ...] = ()
 
     def ids(self, session_ids: Sequence[str]) -> list[str]:
         """Each row's turn id, ``<session_id>_<n>``."""
@@ -69,6 +75,13 @@ class TurnRows:
         """Each row's text, rendered from the persona's sessions' ``turns``."""
         return [render_session([turns[s][n - 1]])
                 for s, n in zip(self.session_rows.tolist(), self.numbers.tolist(), strict=True)]
+
+
+def block_digest(keys: Sequence[str]) -> bytes:
+    """The address of one session's turn vectors laid out together: the sha256 of its rows'
+    text keys (raw bytes, in row order). The same turns give the same digest in any
+    persona, dataset or run; any changed, added or dropped turn text changes it."""
+    return hashlib.sha256(bytes.fromhex("".join(keys))).digest()
 
 
 def build_turn_rows(turns: Sequence[Sequence[Mapping[str, str]]]
@@ -85,10 +98,14 @@ def build_turn_rows(turns: Sequence[Sequence[Mapping[str, str]]]
             session_rows.append(s)
             numbers.append(i + 1)
             texts.append(render_session([turn]))
+    keys = tuple(text_key(t) for t in texts)
+    ends = np.cumsum([0, *np.bincount(session_rows, minlength=len(turns)).tolist()]) \
+        if session_rows else np.zeros(len(turns) + 1, dtype=np.int64)
     rows = TurnRows(np.asarray(session_rows, dtype=np.int32),
-                    np.asarray(numbers, dtype=np.int32),
-                    tuple(text_key(t) for t in texts),
-                    np.asarray([len(own) for own in turns], dtype=np.int32))
+                    np.asarray(numbers, dtype=np.int32), keys,
+                    np.asarray([len(own) for own in turns], dtype=np.int32),
+                    blocks=tuple(block_digest(keys[int(a):int(b)])
+                                 for a, b in itertools.pairwise(ends)))
     return rows, texts
 
 
@@ -109,7 +126,8 @@ def _encode(rows: TurnRows) -> bytes:
     return b"".join([MAGIC, len(header).to_bytes(4, "little"), header,
                      rows.session_rows.astype("<i4").tobytes(),
                      rows.numbers.astype("<i4").tobytes(),
-                     rows.turn_counts.astype("<i4").tobytes(), raw_keys])
+                     rows.turn_counts.astype("<i4").tobytes(), raw_keys,
+                     b"".join(rows.blocks)])
 
 
 def _decode(data: bytes, sessions: int) -> TurnRows | None:
@@ -127,12 +145,15 @@ def _decode(data: bytes, sessions: int) -> TurnRows | None:
                 isinstance(extra, dict) and all(isinstance(v, str) for v in extra.values())):
             return None
         at += 4 + size
-        if len(data) != at + 4 * (2 * n + s) + 32 * n:
+        if len(data) != at + 4 * (2 * n + s) + 32 * n + 32 * s:
             return None
         session_rows = np.frombuffer(data, "<i4", n, at).astype(np.int32)
         numbers = np.frombuffer(data, "<i4", n, at + 4 * n).astype(np.int32)
         counts = np.frombuffer(data, "<i4", s, at + 8 * n).astype(np.int32)
-        hexed = data[at + 4 * (2 * n + s):].hex()
+        keys_at = at + 4 * (2 * n + s)
+        hexed = data[keys_at:keys_at + 32 * n].hex()
+        blocks_at = keys_at + 32 * n
+        blocks = tuple(data[i:i + 32] for i in range(blocks_at, blocks_at + 32 * s, 32))
     except (ValueError, KeyError, TypeError, UnicodeError):
         return None
     if n and (session_rows.min() < 0 or session_rows.max() >= s or numbers.min() < 1
@@ -140,7 +161,7 @@ def _decode(data: bytes, sessions: int) -> TurnRows | None:
               or (np.diff(session_rows) < 0).any()):
         return None
     keys = tuple(hexed[i:i + 64] for i in range(0, 64 * n, 64))
-    return TurnRows(session_rows, numbers, keys, counts, extra)
+    return TurnRows(session_rows, numbers, keys, counts, extra, blocks)
 
 
 class TurnRowsCache:
@@ -211,10 +232,12 @@ class TurnRowsCache:
         self._handed_rows = 0
 
 
-#: Per session text key, its kept turns' numbers and text keys and its turn count, for the
+#: Per session text key, its kept turns' numbers and text keys, its turn count and its block
+#: digest, for the
 #: personas built next in this process (LongMemEval's haystacks share most sessions: each
 #: is decoded, rendered and keyed once a run, not once a persona holding it).
-_SESSIONS: OrderedDict[str, tuple[tuple[int, ...], tuple[str, ...], int]] = OrderedDict()
+_SESSIONS: OrderedDict[str, tuple[tuple[int, ...], tuple[str, ...], int, bytes]] = \
+    OrderedDict()
 #: Sessions :data:`_SESSIONS` holds at most (about 2 KB each).
 SESSIONS_KEPT = 50_000
 
@@ -239,14 +262,16 @@ def persona_turn_rows(kept: TurnRowsCache, session_ids: Sequence[str],
         rendered: dict[str, list[str]] = {}
         for key, turns in zip(fresh, turns_of(fresh) if fresh else [], strict=True):
             one, texts = build_turn_rows([turns])
-            _SESSIONS[key] = (tuple(one.numbers.tolist()), one.keys, len(turns))
+            _SESSIONS[key] = (tuple(one.numbers.tolist()), one.keys, len(turns), one.blocks[0])
             rendered[key] = texts
         session_rows: list[int] = []
         numbers: list[int] = []
         keys: list[str] = []
         counts: list[int] = []
+        blocks: list[bytes] = []
         for s, key in enumerate(text_keys):
-            own, own_keys, count = _SESSIONS[key]
+            own, own_keys, count, block = _SESSIONS[key]
+            blocks.append(block)
             _SESSIONS.move_to_end(key)
             session_rows.extend([s] * len(own))
             numbers.extend(own)
@@ -262,7 +287,7 @@ def persona_turn_rows(kept: TurnRowsCache, session_ids: Sequence[str],
                  "store": store_mod.persona_key(ids, keys, created, "")}
         return TurnRows(np.asarray(session_rows, dtype=np.int32),
                         np.asarray(numbers, dtype=np.int32), tuple(keys),
-                        np.asarray(counts, dtype=np.int32), extra), every
+                        np.asarray(counts, dtype=np.int32), extra, tuple(blocks)), every
 
     return kept.get_or_build(turn_rows_key(session_ids, text_keys, created_at, salt),
                              len(session_ids), build, hand_on=hand_on)

@@ -81,6 +81,7 @@ def build_persona(pair: PairRecord, corpus: Corpus, vectors: VectorCache | None,
                               lambda row: corpus.turns([pair.text_keys[row]])[0],
                               len(pair.text_keys), corpus.turns)
     turned: dict[bool, retrievers_mod.Persona] = {}
+    turn_blocks: list[tuple[tuple[bytes, ...], list[int]]] = []
 
     def turn_rows_of(*, vectors: bool = True) -> retrievers_mod.Persona:
         # one per persona, however many +unit:turn retrievers ask; its vectors read only
@@ -95,10 +96,11 @@ def build_persona(pair: PairRecord, corpus: Corpus, vectors: VectorCache | None,
                     from ..data.turn_rows import TurnRowsCache
 
                     kept = TurnRowsCache(stores.root.parent / "turns", stores.verify)
-                base = turn_persona(pair, session_turns, stores, kept)
+                base, blocks = turn_persona(pair, session_turns, stores, kept)
                 turned[False] = base
+                turn_blocks.append(blocks)
             turned[wanted] = base if not wanted else replace(
-                base, vectors=_turn_vectors(embed, base), text_vectors=embed)
+                base, vectors=_turn_vectors(embed, base, turn_blocks[0]), text_vectors=embed)
         return turned[wanted]
 
     return retrievers_mod.Persona(
@@ -108,14 +110,19 @@ def build_persona(pair: PairRecord, corpus: Corpus, vectors: VectorCache | None,
         turn_rows=turn_rows_of if session_rows else None)
 
 
-def _turn_vectors(embed: Embed | None, turns: retrievers_mod.Persona) -> np.ndarray:
-    """The turn rows' vectors, by their text keys (each text keyed once, when its rows
-    were built), read from the run's vector cache as one array."""
+def _turn_vectors(embed: Embed | None, turns: retrievers_mod.Persona,
+                  blocks: tuple[tuple[bytes, ...], list[int]]) -> np.ndarray:
+    """The turn rows' vectors, read from the run's vector cache as one array: its turn
+    blocks (``blocks``: each session's digest and row count, :mod:`..vectors.turn_blocks`),
+    else by their text keys (each text keyed once, when its rows were built)."""
     n = len(turns.session_ids)
     if embed is None:
         return np.zeros((n, 0), dtype=np.float32)
+    by_blocks = getattr(embed, "of_blocks", None)
     by_keys = getattr(embed, "of_keys", None)
-    if callable(by_keys):
+    if callable(by_blocks):
+        got = by_blocks(blocks[0], blocks[1], turns.text_keys, lambda: turns.texts)
+    elif callable(by_keys):
         got = by_keys(turns.text_keys, lambda: turns.texts)
     else:
         got = embed(list(turns.texts))
@@ -125,7 +132,8 @@ def _turn_vectors(embed: Embed | None, turns: retrievers_mod.Persona) -> np.ndar
 
 
 def turn_persona(pair: PairRecord, turns: TurnLists, stores: store_mod.StoreCache,
-                 kept: TurnRowsCache) -> retrievers_mod.Persona:
+                 kept: TurnRowsCache
+                 ) -> tuple[retrievers_mod.Persona, tuple[tuple[bytes, ...], list[int]]]:
     """The pair's turns as rows, named and rendered as the turn granularity's rows
     (:func:`.data.turn_texts.turn_items`), kept per persona (:mod:`.data.turn_rows`: built
     once, read back by later runs); no vectors (zero-width: :func:`_turn_vectors` reads
@@ -158,11 +166,13 @@ def turn_persona(pair: PairRecord, turns: TurnLists, stores: store_mod.StoreCach
                 ids, texts, empty, created), session_ids=ids, fingerprint=""))
         return built[0]
 
-    return retrievers_mod.Persona(
+    persona = retrievers_mod.Persona(
         key=rows.extra["key"], session_ids=tuple(ids), created_at=tuple(created),
         vectors=np.zeros((len(ids), 0), dtype=np.float32), texts=texts,
         store_path=store_path, text_keys=rows.keys, turns=records,
         row_sessions=rows.session_rows)
+    counts = np.bincount(rows.session_rows, minlength=len(pair.session_ids)).tolist()
+    return persona, (rows.blocks, counts)
 
 
 def build_query(pair: PairRecord, embedder: Embedder | None, vectors: VectorCache | None,

@@ -458,10 +458,13 @@ class EvalSession:
         self.add_result(result)
         return result
 
-    def flush_token_counts(self) -> None:
-        """Write the token counts this process made (session end, every process)."""
+    def flush_kept(self) -> None:
+        """Write what this process made to keep: its token counts and the turn blocks it
+        read by key (session end, every process)."""
         if self.token_counts is not None:
             self.token_counts.flush()
+        if self.pairs.embedding is not None:  # the turn blocks it read by key
+            self.pairs.embedding.flush()
 
     def close_corpus(self) -> None:
         """Close this process's corpus connection (at pytest's unconfigure, on the

@@ -90,6 +90,7 @@ from .shards import (
 from .shards import COMPACT_ROWS as COMPACT_ROWS
 from .shards import FINGERPRINT_KEY as FINGERPRINT_KEY
 from .shards import ROW_GROUP_ROWS as ROW_GROUP_ROWS
+from .turn_blocks import TurnBlocks
 
 __all__ = [
     "FORMAT_VERSION",
@@ -226,6 +227,7 @@ class VectorCache(ShardWriter):
         self.twins = twins
         self._twin_ok: set[Path] = set()
         self._twin_off: set[Path] = set()
+        self._blocks: TurnBlocks | None = None
         for directory in [*self.read_only_dirs, self.directory]:
             self._check_dir(directory)
         #: Shards checked against their sidecar. Kept across re-indexing: a shard is immutable
@@ -482,6 +484,16 @@ class VectorCache(ShardWriter):
                                fresh=self.memo_dir is None or self.verify_mode == "full")
 
     # ----------------------------------------------------------------- dense twins
+
+    def turn_blocks(self) -> TurnBlocks | None:
+        """The model folder's turn blocks (:mod:`.turn_blocks`), for a run's cache (the one
+        with ``twins``); None for prep's and the tools'."""
+        if not self.twins:
+            return None
+        if self._blocks is None:
+            self._blocks = TurnBlocks(self.directory, self.dim,
+                                      "full" if self.verify_mode == "full" else "stamp")
+        return self._blocks
 
     def _twin_path(self, shard: _Shard) -> Path:
         return self.directory / TWIN_DIR / f"{shard.path.name}.f32"

@@ -67,6 +67,33 @@ class StoreEmbedding:
             with self._lock:
                 self.spent_ms += (time.perf_counter() - begun) * 1000.0
 
+    def of_blocks(self, blocks: Sequence[bytes], counts: Sequence[int], keys: Sequence[str],
+                  texts: Callable[[], Sequence[str]]) -> npt.NDArray[np.float32]:
+        """As :meth:`of_keys` for turn rows laid out a session at a time (``blocks[i]``: a
+        session's block digest, ``counts[i]`` its rows, ``keys`` every row's text key):
+        read from the cache's turn blocks (:mod:`.turn_blocks`) when it holds every
+        session's, else by key, and the blocks it lacked kept for the next run."""
+        kept = self.cache.turn_blocks()
+        if kept is None:
+            return self.of_keys(keys, texts)
+        begun = time.perf_counter()
+        try:
+            got = kept.read(blocks, counts)
+        finally:
+            with self._lock:
+                self.spent_ms += (time.perf_counter() - begun) * 1000.0
+        if got is not None:
+            return got
+        got = self.of_keys(keys, texts)
+        kept.add(blocks, counts, got)
+        return got
+
+    def flush(self) -> None:
+        """Write the turn blocks this process read by key (its end)."""
+        kept = self.cache.turn_blocks()
+        if kept is not None:
+            kept.flush()
+
     def _vectors(self, texts: Sequence[str],
                  keys: list[str] | None = None) -> npt.NDArray[np.float32]:
         if not all(isinstance(text, str) for text in texts):

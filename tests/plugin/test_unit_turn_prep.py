@@ -100,3 +100,31 @@ def test_turn_rows_the_start_read_are_handed_to_the_ranking_then_dropped(
     assert kept.read == 0 and len(kept._handed) == personas - 1  # taken, not read
     session.close_corpus()
     assert not kept._handed
+
+
+def test_a_later_run_reads_turn_vectors_from_the_blocks_the_first_wrote(
+        tmp_path: Path) -> None:
+    """A persona's turn vectors read by key are kept as turn blocks at the session's end
+    (vectors/turn_blocks.py); a later run reads the same vectors from the blocks, a session
+    at a time, and writes none again."""
+    import numpy as np
+
+    model = make_model_dir(tmp_path / "models", dim=8).path
+    first = _session(tmp_path, model, "semantic+unit:turn")
+    assert first.corpus is not None and first.vectors is not None
+    pairs = [p for p in first.corpus.pairs if not p.abstention][:4]
+    expected = [first.persona(p).turn_rows().vectors for p in pairs]  # type: ignore[misc]
+    blocks = first.vectors.turn_blocks()
+    assert blocks is not None and blocks.served == 0 and blocks.written == 0
+    first.flush_kept()  # the session's end, in every process
+    assert blocks.written == 1
+    later = _session(tmp_path, model, "semantic+unit:turn")
+    assert later.corpus is not None and later.vectors is not None
+    kept = later.vectors.turn_blocks()
+    assert kept is not None
+    got = [later.persona(p).turn_rows().vectors for p in pairs]  # type: ignore[misc]
+    assert kept.served == len(pairs)
+    for a, b in zip(expected, got, strict=True):
+        assert a.shape[0] > 0 and np.array_equal(a, b)
+    later.flush_kept()
+    assert kept.written == 0
