@@ -294,6 +294,11 @@ def test_a_setting_huggingface_hub_cannot_read_is_one_line_naming_it(
                max_size=6))
 def test_the_settings_check_refuses_exactly_what_the_library_cannot_parse(
     value: str) -> None:
+    # huggingface_hub is imported under the suite's own settings first: it reads them into
+    # its constants once a process, and a value tried here must not become this worker's
+    # Hub timeouts for every later test
+    import huggingface_hub  # noqa: F401
+
     from pytest_retrieval_eval.io.hub_settings import HubSettingError, library
 
     try:
