@@ -126,6 +126,8 @@ class BM25Retriever:
         self._terms = terms
         self._table: Callable[[], TermTable] | None = None
         self._indexes = _IndexLRU(cache_size)
+        #: The last (persona key, question)'s rows best first and scores (:meth:`_ordered`).
+        self._last_order: tuple[str, str, np.ndarray, np.ndarray] | None = None
         self._terms_lock = threading.Lock()  # only for making ``terms`` (may read a file)
 
     def use_table(self, load: Callable[[], TermTable]) -> None:
@@ -133,6 +135,7 @@ class BM25Retriever:
         replaces any counts kept so far (the table brings its own vocabulary)."""
         with self._terms_lock:
             self._table, self._terms = load, None
+            self._last_order = None
 
     @property
     def terms(self) -> DocTermCache:
@@ -179,9 +182,20 @@ class BM25Retriever:
         what-if reads, :class:`.units.TurnUnit`); ``last_scores`` is not set."""
         _check_limit(count)
         self.last_scores = None
+        order, scores = self._ordered(persona, query)
+        return order[:count], scores[order[:count]]
+
+    def _ordered(self, persona: Persona, query: Query) -> tuple[np.ndarray, np.ndarray]:
+        """Every row's score and the rows best first (ties in row order), for the last
+        (persona, question) asked: a turn what-if reads its top, reads it further when the
+        top covers too few sessions, and explain reads its whole order, from one scoring."""
+        last = self._last_order
+        if last is not None and last[0] == persona.key and last[1] == query.question:
+            return last[2], last[3]
         scores = self.index(persona).scores(query.question.split())
-        order = np.argsort(-scores, kind="stable")[:count]
-        return order, scores[order]
+        order = np.argsort(-scores, kind="stable")
+        self._last_order = (persona.key, query.question, order, scores)
+        return order, scores
 
     def rank(self, persona: Persona, query: Query, limit: int) -> list[str]:
         lim = _check_limit(limit)

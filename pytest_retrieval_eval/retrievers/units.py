@@ -22,7 +22,6 @@ from ..boundary.turn_ids import parse_turn_id
 from ..errors import RetrieverError
 from ..vipune.semantic import first_groups
 from .base import Memory, Persona, Query, _check_limit
-from .memories import session_ranking
 
 __all__ = ["TurnUnit", "turn_memories"]
 
@@ -166,15 +165,17 @@ class TurnUnit:
             return []
         order = getattr(self.base, "group_order", None)
         top = getattr(self.base, "top_rows", None)
-        if not callable(order) and not callable(top):
-            return session_ranking(self.first_memories(persona, query,
-                                                       len(turns.session_ids)))
         session_of = self._session_of(persona, turns)
+        n = len(turns.session_ids)
         if callable(order):
             firsts = order(turns, query, session_of)
-        else:
-            assert callable(top)
-            rows, _ = top(turns, query, len(turns.session_ids))
+        elif callable(top):
+            rows, _ = top(turns, query, n)
+            firsts = first_groups(session_of[rows])
+        else:  # what first_memories reads at every turn: the base's ranking of them all
+            row_of = self._row_of(turns)
+            got = self.base.rank(turns, query, n)
+            rows = np.fromiter((row_of[str(i)] for i in got), dtype=np.int64, count=len(got))
             firsts = first_groups(session_of[rows])
         ids = persona.session_ids
         return [ids[s] for s in firsts.tolist()]

@@ -280,22 +280,32 @@ def test_session_order_is_the_whole_rankings_sessions(views: dict[str, object], 
     """What explain reads past a turn what-if's top (session_order) is the sessions of
     its whole turn ranking, first turn first: every base, the semantic one without
     ranking every turn by the rule."""
+    from dataclasses import replace
+
     from pytest_retrieval_eval.retrievers.memories import session_ranking
     from pytest_retrieval_eval.vipune import semantic
 
     if not scan:  # the sample's ~170 turns a persona: estimated, not scanned by the rule
         monkeypatch.setattr(semantic, "_TOP_SCAN_ROWS", 0)
+    bases = ("semantic", "bm25", "fts", "fts+mode:or")
+    units = {base: get_retriever(f"{base}+unit:turn") for base in bases}  # reused: no
+    # answer kept for one (persona, question) may be given for another
     for pair in _usable(views["sessions"])[:6]:
         persona = _persona(views, pair, "sessions")
         query, _ = personas.build_query(pair, None, views["vectors"],  # type: ignore[arg-type]
                                         views["model"])  # type: ignore[arg-type]
         rows = len(persona.turn_rows().session_ids)  # type: ignore[attr-defined]
-        for base in ("semantic", "bm25", "fts", "fts+mode:or"):
-            unit = get_retriever(f"{base}+unit:turn")
+        other = replace(query, question="what did I say about my plans")  # type: ignore
+        for base, unit in units.items():
             unit.index(persona)  # type: ignore[attr-defined]
             whole = session_ranking(unit.first_memories(persona, query, rows))  # type: ignore
             assert unit.session_order(persona, query) == whole, base  # type: ignore
             assert whole or base == "fts", base
+            if base != "semantic":  # (its query vector is the question's)
+                fresh = get_retriever(f"{base}+unit:turn")
+                fresh.index(persona)  # type: ignore[attr-defined]
+                assert unit.session_order(persona, other) == \
+                    fresh.session_order(persona, other), base  # type: ignore[attr-defined]
 
 
 def test_an_fts_limit_keeps_the_first_rows_of_a_larger_one(tmp_path: Path) -> None:
