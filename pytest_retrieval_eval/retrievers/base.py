@@ -169,15 +169,19 @@ class TurnLists(LazySequence[Sequence[Mapping[str, str]]]):
     session's turns alone (an explain excerpt, a memory's tokens: a few sessions, not the
     persona's every turn decoded); once the persona's turn rows are known
     (:mod:`..data.turn_rows`), ``counts`` holds each session's turn count, so that a turn id
-    is checked (:meth:`count`) without reading any turn."""
+    is checked (:meth:`count`) without reading any turn. ``some(rows)``, when given, reads
+    several sessions' turns at once (:meth:`prefetch`)."""
 
     def __init__(self, loader: Callable[[], Sequence[Sequence[Mapping[str, str]]]],
                  one: Callable[[int], Sequence[Mapping[str, str]]] | None = None,
                  size: int | None = None,
                  by_keys: Callable[[list[str]], Sequence[Sequence[Mapping[str, str]]]]
+                 | None = None,
+                 some: Callable[[list[int]], Sequence[Sequence[Mapping[str, str]]]]
                  | None = None) -> None:
         super().__init__(loader)
         self._by_keys = by_keys
+        self._some = some
         self.counts: Sequence[int] | np.ndarray | None = None
         self._one = one
         self._size = size
@@ -193,6 +197,15 @@ class TurnLists(LazySequence[Sequence[Mapping[str, str]]]):
         if self._by_keys is not None:
             return self._by_keys(keys)
         return self._load()
+
+    def prefetch(self, rows: Iterable[int]) -> None:
+        """Read the turns of the sessions ``rows`` not read yet in one go (``some``), for
+        the one-by-one reads that follow (the explain excerpts of a pair's memories)."""
+        if self._some is None or self.loaded:
+            return
+        wanted = [r for r in dict.fromkeys(rows) if r not in self._rows and 0 <= r < len(self)]
+        if wanted:
+            self._rows.update(zip(wanted, self._some(wanted), strict=True))
 
     def count(self, row: int) -> int:
         """How many turns session ``row`` has (blank ones included)."""

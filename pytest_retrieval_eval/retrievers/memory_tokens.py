@@ -165,6 +165,24 @@ def memory_text(memory: Memory, persona: Persona) -> str:
     return "\n".join(persona.texts[rows[s]] for s in memory.sessions if s in rows)
 
 
+def _prefetch_turns(memories: Sequence[Memory], persona: Persona) -> None:
+    """Read the sessions whose turns ``memories`` stand for at once (one corpus read a
+    pair, not one a memory), where the persona's turns can be read so."""
+    prefetch = getattr(persona.turns, "prefetch", None)
+    if not callable(prefetch):
+        return
+    rows = {sid: i for i, sid in reversed(list(enumerate(persona.session_ids)))}
+    wanted: list[int] = []
+    for memory in memories:
+        for turn_id in memory.turns:
+            if _turn_row(rows, turn_id) is None:
+                turn = parse_turn_id(turn_id)
+                row = None if turn is None else rows.get(turn.session)
+                if row is not None:
+                    wanted.append(row)
+    prefetch(wanted)
+
+
 def describe_record(record: Sequence[dict[str, Any]], memories: Sequence[Memory],
                     persona: Persona, counts: TokenCounts | None) -> None:
     """What explain shows of the recorded memories (:func:`.memories.memory_record`, whose
@@ -175,6 +193,7 @@ def describe_record(record: Sequence[dict[str, Any]], memories: Sequence[Memory]
     if counts is not None:
         for entry, n in zip(record, memory_tokens(chosen, persona, counts), strict=True):
             entry["tokens"] = n
+    _prefetch_turns([m for m in chosen if m.text is None], persona)
     for entry, memory in zip(record, chosen, strict=True):
         if memory.text is None:
             text = " ".join(memory_text(memory, persona).split())

@@ -79,7 +79,8 @@ def build_persona(pair: PairRecord, corpus: Corpus, vectors: VectorCache | None,
 
     session_turns = TurnLists(load_turns,
                               lambda row: corpus.turns([pair.text_keys[row]])[0],
-                              len(pair.text_keys), corpus.turns)
+                              len(pair.text_keys), corpus.turns,
+                              lambda rows: corpus.turns([pair.text_keys[r] for r in rows]))
     turned: dict[bool, retrievers_mod.Persona] = {}
     turn_blocks: list[tuple[tuple[bytes, ...], list[int]]] = []
 

@@ -193,8 +193,7 @@ def semantic_top(vectors: np.ndarray, query_vector: np.ndarray,
     if not (_TINY <= qsq < _HUGE):
         return _top_by_rule(mat, q, count)
     squares, sure = _row_facts(mat)  # checks the rows are finite, as the rule does
-    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        dots = np.einsum("ij,j->i", mat, q)
+    dots = _dots(mat, q)
     if len(sure) < count:
         return _top_by_rule(mat, q, count)
     estimate = dots[sure].astype(np.float64) / (
@@ -247,8 +246,7 @@ def semantic_group_order(vectors: np.ndarray, query_vector: np.ndarray,
         order, _ = _top_by_rule(mat, q, n)
         return first_groups(rows_of[order])
     squares, sure = _row_facts(mat)  # checks the rows are finite, as the rule does
-    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        dots = np.einsum("ij,j->i", mat, q)
+    dots = _dots(mat, q)
     estimate = np.full(n, -np.inf)
     estimate[sure] = dots[sure].astype(np.float64) / (
         np.sqrt(squares[sure].astype(np.float64)) * math.sqrt(qsq))
@@ -284,6 +282,28 @@ def _row_facts(mat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if not mat.flags.writeable and not _writeable_base(mat):
         _LAST_ROWS = (weakref.ref(mat), squares, sure)
     return squares, sure
+
+
+#: The last read-only matrix's float32 dot products with a query (:func:`_dots`): a weak
+#: reference to it, the query's bytes and the products. A turn what-if's top and explain's
+#: whole order (:func:`semantic_group_order`) read the same ones.
+_LAST_DOTS: tuple[weakref.ref[np.ndarray], bytes, np.ndarray] | None = None
+
+
+def _dots(mat: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Each row's float32 dot product with ``q`` (any summation order: an estimate's),
+    kept for the last read-only matrix and query (see :func:`_row_facts`)."""
+    global _LAST_DOTS
+    last = _LAST_DOTS
+    key = q.tobytes()
+    if last is not None and last[0]() is mat and last[1] == key:
+        return last[2]
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        dots: np.ndarray = np.einsum("ij,j->i", mat, q)
+    if not mat.flags.writeable and not _writeable_base(mat):
+        dots.flags.writeable = False
+        _LAST_DOTS = (weakref.ref(mat), key, dots)
+    return dots
 
 
 def _writeable_base(mat: np.ndarray) -> bool:

@@ -4,6 +4,8 @@ reading any turn."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from pytest_retrieval_eval.retrievers.base import TurnLists
 
 TURNS = [[{"role": "user", "content": "a"}], [], [{"role": "user", "content": "b"},
@@ -45,3 +47,55 @@ def test_of_keys_reads_the_sessions_asked_even_once_all_were_read() -> None:
                       lambda keys: [TURNS[int(k)] for k in keys])
     assert list(turns) == TURNS  # every session read (a store iterating them)
     assert turns.of_keys(["2", "0"]) == [TURNS[2], TURNS[0]]
+
+
+def test_prefetch_reads_the_sessions_asked_at_once() -> None:
+    """The explain excerpts of a pair's memories: their sessions read in one go, then
+    served one by one without another read; rows read already or out of range are not
+    asked again."""
+    calls: list[object] = []
+
+    def some(rows: list[int]) -> list[list[dict[str, str]]]:
+        calls.append(list(rows))
+        return [TURNS[r] for r in rows]
+
+    def every() -> list[list[dict[str, str]]]:
+        calls.append("all")
+        return TURNS
+
+    def one(row: int) -> list[dict[str, str]]:
+        calls.append(row)
+        return TURNS[row]
+
+    turns = TurnLists(every, one, len(TURNS), None, some)
+    assert turns[2] == TURNS[2] and calls == [2]
+    turns.prefetch([0, 2, 0, 7, 1])
+    assert calls == [2, [0, 1]]
+    assert [turns[i] for i in range(3)] == TURNS and calls == [2, [0, 1]]
+    turns.prefetch([1])
+    assert calls == [2, [0, 1]]
+
+
+def test_a_pairs_excerpts_read_their_sessions_once(tmp_path: object) -> None:
+    """describe_record reads the sessions its turn memories stand for in one read."""
+    from pytest_retrieval_eval.retrievers.base import Memory, Persona
+    from pytest_retrieval_eval.retrievers.memory_tokens import describe_record
+
+    asked: list[list[int]] = []
+
+    def some(rows: list[int]) -> list[list[dict[str, str]]]:
+        asked.append(list(rows))
+        return [TURNS[r] for r in rows]
+
+    def one(row: int) -> list[dict[str, str]]:
+        raise AssertionError("read one by one")
+
+    persona = Persona(key="p", session_ids=("s0", "s1", "s2"), created_at=("", "", ""),
+                      vectors=np.zeros((3, 0), dtype=np.float32), texts=["", "", ""],
+                      store_path=lambda: tmp_path,  # type: ignore[arg-type,return-value]
+                      turns=TurnLists(lambda: TURNS, one, len(TURNS), None, some))
+    memories = [Memory(id="m1", turns=("s2_2",)), Memory(id="m2", turns=("s0_1", "s2_1"))]
+    record: list[dict[str, object]] = [{"rank": 1}, {"rank": 2}]
+    describe_record(record, memories, persona, None)
+    assert asked == [[2, 0]]
+    assert record[0]["excerpt"] == "assistant: c" and record[1]["excerpt"] == "user: a user: b"

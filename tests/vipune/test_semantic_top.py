@@ -122,14 +122,19 @@ def test_a_read_only_matrix_s_row_facts_are_kept_and_give_the_same_top() -> None
     assert semantic._LAST_ROWS is None or semantic._LAST_ROWS[0]() is not mat
     frozen = mat.copy()
     frozen.flags.writeable = False
+    groups = np.arange(3000) // 7
     for q, (rows, sims) in zip(queries, fresh, strict=True):
         got = semantic.semantic_top(frozen, q, 50)
         assert semantic._LAST_ROWS is not None and semantic._LAST_ROWS[0]() is frozen
         assert np.array_equal(got[0], rows) and np.array_equal(got[1], sims)
+        # the query's dot products are kept for explain's whole order, for this query only
+        assert semantic._LAST_DOTS is not None and semantic._LAST_DOTS[0]() is frozen
+        assert semantic._LAST_DOTS[1] == q.tobytes()
+        _groups_as_rule(frozen, q, groups)
     view = mat[:2000]  # read-only view of a writeable array: not kept
     view.flags.writeable = False
     semantic.semantic_top(view, queries[0], 50)
-    assert semantic._LAST_ROWS[0]() is frozen
+    assert semantic._LAST_ROWS[0]() is frozen and semantic._LAST_DOTS[0]() is frozen
     bad = frozen.copy()
     bad[7, 3] = np.nan
     bad.flags.writeable = False
