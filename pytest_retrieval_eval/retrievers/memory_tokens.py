@@ -47,6 +47,25 @@ def covered_sessions(memory: Memory) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*memory.sessions, *(strip_turn(t) for t in memory.turns)]))
 
 
+#: The last session ids' first row each (:func:`_first_rows`): the ids and the map.
+_LAST_ROWS: tuple[Sequence[str], dict[str, int]] | None = None
+
+
+def _first_rows(ids: Sequence[str]) -> dict[str, int]:
+    """Each id's first row in ``ids``, for the last ``ids`` asked (a budget's growing read
+    counts a pair's memories a chunk at a time, each chunk against the same persona). The
+    map is never changed by its readers; only a tuple's is kept."""
+    global _LAST_ROWS
+    last = _LAST_ROWS
+    if last is not None and last[0] is ids:
+        return last[1]
+    n = len(ids)
+    rows = dict(zip(reversed(ids), range(n - 1, -1, -1), strict=True))
+    if isinstance(ids, tuple):  # immutable: the map stays its
+        _LAST_ROWS = (ids, rows)
+    return rows
+
+
 def _turn_row(rows: Mapping[str, int], turn_id: str) -> int | None:
     """The persona row that is turn ``turn_id`` itself (turn granularity: a row is a turn),
     else None. The provenance reading comes first (issue 43.3): an id that names turn ``n``
@@ -77,7 +96,7 @@ def memory_tokens(memories: Sequence[Memory], persona: Persona,
                   counts: TokenCounts) -> list[int]:
     """Each memory's tokens (see the module's docstring). A session row's count is looked up
     by its text key without reading its text when the run has counted it already."""
-    rows = {sid: i for i, sid in reversed(list(enumerate(persona.session_ids)))}
+    rows = _first_rows(persona.session_ids)
     keyed = len(persona.text_keys) == len(persona.session_ids)
     texts: dict[str, str] = {}  # key -> text, of parts that are not persona rows
     row_of_key: dict[str, int] = {}
@@ -90,11 +109,12 @@ def memory_tokens(memories: Sequence[Memory], persona: Persona,
             mine.append(_keep(texts, memory.text))
         elif memory.turns:
             for turn in memory.turns:
-                row = _turn_row(rows, turn)
+                # one of the persona's turn rows (a built-in turn what-if's): its key at once
+                key = turn_keys.key(turn) if turn_keys is not None else None
+                row = None if key is not None else _turn_row(rows, turn)
                 if row is not None:
                     mine.append(_row_key(persona, row, keyed, row_of_key))
                     continue
-                key = turn_keys.key(turn) if turn_keys is not None else None
                 if turn_keys is not None and key is not None:
                     mine.append(key)  # its text rendered only if not counted yet
                     turn_keys.wanted[key] = turn
@@ -141,7 +161,8 @@ class _TurnKeys:
         if last is not None and last[0] is turns:
             self.rows = last[1]
         else:
-            self.rows = {t: i for i, t in enumerate(turns.session_ids)}
+            self.rows = dict(zip(turns.session_ids, range(len(turns.session_ids)),
+                                 strict=True))
             _TurnKeys._last = (turns, self.rows)
         self.turns = turns
 
@@ -159,7 +180,7 @@ def memory_text(memory: Memory, persona: Persona) -> str:
     as the turn granularity renders a turn, one a line; else its sessions' rows."""
     if memory.text is not None:
         return memory.text
-    rows = {sid: i for i, sid in reversed(list(enumerate(persona.session_ids)))}
+    rows = _first_rows(persona.session_ids)
     if memory.turns:
         return "\n".join(_turn_text(persona, rows, t) for t in memory.turns)
     return "\n".join(persona.texts[rows[s]] for s in memory.sessions if s in rows)
@@ -171,7 +192,7 @@ def _prefetch_turns(memories: Sequence[Memory], persona: Persona) -> None:
     prefetch = getattr(persona.turns, "prefetch", None)
     if not callable(prefetch):
         return
-    rows = {sid: i for i, sid in reversed(list(enumerate(persona.session_ids)))}
+    rows = _first_rows(persona.session_ids)
     wanted: list[int] = []
     for memory in memories:
         for turn_id in memory.turns:

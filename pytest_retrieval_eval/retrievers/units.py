@@ -64,6 +64,8 @@ class TurnUnit:
         self._sessions: tuple[Persona, np.ndarray] | None = None
         #: The last turn persona's row per turn id.
         self._rows: tuple[Persona, dict[str, int]] | None = None
+        #: The last (turn persona, query)'s memories made by :meth:`first_memories`.
+        self._first: tuple[Persona, Query, list[Memory]] | None = None
 
     def _turns(self, persona: Persona) -> Persona:
         if persona.turn_rows is None:
@@ -151,8 +153,18 @@ class TurnUnit:
         rows, scores = top(turns, query, min(count, len(turns.session_ids)))
         cut = _covering(session_of, rows, lim)
         ids = turns.session_ids
-        return [Memory(id=ids[r], score=s, turns=(ids[r],)) for r, s in
-                zip(rows[:cut].tolist(), scores[:cut].tolist(), strict=True)]
+        # a growing read asks again for more: the memories made for the last read of the
+        # same (turns, query) are its first ones (this ranking's prefix), made once
+        last = self._first
+        made = last[2] if last is not None and last[0] is turns and last[1] is query else []
+        take = len(rows) if cut is None else cut
+        made = made[:take]
+        more = [Memory(id=ids[r], score=s, turns=(ids[r],)) for r, s in
+                zip(rows[len(made):take].tolist(), scores[len(made):take].tolist(),
+                    strict=True)]
+        out = made + more
+        self._first = (turns, query, out)
+        return list(out)
 
     def session_order(self, persona: Persona, query: Query) -> list[str]:
         """The persona's sessions in the order of their first turn in this what-if's whole

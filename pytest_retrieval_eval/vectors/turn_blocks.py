@@ -173,7 +173,9 @@ class TurnBlocks:
             for fd in handles.values():
                 os.close(fd)
         self.served += 1
-        return out.view(np.float32)
+        # the array itself, not a view of it: a ranking keeps facts of a read-only matrix
+        # only when no array beneath it can be written (vipune.semantic._row_facts)
+        return out if out.dtype == np.float32 else out.astype(np.float32)
 
     # -- writing -------------------------------------------------------------------------
 

@@ -124,7 +124,11 @@ def test_a_later_run_reads_turn_vectors_from_the_blocks_the_first_wrote(
     assert kept is not None
     got = [later.persona(p).turn_rows().vectors for p in pairs]  # type: ignore[misc]
     assert kept.served == len(pairs)
+    from pytest_retrieval_eval.vipune.semantic import _writeable_base
+
     for a, b in zip(expected, got, strict=True):
         assert a.shape[0] > 0 and np.array_equal(a, b)
+        # read-only all the way down: a ranking keeps its row facts once a persona
+        assert not b.flags.writeable and not _writeable_base(b)
     later.flush_kept()
     assert kept.written == 0
