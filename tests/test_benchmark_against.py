@@ -9,6 +9,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 from benchmarks.against import (
     Phase,
     Sample,
@@ -96,3 +98,37 @@ def test_differing_names_each_changed_field_and_its_pairs(tmp_path: Path) -> Non
                              pair("q2", 0.5, {"fit": 2, "read": 3, "reach": 5})])
     assert _differing(new, old) == ["budget.reach: 2 pairs", "metrics.turn_recall@1: 2 pairs"]
     assert _differing(old, old) == []
+
+
+def test_memory_paths_times_each_path_against_hybrid_and_a_sessions_only_cache(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """benchmarks/memory_paths.py: each path once a round, medians over hybrid's, the
+    budget's cost, and with --sessions-cache hybrid run there too (what turn vectors in a
+    cache cost a run that reads none)."""
+    from benchmarks import memory_paths
+    from benchmarks.against import Sample
+
+    seen: list[tuple[str, str]] = []
+    cpu = {"hybrid": 2.0, "semantic+unit:turn": 5.0, "hybrid,semantic+unit:turn": 6.0}
+
+    def fake(cmd: list[str], cwd: Path, env: dict[str, str]) -> Sample:
+        retrievers = cmd[cmd.index("--retrieval-eval-retriever") + 1]
+        cache = cmd[cmd.index("--retrieval-eval-cache") + 1]
+        seen.append((retrievers, Path(cache).name))
+        budget = "--retrieval-eval-budget" in cmd
+        sessions = Path(cache).name == "sessions"
+        return Sample(wall=1.0, cpu=cpu.get(retrievers, 3.0) + 1.2 * budget - 0.4 * sessions,
+                      rchar=0, read_bytes=0, output="",
+                      rss=(200 if sessions else 220) * 10**6)
+
+    monkeypatch.setattr(memory_paths, "sample", fake)
+    assert memory_paths.main(["--data", "d.json", "--cache", str(tmp_path / "turns"),
+                              "--sessions-cache", str(tmp_path / "sessions"),
+                              "--repeat", "2"]) == 0
+    out = capsys.readouterr().out
+    assert seen.count(("hybrid", "sessions")) == 2 and seen.count(("hybrid", "turns")) == 2
+    assert len(seen) == 2 * 7
+    assert "| `semantic+unit:turn` | 5.00 s (5.00, 5.00) | 2.50 | 220 MB |" in out
+    assert "a budget adds +20.0 %" in out
+    assert "turn vectors in the cache cost hybrid 1.25x CPU, 1.10x peak RSS" in out
