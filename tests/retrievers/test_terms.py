@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
 
 from pytest_retrieval_eval import retrievers as r
@@ -314,3 +316,22 @@ def test_counting_a_100_mb_session_stays_in_bounded_memory(tmp_path: Path) -> No
     assert proc.returncode == 0, proc.stderr[-2000:]
     distinct, length = map(int, proc.stdout.split())
     assert distinct == 997 * 13 and length > 10_000_000
+
+
+@settings(max_examples=60, deadline=None)
+@given(texts=st.lists(st.text(st.sampled_from("ab c\n\t\u00a0x"), max_size=30), max_size=6),
+       known=st.lists(st.sampled_from(["a", "b", "ab", "x", "c"]), max_size=4, unique=True))
+def test_count_terms_gives_ids_as_setdefault_per_token_would(texts: list[str],
+                                                             known: list[str]) -> None:
+    """Each text's new tokens get the next vocabulary ids in order of first appearance
+    (the order a saved table and a kept index record), known ones keep theirs; the counts
+    and length are str.split()'s."""
+    vocab = {token: i for i, token in enumerate(known)}
+    reference = dict(vocab)
+    for text in texts:
+        doc = count_terms(text, vocab)
+        counts = Counter(text.split())
+        ids = [reference.setdefault(token, len(reference)) for token in counts]
+        assert doc.terms[0].tolist() == ids and doc.terms[1].tolist() == list(counts.values())
+        assert doc.length == len(text.split())
+        assert vocab == reference
