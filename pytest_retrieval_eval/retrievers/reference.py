@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -29,6 +29,8 @@ from .base import (
 from .fused_ties import FusionInputs
 
 __all__ = ["FtsRetriever", "HybridRetriever", "SemanticRetriever"]
+
+T = TypeVar("T")
 
 
 class HybridRetriever:
@@ -197,21 +199,23 @@ class SemanticRetriever:
         cosines, bit for bit, without ranking every row (:func:`.vipune.semantic_top`):
         what a turn what-if reads (:class:`.units.TurnUnit`). ``last_scores`` is not set."""
         lim = _vipune_limit(count)
-        qvec = _query_vector(self.name, persona, query)
-        self.last_scores = None
-        try:
-            return vipune.semantic_top(persona.vectors, qvec, lim)
-        except ValueError as exc:
-            raise _wrap_vipune_error(self.name, query, exc) from None
+        return self._by_rule(persona, query, lambda m, q: vipune.semantic_top(m, q, lim))
 
     def group_order(self, persona: Persona, query: Query, groups: np.ndarray) -> np.ndarray:
         """The groups of the rows (``groups[i]``: row ``i``'s) in the order of their first
         row in :meth:`rank`'s order of every row (:func:`.vipune.semantic_group_order`): a
         turn what-if's sessions, best first, without ranking every turn by the rule."""
+        return self._by_rule(persona, query,
+                             lambda m, q: vipune.semantic_group_order(m, q, groups))
+
+    def _by_rule(self, persona: Persona, query: Query,
+                 answer: Callable[[np.ndarray, np.ndarray], T]) -> T:
+        """``answer(vectors, query vector)`` of the persona's rows, its errors in the
+        retriever's words; ``last_scores`` is not set."""
         qvec = _query_vector(self.name, persona, query)
         self.last_scores = None
         try:
-            return vipune.semantic_group_order(persona.vectors, qvec, groups)
+            return answer(persona.vectors, qvec)
         except ValueError as exc:
             raise _wrap_vipune_error(self.name, query, exc) from None
 

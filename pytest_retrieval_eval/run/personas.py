@@ -82,9 +82,10 @@ def build_persona(pair: PairRecord, corpus: Corpus, vectors: VectorCache | None,
                               len(pair.text_keys), corpus.turns,
                               lambda rows: corpus.turns([pair.text_keys[r] for r in rows]))
     turned: dict[bool, retrievers_mod.Persona] = {}
-    turn_blocks: list[tuple[tuple[bytes, ...], list[int]]] = []
+    blocks: tuple[tuple[bytes, ...], list[int]] = ((), [])  # made with turned[False]
 
     def turn_rows_of(*, vectors: bool = True) -> retrievers_mod.Persona:
+        nonlocal blocks
         # one per persona, however many +unit:turn retrievers ask; its vectors read only
         # for a retriever that reads them
         wanted = vectors and embed is not None
@@ -99,9 +100,8 @@ def build_persona(pair: PairRecord, corpus: Corpus, vectors: VectorCache | None,
                     kept = TurnRowsCache(stores.root.parent / "turns", stores.verify)
                 base, blocks = turn_persona(pair, session_turns, stores, kept)
                 turned[False] = base
-                turn_blocks.append(blocks)
             turned[wanted] = base if not wanted else replace(
-                base, vectors=_turn_vectors(embed, base, turn_blocks[0]), text_vectors=embed)
+                base, vectors=_turn_vectors(embed, base, blocks), text_vectors=embed)
         return turned[wanted]
 
     return retrievers_mod.Persona(
