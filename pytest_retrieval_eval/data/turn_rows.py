@@ -76,6 +76,19 @@ class TurnRows:
         return [render_session([turns[s][n - 1]])
                 for s, n in zip(self.session_rows.tolist(), self.numbers.tolist(), strict=True)]
 
+    def texts_of(self, rows: Sequence[int],
+                 read: Callable[[list[int]], Sequence[Sequence[Mapping[str, str]]]]
+                 ) -> list[str]:
+        """The texts of ``rows`` alone, as :meth:`texts` renders them; ``read(sessions)``
+        gives the turns of those persona sessions (each session read once)."""
+        if not rows:
+            return []
+        sessions = self.session_rows[np.asarray(rows, dtype=np.int64)].tolist()
+        numbers = self.numbers[np.asarray(rows, dtype=np.int64)].tolist()
+        wanted = list(dict.fromkeys(sessions))
+        turns = dict(zip(wanted, read(wanted), strict=True))
+        return [render_session([turns[s][n - 1]]) for s, n in zip(sessions, numbers, strict=True)]
+
 
 def block_digest(keys: Sequence[str]) -> bytes:
     """The address of one session's turn vectors laid out together: the sha256 of its rows'

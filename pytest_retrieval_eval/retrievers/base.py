@@ -161,7 +161,25 @@ class LazySequence(Sequence[T]):
 
 
 class LazyTexts(LazySequence[str]):
-    """A persona's row texts, loaded by ``loader`` on first use (then kept)."""
+    """A persona's row texts, loaded by ``loader`` on first use (then kept). ``some(rows)``,
+    when given, makes the texts of a few rows alone (:meth:`of_rows`), without loading the
+    persona's every text."""
+
+    def __init__(self, loader: Callable[[], Sequence[str]],
+                 some: Callable[[list[int]], Sequence[str]] | None = None) -> None:
+        super().__init__(loader)
+        self._some = some
+
+    def of_rows(self, rows: list[int]) -> list[str]:
+        """The texts of ``rows`` in order: from the loaded texts, else by ``some`` (nothing
+        kept), else all are loaded."""
+        if self._some is not None and not self.loaded:
+            got = list(self._some(rows))
+            if len(got) != len(rows):
+                raise ValueError(f"{len(got)} texts for {len(rows)} rows")
+            return got
+        texts = self._load()
+        return [texts[r] for r in rows]
 
 
 class TurnLists(LazySequence[Sequence[Mapping[str, str]]]):
@@ -197,6 +215,15 @@ class TurnLists(LazySequence[Sequence[Mapping[str, str]]]):
         if self._by_keys is not None:
             return self._by_keys(keys)
         return self._load()
+
+    def of_rows(self, rows: Sequence[int]) -> Sequence[Sequence[Mapping[str, str]]]:
+        """The turns of the sessions ``rows`` (in that order), read in one go by ``some``
+        (kept nowhere) when the persona's every session is not read yet."""
+        if self._some is not None and not self.loaded:
+            wanted = list(rows)
+            return self._some(wanted) if wanted else []
+        every = self._load()
+        return [every[r] for r in rows]
 
     def prefetch(self, rows: Iterable[int]) -> None:
         """Read the turns of the sessions ``rows`` not read yet in one go (``some``), for

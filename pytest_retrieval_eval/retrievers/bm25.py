@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..io.checksums import read_committed, write_committed
-from .base import CheckedScores, Persona, Query, _check_limit
+from .base import CheckedScores, LazyTexts, Persona, Query, _check_limit
 from .bm25_index import BM25Index, dump_index, load_index
 from .terms import DocTerms, TermTable, count_terms
 
@@ -29,11 +29,14 @@ class DocTermCache:
     ~250,000 slots), so each text is split and counted once and a new persona's BM25 index is
     put together from cached counts (:meth:`BM25Index.from_doc_terms`). An LRU bounded by
     ``max_postings`` (distinct tokens summed over texts; 8 bytes each) keeps memory in check;
-    vocabulary ids never change. With a ``table`` (a corpus's saved counts, :mod:`.terms`)
+    vocabulary ids never change. The bound holds the turn texts of the full M
+    (``bm25+unit:turn``'s first run: ~435,000 texts, ~43 million postings); at 24 million, a
+    text pushed out was counted again for a later persona, 919,000 counts for 435,000 texts
+    (benchmarks/RESULTS.md). With a ``table`` (a corpus's saved counts, :mod:`.terms`)
     its texts are never split at all; only texts outside it are counted. Thread-safe.
     """
 
-    def __init__(self, max_postings: int = 24_000_000, table: TermTable | None = None) -> None:
+    def __init__(self, max_postings: int = 64_000_000, table: TermTable | None = None) -> None:
         self.max_postings = max_postings
         #: Saved counts of a whole corpus (:mod:`.terms`): served as they are, never split.
         self.table = table
@@ -48,9 +51,11 @@ class DocTermCache:
     def __contains__(self, key: object) -> bool:
         return key in self._docs
 
-    def get(self, keys: Sequence[str], texts: Callable[[], Sequence[str]]) -> list[DocTerms]:
+    def get(self, keys: Sequence[str], texts: Callable[[], Sequence[str]],
+            some: Callable[[list[int]], Sequence[str]] | None = None) -> list[DocTerms]:
         """Counts for ``keys`` in order; ``texts()`` (``texts()[i]`` has key ``keys[i]``) is
-        called only when some key is not cached yet."""
+        called only when some key is not cached yet, and ``some(rows)`` (the texts of those
+        rows alone), when given, in its place: only the texts not counted yet are made."""
         with self._lock:
             docs, table = self._docs, self.table
             found: list[DocTerms | None] = []
@@ -63,13 +68,20 @@ class DocTermCache:
                 found.append(hit)
             missing = [i for i, hit in enumerate(found) if hit is None]
             if missing:
-                rows = texts()
-                if len(rows) != len(keys):
-                    raise ValueError(f"{len(keys)} text keys for {len(rows)} texts")
+                if some is not None:
+                    made = some(missing)
+                    if len(made) != len(missing):
+                        raise ValueError(f"{len(missing)} rows asked, {len(made)} texts made")
+                    text_of = dict(zip(missing, made, strict=True))
+                else:
+                    rows = texts()
+                    if len(rows) != len(keys):
+                        raise ValueError(f"{len(keys)} text keys for {len(rows)} texts")
+                    text_of = {i: rows[i] for i in missing}
                 for i in missing:
                     hit = docs.get(keys[i])  # a key twice in one persona: counted once
                     if hit is None:
-                        hit = count_terms(rows[i], self.vocab)
+                        hit = count_terms(text_of[i], self.vocab)
                         docs[keys[i]] = hit
                         self._postings += hit.terms.shape[1]
                     found[i] = hit
@@ -153,8 +165,9 @@ class BM25Retriever:
     def _build(self, persona: Persona) -> BM25Index:
         keys = persona.text_keys
         if keys and len(keys) == len(persona.session_ids):
-            terms = self.terms
-            return BM25Index.from_doc_terms(terms.get(keys, lambda: persona.texts), terms.vocab)
+            terms, texts = self.terms, persona.texts
+            some = texts.of_rows if isinstance(texts, LazyTexts) else None
+            return BM25Index.from_doc_terms(terms.get(keys, lambda: texts, some), terms.vocab)
         return BM25Index.build(list(persona.texts))
 
     def kept_index(self, persona: Persona, path: Path, verify: str = "stamp") -> BM25Index:

@@ -17,6 +17,25 @@ from .terms import _SPACE_RE, _WHITE_SPACE_RE, DocTerms, split_pieces
 __all__ = ["BM25Index"]
 
 
+def stable_order(keys: np.ndarray) -> np.ndarray:
+    """``np.argsort(keys, kind="stable")`` for non-negative int64 ``keys``, as a radix sort:
+    one stable sort of 16-bit digits a pass (numpy sorts those by counting), the least
+    significant first; about 3x faster than a comparison sort on a persona's ~770,000 turn
+    postings. Keys past 48 bits take the comparison sort."""
+    if keys.size == 0:
+        return np.zeros(0, dtype=np.intp)
+    top = int(keys.max())
+    if int(keys.min()) < 0 or top >= 1 << 48:
+        return np.argsort(keys, kind="stable")
+    order = np.argsort((keys & 0xFFFF).astype(np.uint16), kind="stable")
+    shift = 16
+    while top >> shift:
+        digit = ((keys[order] >> shift) & 0xFFFF).astype(np.uint16)
+        order = order[np.argsort(digit, kind="stable")]
+        shift += 16
+    return order
+
+
 @dataclass(frozen=True)
 class BM25Index:
     """``rank_bm25.BM25Okapi`` statistics of one corpus, as arrays.
@@ -136,21 +155,11 @@ class BM25Index:
         starts_of_doc = np.zeros(n_docs, dtype=np.int64)
         np.cumsum(sizes[:-1], out=starts_of_doc[1:])
         rank_in_doc = np.arange(n_post, dtype=np.int64) - np.repeat(starts_of_doc, sizes)
-        # Term-major postings, documents ascending within a term: (term, doc) pairs are
-        # unique (a document lists each of its tokens once), so any sort of this key will do.
-        # Fast path: the posting's position rides in the low bits of one int64 sort key.
-        pair_key = ids * n_docs + doc_of
-        bits = max(n_post - 1, 1).bit_length()
-        if (int(pair_key.max()) + 1).bit_length() + bits <= 62:
-            packed = (pair_key << bits) | np.arange(n_post, dtype=np.int64)
-            packed.sort()
-            order = packed & ((1 << bits) - 1)
-            sorted_pairs = packed >> bits
-        else:  # pragma: no cover - needs a vocabulary of billions
-            order = np.argsort(pair_key)
-            sorted_pairs = pair_key[order]
-        sorted_ids = sorted_pairs // n_docs
-        docs = sorted_pairs - sorted_ids * n_docs
+        # Term-major postings, documents ascending within a term: the postings come in
+        # document order, so a stable sort by term id alone gives that order.
+        order = stable_order(ids)
+        sorted_ids = ids[order]
+        docs = doc_of[order]
         tfs = cat[1][order].astype(np.int64)
         new_term = np.empty(n_post, dtype=bool)
         new_term[0] = True

@@ -25,7 +25,7 @@ from ..errors import RetrieverError
 from ..scoring.budget import budget_fit, gold_reach, score_budget
 from ..scoring.longmemeval_metrics import strip_turn
 from ..vectors.token_counts import TokenCounts
-from .base import Memory, Persona
+from .base import LazyTexts, Memory, Persona
 
 __all__ = ["RECORDED_EXCERPT", "as_memories", "budget_step", "covered_sessions",
            "describe_record", "memory_text", "memory_tokens"]
@@ -130,7 +130,9 @@ def memory_tokens(memories: Sequence[Memory], persona: Persona,
         parts.append(mine)
 
     def missing_texts(keys: Sequence[str]) -> list[str]:
-        return [turn_keys.text(k) if turn_keys is not None and k in turn_keys.wanted
+        turned = turn_keys.texts([k for k in keys if k in turn_keys.wanted]) \
+            if turn_keys is not None else {}
+        return [turned[k] if k in turned
                 else texts[k] if k in texts else persona.texts[row_of_key[k]] for k in keys]
 
     flat = [key for mine in parts for key in mine]
@@ -170,9 +172,16 @@ class _TurnKeys:
         row = self.rows.get(turn_id)
         return None if row is None or self.turns is None else self.turns.text_keys[row]
 
-    def text(self, key: str) -> str:
+    def texts(self, keys: Sequence[str]) -> dict[str, str]:
+        """The texts of ``keys`` (asked here), made together: only those turns rendered
+        where the turn persona can make a few (:meth:`.LazyTexts.of_rows`)."""
+        if not keys:
+            return {}
         assert self.turns is not None
-        return self.turns.texts[self.rows[self.wanted[key]]]
+        rows = [self.rows[self.wanted[k]] for k in keys]
+        made = self.turns.texts
+        got = made.of_rows(rows) if isinstance(made, LazyTexts) else [made[r] for r in rows]
+        return dict(zip(keys, got, strict=True))
 
 
 def memory_text(memory: Memory, persona: Persona) -> str:

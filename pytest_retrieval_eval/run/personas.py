@@ -150,7 +150,8 @@ def turn_persona(pair: PairRecord, turns: TurnLists, stores: store_mod.StoreCach
     created = [pair.created_at[s] for s in rows.session_rows.tolist()]
     session_rows, numbers = rows.session_rows.tolist(), rows.numbers.tolist()
     texts: Sequence[str] = built_texts if built_texts is not None else \
-        retrievers_mod.LazyTexts(lambda: rows.texts(turns.every()))
+        retrievers_mod.LazyTexts(lambda: rows.texts(turns.every()),
+                                 lambda wanted: rows.texts_of(wanted, turns.of_rows))
 
     def load_records() -> list[tuple[Mapping[str, str]]]:
         every = turns.every()

@@ -40,6 +40,22 @@ def test_rows_are_the_turn_granularitys() -> None:
     assert rows.turn_counts.tolist() == [3, 0, 1]
 
 
+def test_texts_of_some_rows_read_only_their_sessions() -> None:
+    """A few rows' texts (bm25 counting only the turns it has not seen) are :meth:`texts`'s
+    for those rows, each session they lie in read once, no other."""
+    turns = [*TURNS, [{"role": "user", "content": "one"}, {"role": "user", "content": "two"}]]
+    rows, texts = build_turn_rows(turns)
+    read: list[list[int]] = []
+
+    def of_rows(sessions: list[int]) -> list[list[dict[str, str]]]:
+        read.append(sessions)
+        return [turns[s] for s in sessions]
+
+    assert rows.texts_of([4, 0, 3, 1], of_rows) == [texts[4], texts[0], texts[3], texts[1]]
+    assert read == [[3, 0]]
+    assert rows.texts_of([], of_rows) == [] and len(read) == 1
+
+
 def _built(cache: TurnRowsCache, key: str, turns: list[list[dict[str, str]]]
            ) -> tuple[object, bool]:
     calls: list[int] = []

@@ -339,6 +339,36 @@ def test_bm25_retriever_with_text_keys_counts_each_text_once(tmp_path: Path) -> 
     assert loads == [1]
 
 
+def test_bm25_makes_only_the_texts_not_counted_yet(tmp_path: Path) -> None:
+    """A persona whose texts can be made a few at a time (a turn persona's rows: LazyTexts
+    with ``some``) has only the texts not counted yet made, never its every text; the scores
+    stay BM25Okapi's."""
+    retriever = r.BM25Retriever()
+    made: list[list[int]] = []
+    loads: list[int] = []
+
+    def persona_of(texts: Sequence[str], seed: int) -> Persona:
+        base = make_persona(tmp_path / str(seed), texts=texts, seed=seed)
+        lazy = r.LazyTexts(lambda: loads.append(1) or list(texts),
+                           lambda rows: made.append(list(rows)) or [texts[i] for i in rows])
+        keys = _keyed(texts)
+        key = store.persona_key(base.session_ids, keys, base.created_at)
+        return dataclasses.replace(base, key=key, texts=lazy, text_keys=keys)
+
+    question = "what did I buy for my road bike?"
+    retriever.rank(persona_of(TOPICS[:5], 0), make_query(question, None), 3)
+    assert made == [[0, 1, 2, 3, 4]]
+    texts = [TOPICS[6], *TOPICS[:5], TOPICS[5]]  # two new texts, first and last
+    second = persona_of(texts, 1)
+    got = retriever.rank(second, make_query(question, None), 7)
+    assert made[1:] == [[0, 6]] and loads == []
+    expected = np.argsort(-reference_bm25(texts, question), kind="stable")
+    assert got == [second.session_ids[i] for i in expected]
+    assert [s for s, _ in retriever.last_scores or []] == got
+    with pytest.raises(ValueError, match="2 rows asked, 1 texts made"):
+        r.DocTermCache().get(_keyed(["a", "b"]), lambda: ["a", "b"], lambda rows: ["a"])
+
+
 def test_doc_term_cache_is_bounded() -> None:
     terms = r.DocTermCache(max_postings=6)
     texts = ["a b c", "d e f", "g h i"]

@@ -21,6 +21,7 @@ from pytest_retrieval_eval.data.ingest import load_corpus
 from pytest_retrieval_eval.errors import CacheError
 from pytest_retrieval_eval.io import checksums
 from pytest_retrieval_eval.retrievers import terms as terms_mod
+from pytest_retrieval_eval.retrievers.bm25_index import stable_order
 from pytest_retrieval_eval.retrievers.terms import count_terms, ensure_table, open_table, table_path
 from tests.support.lme_factory import make_instance, make_turns, write_dataset
 
@@ -335,3 +336,14 @@ def test_count_terms_gives_ids_as_setdefault_per_token_would(texts: list[str],
         assert doc.terms[0].tolist() == ids and doc.terms[1].tolist() == list(counts.values())
         assert doc.length == len(text.split())
         assert vocab == reference
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.integers(0, 70_000), st.integers(0, (1 << 48) + 5),
+                          st.sampled_from([0, 1, 0xFFFF, 0x10000, (1 << 32) - 1, 1 << 32])),
+                max_size=300))
+def test_stable_order_is_a_stable_argsort(values: list[int]) -> None:
+    """The index's radix sort (one stable pass per 16 bits) orders postings as numpy's stable
+    argsort does: equal term ids keep their document order, at any width of id."""
+    keys = np.array(values, dtype=np.int64)
+    assert np.array_equal(stable_order(keys), np.argsort(keys, kind="stable"))
