@@ -13,6 +13,7 @@ import os
 import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import overload
 
 import numpy as np
 
@@ -26,6 +27,7 @@ __all__ = [
     "REFERENCE_USER_VERSION",
     "STORE_FORMAT",
     "VIPUNE_USER_VERSION",
+    "StoreColumns",
     "StoreRow",
     "build_store",
     "model_mark",
@@ -57,26 +59,89 @@ def model_mark(fingerprint: str) -> int:
     return value - (1 << 32) if value >= (1 << 31) else value
 
 
+class StoreColumns(Sequence[StoreRow]):
+    """A persona's rows as parallel columns (:func:`rows_from_arrays`): each row reads as its
+    :data:`StoreRow`; :func:`build_store` checks and writes them a column at a time (a turn
+    store's ~8,500 rows: no array made per row)."""
+
+    def __init__(self, ids: Sequence[str], contents: Sequence[str], vectors: np.ndarray,
+                 created_at: Sequence[str]) -> None:
+        self.ids, self.contents, self.vectors, self.created_at = \
+            ids, contents, vectors, created_at
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @overload
+    def __getitem__(self, index: int) -> StoreRow: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[StoreRow]: ...
+
+    def __getitem__(self, index: int | slice) -> StoreRow | Sequence[StoreRow]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        return (self.ids[index], self.contents[index], self.vectors[index],
+                self.created_at[index])
+
+    def records(self, project_id: str, reference_only: bool | None
+                ) -> tuple[list[tuple[str, str, str, bytes, None, str, str]], bool] | None:
+        """The insert's records and the store's kind (reference-only or not) when every
+        row passes :func:`build_store`'s checks, else None (the row-by-row path then names
+        the first row that fails, as for any rows)."""
+        ids, contents, mat = self.ids, self.contents, self.vectors
+        if mat.ndim != 2 or mat.shape[0] != len(ids) or not len(ids):
+            return None
+        width = mat.shape[1]
+        reference = width != vipune.EMBEDDING_DIM if reference_only is None else reference_only
+        if not reference and width != vipune.EMBEDDING_DIM:
+            return None
+        if not all(isinstance(i, str) and i for i in ids) or \
+                not all(isinstance(c, str) for c in contents):
+            return None
+        if not all(isinstance(value, str) for value in self.created_at):
+            return None
+        dates: dict[str, str] = {}
+        for value in dict.fromkeys(self.created_at):
+            try:
+                dates[value] = _created_at("", value)
+            except DataError:
+                return None
+        if width:
+            floats = np.ascontiguousarray(mat, dtype="<f4")
+            if not np.isfinite(floats).all():
+                return None
+            blobs: Iterable[bytes] = [row.tobytes() for row in floats]
+        else:
+            blobs = itertools.repeat(b"")
+        created = [dates[value] for value in self.created_at]
+        # lengths checked by rows_from_arrays; blobs repeat b"" without end for no vectors
+        return [(i, project_id, c, b, None, d, d) for i, c, b, d in
+                zip(ids, contents, blobs, created, strict=False)], reference
+
+
 def rows_from_arrays(
     ids: Sequence[str],
     contents: Sequence[str],
     vectors: np.ndarray,
     created_at: Sequence[str],
-) -> list[StoreRow]:
-    """Zip parallel persona arrays into :data:`StoreRow` tuples (lengths checked)."""
+) -> StoreColumns:
+    """Parallel persona arrays as :data:`StoreRow` rows (lengths checked)."""
     mat = np.asarray(vectors)
     if not len(ids) == len(contents) == len(created_at) == mat.shape[0]:
         raise ValueError(
             f"{len(ids)} ids, {len(contents)} contents, {mat.shape[0]} vectors and "
             f"{len(created_at)} dates: one of each per row"
         )
-    return [(ids[i], contents[i], mat[i], created_at[i]) for i in range(len(ids))]
+    return StoreColumns(ids, contents, mat, created_at)
 
 
 def _created_at(session_id: str, value: str) -> str:
     if value == "":
         return EMPTY_DATE_PLACEHOLDER
     try:
+        if not isinstance(value, str):
+            raise ValueError(value)
         vipune.parse_rfc3339(value)
     except ValueError:
         raise DataError(
@@ -138,6 +203,7 @@ def build_store(
         tmp.unlink()
     width: list[int] = []
     kind: list[bool] = [] if reference_only is None else [reference_only]
+    dates: dict[str, str] = {}
 
     def records() -> Iterable[tuple[str, str, str, bytes, None, str, str]]:
         for n, row in enumerate(rows):
@@ -169,14 +235,21 @@ def build_store(
                 )
             if not width:
                 width.append(vec.shape[0])
-            if not np.isfinite(vec).all():
+            if vec.shape[0] and not np.isfinite(vec).all():
                 raise CacheError(
                     f"session {session_id!r}: vector holds NaN or infinite values (vipune "
                     "would fail every search); clear the vector cache and re-run prep"
                 )
-            created_text = _created_at(session_id, created)
-            blob = vipune.vector_to_blob(vec, dim=None)
+            created_text = dates.get(created) if isinstance(created, str) else None
+            if created_text is None:  # each distinct date checked once (a session's turns)
+                created_text = dates[created] = _created_at(session_id, created)
+            blob = vipune.vector_to_blob(vec, dim=None) if vec.shape[0] else b""
             yield (session_id, project_id, content, blob, None, created_text, created_text)
+
+    checked = rows.records(project_id, reference_only) \
+        if isinstance(rows, StoreColumns) else None
+    if checked is not None:
+        kind[:] = [checked[1]]
 
     conn = sqlite3.connect(tmp, isolation_level=None)
     try:
@@ -189,7 +262,8 @@ def build_store(
         for statement in vipune.DDL_STATEMENTS[:3]:
             conn.execute(statement)
         try:
-            conn.executemany(vipune.INSERT_SQL, records())
+            conn.executemany(vipune.INSERT_SQL,
+                             records() if checked is None else checked[0])
         except sqlite3.IntegrityError as exc:
             raise DataError(
                 f"store {target.name}: two rows share a session id ({exc}); "

@@ -7,12 +7,15 @@ import json
 import multiprocessing
 import os
 import sqlite3
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pytest_retrieval_eval import vipune
 from pytest_retrieval_eval.errors import CacheError, DataError
@@ -44,7 +47,8 @@ def sample_rows(n: int = 6, seed: int = 0, dim: int = DIM) -> list[store.StoreRo
         " ".join(rng.choice(WORDS, size=int(rng.integers(3, 12))).tolist()) for _ in range(n)
     ]
     dates = [f"2023-05-{1 + i % 28:02d}T08:00:{i % 60:02d}+00:00" for i in range(n)]
-    return store.rows_from_arrays([f"sess_{i}" for i in range(n)], contents, vectors, dates)
+    ids = [f"sess_{i}" for i in range(n)]
+    return list(store.rows_from_arrays(ids, contents, vectors, dates))
 
 
 def master(path: Path | str) -> list[tuple[str, str, str, str | None]]:
@@ -164,6 +168,60 @@ def test_vector_checks(tmp_path: Path) -> None:
     with pytest.raises(CacheError, match="NaN"):
         store.build_store(tmp_path / "d.sqlite", bad)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.sqlite"]
+
+
+def _written(path: Path) -> tuple[object, ...]:
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT rowid, * FROM memories ORDER BY rowid").fetchall()
+        fts = conn.execute("SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE "
+                           "memories_fts MATCH 'alpha OR run OR park' ORDER BY rowid").fetchall()
+        marks = conn.execute("PRAGMA user_version").fetchone(), \
+            conn.execute("PRAGMA application_id").fetchone()
+    return rows, fts, marks
+
+
+def _outcome(path: Path, rows: object, reference_only: bool | None) -> object:
+    try:
+        return _written(store.build_store(path, rows, reference_only=reference_only))  # type: ignore[arg-type]
+    except (DataError, CacheError) as exc:
+        assert not path.exists()
+        return type(exc), str(exc)
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(1, 6), dim=st.sampled_from([0, 3, DIM]),
+       reference_only=st.sampled_from([None, True, False]),
+       flaw=st.sampled_from(["none", "nan", "date", "id", "content", "dup", "date-type"]),
+       at=st.integers(0, 5), seed=st.integers(0, 3))
+def test_columns_write_what_rows_write(tmp_path: Path, n: int, dim: int,
+                                       reference_only: bool | None, flaw: str, at: int,
+                                       seed: int) -> None:
+    """A store built from columns (rows_from_arrays: checked and written a column at a
+    time) is the store the same rows give one by one, and a flawed row fails with the same
+    line (the first flawed row named), nothing left behind."""
+    rows = sample_rows(n, seed=seed, dim=dim)
+    ids, contents, vectors, dates = (list(c) for c in zip(*rows, strict=True))
+    at %= n
+    if flaw == "nan" and dim:
+        vectors[at] = vectors[at].copy()
+        vectors[at][0] = np.inf
+    elif flaw == "date":
+        dates[at] = "2023/05/30 (Tue) 23:40"
+    elif flaw == "date-type":
+        dates[at] = 20230530  # type: ignore[call-overload]
+    elif flaw == "id":
+        ids[at] = ""
+    elif flaw == "content":
+        contents[at] = None  # type: ignore[call-overload]
+    elif flaw == "dup" and n > 1:
+        ids[at] = ids[(at + 1) % n]
+    matrix = np.stack(vectors) if dim else np.zeros((n, 0), np.float32)
+    columns = store.rows_from_arrays(ids, contents, matrix, dates)
+    one_by_one = list(zip(ids, contents, list(matrix), dates, strict=True))
+    by_columns, by_rows = (Path(tempfile.mkdtemp(dir=tmp_path)) / "s.sqlite" for _ in "cr")
+    assert _outcome(by_columns, columns, reference_only) == \
+        _outcome(by_rows, one_by_one, reference_only)
 
 
 @pytest.mark.parametrize(("dim", "kind"), [(384, "vipune"), (768, "ref"), (0, "ref")])
