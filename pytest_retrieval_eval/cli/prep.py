@@ -157,7 +157,7 @@ def _cmd_prep(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             pooling=args.pooling, max_length=args.max_length, query_prefix=args.query_prefix,
             device=args.device, threads=args.threads, batch_size=args.batch_size,
         )
-        scoped = _subset_corpus(args, corpus)
+        scoped = _subset_corpus(args, corpus, root)
         roots = [root, cache_mod.bundled_cache_dir()]
         # The model is loaded only when some vector this prep needs is missing: with every
         # vector cached (the bundled sample's), prep, --shard and cache merge run offline.
@@ -222,18 +222,21 @@ def _cmd_prep(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
-def _subset_corpus(args: argparse.Namespace, corpus: Any) -> Any:
+def _subset_corpus(args: argparse.Namespace, corpus: Any, root: Path) -> Any:
     """The corpus prep sees: under --subset, the chosen pairs only; with --turns, their
-    sessions' turn texts too."""
+    sessions' turn texts too, each persona's turn rows kept under ``root`` as a run keeps
+    them (:mod:`..data.turn_rows`: the first +unit:turn run reads them back, not a turn
+    decoded or keyed again)."""
     if args.subset is not None:
         from ..data import subset as subset_mod
 
         chosen = subset_mod.choose(corpus, args.subset, args.subset_seed, flag="--subset")
         corpus = subset_mod.SubsetCorpus(corpus, chosen)
     if getattr(args, "turns", False):
+        from ..data.turn_rows import TurnRowsCache
         from ..data.turn_texts import WithTurnTexts
 
-        corpus = WithTurnTexts(corpus)
+        corpus = WithTurnTexts(corpus, TurnRowsCache(root / "turns"), hand_on=False)
     return corpus
 
 

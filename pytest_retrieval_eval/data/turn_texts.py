@@ -51,11 +51,15 @@ class WithTurnTexts:
     adds_turns = True
     turns_format = TURN_ROWS_FORMAT
 
-    def __init__(self, corpus: Any, kept: TurnRowsCache | None = None) -> None:
+    def __init__(self, corpus: Any, kept: TurnRowsCache | None = None, *,
+                 hand_on: bool = True) -> None:
         self.corpus = corpus
         #: Where each persona's turn rows are kept (:mod:`.turn_rows`): a warm run reads
         #: its pairs' turn keys there, no turn decoded or keyed.
         self.kept = kept
+        #: Whether the rows are held for the persona that ranks them (a run's start), as
+        #: :meth:`.TurnRowsCache.get_or_build` holds them; prep ranks nothing.
+        self.hand_on = hand_on
         self.dataset_name: str = corpus.dataset_name
         self.dataset_sha256: str = corpus.dataset_sha256
         self._pairs: list[Any] | None = None
@@ -97,7 +101,7 @@ class WithTurnTexts:
         for pair in self.corpus.pairs:
             keys = list(pair.text_keys)
             rows, texts = persona_turn_rows(kept, pair.session_ids, keys, pair.created_at,
-                                            self.corpus.turns, hand_on=True)
+                                            self.corpus.turns, hand_on=self.hand_on)
             if texts is not None:
                 for key, text in zip(rows.keys, texts, strict=True):
                     self._turn_texts.setdefault(key, text)

@@ -71,6 +71,7 @@ def test_retrieval_eval_prep_turns_embeds_what_unit_turn_reads(tmp_path: Path) -
     base = ["prep", "--data", "sample", "--model", str(model), "--cache", str(cache),
             "--no-progress", "--offline"]
     assert console.main(base) == 0  # sessions only
+    assert not (cache / "turns").exists()  # a prep without --turns keeps no turn rows
     with pytest.raises(RetrievalEvalError, match=r"retrieval-eval prep .* --turns`"):
         EvalSession(settings).prepare()
     assert console.main([*base, "--turns"]) == 0
@@ -80,6 +81,18 @@ def test_retrieval_eval_prep_turns_embeds_what_unit_turn_reads(tmp_path: Path) -
     assert session.corpus is not None and session.vectors is not None
     wanted = {k for p in WithTurnTexts(session.corpus).pairs for k in p.text_keys}
     assert session.vectors.missing(sorted(wanted)) == []
+    # prep kept each persona's turn rows: the first +unit:turn run reads them back (no turn
+    # decoded or keyed again), the same rows it would have built
+    kept = session.turn_rows_cache()
+    personas = len(session.corpus.pairs)
+    assert kept.built == 0 and kept.read == personas
+    pair = next(p for p in session.corpus.pairs if not p.abstention)
+    rows = session.persona(pair).turn_rows()  # type: ignore[misc]
+    fresh = _session(tmp_path / "fresh", model, "semantic+unit:turn")
+    assert fresh.corpus is not None
+    again = fresh.persona(next(p for p in fresh.corpus.pairs if p.question_id ==
+                               pair.question_id)).turn_rows()  # type: ignore[misc]
+    assert (rows.session_ids, rows.text_keys) == (again.session_ids, again.text_keys)
 
 
 def test_turn_rows_the_start_read_are_handed_to_the_ranking_then_dropped(
