@@ -217,15 +217,18 @@ def interleave(name: str, versions: Sequence[Version], repeat: int,
 
 
 def against(rev: str, data: Path, base: Path, repeat: int,
-            warm_only: bool = False, memories: str = "no") -> list[str]:
+            warm_only: bool = False, memories: str = "no",
+            first_runs: Sequence[str] | None = None) -> list[str]:
     """Every phase, NEW against ``rev``; the Markdown lines of the table. ``warm_only``: the
     warm runs alone, on the caches a previous full ``--against`` run left under ``base``
     (corpus, vectors, stores, term counts), the venvs made anew from the working tree.
     ``memories``: "also" adds the memory phases (:func:`memory_phases`) after the others,
-    "only" runs them alone (the corpus built and the vectors embedded untimed)."""
+    "only" runs them alone (the corpus built and the vectors embedded untimed).
+    ``first_runs`` (with "only"): just these memory runs' first runs (kinds of
+    :data:`MEMORY_RUNS`), no warm run."""
     new, old = build_versions(rev, base)
     if memories == "only":
-        return _memories_only(rev, new, old, data, base, repeat)
+        return _memories_only(rev, new, old, data, base, repeat, first_runs)
     versions = (new, old)
     work = base / "work"
     shutil.rmtree(work, ignore_errors=True)
@@ -304,16 +307,20 @@ MEMORY_RUNS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 
 
 def memory_phases(versions: Sequence[Version], data: Path, base: Path, work: Path,
-                  repeat: int, notes: list[str], rev: str) -> list[Phase]:
+                  repeat: int, notes: list[str], rev: str,
+                  first_runs: Sequence[str] | None = None) -> list[Phase]:
     """The memory paths (issue 44), after ``prep --turns`` (NEW embeds, REV's prep takes the
     copied vectors): each turn path's first run (what it builds: turn rows, the bm25 turn
     index, the FTS5 turn stores) and warm runs, the budget run and the same retrievers
-    without it, and a warm hybrid run with the turn vectors in the cache (its shard check)."""
+    without it, and a warm hybrid run with the turn vectors in the cache (its shard check).
+    ``first_runs``: only the first runs of those kinds."""
     new, old = versions[0], versions[1]
     cwd = work / "empty"
-    sample([str(new.python), "-m", "pytest_retrieval_eval.cli", "prep", "--no-progress",
-            "--turns", "--data", str(data), "--model", str(_tiny(base)),
-            "--cache", str(new.cache)], cwd, _env())
+    prepped = sample([str(new.python), "-m", "pytest_retrieval_eval.cli", "prep",
+                      "--no-progress", "--turns", "--data", str(data), "--model",
+                      str(_tiny(base)), "--cache", str(new.cache)], cwd, _env())
+    notes.append(f"NEW's `prep --turns` (embeds the turn texts; keeps each persona's turn "
+                 f"rows since 964e47a): {prepped.cpu:.1f} s CPU, {prepped.wall:.1f} s wall")
     shutil.copytree(new.cache / "vectors", old.cache / "vectors", dirs_exist_ok=True)
     prep = sample([str(old.python), "-m", "pytest_retrieval_eval.cli", "prep",
                    "--no-progress", "--turns", "--data", str(data), "--model",
@@ -326,6 +333,13 @@ def memory_phases(versions: Sequence[Version], data: Path, base: Path, work: Pat
         return [*_pytest(v, data, work / f"{kind}-{v.label}-{i}.json", retrievers), *extra]
 
     phases: list[Phase] = []
+    if first_runs is not None:
+        for kind, retrievers, extra in MEMORY_RUNS:
+            if kind in first_runs:
+                label = f"first run, {retrievers}" + (f", budget {extra[1]}" if extra else "")
+                phases.append(interleave(label, versions, 1, partial(
+                    run, f"first-{kind}", retrievers, extra), cwd))
+        return phases
     for kind, retrievers, extra in MEMORY_RUNS[:3]:
         phases.append(interleave(f"first run, {retrievers}", versions, 1,
                                  partial(run, f"first-{kind}", retrievers, extra), cwd))
@@ -346,7 +360,7 @@ def memory_phases(versions: Sequence[Version], data: Path, base: Path, work: Pat
 
 
 def _memories_only(rev: str, new: Version, old: Version, data: Path, base: Path,
-                   repeat: int) -> list[str]:
+                   repeat: int, first_runs: Sequence[str] | None = None) -> list[str]:
     """The memory phases alone, with the warm hybrid run before the turn vectors come (the
     baseline of "x hybrid"): the corpus built and the session vectors embedded untimed."""
     versions = (new, old)
@@ -368,13 +382,16 @@ def _memories_only(rev: str, new: Version, old: Version, data: Path, base: Path,
     phases = [interleave("first run, hybrid (builds the stores)", versions, 1,
                          lambda v, i: _pytest(v, data, work / f"first-{v.label}.json",
                                               "hybrid"), cwd),
-              interleave("warm run, hybrid", versions, repeat,
-                         lambda v, i: _pytest(v, data, work / f"hybrid-{v.label}-{i}.json",
-                                              "hybrid"), cwd)]
+              ]
+    if first_runs is None:
+        phases.append(interleave(
+            "warm run, hybrid", versions, repeat,
+            lambda v, i: _pytest(v, data, work / f"hybrid-{v.label}-{i}.json", "hybrid"), cwd))
     notes: list[str] = ["the memory phases alone (`--only memories`): corpus built and "
                         "session vectors embedded untimed, by each version"]
-    phases.extend(memory_phases(versions, data, base, work, repeat, notes, rev))
-    kinds = ["hybrid", "hybrid-turned", *(kind for kind, _, _ in MEMORY_RUNS)]
+    phases.extend(memory_phases(versions, data, base, work, repeat, notes, rev, first_runs))
+    kinds = ["hybrid", "hybrid-turned", *(kind for kind, _, _ in MEMORY_RUNS)] \
+        if first_runs is None else [f"first-{kind}" for kind in first_runs]
     return [*table(phases, new, old, repeat), "", *(f"- {n}" for n in notes),
             _same_note(new, old, work, rev, kinds)]
 

@@ -112,6 +112,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "NEW/REV ratios (benchmarks/against.py); --only is ignored but "
                              "for 'memories': the turn paths and the budget after the "
                              "other phases (--only memories: those alone)")
+    parser.add_argument("--first-runs", default=None, metavar="KINDS",
+                        help="with --against and --only memories: only these memory runs' "
+                             "first runs, a comma list of sem-turn, bm25-turn, fts-turn, "
+                             "budget (default: every first and warm run)")
     parser.add_argument("--warm-only", action="store_true",
                         help="with --against: only the warm runs, on the caches an earlier "
                              "full --against run left (the venvs made anew)")
@@ -202,8 +206,18 @@ def _against(args: argparse.Namespace, scale: Scale) -> int:
     phases = set(args.only.split(","))
     memories = "no" if "memories" not in phases else "only" if phases == {"memories"} \
         else "also"
+    first_runs = None if args.first_runs is None else [
+        k for k in args.first_runs.split(",") if k]
+    if first_runs is not None:
+        from benchmarks.against import MEMORY_RUNS
+
+        known = [kind for kind, _, _ in MEMORY_RUNS]
+        unknown = [k for k in first_runs if k not in known]
+        if unknown or not first_runs or memories != "only":
+            raise SystemExit(f"--first-runs takes a comma list of {', '.join(known)}, with "
+                             f"--only memories (got {args.first_runs!r})")
     lines = against(args.against, data, base / scale.name / "against", args.repeat,
-                    warm_only=args.warm_only, memories=memories)
+                    warm_only=args.warm_only, memories=memories, first_runs=first_runs)
     text = "\n".join([*info, f"uptime: {os.getloadavg()[0]:.2f} at the end", "", *lines])
     print("\n" + text)
     if args.out is not None:
