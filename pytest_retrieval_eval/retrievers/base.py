@@ -127,6 +127,24 @@ class Memory:
     text: str | None = None
 
 
+#: The last few id lists' row maps (:func:`rows_by_id`), newest first.
+_ROWS_BY_ID: list[tuple[Sequence[str], dict[str, int]]] = []
+
+
+def rows_by_id(ids: Sequence[str]) -> dict[str, int]:
+    """Each id's row in ``ids`` (an id given twice: its last row), kept for the last few
+    tuples asked: a turn what-if ranking a persona's turn rows and a budget counting their
+    tokens ask for the same persona's map. Its readers never change it."""
+    for known, rows in _ROWS_BY_ID:
+        if known is ids:
+            return rows
+    rows = dict(zip(ids, range(len(ids)), strict=True))
+    if isinstance(ids, tuple):  # immutable: the map stays its
+        _ROWS_BY_ID.insert(0, (ids, rows))
+        del _ROWS_BY_ID[4:]
+    return rows
+
+
 class LazySequence(Sequence[T]):
     """A persona's per-row values, loaded by ``loader`` on first use (then kept)."""
 

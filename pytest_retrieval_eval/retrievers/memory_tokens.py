@@ -25,7 +25,7 @@ from ..errors import RetrieverError
 from ..scoring.budget import budget_fit, gold_reach, score_budget
 from ..scoring.longmemeval_metrics import strip_turn
 from ..vectors.token_counts import TokenCounts
-from .base import LazyTexts, Memory, Persona
+from .base import LazyTexts, Memory, Persona, rows_by_id
 
 __all__ = ["RECORDED_EXCERPT", "as_memories", "budget_step", "covered_sessions",
            "describe_record", "memory_text", "memory_tokens"]
@@ -44,7 +44,10 @@ def as_memories(ranked: Sequence[str | Memory]) -> list[Memory]:
 def covered_sessions(memory: Memory) -> tuple[str, ...]:
     """The sessions a memory covers, in order: its ``sessions``, then its turns' sessions
     (a turn id less its ``_<n>``), each once."""
-    return tuple(dict.fromkeys([*memory.sessions, *(strip_turn(t) for t in memory.turns)]))
+    sessions, turns = memory.sessions, memory.turns
+    if not sessions and len(turns) == 1:  # a turn memory (a turn what-if's): its session
+        return (strip_turn(turns[0]),)
+    return tuple(dict.fromkeys([*sessions, *(strip_turn(t) for t in turns)]))
 
 
 #: The last session ids' first row each (:func:`_first_rows`): the ids and the map.
@@ -146,8 +149,6 @@ class _TurnKeys:
     count is looked up without rendering or hashing its text; None where the persona has
     no turn rows."""
 
-    _last: tuple[Persona, dict[str, int]] | None = None
-
     def __init__(self, persona: Persona) -> None:
         self.turns: Persona | None = None
         self.rows: dict[str, int] = {}
@@ -159,13 +160,7 @@ class _TurnKeys:
             turns = make(vectors=False)  # type: ignore[call-arg]
         except TypeError:  # a persona made elsewhere
             return
-        last = _TurnKeys._last
-        if last is not None and last[0] is turns:
-            self.rows = last[1]
-        else:
-            self.rows = dict(zip(turns.session_ids, range(len(turns.session_ids)),
-                                 strict=True))
-            _TurnKeys._last = (turns, self.rows)
+        self.rows = rows_by_id(turns.session_ids)
         self.turns = turns
 
     def key(self, turn_id: str) -> str | None:

@@ -21,7 +21,7 @@ import numpy as np
 from ..boundary.turn_ids import parse_turn_id
 from ..errors import RetrieverError
 from ..vipune.semantic import first_groups
-from .base import Memory, Persona, Query, _check_limit
+from .base import Memory, Persona, Query, _check_limit, rows_by_id
 
 __all__ = ["TurnUnit", "turn_memories"]
 
@@ -63,7 +63,6 @@ class TurnUnit:
         #: The last turn persona's session row per turn row.
         self._sessions: tuple[Persona, np.ndarray] | None = None
         #: The last turn persona's row per turn id.
-        self._rows: tuple[Persona, dict[str, int]] | None = None
         #: The last (turn persona, query)'s memories made by :meth:`first_memories`.
         self._first: tuple[Persona, Query, list[Memory]] | None = None
 
@@ -128,10 +127,8 @@ class TurnUnit:
                              lim)
 
     def _row_of(self, turns: Persona) -> dict[str, int]:
-        """Each turn id's row in ``turns``, once per persona."""
-        if self._rows is None or self._rows[0] is not turns:
-            self._rows = (turns, {t: i for i, t in enumerate(turns.session_ids)})
-        return self._rows[1]
+        """Each turn id's row in ``turns``, once per persona (:func:`.base.rows_by_id`)."""
+        return rows_by_id(turns.session_ids)
 
     def first_memories(self, persona: Persona, query: Query, count: int) -> list[Memory]:
         """The first ``count`` memories of the ranking a budget's longer read takes

@@ -31,8 +31,10 @@ SESSION_PREFIX = "session_"
 
 
 def strip_turn(turn_id: str) -> str:
-    """The session id of a turn id: everything before the last ``_`` (eval_utils.py line 35)."""
-    return "_".join(turn_id.split("_")[:-1])
+    """The session id of a turn id: everything before the last ``_`` (eval_utils.py line 35:
+    the parts of a split at ``_`` joined again without the last, i.e. "" for an id without
+    one)."""
+    return turn_id.rpartition("_")[0]
 
 
 def recall_any(ranked: Sequence[str], gold: Collection[str], k: int) -> float:

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
 
 from pytest_retrieval_eval.data.pairs import Instance, Rejection
@@ -163,6 +165,13 @@ def test_turn_ids_count_every_turn_from_one_and_keep_user_turns() -> None:
     assert lme_turn_items("answer_s", turns) == [("noans_s_1", "a"), ("answer_s_3", "c")]
     assert lme_turn_items("s", turns) == [("s_1", "a"), ("s_3", "c")]
     assert strip_turn("answer_s_3") == "answer_s" and strip_turn("a_b_c_12") == "a_b_c"
+
+
+@given(st.text(alphabet="ab_1", max_size=12))
+def test_strip_turn_is_eval_utils_expression(turn_id: str) -> None:
+    """LongMemEval's eval_utils.py line 35 (the parts split at ``_``, joined without the
+    last), whatever the id: none, one or several ``_``, leading or trailing."""
+    assert strip_turn(turn_id) == "_".join(turn_id.split("_")[:-1])
 
 
 def test_vipune_turns_are_rows_of_either_role_gold_the_has_answer_turns() -> None:
