@@ -69,7 +69,7 @@ def add_commands(sub: argparse._SubParsersAction[Any], default_cache: Path) -> N
                            "session)")
     prep.add_argument("--turns", action="store_true",
                       help="also every session's turns, as the +unit:turn retrievers read "
-                           "them (docs/memories.md)")
+                           "them, each persona's turn rows kept for them (docs/memories.md)")
     prep.add_argument("--no-progress", action="store_true", help="draw no progress bar")
     _add_scale_arguments(prep)
 

@@ -258,14 +258,16 @@ SESSIONS_KEPT = 50_000
 def persona_turn_rows(kept: TurnRowsCache, session_ids: Sequence[str],
                       text_keys: Sequence[str], created_at: Sequence[str],
                       turns_of: Callable[[list[str]], Sequence[Sequence[Mapping[str, str]]]],
-                      *, hand_on: bool = False) -> tuple[TurnRows, list[str] | None]:
+                      *, hand_on: bool = False, rendered_out: dict[str, str] | None = None
+                      ) -> tuple[TurnRows, list[str] | None]:
     """A persona's turn rows, read back from ``kept`` or built and kept; ``turns_of(keys)``:
     the turns of the sessions of those text keys (only sessions this process has not made
     rows of yet are read). With them, in ``extra``, the turn persona's own key (``"key"``)
     and its FTS5 store's (``"store"``), as :mod:`..vipune.store` addresses them. Texts: the
     built rows' when every session was read here (None: read back, or some rows made from
     sessions seen before; rendered when asked). ``hand_on``: as
-    :meth:`TurnRowsCache.get_or_build`'s."""
+    :meth:`TurnRowsCache.get_or_build`'s. ``rendered_out``: each turn text rendered here is
+    added to it by its key (the sessions read here, whether or not every one was)."""
     from ..vipune import store as store_mod  # the store's addressing rules
 
     salt = store_mod.store_key("0" * 64, "turns")
@@ -277,6 +279,9 @@ def persona_turn_rows(kept: TurnRowsCache, session_ids: Sequence[str],
             one, texts = build_turn_rows([turns])
             _SESSIONS[key] = (tuple(one.numbers.tolist()), one.keys, len(turns), one.blocks[0])
             rendered[key] = texts
+            if rendered_out is not None:
+                for turn_key, text in zip(one.keys, texts, strict=True):
+                    rendered_out.setdefault(turn_key, text)
         session_rows: list[int] = []
         numbers: list[int] = []
         keys: list[str] = []

@@ -64,6 +64,10 @@ class WithTurnTexts:
         self.dataset_sha256: str = corpus.dataset_sha256
         self._pairs: list[Any] | None = None
         self._turn_texts: dict[str, str] = {}
+        #: Where each kept row's text lies, by its key: its session's text key and its turn
+        #: number (:meth:`_from_kept`), so that a text not rendered yet is made from its
+        #: own session alone.
+        self._where: dict[str, tuple[str, int]] = {}
 
     @property
     def pairs(self) -> list[Any]:
@@ -98,19 +102,37 @@ class WithTurnTexts:
         """Each pair's turn keys from its kept turn rows (built and kept where missing);
         the texts of rows read back are rendered only when :meth:`texts` asks for them."""
         out: list[Any] = []
+        where = self._where
         for pair in self.corpus.pairs:
             keys = list(pair.text_keys)
-            rows, texts = persona_turn_rows(kept, pair.session_ids, keys, pair.created_at,
-                                            self.corpus.turns, hand_on=self.hand_on)
-            if texts is not None:
-                for key, text in zip(rows.keys, texts, strict=True):
-                    self._turn_texts.setdefault(key, text)
+            rows, _ = persona_turn_rows(kept, pair.session_ids, keys, pair.created_at,
+                                        self.corpus.turns, hand_on=self.hand_on,
+                                        rendered_out=self._turn_texts)
+            for key, s, n in zip(rows.keys, rows.session_rows.tolist(), rows.numbers.tolist(),
+                                 strict=True):
+                if key not in where:
+                    where[key] = (keys[s], n)
             out.append(replace(pair, text_keys=(*pair.text_keys, *rows.keys)))
         return out
 
     def _render(self, wanted: set[str]) -> None:
-        """The texts of the turn keys ``wanted``, rendered from the sessions' turns."""
+        """The texts of the turn keys ``wanted``, rendered from the sessions' turns: from
+        their own sessions where the kept rows say which (each read once), else from every
+        session."""
         own = self._turn_texts
+        placed = [k for k in wanted if k in self._where]
+        if placed:
+            by_session: dict[str, list[tuple[str, int]]] = {}
+            for key in placed:
+                session, number = self._where[key]
+                by_session.setdefault(session, []).append((key, number))
+            for session, turns in zip(by_session, self.corpus.turns(list(by_session)),
+                                      strict=True):
+                for key, number in by_session[session]:
+                    own.setdefault(key, render_session([turns[number - 1]]))
+            wanted = set(wanted) - set(placed)
+            if not wanted:
+                return
         sessions = list(dict.fromkeys(k for pair in self.corpus.pairs for k in pair.text_keys))
         for turns in self.corpus.turns(sessions):
             for _, text in turn_items("", turns):

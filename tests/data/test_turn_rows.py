@@ -156,3 +156,43 @@ def test_rows_handed_on_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert run.read == 2
     assert run.load(first, len(TURNS)) is handed and run.read == 2
     assert run.load(second, len(other)) is not None and run.read == 3  # over the bound
+
+
+class _CountingCorpus:
+    """The bundled sample's corpus, counting the sessions whose turns are decoded."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+        self.decoded = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def turns(self, keys: list[str]) -> object:
+        self.decoded += len(keys)
+        return self.inner.turns(keys)  # type: ignore[attr-defined]
+
+
+def test_turn_texts_with_kept_rows_decode_each_session_once(tmp_path: Path) -> None:
+    """prep --turns (WithTurnTexts over kept turn rows): every turn text rendered while the
+    rows are built is kept, so embedding them decodes no session again; a later prep that
+    reads the rows back renders a text it lacks from its own session alone (it once decoded
+    every session of the corpus for each chunk of texts asked)."""
+    from pytest_retrieval_eval.data import dataset, ingest
+    from pytest_retrieval_eval.data.turn_texts import WithTurnTexts
+
+    corpus = _CountingCorpus(ingest.load_corpus(dataset.resolve_dataset("sample"),
+                                                tmp_path / "corpus"))
+    sessions = {k for p in corpus.pairs for k in p.text_keys}  # type: ignore[attr-defined]
+    first = WithTurnTexts(corpus, TurnRowsCache(tmp_path / "turns"), hand_on=False)
+    turn_keys = sorted({k for p in first.pairs for k in p.text_keys} - sessions)
+    assert corpus.decoded == len(sessions)  # each session once, for its rows
+    texts = first.texts(turn_keys)
+    assert corpus.decoded == len(sessions)  # nothing decoded again
+    assert [text_key(t) for t in texts] == turn_keys
+    later = WithTurnTexts(corpus, TurnRowsCache(tmp_path / "turns"), hand_on=False)
+    later.pairs  # noqa: B018 - read back: no session decoded
+    assert corpus.decoded == len(sessions)
+    some = turn_keys[::50]
+    assert later.texts(some) == [t for k, t in zip(turn_keys, texts, strict=True) if k in some]
+    assert corpus.decoded - len(sessions) <= len(some)  # their sessions alone
