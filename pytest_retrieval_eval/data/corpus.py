@@ -30,11 +30,11 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import CacheError
 from ..io.checksums import (
@@ -57,6 +57,7 @@ __all__ = [
     "PairRecord",
     "Progress",
     "corpus_path",
+    "decode_turn_texts",
     "decode_turns",
     "encode_turns",
     "gold_source",
@@ -68,6 +69,7 @@ __all__ = [
 
 Progress = Callable[[str, int, "int | None"], None]
 """(label, done, total): how the plugin and the CLI report progress."""
+_T = TypeVar("_T")
 
 #: Bumped whenever the file layout or the parsing rules change: older files are rebuilt.
 #: 5: an empty session id is rejected; 4: an instance repeating a JSON key is rejected;
@@ -284,6 +286,16 @@ class Corpus:
         """Each text's turns as ``{"role", "content"}`` records, in order (``[]`` for a
         text stored without them: a question). Contents are cut from the texts (read and
         checked against their keys, :meth:`texts`) where :func:`encode_turns` found them."""
+        return self._decoded(keys, decode_turns)
+
+    def turn_texts(self, keys: Sequence[str]) -> list[list[str]]:
+        """Each text's turns as the turn granularity renders a turn, ``"role: content"``
+        (``render_session`` of that one turn), made straight from the stored text: what
+        :meth:`turns` gives, rendered, without a record a turn."""
+        return self._decoded(keys, decode_turn_texts)
+
+    def _decoded(self, keys: Sequence[str], decode: Callable[[str, str], list[_T]]
+                 ) -> list[list[_T]]:
         found: dict[str, str] = {}
         unique = list(dict.fromkeys(keys))
         for start in range(0, len(unique), _SELECT_CHUNK):
@@ -293,10 +305,10 @@ class Corpus:
                 f"SELECT key, turns FROM turns WHERE key IN ({marks})", chunk))
         held = [key for key in unique if key in found]
         texts = dict(zip(held, self.texts(held), strict=True))
-        decoded: dict[str, list[dict[str, str]]] = {}
+        decoded: dict[str, list[_T]] = {}
         for key in held:
             try:
-                decoded[key] = decode_turns(texts[key], found[key])
+                decoded[key] = decode(texts[key], found[key])
             except ValueError:
                 raise CacheError(f"corpus file {self.path}: the turns under key {key[:16]}… "
                                  "are damaged; delete it and run again to rebuild it") from None
@@ -388,28 +400,45 @@ _json_str_kept = lru_cache(maxsize=64)(_json_str)  # roles: "user", "assistant",
 def decode_turns(text: str, stored: str) -> list[dict[str, str]]:
     """The turns :func:`encode_turns` stored for ``text``; ``ValueError`` when ``stored`` is
     not such an encoding (or its offsets lie outside ``text``)."""
-    out: list[dict[str, str]] = []
+    return [{"role": role, "content": content} for role, content in _turn_parts(text, stored)]
+
+
+def decode_turn_texts(text: str, stored: str) -> list[str]:
+    """:func:`decode_turns`'s turns, each rendered ``"role: content"`` as
+    :func:`.pairs.render_session` renders one turn; the same checks."""
+    if not stored:  # a rendered session's pieces are its turns' texts, once checked
+        pieces = _SPLIT_AT.split(text)
+        for piece in pieces:
+            role, sep, _ = piece.partition(": ")
+            if role not in _SPLIT_ROLES or not sep:
+                raise ValueError("not a rendered session")
+        return pieces
+    return [f"{role}: {content}" for role, content in _turn_parts(text, stored)]
+
+
+def _turn_parts(text: str, stored: str) -> Iterator[tuple[str, str]]:
+    """Each turn's (role, content), as :func:`encode_turns` stored them for ``text``."""
     if not stored:  # a rendered session, split where its turns meet
         for piece in _SPLIT_AT.split(text):
             role, sep, content = piece.partition(": ")
             if role not in _SPLIT_ROLES or not sep:
                 raise ValueError("not a rendered session")
-            out.append({"role": role, "content": content})
-        return out
+            yield role, content
+        return
     entries = json.loads(stored)
     if not isinstance(entries, list):
         raise ValueError("not a list of turns")
+    size = len(text)
     for entry in entries:
         if not isinstance(entry, list) or not entry or not isinstance(entry[0], str):
             raise ValueError("not a turn")
         if len(entry) == 2 and isinstance(entry[1], str):
-            out.append({"role": entry[0], "content": entry[1]})
+            yield entry[0], entry[1]
             continue
-        if (len(entry) != 3 or not all(type(v) is int for v in entry[1:])
-                or not 0 <= entry[1] <= entry[2] <= len(text)):
+        if (len(entry) != 3 or type(entry[1]) is not int or type(entry[2]) is not int
+                or not 0 <= entry[1] <= entry[2] <= size):
             raise ValueError("a turn's offsets lie outside its text")
-        out.append({"role": entry[0], "content": text[entry[1]:entry[2]]})
-    return out
+        yield entry[0], text[entry[1]:entry[2]]
 
 
 def open_if_complete(

@@ -76,6 +76,12 @@ class TurnRows:
         return [render_session([turns[s][n - 1]])
                 for s, n in zip(self.session_rows.tolist(), self.numbers.tolist(), strict=True)]
 
+    def texts_from(self, rendered: Sequence[Sequence[str]]) -> list[str]:
+        """Each row's text, from the persona's sessions' turns already rendered one by one
+        (:meth:`.Corpus.turn_texts`): what :meth:`texts` makes."""
+        return [rendered[s][n - 1]
+                for s, n in zip(self.session_rows.tolist(), self.numbers.tolist(), strict=True)]
+
     def texts_of(self, rows: Sequence[int],
                  read: Callable[[list[int]], Sequence[Sequence[Mapping[str, str]]]]
                  ) -> list[str]:

@@ -177,6 +177,9 @@ class LazySequence(Sequence[T]):
     def __len__(self) -> int:
         return len(self._load())
 
+    def __iter__(self) -> Iterator[T]:
+        return iter(self._load())  # the loaded list's own iterator, not one index at a time
+
 
 class LazyTexts(LazySequence[str]):
     """A persona's row texts, loaded by ``loader`` on first use (then kept). ``some(rows)``,
@@ -214,10 +217,12 @@ class TurnLists(LazySequence[Sequence[Mapping[str, str]]]):
                  by_keys: Callable[[list[str]], Sequence[Sequence[Mapping[str, str]]]]
                  | None = None,
                  some: Callable[[list[int]], Sequence[Sequence[Mapping[str, str]]]]
-                 | None = None) -> None:
+                 | None = None,
+                 rendered: Callable[[], Sequence[Sequence[str]]] | None = None) -> None:
         super().__init__(loader)
         self._by_keys = by_keys
         self._some = some
+        self._rendered = rendered
         self.counts: Sequence[int] | np.ndarray | None = None
         self._one = one
         self._size = size
@@ -233,6 +238,14 @@ class TurnLists(LazySequence[Sequence[Mapping[str, str]]]):
         if self._by_keys is not None:
             return self._by_keys(keys)
         return self._load()
+
+    def rendered(self) -> Sequence[Sequence[str]]:
+        """Every session's turns rendered ``"role: content"`` (as ``render_session`` renders
+        one turn): from the turns when read already, else by ``rendered`` (no record made
+        a turn, nothing kept)."""
+        if self._rendered is not None and not self.loaded:
+            return self._rendered()
+        return [[f"{t['role']}: {t['content']}" for t in turns] for turns in self._load()]
 
     def of_rows(self, rows: Sequence[int]) -> Sequence[Sequence[Mapping[str, str]]]:
         """The turns of the sessions ``rows`` (in that order), read in one go by ``some``

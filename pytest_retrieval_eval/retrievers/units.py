@@ -27,6 +27,10 @@ __all__ = ["TurnUnit", "turn_memories"]
 
 #: Bumped whenever what a kept turn index holds changes (its file's name carries it).
 _KEPT_FORMAT = 2
+#: A ranking's first read of turn rows: this many a session asked for, at least
+#: ``_FIRST_READ``; each next read four times the last, until the sessions are covered.
+_READ_PER_SESSION = 8
+_FIRST_READ = 64
 
 
 def turn_memories(ranked: list[tuple[str, float | None]], session_of: dict[str, str],
@@ -62,7 +66,6 @@ class TurnUnit:
         self.held_bytes = 0
         #: The last turn persona's session row per turn row.
         self._sessions: tuple[Persona, np.ndarray] | None = None
-        #: The last turn persona's row per turn id.
         #: The last (turn persona, query)'s memories made by :meth:`first_memories`.
         self._first: tuple[Persona, Query, list[Memory]] | None = None
 
@@ -101,7 +104,7 @@ class TurnUnit:
         top = getattr(self.base, "top_rows", None)
         if callable(top):
             # the exact ranking's first rows only, as many as cover ``lim`` sessions
-            count = min(len(turns.session_ids), max(8 * lim, 64))
+            count = min(len(turns.session_ids), max(_READ_PER_SESSION * lim, _FIRST_READ))
             while True:
                 rows, scores = top(turns, query, count)
                 cut = _covering(session_of, rows, lim)
@@ -111,20 +114,32 @@ class TurnUnit:
             ids = turns.session_ids
             return [Memory(id=ids[r], score=s, turns=(ids[r],)) for r, s in
                     zip(rows[:cut].tolist(), scores[:cut].tolist(), strict=True)]
-        return self._base_memories(persona, turns, query, len(turns.session_ids), lim)
+        size = len(turns.session_ids)
+        if not getattr(self.base, "limit_is_prefix", False):
+            return self._base_memories(persona, turns, query, size, lim)[0]
+        # a LIMIT of n rows gives the first n rows of any larger LIMIT (FtsRetriever.
+        # limit_is_prefix): rows read until their memories cover ``lim`` sessions, grown
+        # as the top rows' reads grow, not the persona's every matching turn fetched
+        count = min(size, max(_READ_PER_SESSION * lim, _FIRST_READ))
+        while True:
+            memories, read, covered = self._base_memories(persona, turns, query, count, lim)
+            if covered >= lim or read < count or count >= size:
+                return memories
+            count = min(size, count * 4)
 
     def _base_memories(self, persona: Persona, turns: Persona, query: Query, rows: int,
-                       lim: int) -> list[Memory]:
+                       lim: int) -> tuple[list[Memory], int, int]:
         """The base's ranking of the first ``rows`` turn rows as turn memories covering
-        ``lim`` sessions; each ranked turn's session looked up, not every turn's."""
+        ``lim`` sessions, how many rows it ranked and how many sessions they cover; each
+        ranked turn's session looked up, not every turn's."""
         got = self.base.rank(turns, query, rows)
         scores = {i: s for i, s in (getattr(self.base, "last_scores", None) or [])}
         ranked = [(str(i), scores.get(str(i))) for i in got]
         session_of = self._session_of(persona, turns)
         row_of = self._row_of(turns)
         ids = persona.session_ids
-        return turn_memories(ranked, {t: ids[int(session_of[row_of[t]])] for t, _ in ranked},
-                             lim)
+        sessions = {t: ids[int(session_of[row_of[t]])] for t, _ in ranked}
+        return turn_memories(ranked, sessions, lim), len(got), len(set(sessions.values()))
 
     def _row_of(self, turns: Persona) -> dict[str, int]:
         """Each turn id's row in ``turns``, once per persona (:func:`.base.rows_by_id`)."""
@@ -143,7 +158,7 @@ class TurnUnit:
             # a LIMIT of ``count`` rows gives the first ``count`` rows of any larger LIMIT
             # (FtsRetriever.limit_is_prefix): as many turns ranked as are read
             rows = min(max(count, 1), len(turns.session_ids))
-            return self._base_memories(persona, turns, query, rows, lim)[:count]
+            return self._base_memories(persona, turns, query, rows, lim)[0][:count]
         if not turns.session_ids or not callable(top):
             return self.rank(persona, query, max(lim, 1))[:count]
         session_of = self._session_of(persona, turns)

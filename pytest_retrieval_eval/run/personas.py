@@ -77,10 +77,13 @@ def build_persona(pair: PairRecord, corpus: Corpus, vectors: VectorCache | None,
     def load_turns() -> list[list[dict[str, str]]]:
         return corpus.turns(list(pair.text_keys))
 
+    turn_texts = getattr(corpus, "turn_texts", None)
     session_turns = TurnLists(load_turns,
                               lambda row: corpus.turns([pair.text_keys[row]])[0],
                               len(pair.text_keys), corpus.turns,
-                              lambda rows: corpus.turns([pair.text_keys[r] for r in rows]))
+                              lambda rows: corpus.turns([pair.text_keys[r] for r in rows]),
+                              None if turn_texts is None else
+                              lambda: turn_texts(list(pair.text_keys)))
     turned: dict[bool, retrievers_mod.Persona] = {}
     blocks: tuple[tuple[bytes, ...], list[int]] = ((), [])  # made with turned[False]
 
@@ -150,7 +153,7 @@ def turn_persona(pair: PairRecord, turns: TurnLists, stores: store_mod.StoreCach
     created = [pair.created_at[s] for s in rows.session_rows.tolist()]
     session_rows, numbers = rows.session_rows.tolist(), rows.numbers.tolist()
     texts: Sequence[str] = built_texts if built_texts is not None else \
-        retrievers_mod.LazyTexts(lambda: rows.texts(turns.every()),
+        retrievers_mod.LazyTexts(lambda: rows.texts_from(turns.rendered()),
                                  lambda wanted: rows.texts_of(wanted, turns.of_rows))
 
     def load_records() -> list[tuple[Mapping[str, str]]]:

@@ -7,6 +7,7 @@ marks in the SQLite header, all through a temporary file and ``os.replace``
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import itertools
 import os
@@ -45,6 +46,10 @@ VIPUNE_USER_VERSION = 0x52450000 + STORE_FORMAT
 REFERENCE_USER_VERSION = 0x52450100 + STORE_FORMAT
 #: ``created_at`` written for a session without a date (only recency > 0 would read it).
 EMPTY_DATE_PLACEHOLDER = "1970-01-01T00:00:00+00:00"
+
+#: SQLite's page size for a store without vectors built from columns (SQLite's default,
+#: 4096, for any other).
+NO_VECTORS_PAGE_SIZE = 16384
 
 StoreRow = tuple[str, str, np.ndarray, str]
 """One memory row: (id = session id, content, vector, created_at RFC 3339 or "")."""
@@ -85,7 +90,7 @@ class StoreColumns(Sequence[StoreRow]):
                 self.created_at[index])
 
     def records(self, project_id: str, reference_only: bool | None
-                ) -> tuple[list[tuple[str, str, str, bytes, None, str, str]], bool] | None:
+                ) -> tuple[Iterable[tuple[str, str, str, bytes, None, str, str]], bool] | None:
         """The insert's records and the store's kind (reference-only or not) when every
         row passes :func:`build_store`'s checks, else None (the row-by-row path then names
         the first row that fails, as for any rows)."""
@@ -96,13 +101,14 @@ class StoreColumns(Sequence[StoreRow]):
         reference = width != vipune.EMBEDDING_DIM if reference_only is None else reference_only
         if not reference and width != vipune.EMBEDDING_DIM:
             return None
-        if not all(isinstance(i, str) and i for i in ids) or \
-                not all(isinstance(c, str) for c in contents):
-            return None
-        if not all(isinstance(value, str) for value in self.created_at):
+        # plain strings throughout (a subclass or anything else: the row-by-row checks),
+        # each column's types read at C speed; no id empty
+        ids, contents, created_at = list(ids), list(contents), list(self.created_at)
+        if not {*map(type, ids), *map(type, contents), *map(type, created_at)} <= {str} or \
+                not all(ids):
             return None
         dates: dict[str, str] = {}
-        for value in dict.fromkeys(self.created_at):
+        for value in dict.fromkeys(created_at):
             try:
                 dates[value] = _created_at("", value)
             except DataError:
@@ -114,10 +120,11 @@ class StoreColumns(Sequence[StoreRow]):
             blobs: Iterable[bytes] = [row.tobytes() for row in floats]
         else:
             blobs = itertools.repeat(b"")
-        created = [dates[value] for value in self.created_at]
-        # lengths checked by rows_from_arrays; blobs repeat b"" without end for no vectors
-        return [(i, project_id, c, b, None, d, d) for i, c, b, d in
-                zip(ids, contents, blobs, created, strict=False)], reference
+        created = list(map(dates.__getitem__, created_at))
+        # the insert's records made by zip as SQLite reads them (lengths checked by
+        # rows_from_arrays; blobs and the constant columns repeat without end)
+        return zip(ids, itertools.repeat(project_id), contents, blobs, itertools.repeat(None),
+                   created, created, strict=False), reference
 
 
 def rows_from_arrays(
@@ -136,18 +143,25 @@ def rows_from_arrays(
     return StoreColumns(ids, contents, mat, created_at)
 
 
+@functools.lru_cache(maxsize=65536)
+def _valid_date(value: str) -> bool:
+    """Whether ``value`` is RFC 3339 as vipune parses it (a persona's dates recur in the
+    next persona's store: each is parsed once a process)."""
+    try:
+        vipune.parse_rfc3339(value)
+    except ValueError:
+        return False
+    return True
+
+
 def _created_at(session_id: str, value: str) -> str:
     if value == "":
         return EMPTY_DATE_PLACEHOLDER
-    try:
-        if not isinstance(value, str):
-            raise ValueError(value)
-        vipune.parse_rfc3339(value)
-    except ValueError:
+    if not isinstance(value, str) or not _valid_date(value):
         raise DataError(
             f"session {session_id!r}: created_at {value!r} is not RFC 3339; "
             "pass dates like 2023-05-30T23:40:00+00:00 (or '' when unknown)"
-        ) from None
+        )
     return value
 
 
@@ -248,11 +262,17 @@ def build_store(
 
     checked = rows.records(project_id, reference_only) \
         if isinstance(rows, StoreColumns) else None
+    no_vectors = False
     if checked is not None:
         kind[:] = [checked[1]]
+        no_vectors = isinstance(rows, StoreColumns) and rows.vectors.shape[1] == 0
 
     conn = sqlite3.connect(tmp, isolation_level=None)
     try:
+        if no_vectors:
+            # a store without vectors (a turn store: only FTS5 searches it) in 16 KiB pages:
+            # its FTS5 index builds ~10% faster (a page size is no part of the schema)
+            conn.execute(f"PRAGMA page_size = {NO_VECTORS_PAGE_SIZE}")
         conn.execute("PRAGMA journal_mode = MEMORY")
         conn.execute("PRAGMA synchronous = OFF")
         conn.execute("BEGIN")

@@ -196,3 +196,9 @@ def test_turn_texts_with_kept_rows_decode_each_session_once(tmp_path: Path) -> N
     some = turn_keys[::50]
     assert later.texts(some) == [t for k, t in zip(turn_keys, texts, strict=True) if k in some]
     assert corpus.decoded - len(sessions) <= len(some)  # their sessions alone
+
+
+def test_texts_from_rendered_turns_are_the_rows_texts() -> None:
+    rows, texts = build_turn_rows(TURNS)
+    rendered = [[render_session([t]) for t in turns] for turns in TURNS]
+    assert rows.texts_from(rendered) == texts == rows.texts(TURNS)

@@ -70,22 +70,26 @@ def test_the_turns_table_holds_offsets_not_a_second_copy_of_the_texts(tmp_path: 
     pair = corpus.pairs[0]
     assert [render_session(t) for t in corpus.turns(list(pair.text_keys))] == corpus.texts(
         list(pair.text_keys))
+    assert corpus.turn_texts(list(pair.text_keys)) == [
+        [render_session([t]) for t in turns] for turns in corpus.turns(list(pair.text_keys))]
 
 
 def test_turns_not_found_in_their_text_are_stored_whole_and_bad_offsets_refused() -> None:
     import pytest
 
-    from pytest_retrieval_eval.data.corpus import decode_turns, encode_turns
+    from pytest_retrieval_eval.data.corpus import decode_turn_texts, decode_turns, encode_turns
 
     text = f"user: hi\nassistant: {TRICKY}"
     turns = [("user", "hi"), ("assistant", TRICKY), ("user", "elsewhere")]
     stored = encode_turns(text, turns)
     assert TRICKY not in stored and "elsewhere" in stored
     assert decode_turns(text, stored) == [{"role": r, "content": c} for r, c in turns]
+    assert decode_turn_texts(text, stored) == [f"{r}: {c}" for r, c in turns]
     for bad in ('[["user", 0, 99]]', '[["user", 5, 2]]', '{"a": 1}', '[["user", 1.5, 2]]',
-                "[[1, 2]]"):
-        with pytest.raises(ValueError):
-            decode_turns(text, bad)
+                "[[1, 2]]", '[["user", true, 2]]', '[["user", 0, 2, 3]]'):
+        for decode in (decode_turns, decode_turn_texts):
+            with pytest.raises(ValueError):
+                decode(text, bad)
 
 
 def test_encoded_turns_are_json_dumps_text_byte_for_byte() -> None:
@@ -118,7 +122,7 @@ def test_a_rendered_sessions_turns_are_stored_as_its_split_when_that_is_exact() 
 
     import pytest
 
-    from pytest_retrieval_eval.data.corpus import decode_turns, encode_turns
+    from pytest_retrieval_eval.data.corpus import decode_turn_texts, decode_turns, encode_turns
     from pytest_retrieval_eval.data.pairs import SessionTurns
 
     def session(pairs: list[tuple[str, str]]) -> tuple[str, SessionTurns]:
@@ -136,6 +140,9 @@ def test_a_rendered_sessions_turns_are_stored_as_its_split_when_that_is_exact() 
         stored = encode_turns(text, turns)
         forms["split" if stored == "" else "json"] += 1
         assert decode_turns(text, stored) == [{"role": r, "content": c} for r, c in pairs]
+        # each turn rendered as the turn granularity renders one, straight from the store
+        assert decode_turn_texts(text, stored) == [render_session([t])
+                                                   for t in decode_turns(text, stored)]
     assert min(forms.values()) > 300, forms
 
     plain = [("user", "hi: there"), ("assistant", "a\nb: c\nuser:x"), ("user", "")]
@@ -149,8 +156,9 @@ def test_a_rendered_sessions_turns_are_stored_as_its_split_when_that_is_exact() 
     text, _ = session(plain)  # the same text, the turns a plain list: searched for, as JSON
     assert encode_turns(text, plain).startswith("[")
     for bad in ("system: hi", "hi"):
-        with pytest.raises(ValueError):
-            decode_turns(bad, "")
+        for decode in (decode_turns, decode_turn_texts):
+            with pytest.raises(ValueError):
+                decode(bad, "")
 
 
 def test_the_fast_session_check_equals_the_checked_one() -> None:

@@ -22,6 +22,7 @@ from pytest_retrieval_eval.retrievers import Memory, get_retriever
 from pytest_retrieval_eval.retrievers.units import TurnUnit, turn_memories
 from pytest_retrieval_eval.retrievers.variants import VariantError, parse_variant
 from pytest_retrieval_eval.run import personas
+from pytest_retrieval_eval.scoring.longmemeval_metrics import strip_turn
 from pytest_retrieval_eval.vectors import cache, prep
 from pytest_retrieval_eval.vectors.store_embedding import StoreEmbedding
 from pytest_retrieval_eval.vipune import store as store_mod
@@ -274,6 +275,41 @@ def test_first_memories_are_the_whole_rankings_first(views: dict[str, object]) -
         # last read of the same (persona, query) is reused as the ranking's prefix
         for count in (1, 7, len(whole), len(whole) + 5, 3):
             assert unit.first_memories(persona, query, count) == whole[:count]  # type: ignore
+
+
+@pytest.mark.parametrize("first", [1, 64])
+def test_an_fts_turn_ranking_reads_rows_until_its_sessions_are_covered(
+        views: dict[str, object], first: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """fts+unit:turn reads FTS5's rows a LIMIT at a time, each four times the last, until
+    they cover the sessions asked (not every matching turn fetched): the memories of the
+    whole ranking's first rows that cover them, for any limit (reads grown from one row
+    a session, and as they start in a run)."""
+    from pytest_retrieval_eval.retrievers import units
+
+    monkeypatch.setattr(units, "_READ_PER_SESSION", first)
+    monkeypatch.setattr(units, "_FIRST_READ", first)
+    for pair in _usable(views["sessions"])[:4]:
+        persona = _persona(views, pair, "sessions")
+        query, _ = personas.build_query(pair, None, views["vectors"],  # type: ignore[arg-type]
+                                        views["model"])  # type: ignore[arg-type]
+        rows = len(persona.turn_rows().session_ids)  # type: ignore[attr-defined]
+        for base in ("fts", "fts+mode:or"):
+            unit = get_retriever(f"{base}+unit:turn")
+            unit.index(persona)  # type: ignore[attr-defined]
+            whole = unit.first_memories(persona, query, rows)  # type: ignore[attr-defined]
+            sessions = [strip_turn(m.id) for m in whole]
+            asked: list[int] = []
+            ranking = unit.base.rank  # type: ignore[attr-defined]
+            monkeypatch.setattr(unit.base, "rank",  # type: ignore[attr-defined]
+                                lambda p, q, k, f=ranking, a=asked: a.append(k) or f(p, q, k))
+            n = len(persona.session_ids)  # type: ignore[attr-defined]
+            for lim in sorted({min(lim, n) for lim in (1, 2, 3, 5, 10, 20, n)}):
+                cut = next((i + 1 for i in range(len(whole))
+                            if len(set(sessions[:i + 1])) >= lim), len(whole))
+                asked.clear()
+                assert unit.rank(persona, query, lim) == whole[:cut], (base, lim)
+                assert asked[0] == min(rows, max(first * lim, first))  # not every row
+                assert asked == [min(rows, asked[0] * 4 ** i) for i in range(len(asked))]
 
 
 @pytest.mark.parametrize("scan", [True, False])

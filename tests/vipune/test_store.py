@@ -224,6 +224,22 @@ def test_columns_write_what_rows_write(tmp_path: Path, n: int, dim: int,
         _outcome(by_rows, one_by_one, reference_only)
 
 
+def test_a_store_without_vectors_is_written_in_larger_pages(tmp_path: Path) -> None:
+    """A turn store (no vectors, built from columns) uses 16 KiB pages, is a valid store and
+    searches as the default page size does (the hypothesis test above compares them)."""
+    from pytest_retrieval_eval.vipune.store_build import NO_VECTORS_PAGE_SIZE
+
+    ids, contents, _, dates = (list(c) for c in zip(*sample_rows(5), strict=True))
+    columns = store.rows_from_arrays(ids, contents, np.zeros((5, 0), np.float32), dates)
+    path = store.build_store(tmp_path / "t.sqlite", columns)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA page_size").fetchone()[0] == NO_VECTORS_PAGE_SIZE
+    assert store.is_valid_store(path, reference_only=True)
+    vectors = store.rows_from_arrays(ids, contents, np.ones((5, DIM), np.float32), dates)
+    with sqlite3.connect(store.build_store(tmp_path / "v.sqlite", vectors)) as conn:
+        assert conn.execute("PRAGMA page_size").fetchone()[0] == 4096  # SQLite's default
+
+
 @pytest.mark.parametrize(("dim", "kind"), [(384, "vipune"), (768, "ref"), (0, "ref")])
 def test_store_kind_follows_the_vectors_by_default(tmp_path: Path, dim: int, kind: str) -> None:
     path = store.build_store(tmp_path / "p.sqlite", sample_rows(3, dim=dim))
