@@ -150,7 +150,7 @@ def turn_persona(pair: PairRecord, turns: TurnLists, stores: store_mod.StoreCach
                                           pair.created_at, turns.of_keys)
     turns.counts = rows.turn_counts
     ids = rows.ids(pair.session_ids)
-    created = [pair.created_at[s] for s in rows.session_rows.tolist()]
+    created = list(map(pair.created_at.__getitem__, rows.session_rows.tolist()))
     session_rows, numbers = rows.session_rows.tolist(), rows.numbers.tolist()
     texts: Sequence[str] = built_texts if built_texts is not None else \
         retrievers_mod.LazyTexts(lambda: rows.texts_from(turns.rendered()),
