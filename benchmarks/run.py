@@ -120,6 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="with --against: only the warm runs, on the caches an earlier "
                              "full --against run left (the venvs made anew)")
     args = parser.parse_args(argv)
+    _first_runs(args)  # refused before any data is made
     scale = SCALES[args.scale]
     if args.against is not None:
         return _against(args, scale)
@@ -196,6 +197,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 1 if failed else 0
 
 
+def _first_runs(args: argparse.Namespace) -> list[str] | None:
+    """``--first-runs``' kinds (None: not given); SystemExit for a kind not a memory run's,
+    or without ``--against`` and ``--only memories``."""
+    if args.first_runs is None:
+        return None
+    from benchmarks.against import MEMORY_RUNS
+
+    kinds = [k for k in args.first_runs.split(",") if k]
+    known = [kind for kind, _, _ in MEMORY_RUNS]
+    if not kinds or any(k not in known for k in kinds) or args.against is None or \
+            set(args.only.split(",")) != {"memories"}:
+        raise SystemExit(f"--first-runs takes a comma list of {', '.join(known)}, with "
+                         f"--against REV --only memories (got {args.first_runs!r})")
+    return kinds
+
+
 def _against(args: argparse.Namespace, scale: Scale) -> int:
     from benchmarks.against import against
 
@@ -206,18 +223,9 @@ def _against(args: argparse.Namespace, scale: Scale) -> int:
     phases = set(args.only.split(","))
     memories = "no" if "memories" not in phases else "only" if phases == {"memories"} \
         else "also"
-    first_runs = None if args.first_runs is None else [
-        k for k in args.first_runs.split(",") if k]
-    if first_runs is not None:
-        from benchmarks.against import MEMORY_RUNS
-
-        known = [kind for kind, _, _ in MEMORY_RUNS]
-        unknown = [k for k in first_runs if k not in known]
-        if unknown or not first_runs or memories != "only":
-            raise SystemExit(f"--first-runs takes a comma list of {', '.join(known)}, with "
-                             f"--only memories (got {args.first_runs!r})")
     lines = against(args.against, data, base / scale.name / "against", args.repeat,
-                    warm_only=args.warm_only, memories=memories, first_runs=first_runs)
+                    warm_only=args.warm_only, memories=memories,
+                    first_runs=_first_runs(args))
     text = "\n".join([*info, f"uptime: {os.getloadavg()[0]:.2f} at the end", "", *lines])
     print("\n" + text)
     if args.out is not None:

@@ -132,3 +132,21 @@ def test_memory_paths_times_each_path_against_hybrid_and_a_sessions_only_cache(
     assert "| `semantic+unit:turn` | 5.00 s (5.00, 5.00) | 2.50 | 220 MB |" in out
     assert "a budget adds +20.0 %" in out
     assert "turn vectors in the cache cost hybrid 1.25x CPU, 1.10x peak RSS" in out
+
+
+@pytest.mark.parametrize("argv", [
+    ["--first-runs", "fts-turn", "--only", "memories"],  # no --against
+    ["--against", "HEAD", "--first-runs", "fts-turn"],  # not --only memories
+    ["--against", "HEAD", "--first-runs", "fts-turn,nope", "--only", "memories"],
+    ["--against", "HEAD", "--first-runs", ",", "--only", "memories"],
+])
+def test_first_runs_are_refused_before_any_data_is_made(argv: list[str],
+                                                        tmp_path: Path) -> None:
+    """`--first-runs` names memory runs of `--against REV --only memories`; anything else is
+    one line, before a dataset is generated or a venv built."""
+    from benchmarks import run
+
+    with pytest.raises(SystemExit, match="--first-runs takes a comma list of sem-turn, "
+                                         "bm25-turn, fts-turn, budget"):
+        run.main([*argv, "--data-dir", str(tmp_path)])
+    assert list(tmp_path.iterdir()) == []
