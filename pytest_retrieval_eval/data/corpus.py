@@ -406,23 +406,27 @@ def decode_turns(text: str, stored: str) -> list[dict[str, str]]:
 def decode_turn_texts(text: str, stored: str) -> list[str]:
     """:func:`decode_turns`'s turns, each rendered ``"role: content"`` as
     :func:`.pairs.render_session` renders one turn; the same checks."""
-    if not stored:  # a rendered session's pieces are its turns' texts, once checked
-        pieces = _SPLIT_AT.split(text)
-        for piece in pieces:
-            role, sep, _ = piece.partition(": ")
-            if role not in _SPLIT_ROLES or not sep:
-                raise ValueError("not a rendered session")
-        return pieces
+    if not stored:  # a rendered session's pieces are its turns' texts
+        return [piece for piece, _, _ in _split_turns(text)]
     return [f"{role}: {content}" for role, content in _turn_parts(text, stored)]
+
+
+def _split_turns(text: str) -> list[tuple[str, str, str]]:
+    """A rendered session split where its turns meet: each piece, its role and content;
+    ``ValueError`` when a piece is no ``user: ...`` or ``assistant: ...`` turn."""
+    out: list[tuple[str, str, str]] = []
+    for piece in _SPLIT_AT.split(text):
+        role, sep, content = piece.partition(": ")
+        if role not in _SPLIT_ROLES or not sep:
+            raise ValueError("not a rendered session")
+        out.append((piece, role, content))
+    return out
 
 
 def _turn_parts(text: str, stored: str) -> Iterator[tuple[str, str]]:
     """Each turn's (role, content), as :func:`encode_turns` stored them for ``text``."""
-    if not stored:  # a rendered session, split where its turns meet
-        for piece in _SPLIT_AT.split(text):
-            role, sep, content = piece.partition(": ")
-            if role not in _SPLIT_ROLES or not sep:
-                raise ValueError("not a rendered session")
+    if not stored:
+        for _, role, content in _split_turns(text):
             yield role, content
         return
     entries = json.loads(stored)

@@ -76,29 +76,23 @@ class TurnRows:
         return [prefixes[s] + digits[n]
                 for s, n in zip(self.session_rows.tolist(), numbers, strict=True)]
 
-    def texts(self, turns: Sequence[Sequence[Mapping[str, str]]]) -> list[str]:
-        """Each row's text, rendered from the persona's sessions' ``turns``."""
-        return [render_session([turns[s][n - 1]])
-                for s, n in zip(self.session_rows.tolist(), self.numbers.tolist(), strict=True)]
-
     def texts_from(self, rendered: Sequence[Sequence[str]]) -> list[str]:
-        """Each row's text, from the persona's sessions' turns already rendered one by one
-        (:meth:`.Corpus.turn_texts`): what :meth:`texts` makes."""
+        """Each row's text, from the persona's sessions' turns each rendered as one turn is
+        (``render_session([turn])``: :meth:`.Corpus.turn_texts`)."""
         return [rendered[s][n - 1]
                 for s, n in zip(self.session_rows.tolist(), self.numbers.tolist(), strict=True)]
 
     def texts_of(self, rows: Sequence[int],
-                 read: Callable[[list[int]], Sequence[Sequence[Mapping[str, str]]]]
-                 ) -> list[str]:
-        """The texts of ``rows`` alone, as :meth:`texts` renders them; ``read(sessions)``
-        gives the turns of those persona sessions (each session read once)."""
+                 read: Callable[[list[int]], Sequence[Sequence[str]]]) -> list[str]:
+        """The texts of ``rows`` alone, as :meth:`texts_from` gives them; ``read(sessions)``
+        gives those persona sessions' rendered turns (each session read once)."""
         if not rows:
             return []
-        sessions = self.session_rows[np.asarray(rows, dtype=np.int64)].tolist()
-        numbers = self.numbers[np.asarray(rows, dtype=np.int64)].tolist()
+        at = np.asarray(rows, dtype=np.int64)
+        sessions, numbers = self.session_rows[at].tolist(), self.numbers[at].tolist()
         wanted = list(dict.fromkeys(sessions))
         turns = dict(zip(wanted, read(wanted), strict=True))
-        return [render_session([turns[s][n - 1]]) for s, n in zip(sessions, numbers, strict=True)]
+        return [turns[s][n - 1] for s, n in zip(sessions, numbers, strict=True)]
 
 
 def block_digest(keys: Sequence[str]) -> bytes:

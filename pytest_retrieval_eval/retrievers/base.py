@@ -16,6 +16,7 @@ from typing import Protocol, TypeVar, overload, runtime_checkable
 import numpy as np
 
 from .. import vipune
+from ..data.pairs import render_session
 from ..errors import RetrieverError, one_line
 
 __all__ = ["MCP_PREFIX", "RUN_PREFIX", "CheckedScores", "LazySequence", "LazyTexts", "Memory",
@@ -203,6 +204,14 @@ class LazyTexts(LazySequence[str]):
         return [texts[r] for r in rows]
 
 
+def texts_at(texts: Sequence[str], rows: list[int]) -> list[str]:
+    """The texts of ``rows`` of a persona's ``texts``: a few made alone where the texts can
+    make them (:meth:`LazyTexts.of_rows`), else read from the sequence."""
+    if isinstance(texts, LazyTexts):
+        return texts.of_rows(rows)
+    return [texts[r] for r in rows]
+
+
 class TurnLists(LazySequence[Sequence[Mapping[str, str]]]):
     """A persona's sessions' turns, loaded on first use. ``one(row)``, when given, reads one
     session's turns alone (an explain excerpt, a memory's tokens: a few sessions, not the
@@ -218,7 +227,8 @@ class TurnLists(LazySequence[Sequence[Mapping[str, str]]]):
                  | None = None,
                  some: Callable[[list[int]], Sequence[Sequence[Mapping[str, str]]]]
                  | None = None,
-                 rendered: Callable[[], Sequence[Sequence[str]]] | None = None) -> None:
+                 rendered: Callable[[list[int]], Sequence[Sequence[str]]] | None = None
+                 ) -> None:
         super().__init__(loader)
         self._by_keys = by_keys
         self._some = some
@@ -239,22 +249,16 @@ class TurnLists(LazySequence[Sequence[Mapping[str, str]]]):
             return self._by_keys(keys)
         return self._load()
 
-    def rendered(self) -> Sequence[Sequence[str]]:
-        """Every session's turns rendered ``"role: content"`` (as ``render_session`` renders
-        one turn): from the turns when read already, else by ``rendered`` (no record made
-        a turn, nothing kept)."""
+    def rendered(self, rows: Sequence[int] | None = None) -> Sequence[Sequence[str]]:
+        """The turns of the sessions ``rows`` (None: every session), each rendered as the
+        turn granularity renders one turn (:func:`..data.pairs.render_session`): by
+        ``rendered`` straight from the stored texts (no record made a turn, nothing kept)
+        when the turns are not read yet, else from them."""
+        wanted = range(len(self)) if rows is None else rows
         if self._rendered is not None and not self.loaded:
-            return self._rendered()
-        return [[f"{t['role']}: {t['content']}" for t in turns] for turns in self._load()]
-
-    def of_rows(self, rows: Sequence[int]) -> Sequence[Sequence[Mapping[str, str]]]:
-        """The turns of the sessions ``rows`` (in that order), read in one go by ``some``
-        (kept nowhere) when the persona's every session is not read yet."""
-        if self._some is not None and not self.loaded:
-            wanted = list(rows)
-            return self._some(wanted) if wanted else []
+            return self._rendered(list(wanted)) if len(wanted) else []
         every = self._load()
-        return [every[r] for r in rows]
+        return [[render_session([turn]) for turn in every[r]] for r in wanted]
 
     def prefetch(self, rows: Iterable[int]) -> None:
         """Read the turns of the sessions ``rows`` not read yet in one go (``some``), for

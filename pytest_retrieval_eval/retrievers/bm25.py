@@ -10,12 +10,13 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from ..io.checksums import read_committed, write_committed
-from .base import CheckedScores, LazyTexts, Persona, Query, _check_limit
+from .base import CheckedScores, Persona, Query, _check_limit, texts_at
 from .bm25_index import BM25Index, dump_index, load_index
 from .terms import DocTerms, TermTable, count_terms
 
@@ -166,8 +167,8 @@ class BM25Retriever:
         keys = persona.text_keys
         if keys and len(keys) == len(persona.session_ids):
             terms, texts = self.terms, persona.texts
-            some = texts.of_rows if isinstance(texts, LazyTexts) else None
-            return BM25Index.from_doc_terms(terms.get(keys, lambda: texts, some), terms.vocab)
+            return BM25Index.from_doc_terms(
+                terms.get(keys, lambda: texts, partial(texts_at, texts)), terms.vocab)
         return BM25Index.build(list(persona.texts))
 
     def kept_index(self, persona: Persona, path: Path, verify: str = "stamp") -> BM25Index:

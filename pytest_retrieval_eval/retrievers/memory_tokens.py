@@ -25,7 +25,7 @@ from ..errors import RetrieverError
 from ..scoring.budget import budget_fit, gold_reach, score_budget
 from ..scoring.longmemeval_metrics import strip_turn
 from ..vectors.token_counts import TokenCounts
-from .base import LazyTexts, Memory, Persona, rows_by_id
+from .base import Memory, Persona, rows_by_id, texts_at
 
 __all__ = ["RECORDED_EXCERPT", "as_memories", "budget_step", "covered_sessions",
            "describe_record", "memory_text", "memory_tokens"]
@@ -174,9 +174,7 @@ class _TurnKeys:
             return {}
         assert self.turns is not None
         rows = [self.rows[self.wanted[k]] for k in keys]
-        made = self.turns.texts
-        got = made.of_rows(rows) if isinstance(made, LazyTexts) else [made[r] for r in rows]
-        return dict(zip(keys, got, strict=True))
+        return dict(zip(keys, texts_at(self.turns.texts, rows), strict=True))
 
 
 def memory_text(memory: Memory, persona: Persona) -> str:

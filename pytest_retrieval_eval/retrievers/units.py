@@ -14,6 +14,7 @@ docs/memories.md); the harness derives the session ranking from them, as LongMem
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,18 @@ _KEPT_FORMAT = 2
 #: ``_FIRST_READ``; each next read four times the last, until the sessions are covered.
 _READ_PER_SESSION = 8
 _FIRST_READ = 64
+
+
+def _read_sizes(size: int, lim: int) -> Iterator[int]:
+    """The growing reads of a turn ranking that must cover ``lim`` sessions of a persona of
+    ``size`` turn rows: ``_READ_PER_SESSION`` rows a session, at least ``_FIRST_READ``, then
+    four times the last, the last read ``size``."""
+    count = min(size, max(_READ_PER_SESSION * lim, _FIRST_READ))
+    while True:
+        yield count
+        if count >= size:
+            return
+        count = min(size, count * 4)
 
 
 def turn_memories(ranked: list[tuple[str, float | None]], session_of: dict[str, str],
@@ -101,31 +114,28 @@ class TurnUnit:
         if not turns.session_ids:
             return []
         session_of = self._session_of(persona, turns)
+        size = len(turns.session_ids)
         top = getattr(self.base, "top_rows", None)
         if callable(top):
             # the exact ranking's first rows only, as many as cover ``lim`` sessions
-            count = min(len(turns.session_ids), max(_READ_PER_SESSION * lim, _FIRST_READ))
-            while True:
+            for count in _read_sizes(size, lim):
                 rows, scores = top(turns, query, count)
                 cut = _covering(session_of, rows, lim)
-                if cut is not None or len(rows) < count or count >= len(turns.session_ids):
+                if cut is not None or len(rows) < count:
                     break
-                count = min(len(turns.session_ids), count * 4)
             ids = turns.session_ids
             return [Memory(id=ids[r], score=s, turns=(ids[r],)) for r, s in
                     zip(rows[:cut].tolist(), scores[:cut].tolist(), strict=True)]
-        size = len(turns.session_ids)
         if not getattr(self.base, "limit_is_prefix", False):
             return self._base_memories(persona, turns, query, size, lim)[0]
         # a LIMIT of n rows gives the first n rows of any larger LIMIT (FtsRetriever.
-        # limit_is_prefix): rows read until their memories cover ``lim`` sessions, grown
-        # as the top rows' reads grow, not the persona's every matching turn fetched
-        count = min(size, max(_READ_PER_SESSION * lim, _FIRST_READ))
-        while True:
+        # limit_is_prefix): rows read until their memories cover ``lim`` sessions, not the
+        # persona's every matching turn fetched
+        for count in _read_sizes(size, lim):
             memories, read, covered = self._base_memories(persona, turns, query, count, lim)
-            if covered >= lim or read < count or count >= size:
-                return memories
-            count = min(size, count * 4)
+            if covered >= lim or read < count:
+                break
+        return memories
 
     def _base_memories(self, persona: Persona, turns: Persona, query: Query, rows: int,
                        lim: int) -> tuple[list[Memory], int, int]:

@@ -83,7 +83,7 @@ def build_persona(pair: PairRecord, corpus: Corpus, vectors: VectorCache | None,
                               len(pair.text_keys), corpus.turns,
                               lambda rows: corpus.turns([pair.text_keys[r] for r in rows]),
                               None if turn_texts is None else
-                              lambda: turn_texts(list(pair.text_keys)))
+                              lambda rows: turn_texts([pair.text_keys[r] for r in rows]))
     turned: dict[bool, retrievers_mod.Persona] = {}
     blocks: tuple[tuple[bytes, ...], list[int]] = ((), [])  # made with turned[False]
 
@@ -154,7 +154,7 @@ def turn_persona(pair: PairRecord, turns: TurnLists, stores: store_mod.StoreCach
     session_rows, numbers = rows.session_rows.tolist(), rows.numbers.tolist()
     texts: Sequence[str] = built_texts if built_texts is not None else \
         retrievers_mod.LazyTexts(lambda: rows.texts_from(turns.rendered()),
-                                 lambda wanted: rows.texts_of(wanted, turns.of_rows))
+                                 lambda wanted: rows.texts_of(wanted, turns.rendered))
 
     def load_records() -> list[tuple[Mapping[str, str]]]:
         every = turns.every()

@@ -107,12 +107,8 @@ class StoreColumns(Sequence[StoreRow]):
         if not {*map(type, ids), *map(type, contents), *map(type, created_at)} <= {str} or \
                 not all(ids):
             return None
-        dates: dict[str, str] = {}
-        for value in dict.fromkeys(created_at):
-            try:
-                dates[value] = _created_at("", value)
-            except DataError:
-                return None
+        if not all(map(_valid_date_or_empty, dict.fromkeys(created_at))):
+            return None
         if width:
             floats = np.ascontiguousarray(mat, dtype="<f4")
             if not np.isfinite(floats).all():
@@ -120,7 +116,7 @@ class StoreColumns(Sequence[StoreRow]):
             blobs: Iterable[bytes] = [row.tobytes() for row in floats]
         else:
             blobs = itertools.repeat(b"")
-        created = list(map(dates.__getitem__, created_at))
+        created = [value or EMPTY_DATE_PLACEHOLDER for value in created_at]
         # the insert's records made by zip as SQLite reads them (lengths checked by
         # rows_from_arrays; blobs and the constant columns repeat without end)
         return zip(ids, itertools.repeat(project_id), contents, blobs, itertools.repeat(None),
@@ -152,6 +148,10 @@ def _valid_date(value: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _valid_date_or_empty(value: str) -> bool:
+    return value == "" or _valid_date(value)
 
 
 def _created_at(session_id: str, value: str) -> str:
@@ -217,7 +217,6 @@ def build_store(
         tmp.unlink()
     width: list[int] = []
     kind: list[bool] = [] if reference_only is None else [reference_only]
-    dates: dict[str, str] = {}
 
     def records() -> Iterable[tuple[str, str, str, bytes, None, str, str]]:
         for n, row in enumerate(rows):
@@ -254,9 +253,7 @@ def build_store(
                     f"session {session_id!r}: vector holds NaN or infinite values (vipune "
                     "would fail every search); clear the vector cache and re-run prep"
                 )
-            created_text = dates.get(created) if isinstance(created, str) else None
-            if created_text is None:  # each distinct date checked once (a session's turns)
-                created_text = dates[created] = _created_at(session_id, created)
+            created_text = _created_at(session_id, created)  # each date parsed once
             blob = vipune.vector_to_blob(vec, dim=None) if vec.shape[0] else b""
             yield (session_id, project_id, content, blob, None, created_text, created_text)
 

@@ -36,7 +36,7 @@ def test_rows_are_the_turn_granularitys() -> None:
                 for item in turn_items(sid, own)]
     assert list(zip(rows.ids(IDS), texts, strict=True)) == expected
     assert rows.keys == tuple(text_key(t) for t in texts)
-    assert rows.texts(TURNS) == texts
+    assert rows.texts_from([[render_session([t]) for t in turns] for turns in TURNS]) == texts
     assert rows.turn_counts.tolist() == [3, 0, 1]
 
 
@@ -47,9 +47,9 @@ def test_texts_of_some_rows_read_only_their_sessions() -> None:
     rows, texts = build_turn_rows(turns)
     read: list[list[int]] = []
 
-    def of_rows(sessions: list[int]) -> list[list[dict[str, str]]]:
+    def of_rows(sessions: list[int]) -> list[list[str]]:
         read.append(sessions)
-        return [turns[s] for s in sessions]
+        return [[render_session([t]) for t in turns[s]] for s in sessions]
 
     assert rows.texts_of([4, 0, 3, 1], of_rows) == [texts[4], texts[0], texts[3], texts[1]]
     assert read == [[3, 0]]
@@ -196,9 +196,3 @@ def test_turn_texts_with_kept_rows_decode_each_session_once(tmp_path: Path) -> N
     some = turn_keys[::50]
     assert later.texts(some) == [t for k, t in zip(turn_keys, texts, strict=True) if k in some]
     assert corpus.decoded - len(sessions) <= len(some)  # their sessions alone
-
-
-def test_texts_from_rendered_turns_are_the_rows_texts() -> None:
-    rows, texts = build_turn_rows(TURNS)
-    rendered = [[render_session([t]) for t in turns] for turns in TURNS]
-    assert rows.texts_from(rendered) == texts == rows.texts(TURNS)

@@ -99,3 +99,25 @@ def test_a_pairs_excerpts_read_their_sessions_once(tmp_path: object) -> None:
     describe_record(record, memories, persona, None)
     assert asked == [[2, 0]]
     assert record[0]["excerpt"] == "assistant: c" and record[1]["excerpt"] == "user: a user: b"
+
+
+def test_rendered_turns_come_from_the_store_until_the_turns_are_read() -> None:
+    """``rendered(rows)``: each turn as ``render_session`` renders one, made by ``rendered``
+    (the corpus's stored texts) while the turns are not read, from the read turns after; the
+    same either way, for some sessions or all."""
+    from pytest_retrieval_eval.data.pairs import render_session
+
+    asked: list[list[int]] = []
+    expected = [[render_session([t]) for t in turns] for turns in TURNS]
+
+    def rendered(rows: list[int]) -> list[list[str]]:
+        asked.append(rows)
+        return [expected[r] for r in rows]
+
+    turns = TurnLists(lambda: TURNS, size=len(TURNS), rendered=rendered)  # as a persona has
+    assert turns.rendered([2, 0]) == [expected[2], expected[0]] and asked == [[2, 0]]
+    assert turns.rendered() == expected and asked[1:] == [[0, 1, 2]]
+    assert turns.rendered([]) == [] and len(asked) == 2
+    turns.every()  # read: rendered from the turns themselves
+    assert turns.rendered([2, 0]) == [expected[2], expected[0]] and len(asked) == 2
+    assert TurnLists(lambda: TURNS).rendered() == expected  # no store to ask
