@@ -182,6 +182,23 @@ def _decode(data: bytes, sessions: int) -> TurnRows | None:
     return TurnRows(session_rows, numbers, keys, counts, extra, blocks)
 
 
+def _older_format(path: Path) -> bool:
+    """Whether ``path`` starts as a turn-rows file whose header names a format older than
+    :data:`FORMAT` (its first few hundred bytes read; anything else: False)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(len(MAGIC) + 4)
+            if len(head) != len(MAGIC) + 4 or not head.startswith(MAGIC):
+                return False
+            size = int.from_bytes(head[len(MAGIC):], "little")
+            if size > 1 << 16:
+                return False
+            found = json.loads(handle.read(size).decode("utf-8")).get("format")
+    except (OSError, ValueError, UnicodeError, AttributeError):
+        return False
+    return isinstance(found, int) and not isinstance(found, bool) and found < FORMAT
+
+
 class TurnRowsCache:
     """Turn-rows files under ``root``: ``<root>/<key[:2]>/<key>.turns`` (see the module's
     docstring). ``verify``: the run's ``--retrieval-eval-verify`` (``stamp`` or ``full``)."""
@@ -196,6 +213,8 @@ class TurnRowsCache:
         #: them (:meth:`get_or_build`'s ``hand_on``); :meth:`release` drops what is left.
         self._handed: dict[str, TurnRows] = {}
         self._handed_rows = 0
+        #: Files of older formats removed by this process's first write (:meth:`sweep_older`).
+        self.swept: int | None = None
 
     def path_for(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}{_SUFFIX}"
@@ -233,6 +252,8 @@ class TurnRowsCache:
         rows = self.load(key, sessions, take=not hand_on)  # a start's pass reads them
         if rows is None:
             rows, texts = build()
+            if self.swept is None:
+                self.sweep_older()
             if write_committed(self.path_for(key), _encode(rows)):
                 self.built += 1
         else:
@@ -242,6 +263,24 @@ class TurnRowsCache:
             self._handed[key] = rows
             self._handed_rows += len(rows.keys)
         return rows, texts
+
+    def sweep_older(self) -> int:
+        """Remove the files an older format wrote (their keys are never asked for again: a
+        format is part of every key), with their sidecars and stamps; run once a process, by
+        its first write (a format bump misses every persona, so its first run sweeps; a warm
+        run writes nothing and lists nothing). A file of a newer format (a newer plugin
+        sharing the cache) and anything not a turn-rows file are left alone."""
+        swept = 0
+        try:
+            found = sorted(self.root.glob(f"[0-9a-f][0-9a-f]/*{_SUFFIX}"))
+        except OSError:
+            found = []
+        for path in found:
+            if _older_format(path):
+                drop_committed(path)
+                swept += 1
+        self.swept = swept
+        return swept
 
     def release(self) -> None:
         """Drop the rows handed on that no persona took (the run's end: pairs deselected,

@@ -476,11 +476,16 @@ def read_committed(path: Path, verify: str = "stamp") -> bytes | None:
         return None
 
 
-def check_committed(path: Path, verify: str = "stamp", size: int | None = None) -> bool:
+def check_committed(path: Path, verify: str = "stamp", size: int | None = None, *,
+                    note: str = "", accept: Callable[[Path], bool] | None = None,
+                    drop: bool = True) -> bool:
     """Whether a file committed by :func:`commit_file` may be read, without reading it when
-    its ``.verified`` stamp vouches for its version (``verify="stamp"``); else rehashed, and
-    a match stamped. A file that fails (or is not ``size`` bytes, when given) is removed, with
-    its sidecar and stamp (its maker writes it again); an absent one is False."""
+    its ``.verified`` stamp vouches for its version (``verify="stamp"``); else rehashed,
+    passed to ``accept`` (what else the caller checks of a version that matches its sidecar,
+    e.g. a store's ids), and a match stamped with ``note`` (what that check was: a stamp
+    recording another note does not vouch). A file that fails (or is not ``size`` bytes,
+    when given) is removed with its sidecar and stamp (its maker writes it again), unless
+    ``drop`` is False (the caller decides); an absent one is False."""
     path = Path(path)
     try:
         st = path.stat()
@@ -488,13 +493,17 @@ def check_committed(path: Path, verify: str = "stamp", size: int | None = None) 
     except (OSError, ValueError):
         return False
     if size is not None and st.st_size != size:
-        drop_committed(path)
+        if drop:
+            drop_committed(path)
         return False
-    if verify == "stamp" and stamp_matches(path, st, expected):
+    if verify == "stamp" and stamp_matches(path, st, expected, note):
         return True
-    if not matches_sidecar(path, trust_stamp=False):
-        drop_committed(path)
+    if not matches_sidecar(path, trust_stamp=False, stamp=False) or (
+            accept is not None and not accept(path)):
+        if drop:
+            drop_committed(path)
         return False
+    write_stamp(path, st, expected, note)
     return True
 
 

@@ -43,8 +43,8 @@ from ..errors import CacheError, one_line, write_fault
 from ..io.checksums import (
     SIDECAR_SUFFIX,
     VERIFIED_SUFFIX,
+    check_committed,
     left_by_dead_builder,
-    matches_sidecar,
     memoised_sha256,
     read_sidecar,
     sqlite_header,
@@ -379,21 +379,11 @@ class StoreCache:
 
     def _verified(self, target: Path, session_ids: Sequence[str] | None) -> bool:
         """The store's version is verified: by its stamp (``stamp``), else by a rehash and
-        an ids check, which stamp it."""
-        note = ids_note(session_ids)
-        try:
-            st = target.stat()
-            expected = read_sidecar(target)
-        except (OSError, ValueError):
-            return False
-        if self.verify == "stamp" and stamp_matches(target, st, expected, note):
-            return True
-        if not matches_sidecar(target, trust_stamp=False, stamp=False):
-            return False
-        if session_ids is not None and store_ids(target) != tuple(session_ids):
-            return False
-        write_stamp(target, st, expected, note)
-        return True
+        an ids check, which stamp it (a store that fails is left to the caller)."""
+        wanted = None if session_ids is None else tuple(session_ids)
+        return check_committed(
+            target, self.verify, note=ids_note(session_ids), drop=False,
+            accept=None if wanted is None else (lambda path: store_ids(path) == wanted))
 
     def _set_aside(self, target: Path, fingerprint: str) -> None:
         """Quarantine a store built from another model's vectors, and say so in one line."""

@@ -91,6 +91,46 @@ def test_a_changed_turn_text_is_another_persona(tmp_path: Path) -> None:
     assert rows.keys[-1] == text_key("user: My sister's name is Anne")  # type: ignore[attr-defined]
 
 
+def test_files_of_an_older_format_are_swept_by_the_first_write(tmp_path: Path) -> None:
+    """A format bump leaves the old files unreachable (the format is part of every key): the
+    first run that writes one removes them, sidecars and stamps too; a newer format's file,
+    a current one and a file that is no turn-rows file stay; a run that only reads sweeps
+    nothing."""
+    from pytest_retrieval_eval.data import turn_rows
+    from pytest_retrieval_eval.io.checksums import commit_file
+
+    def committed(name: str, data: bytes) -> Path:
+        path = tmp_path / name[:2] / f"{name}.turns"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(data)
+        commit_file(tmp, path)
+        return path
+
+    def with_format(found: object) -> bytes:
+        header = f'{{"format": {found}, "rows": 0, "sessions": 0}}'.encode()
+        return turn_rows.MAGIC + len(header).to_bytes(4, "little") + header
+
+    older = committed("aa" + "0" * 62, with_format(turn_rows.FORMAT - 1))
+    newer = committed("ab" + "0" * 62, with_format(turn_rows.FORMAT + 1))
+    alien = committed("ac" + "0" * 62, b"not rows at all")
+    quoted = committed("ad" + "0" * 62, with_format('"1"'))
+    key = _key(TURNS)
+    reader = TurnRowsCache(tmp_path)
+    assert reader.load(key, len(TURNS)) is None and reader.swept is None
+    assert older.exists()
+    cache = TurnRowsCache(tmp_path)
+    _, built = _built(cache, key, TURNS)
+    assert built and cache.swept == 1
+    assert not older.exists()
+    assert not [p for p in older.parent.iterdir()]  # sidecar and stamp gone with it
+    assert newer.exists() and alien.exists() and quoted.exists()
+    assert cache.path_for(key).exists()
+    again = TurnRowsCache(tmp_path)
+    _, built = _built(again, key, TURNS)
+    assert not built and again.swept is None  # a warm run lists nothing
+
+
 @pytest.mark.parametrize("damage", ["flip", "truncate", "garbage"])
 def test_a_damaged_file_is_rebuilt(tmp_path: Path, damage: str) -> None:
     cache = TurnRowsCache(tmp_path)
