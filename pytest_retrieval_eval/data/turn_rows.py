@@ -19,9 +19,10 @@ matches (``verify="stamp"``), rehashes one whose stamp differs (or every one und
 and rebuilds one that fails its sidecar or does not parse (a damaged file is never served).
 
 File layout (little-endian): ``MAGIC``, a uint32 header length, the header (JSON: format,
-rows, sessions, the caller's ``extra`` strings), then int32 session rows, int32 turn numbers,
-int32 per-session turn counts, 32 raw bytes per row's text key and 32 bytes per session's
-block digest.
+rows, sessions, the byte length of the kept ids, the caller's ``extra`` strings), then int32
+session rows, int32 turn numbers, int32 per-session turn counts, 32 raw bytes per row's text
+key, 32 bytes per session's block digest, and the rows' turn ids, UTF-8, NUL between two
+(none kept when an id holds a NUL: they are made again from the session ids).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ __all__ = ["FORMAT", "HANDED_ROWS", "TurnRows", "TurnRowsCache", "block_digest",
            "build_turn_rows", "persona_turn_rows", "turn_rows_key"]
 
 #: Bumped whenever what a turn-rows file holds, or how rows are made, changes.
-FORMAT = 2
+FORMAT = 3
 MAGIC = b"PRE-TURNROWS\x00\x00\x00\x01"
 _SUFFIX = ".turns"
 #: Rows a cache holds handed on at most (:meth:`TurnRowsCache.get_or_build`'s ``hand_on``),
@@ -65,11 +66,18 @@ class TurnRows:
     extra: Mapping[str, str] = field(default_factory=dict)
     #: Per session, :func:`block_digest` of its rows' text keys (32 bytes each).
     blocks: tuple[bytes, ...] = ()
+    #: Each row's turn id as :meth:`ids` makes it for the persona's session ids, when the
+    #: rows were made for them (kept in the file: split from one string, a third of the
+    #: cost of making them, every warm turn run); None: made by :meth:`ids`.
+    made_ids: Sequence[str] | None = None
 
     def ids(self, session_ids: Sequence[str]) -> list[str]:
         """Each row's turn id, ``<session_id>_<n>`` (:func:`..boundary.turn_ids.
         format_turn_id`'s form; made by concatenating each session's prefix and each
-        number's digits, made once: ~9,400 ids a persona at M)."""
+        number's digits, made once: ~9,400 ids a persona at M), or the ids kept with the
+        rows (:attr:`made_ids`: the file's key holds the session ids they were made for)."""
+        if self.made_ids is not None:
+            return list(self.made_ids)
         numbers = self.numbers.tolist()
         digits = [str(i) for i in range(max(numbers, default=0) + 1)]
         prefixes = [f"{sid}_" for sid in session_ids]
@@ -79,6 +87,10 @@ class TurnRows:
     def texts_from(self, rendered: Sequence[Sequence[str]]) -> list[str]:
         """Each row's text, from the persona's sessions' turns each rendered as one turn is
         (``render_session([turn])``: :meth:`.Corpus.turn_texts`)."""
+        if len(self.numbers) == int(self.turn_counts.sum()) and \
+                list(map(len, rendered)) == self.turn_counts.tolist():
+            # no blank turn: the rows are every session's turns in order (one C pass)
+            return list(itertools.chain.from_iterable(rendered))
         return [rendered[s][n - 1]
                 for s, n in zip(self.session_rows.tolist(), self.numbers.tolist(), strict=True)]
 
@@ -136,16 +148,23 @@ def turn_rows_key(session_ids: Sequence[str], text_keys: Sequence[str],
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
+#: Between two kept turn ids (an id holding it is not kept: its rows' ids are made).
+_ID_SEP = "\x00"
+
+
 def _encode(rows: TurnRows) -> bytes:
     n, s = len(rows.keys), len(rows.turn_counts)
-    header = json.dumps({"format": FORMAT, "rows": n, "sessions": s,
+    made = rows.made_ids
+    ids = _ID_SEP.join(made).encode("utf-8") if made is not None and n and \
+        len(made) == n and not any(_ID_SEP in i for i in made) else b""
+    header = json.dumps({"format": FORMAT, "rows": n, "sessions": s, "ids": len(ids),
                          "extra": dict(rows.extra)}, sort_keys=True).encode("utf-8")
     raw_keys = bytes.fromhex("".join(rows.keys))
     return b"".join([MAGIC, len(header).to_bytes(4, "little"), header,
                      rows.session_rows.astype("<i4").tobytes(),
                      rows.numbers.astype("<i4").tobytes(),
                      rows.turn_counts.astype("<i4").tobytes(), raw_keys,
-                     b"".join(rows.blocks)])
+                     b"".join(rows.blocks), ids])
 
 
 def _decode(data: bytes, sessions: int) -> TurnRows | None:
@@ -157,29 +176,33 @@ def _decode(data: bytes, sessions: int) -> TurnRows | None:
         at = len(MAGIC)
         size = int.from_bytes(data[at:at + 4], "little")
         header = json.loads(data[at + 4:at + 4 + size].decode("utf-8"))
-        n, s = int(header["rows"]), int(header["sessions"])
+        n, s, kept = int(header["rows"]), int(header["sessions"]), int(header["ids"])
         extra = header.get("extra", {})
-        if header.get("format") != FORMAT or s != sessions or n < 0 or not (
+        if header.get("format") != FORMAT or s != sessions or n < 0 or kept < 0 or not (
                 isinstance(extra, dict) and all(isinstance(v, str) for v in extra.values())):
             return None
         at += 4 + size
-        if len(data) != at + 4 * (2 * n + s) + 32 * n + 32 * s:
+        if len(data) != at + 4 * (2 * n + s) + 32 * n + 32 * s + kept:
             return None
         session_rows = np.frombuffer(data, "<i4", n, at).astype(np.int32)
         numbers = np.frombuffer(data, "<i4", n, at + 4 * n).astype(np.int32)
         counts = np.frombuffer(data, "<i4", s, at + 8 * n).astype(np.int32)
         keys_at = at + 4 * (2 * n + s)
-        hexed = data[keys_at:keys_at + 32 * n].hex()
+        # each key's hex, split at separators bytes.hex puts every 32 bytes (one C pass)
+        keys = tuple(data[keys_at:keys_at + 32 * n].hex("\n", 32).split("\n")) if n else ()
         blocks_at = keys_at + 32 * n
         blocks = tuple(data[i:i + 32] for i in range(blocks_at, blocks_at + 32 * s, 32))
+        ids_at = blocks_at + 32 * s
+        made = data[ids_at:ids_at + kept].decode("utf-8").split(_ID_SEP) if kept else None
     except (ValueError, KeyError, TypeError, UnicodeError):
+        return None
+    if made is not None and len(made) != n:
         return None
     if n and (session_rows.min() < 0 or session_rows.max() >= s or numbers.min() < 1
               or (numbers > counts[session_rows]).any()
               or (np.diff(session_rows) < 0).any()):
         return None
-    keys = tuple([hexed[i:i + 64] for i in range(0, 64 * n, 64)])  # a list first: 2x faster
-    return TurnRows(session_rows, numbers, keys, counts, extra, blocks)
+    return TurnRows(session_rows, numbers, keys, counts, extra, blocks, made)
 
 
 def _older_format(path: Path) -> bool:
@@ -349,7 +372,7 @@ def persona_turn_rows(kept: TurnRowsCache, session_ids: Sequence[str],
                  "store": store_mod.persona_key(ids, keys, created, "")}
         return TurnRows(np.asarray(session_rows, dtype=np.int32),
                         np.asarray(numbers, dtype=np.int32), tuple(keys),
-                        np.asarray(counts, dtype=np.int32), extra, tuple(blocks)), every
+                        np.asarray(counts, dtype=np.int32), extra, tuple(blocks), ids), every
 
     return kept.get_or_build(turn_rows_key(session_ids, text_keys, created_at, salt),
                              len(session_ids), build, hand_on=hand_on)

@@ -275,9 +275,12 @@ def _row_facts(mat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     last = _LAST_ROWS
     if last is not None and last[0]() is mat:
         return last[1], last[2]
-    _check_finite(mat)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         squares = np.einsum("ij,ij->i", mat, mat)
+    if not np.isfinite(squares).all():
+        # a NaN or infinite value makes its row's square so (squares are sums of values
+        # >= 0): only then is every value looked at (a finite overflow alone passes)
+        _check_finite(mat)
     sure = np.flatnonzero((squares >= _TINY) & (squares < _HUGE))
     if not mat.flags.writeable and not _writeable_base(mat):
         _LAST_ROWS = (weakref.ref(mat), squares, sure)

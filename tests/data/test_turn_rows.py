@@ -40,6 +40,19 @@ def test_rows_are_the_turn_granularitys() -> None:
     assert rows.turn_counts.tolist() == [3, 0, 1]
 
 
+def test_texts_of_rows_without_blank_turns_are_every_turn_in_order() -> None:
+    """No blank turn: the rows are each session's turns in order, taken in one pass; the
+    same texts the row-by-row rule gives (with a blank turn, the rule itself: above)."""
+    turns = [[{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}], [],
+             [{"role": "user", "content": "c"}]]
+    rows, texts = build_turn_rows(turns)
+    rendered = [[render_session([t]) for t in own] for own in turns]
+    assert rows.texts_from(rendered) == texts == ["user: a", "assistant: b", "user: c"]
+    rule = [rendered[s][n - 1] for s, n in zip(rows.session_rows.tolist(),
+                                                rows.numbers.tolist(), strict=True)]
+    assert rows.texts_from(rendered) == rule
+
+
 def test_texts_of_some_rows_read_only_their_sessions() -> None:
     """A few rows' texts (bm25 counting only the turns it has not seen) are :meth:`texts`'s
     for those rows, each session they lie in read once, no other."""
@@ -236,3 +249,29 @@ def test_turn_texts_with_kept_rows_decode_each_session_once(tmp_path: Path) -> N
     some = turn_keys[::50]
     assert later.texts(some) == [t for k, t in zip(turn_keys, texts, strict=True) if k in some]
     assert corpus.decoded - len(sessions) <= len(some)  # their sessions alone
+
+
+@pytest.mark.parametrize("session_ids", [["s1", "s2", "s3"], ["a\x00b", "s2", "é 3"]])
+def test_a_personas_turn_ids_are_kept_as_they_are_made(tmp_path: Path,
+                                                       session_ids: list[str]) -> None:
+    """The rows' turn ids are kept in the file (read back by splitting one string) and
+    equal those made from the session ids; an id holding the separator (NUL) is not kept:
+    its rows' ids are made again, the same."""
+    from pytest_retrieval_eval.data.turn_rows import persona_turn_rows
+
+    keys = [text_key(render_session(t)) for t in TURNS]
+    by_key = dict(zip(keys, TURNS, strict=True))
+
+    def turns_of(wanted: list[str]) -> list[list[dict[str, str]]]:
+        return [by_key[k] for k in wanted]
+
+    expected = [f"{session_ids[s]}_{n}" for s, own in enumerate(TURNS)
+                for n, turn in enumerate(own, 1) if turn["content"].strip()]
+    built, _ = persona_turn_rows(TurnRowsCache(tmp_path), session_ids, keys, DATES, turns_of)
+    assert built.ids(session_ids) == expected
+    back = TurnRowsCache(tmp_path)
+    read, _ = persona_turn_rows(back, session_ids, keys, DATES, lambda _: pytest.fail("built"))
+    assert back.read == 1
+    assert read.ids(session_ids) == expected
+    assert (read.made_ids is None) == any("\x00" in sid for sid in session_ids)
+    assert read.keys == built.keys

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from pytest_retrieval_eval.data.dataset import DatasetSource
 from pytest_retrieval_eval.data.ingest import load_corpus
 from pytest_retrieval_eval.data.pairs import Instance, render_session
@@ -190,3 +193,24 @@ def test_the_fast_session_check_equals_the_checked_one() -> None:
             assert str(got.value) == str(exc), session
         else:
             assert pairs._session_text(session, 4, "s1") == want, session
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["user", "assistant", "system", ": ", "\n", "x", "user: ",
+                                 "\nuser: ", "\nassistant: ", "assistant:", " "]),
+                max_size=12))
+def test_a_split_sessions_turn_texts_check_only_its_first_piece(parts: list[str]) -> None:
+    """decode_turn_texts of a split-stored text (issue 44, the FTS first run) checks the
+    first piece alone: what checking every piece (_split_turns) gives, or the same refusal."""
+    from pytest_retrieval_eval.data.corpus import _split_turns, decode_turn_texts
+
+    text = "".join(parts)
+    try:
+        expected: object = [piece for piece, _, _ in _split_turns(text)]
+    except ValueError:
+        expected = ValueError
+    try:
+        got: object = decode_turn_texts(text, "")
+    except ValueError:
+        got = ValueError
+    assert got == expected

@@ -109,6 +109,23 @@ def test_checks_are_the_rules() -> None:
                      np.ones(4, dtype=np.float32), 3)
 
 
+@pytest.mark.parametrize("values", [[np.nan], [np.inf], [-np.inf], [np.inf, -np.inf],
+                                    [1e30], [-1e30, 1e30], [3e38, 3e38]])
+def test_a_value_is_refused_as_the_rule_refuses_it(values: list[float]) -> None:
+    """The matrix's values are looked at only when a row's square is not finite: a NaN or
+    an infinity (alone or with its opposite in the row) is refused as the rule refuses it,
+    a finite value whose square overflows is not (the rule takes it)."""
+    mat = np.ones((_TOP_SCAN_ROWS + 10, 4), dtype=np.float32)
+    mat[7, :len(values)] = values
+    refused = not np.isfinite(mat).all()
+    try:
+        semantic_top(mat, np.ones(4, dtype=np.float32), 3)
+    except ValueError as exc:
+        assert refused and "NaN or infinite" in str(exc)
+    else:
+        assert not refused
+
+
 def test_a_read_only_matrix_s_row_facts_are_kept_and_give_the_same_top() -> None:
     """A turn what-if ranks each persona's (read-only) turn matrix once a query and again
     for a budget's read: its squares and finiteness are made once; a writeable matrix (its

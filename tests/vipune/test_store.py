@@ -139,6 +139,52 @@ def test_rebuilt_fts_index_equals_trigger_built(tmp_path: Path) -> None:
     slow.close()
 
 
+def _segments(conn: sqlite3.Connection) -> int:
+    """The segments of a store's FTS5 index: its structure record (rowid 10) is a 4-byte
+    cookie, then varints: levels, segments, ... (small counts: one byte each)."""
+    record = conn.execute("SELECT block FROM memories_fts_data WHERE id = 10").fetchone()[0]
+    assert record[4] < 0x80 and record[5] < 0x80
+    return int(record[5])
+
+
+def test_an_index_built_in_one_segment_searches_as_vipunes_own(tmp_path: Path) -> None:
+    """A store's FTS5 index is built with a large in-memory hash: one segment, where FTS5's
+    default 'rebuild' flushes a megabyte at a time (several), and the same entries, searches,
+    doc sizes and config as the triggers' own index (vipune's path)."""
+    rng = np.random.default_rng(7)
+    words = [f"w{i}" for i in range(3000)]
+    rows = [(f"s{i}", " ".join(rng.choice(words, 400)), np.zeros(0, np.float32),
+             "2023-05-30T23:40:00+00:00") for i in range(1000)]
+    records = [(sid, store.PROJECT_ID, text, b"", None, d, d) for sid, text, _, d in rows]
+    built = store.build_store(tmp_path / "fast.sqlite", rows)
+    slow = sqlite3.connect(tmp_path / "slow.sqlite")
+    slow.executescript(vipune.SCHEMA_SQL)
+    with slow:
+        slow.executemany(vipune.INSERT_SQL, records)
+    plain = sqlite3.connect(tmp_path / "plain.sqlite")
+    with plain:
+        for statement in vipune.DDL_STATEMENTS[:3]:
+            plain.execute(statement)
+        plain.executemany(vipune.INSERT_SQL, records)
+        plain.execute("INSERT INTO memories_fts(memories_fts) VALUES('rebuild')")
+    fast = sqlite3.connect(built)
+    assert _segments(fast) == 1 < _segments(plain)
+    for query in ["w1", "w17", "w5 w6", "w2999"]:
+        a = vipune.fts_search(built, query, store.PROJECT_ID, 2000)
+        b = vipune.fts_search(slow, query, store.PROJECT_ID, 2000)
+        assert a == b and a, query
+    for table in ("memories_fts_docsize", "memories_fts_config"):
+        listing = f"SELECT * FROM {table} ORDER BY 1"
+        assert fast.execute(listing).fetchall() == slow.execute(listing).fetchall()
+    vocab = "CREATE VIRTUAL TABLE temp.v USING fts5vocab(main, memories_fts, instance)"
+    for conn in (fast, slow):
+        conn.execute(vocab)
+    entries = "SELECT * FROM temp.v ORDER BY term, doc, col, offset"
+    assert fast.execute(entries).fetchall() == slow.execute(entries).fetchall()
+    for conn in (fast, slow, plain):
+        conn.close()
+
+
 # --------------------------------------------------------------------------- validation
 
 
@@ -172,7 +218,8 @@ def test_vector_checks(tmp_path: Path) -> None:
 
 def _written(path: Path) -> tuple[object, ...]:
     with sqlite3.connect(path) as conn:
-        rows = conn.execute("SELECT rowid, * FROM memories ORDER BY rowid").fetchall()
+        rows = conn.execute("SELECT rowid, *, typeof(embedding), typeof(metadata) FROM "
+                            "memories ORDER BY rowid").fetchall()
         fts = conn.execute("SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE "
                            "memories_fts MATCH 'alpha OR run OR park' ORDER BY rowid").fetchall()
         marks = conn.execute("PRAGMA user_version").fetchone(), \
@@ -222,6 +269,23 @@ def test_columns_write_what_rows_write(tmp_path: Path, n: int, dim: int,
     by_columns, by_rows = (Path(tempfile.mkdtemp(dir=tmp_path)) / "s.sqlite" for _ in "cr")
     assert _outcome(by_columns, columns, reference_only) == \
         _outcome(by_rows, one_by_one, reference_only)
+    if dim and by_columns.exists():  # same page size: the very same file
+        assert by_columns.read_bytes() == by_rows.read_bytes()
+
+
+@pytest.mark.parametrize("project", ["longmemeval", "it's", "tab\there"])
+def test_a_store_from_columns_holds_its_project_as_rows_do(tmp_path: Path, project: str
+                                                           ) -> None:
+    """The columns' insert writes the project as a literal (quoted; a project that cannot be
+    one is bound as the rows' insert binds it): the same file either way."""
+    rows = sample_rows(3)
+    ids, contents, vectors, dates = (list(c) for c in zip(*rows, strict=True))
+    columns = store.rows_from_arrays(ids, contents, np.stack(vectors), dates)
+    a = store.build_store(tmp_path / "c.sqlite", columns, project_id=project)
+    b = store.build_store(tmp_path / "r.sqlite", rows, project_id=project)
+    assert a.read_bytes() == b.read_bytes()
+    with sqlite3.connect(a) as conn:
+        assert {r[0] for r in conn.execute("SELECT project_id FROM memories")} == {project}
 
 
 def test_a_store_without_vectors_is_written_in_larger_pages(tmp_path: Path) -> None:
@@ -579,3 +643,26 @@ def test_model_mark_is_a_signed_32_bit_sqlite_application_id() -> None:
     marks = {store.model_mark(f"{i:064x}") for i in range(200)}
     assert len(marks) == 200 and all(-(1 << 31) <= m < (1 << 31) for m in marks)
     assert any(m < 0 for m in marks)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.tuples(st.integers(0, 9999), st.integers(0, 19), st.integers(0, 39),
+                 st.sampled_from("Tt x"), st.integers(0, 29), st.integers(0, 69),
+                 st.integers(0, 69), st.sampled_from(["", ".5", ".123456789"]),
+                 st.sampled_from(["+", "-", "Z", ""]), st.integers(0, 30), st.integers(0, 99),
+                 st.sampled_from(["", " ", "\n"])))
+def test_a_date_is_valid_as_vipune_parses_it(parts: tuple[object, ...]) -> None:
+    """The store's date check (a plain date at C speed, issue 44) gives the rule's verdict
+    (vipune.parse_rfc3339) for any date-like text: impossible days, hours, offsets past a
+    day or minutes past 59, fractions, other separators, whitespace."""
+    from pytest_retrieval_eval.vipune.store_build import _valid_date
+
+    y, mo, d, sep, h, mi, s, frac, sign, oh, om, pad = parts
+    zone = sign if sign in ("Z", "") else f"{sign}{oh:02d}:{om:02d}"
+    text = f"{pad}{y:04d}-{mo:02d}-{d:02d}{sep}{h:02d}:{mi:02d}:{s:02d}{frac}{zone}{pad}"
+    try:
+        vipune.parse_rfc3339(text)
+        expected = True
+    except ValueError:
+        expected = False
+    assert _valid_date(text) is expected
