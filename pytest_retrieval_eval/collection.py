@@ -279,7 +279,8 @@ def pair_test(request: pytest.FixtureRequest) -> None:
     vectors = query_vector = store = None
     begun = time.perf_counter()  # the pair's inputs: read by its first item (PairInputs.ms)
     if state.holds_vectors():
-        vectors = request.getfixturevalue("retrieval_eval_vectors").vectors
+        if any(state.reads_session_vectors(item.retriever, c) for _, c in stores):
+            vectors = request.getfixturevalue("retrieval_eval_vectors").vectors
         query_vector = request.getfixturevalue("retrieval_eval_query_vector")
     if any(state.needs_store(item.retriever, c) for _, c in stores):  # before the timing
         store = request.getfixturevalue("retrieval_eval_store")

@@ -65,6 +65,9 @@ class TurnUnit:
     unit = "turn"
     #: The turn rows (vectors read, store built) are made in ``index``, timed as ingest.
     needs_store = False
+    #: It ranks the turns' own vectors, never the persona's session vectors: a run whose
+    #: every vector reader is a turn what-if reads no session matrix (issue 44).
+    reads_session_vectors = False
 
     def __init__(self, name: str, base: Any, verify: str = "stamp") -> None:
         self.name = name

@@ -106,8 +106,11 @@ class PairMemo:
     def persona(self, pair: PairRecord, corpus: Corpus | None, vectors: VectorCache | None,
                 stores: StoreCache | None, model: Mapping[str, Any] | None,
                 store_dir: Path | None, *, session_rows: bool = True,
-                turn_rows: Callable[[], TurnRowsCache] | None = None) -> Persona:
+                turn_rows: Callable[[], TurnRowsCache] | None = None,
+                session_vectors: bool = True) -> Persona:
         """The pair's memory rows, vectors and (lazily built) store; the last few are kept.
+        ``session_vectors``: some retriever of the run reads the session matrix (else the
+        persona holds none: :func:`.personas.build_persona`).
         ``turn_rows``: the run's kept turn rows (:meth:`.session.EvalSession.turn_rows_cache`),
         asked for only when a ``+unit:turn`` retriever ranks the pair's turns."""
         cached = self._personas.get(pair.index)
@@ -118,7 +121,7 @@ class PairMemo:
         fingerprint = str(model["fingerprint"]) if model else ""
         persona = personas.build_persona(pair, corpus, vectors, stores, fingerprint, store_dir,
                                          embed=self.embedding, session_rows=session_rows,
-                                         turn_rows=turn_rows)
+                                         turn_rows=turn_rows, session_vectors=session_vectors)
         self._personas[pair.index] = persona
         while len(self._personas) > KEPT:
             self._personas.popitem(last=False)

@@ -38,15 +38,18 @@ def build_persona(pair: PairRecord, corpus: Corpus, vectors: VectorCache | None,
                   stores: store_mod.StoreCache, fingerprint: str,
                   store_dir: Path | None, *, embed: Embed | None = None,
                   session_rows: bool = True,
-                  turn_rows: Callable[[], TurnRowsCache] | None = None
-                  ) -> retrievers_mod.Persona:
+                  turn_rows: Callable[[], TurnRowsCache] | None = None,
+                  session_vectors: bool = True) -> retrievers_mod.Persona:
     """The pair's memory rows: vectors from the cache (none: zero-width rows), texts from the
     corpus and a vipune store, both on first use; ``store_dir`` also gets an export of the
     store (``--retrieval-eval-store-dir``). ``embed``: ``persona.embed`` (the run's model for
     a store's own texts); ``session_rows``: the rows are sessions, so the persona also gives
     its turns as rows (``turn_rows``, for the ``+unit:turn`` what-ifs), kept in the run's
-    ``turn_rows()`` cache (none given: one of its own beside ``stores``)."""
-    if vectors is not None:
+    ``turn_rows()`` cache (none given: one of its own beside ``stores``).
+    ``session_vectors`` False: no retriever of the run reads the session matrix (its vector
+    readers are turn what-ifs, which read their turns' own): the persona's rows are then
+    zero-width, as in a run without vectors, and nothing is read for them."""
+    if vectors is not None and session_vectors:
         matrix = vectors.get(list(pair.text_keys))
     else:
         matrix = np.zeros((len(pair.session_ids), 0), dtype=np.float32)

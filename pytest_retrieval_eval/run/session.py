@@ -66,6 +66,8 @@ class EvalSession:
     #: A StopRun's line (a user store that cannot be made...): exit 4, no report written.
     fatal: str | None = None
     _retrievers: dict[str, retrievers_mod.Retriever] = field(default_factory=dict)
+    #: Whether some retriever of the run reads the session matrix (:meth:`_session_vectors`).
+    _reads_matrix: bool | None = None
     #: User retrievers by selector (dotted paths, a conftest's named stores): described on
     #: every process, built only where an item uses one (never on the xdist controller).
     _users: dict[str, UserRetriever] = field(default_factory=dict)
@@ -383,7 +385,8 @@ class EvalSession:
         model = self.plan.model if self.plan else None
         return self.pairs.persona(pair, self.corpus, self.vectors, self._stores, model,
                                   self.settings.store_dir, session_rows=self.view.is_default,
-                                  turn_rows=self.turn_rows_cache)
+                                  turn_rows=self.turn_rows_cache,
+                                  session_vectors=self._session_vectors())
 
     def query(self, pair: corpus_mod.PairRecord) -> retrievers_mod.Query:
         """The pair's query, its vector embedded live (timed: :meth:`.PairMemo.query`) or
@@ -395,10 +398,32 @@ class EvalSession:
         """Whether this run holds passage and query vectors (some retriever reads them)."""
         return self.vectors is not None
 
+    def reads_session_vectors(self, selector: str, custom: Any = None) -> bool:
+        """Whether the retriever reads a persona's session vectors: every one but a
+        built-in that says it does not (a ``+unit:turn`` what-if ranks its turns' own). Its
+        item asks for ``retrieval_eval_vectors`` only then."""
+        built = self._retrievers.get(selector)
+        if custom is not None or built is None:
+            return True  # the custom fixture's stores, a user's retriever: they may
+        return bool(getattr(built, "reads_session_vectors", True))
+
+    def _session_vectors(self) -> bool:
+        """Whether some retriever of the run reads the session matrix (then each persona
+        reads it as it is made; else none does: :meth:`passage_vectors` reads it)."""
+        if self._reads_matrix is None:
+            self._reads_matrix = any(self.reads_session_vectors(name)
+                                     for name in self.settings.retrievers)
+        return self._reads_matrix
+
     def passage_vectors(self, pair: corpus_mod.PairRecord) -> np.ndarray | None:
         """The pair's passage vectors (``retrieval_eval_vectors``); None when the run holds
-        none."""
-        return self.persona(pair).vectors if self.holds_vectors() else None
+        none. Read from the cache when the run's personas hold none (no retriever of the
+        run reads them; a test of the user's asks)."""
+        if self.vectors is None:
+            return None
+        if self._session_vectors():
+            return self.persona(pair).vectors
+        return self.vectors.get(list(pair.text_keys))
 
     def query_vector(self, pair: corpus_mod.PairRecord) -> np.ndarray | None:
         """The pair's query vector (``retrieval_eval_query_vector``); None without vectors."""

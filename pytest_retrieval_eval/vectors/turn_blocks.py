@@ -140,32 +140,37 @@ class TurnBlocks:
         rows has no block) one after another, shape ``(sum(counts), dim)``; None when a
         block is missing (or its file cannot be read whole): the caller reads the shards."""
         files = self._load()
-        index = self._index
-        spans: list[list[int]] = []  # file, first row, rows, row in the answer
-        at = 0
-        for digest, rows in zip(digests, counts, strict=True):
-            if not rows:
-                continue
-            got = index.get(digest)
-            if got is None or got[2] != rows:
-                return None
-            number, first, _ = got
-            last = spans[-1] if spans else None
-            if last is not None and last[0] == number and last[1] + last[2] == first:
-                last[2] += rows
-            else:
-                spans.append([number, first, rows, at])
-            at += rows
+        sizes = np.asarray(counts, dtype=np.int64)
+        if len(sizes) != len(digests):
+            raise ValueError(f"{len(digests)} blocks for {len(sizes)} row counts")
+        live = np.flatnonzero(sizes)  # a session of no rows has no block
+        wanted = digests if len(live) == len(sizes) else [digests[i] for i in live.tolist()]
+        got = list(map(self._index.get, wanted))  # file, first row, rows of each block
+        if None in got:
+            return None
+        table = np.array(got, dtype=np.int64).reshape(-1, 3)
+        if not np.array_equal(table[:, 2], sizes[live]):
+            return None
+        number, first, rows = table[:, 0], table[:, 1], table[:, 2]
+        # a span a read: blocks lying one after another in one file are read together
+        begins = np.ones(len(table), dtype=bool)
+        begins[1:] = (number[1:] != number[:-1]) | (first[1:] != first[:-1] + rows[:-1])
+        heads = np.flatnonzero(begins)
+        span_rows = np.add.reduceat(rows, heads) if len(heads) else rows
+        ends = np.cumsum(span_rows)
+        at = int(ends[-1]) if len(ends) else 0
+        spans = zip(number[heads].tolist(), first[heads].tolist(), span_rows.tolist(),
+                    (ends - span_rows).tolist(), strict=True)
         out = np.empty((at, self.dim), dtype="<f4")
         width = self.dim * 4
         handles: dict[int, int] = {}
         try:
-            for number, first, rows, where in spans:
-                fd = handles.get(number)
+            for file_no, row0, span, where in spans:
+                fd = handles.get(file_no)
                 if fd is None:
-                    fd = handles[number] = os.open(files[number][0], os.O_RDONLY)
-                offset = files[number][1] + first * width
-                if os.preadv(fd, [out[where:where + rows].data], offset) != rows * width:
+                    fd = handles[file_no] = os.open(files[file_no][0], os.O_RDONLY)
+                offset = files[file_no][1] + row0 * width
+                if os.preadv(fd, [out[where:where + span].data], offset) != span * width:
                     return None
         except OSError:
             return None

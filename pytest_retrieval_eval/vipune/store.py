@@ -263,10 +263,25 @@ def _valid(header: tuple[int | None, int | None, object], reference_only: bool |
     return header[2] == _EXPECTED_MASTER
 
 
+#: A character JSON writes escaped (``ensure_ascii=False``): a quote, a backslash, a control.
+_JSON_ESCAPED = re.compile(r'["\\\x00-\x1f]')
+
+
 def ids_note(session_ids: Sequence[str] | None) -> str:
     """What a store's stamp records of the ids it was found to hold, in order: their sha256
-    ("" when none were checked)."""
-    return "" if session_ids is None else "ids:" + _sha256_json(list(session_ids))
+    ("" when none were checked). The JSON of ids that need no escape is joined at C speed
+    (the same text: a turn store's ~9,400 ids checked each warm run, issue 44)."""
+    if session_ids is None:
+        return ""
+    ids = list(session_ids)
+    try:
+        joined = '","'.join(ids)
+    except TypeError:  # not all strings: json's own text
+        joined = '"'
+    if _JSON_ESCAPED.search(joined) is None:
+        text = f'["{joined}"]' if ids else "[]"
+        return "ids:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return "ids:" + _sha256_json(ids)
 
 
 def _write_checksum(path: Path, session_ids: Sequence[str] | None = None) -> None:

@@ -243,3 +243,24 @@ def test_the_plugin_items_take_vectors_query_and_store_from_the_fixtures(
         result.assert_outcomes(passed=len(USABLE))
         assert [p["retriever"] for p in report["pairs"]] == ["custom"] * len(USABLE)
         assert not report["errors"]
+
+
+def test_a_turn_what_if_item_does_not_ask_for_the_session_vectors(
+        pytester: pytest.Pytester) -> None:
+    """Issue 44: a +unit:turn item ranks its turns' own vectors, so it does not ask for
+    retrieval_eval_vectors (nor is the session matrix read for it); a session retriever's
+    item does (a conftest's fixture that fails shows which)."""
+    pytester.makeconftest(textwrap.dedent('''
+        import pytest
+
+        @pytest.fixture
+        def retrieval_eval_vectors():
+            raise RuntimeError("the session vectors were asked for")
+    '''))
+    result, report = report_of(pytester, "--retrieval-eval-retriever", "semantic+unit:turn")
+    result.assert_outcomes(passed=len(USABLE))
+    assert not report["errors"]
+    failing = run(pytester, "--retrieval-eval", "--no-model", "--retrieval-eval-retriever",
+                  "semantic")
+    failing.assert_outcomes(failed=len(USABLE))
+    assert "the session vectors were asked for" in failing.stdout.str()

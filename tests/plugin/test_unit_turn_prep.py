@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 import tests.support.preload  # noqa: F401  (the plugin's modules, once: runs reuse them)
 from pytest_retrieval_eval.data.pairs import text_key
 from pytest_retrieval_eval.data.turn_texts import WithTurnTexts
@@ -145,3 +147,30 @@ def test_a_later_run_reads_turn_vectors_from_the_blocks_the_first_wrote(
         assert not b.flags.writeable and not _writeable_base(b)
     later.flush_kept()
     assert kept.written == 0
+
+
+def test_a_run_whose_vector_readers_are_turn_what_ifs_reads_no_session_matrix(
+        tmp_path: Path) -> None:
+    """Issue 44: a +unit:turn what-if ranks its turns' own vectors; a run whose every vector
+    reader is one reads no session matrix (its personas' rows are zero-width), ranks the
+    turns as a run that also reads sessions does, and a user's test asking for
+    retrieval_eval_vectors still gets the pair's session vectors (read from the cache)."""
+    from pytest_retrieval_eval.retrievers.base import Query
+
+    model = make_model_dir(tmp_path / "models", dim=8).path
+    mixed = _session(tmp_path / "mixed", model, "semantic", "semantic+unit:turn")
+    alone = _session(tmp_path / "alone", model, "semantic+unit:turn")
+    assert mixed.corpus is not None and alone.corpus is not None
+    assert not alone.reads_session_vectors("semantic+unit:turn")
+    assert alone.reads_session_vectors("semantic+unit:turn", custom=object())
+    assert mixed.reads_session_vectors("semantic")
+    for pair, other in list(zip(mixed.corpus.pairs, alone.corpus.pairs, strict=True))[:4]:
+        full, bare = mixed.persona(pair), alone.persona(other)
+        assert full.vectors.shape == (len(pair.session_ids), 8)
+        assert bare.vectors.shape == (len(pair.session_ids), 0)
+        given = alone.passage_vectors(other)
+        assert given is not None and np.array_equal(given, full.vectors)
+        query: Query = mixed.query(pair)
+        turned = mixed._retrievers["semantic+unit:turn"]
+        assert [m.id for m in turned.rank(full, query, 10)] == \
+            [m.id for m in alone._retrievers["semantic+unit:turn"].rank(bare, query, 10)]

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pytest_retrieval_eval.data.turn_rows import block_digest, build_turn_rows
 from pytest_retrieval_eval.io import checksums
@@ -191,3 +193,36 @@ def test_a_sessions_digest_is_its_turns_text_keys() -> None:
         assert other.blocks[0] != rows.blocks[0]
     blank, _ = build_turn_rows([[{"role": "user", "content": " "}, *turns[1][1:]]])
     assert blank.blocks[0] == rows.blocks[1]  # the same rows: blank turns are none
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(written=st.lists(st.lists(st.integers(0, 4), max_size=5), min_size=1, max_size=4),
+       picks=st.lists(st.tuples(st.integers(0, 19), st.booleans()), max_size=12))
+def test_any_persona_reads_its_sessions_blocks_in_order(
+        tmp_path_factory: pytest.TempPathFactory, written: list[list[int]],
+        picks: list[tuple[int, bool]]) -> None:
+    """Blocks written by several runs (a file each): any persona of them, sessions in any
+    order, repeated or of no rows, reads exactly its sessions' vectors one after another;
+    a session whose block is missing (or whose count differs) reads None."""
+    root = tmp_path_factory.mktemp("blocks")
+    sessions: list[tuple[str, int]] = []
+    for run, sizes in enumerate(written):
+        kept = TurnBlocks(root, DIM)
+        tags = [(f"r{run}s{i}", rows) for i, rows in enumerate(sizes)]
+        sessions.extend(tags)
+        kept.add(*_persona(tags))
+        kept.flush()
+    chosen: list[tuple[str, int]] = []
+    for at, odd in picks:
+        if sessions and not odd:
+            chosen.append(sessions[at % len(sessions)])
+        elif odd:  # a session never written: no block unless it has no rows
+            chosen.append((f"never{at}", at % 2))
+    digests, counts, vectors = _persona(chosen)
+    got = TurnBlocks(root, DIM).read(digests, counts)
+    if any(tag.startswith("never") and rows for tag, rows in chosen):
+        assert got is None
+    else:
+        assert got is not None and got.shape == (sum(counts), DIM)
+        assert np.array_equal(got, vectors.reshape(-1, DIM))

@@ -666,3 +666,16 @@ def test_a_date_is_valid_as_vipune_parses_it(parts: tuple[object, ...]) -> None:
     except ValueError:
         expected = False
     assert _valid_date(text) is expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.text(max_size=6), st.sampled_from(['a"b', "c\\d", "e\nf", "g\x00",
+                                                                  "é", "\x7f", "\u2028"])),
+                max_size=6))
+def test_an_ids_note_is_the_sha256_of_their_json(ids: list[str]) -> None:
+    """A stamp's ids note (joined at C speed where no id needs an escape) is the sha256 of
+    json.dumps of the ids, as it was: stamps written before still vouch."""
+    expected = hashlib.sha256(json.dumps(ids, ensure_ascii=False, separators=(",", ":"),
+                                         allow_nan=False).encode("utf-8")).hexdigest()
+    assert store.ids_note(ids) == "ids:" + expected
+    assert store.ids_note(None) == ""
