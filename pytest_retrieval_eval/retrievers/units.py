@@ -184,7 +184,7 @@ class TurnUnit:
         made = last[2] if last is not None and last[0] is turns and last[1] is query else []
         take = len(rows) if cut is None else cut
         made = made[:take]
-        more = [Memory(id=ids[r], score=s, turns=(ids[r],)) for r, s in
+        more = [_turn_memory(ids[r], s) for r, s in
                 zip(rows[len(made):take].tolist(), scores[len(made):take].tolist(),
                     strict=True)]
         out = made + more
@@ -236,6 +236,18 @@ class TurnUnit:
         close = getattr(self.base, "close", None)
         if callable(close):
             close()
+
+
+_new_memory = object.__new__
+
+
+def _turn_memory(turn_id: str, score: float) -> Memory:
+    """``Memory(id=turn_id, score=score, turns=(turn_id,))``, made without the frozen
+    dataclass's field-by-field ``__init__`` (a budget's longer read makes ~600 a pair:
+    half the cost; a test compares them field for field)."""
+    memory: Memory = _new_memory(Memory)
+    memory.__dict__.update(id=turn_id, score=score, sessions=(), turns=(turn_id,), text=None)
+    return memory
 
 
 def _covering(session_of: np.ndarray, rows: np.ndarray, limit: int) -> int | None:

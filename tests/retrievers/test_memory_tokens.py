@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_retrieval_eval.data.pairs import render_session, text_key
 from pytest_retrieval_eval.errors import RetrieverError
@@ -244,3 +246,54 @@ def test_a_read_sized_from_the_tokens_a_memory_counts_the_same() -> None:
     assert mt._next_size(500, 1000, 8000, 10_000) == 5000  # 2 a memory: 4000, x 1.25
     assert mt._next_size(500, 1000, 8000, 3000) == 3000
     assert mt._next_size(3000, 1000, 8000, 3000) is None
+
+
+def test_a_turn_memory_made_fast_is_the_dataclasss_own() -> None:
+    """units._turn_memory (a budget's longer read, issue 44) makes the Memory the dataclass
+    makes: the same fields, equal, same hash, frozen."""
+    import dataclasses
+
+    from pytest_retrieval_eval.retrievers.units import _turn_memory
+
+    fast, slow = _turn_memory("s1_2", 0.5), Memory(id="s1_2", score=0.5, turns=("s1_2",))
+    assert set(vars(fast)) == {f.name for f in dataclasses.fields(Memory)}
+    assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.id = "x"  # type: ignore[misc]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.booleans(), max_size=5), min_size=1, max_size=5),
+       st.lists(st.text("s_129x", max_size=6), max_size=4))
+def test_a_turn_ids_row_is_the_one_holding_that_id(blanks: list[list[bool]],
+                                                   strangers: list[str]) -> None:
+    """A budget finds a turn memory's row from its session's first row and its number
+    (issue 44): for sessions with blank turns anywhere (no row of theirs), every turn id
+    gets the row holding that id (rows_by_id's), and an id no row holds gets None."""
+    from pytest_retrieval_eval.retrievers.base import rows_by_id
+    from pytest_retrieval_eval.retrievers.memory_tokens import _TurnKeys
+
+    sessions = tuple(f"s{i}" for i in range(len(blanks)))
+    rows = [(s, n) for s, own in enumerate(blanks) for n, blank in enumerate(own, 1)
+            if not blank]
+    ids = tuple(f"{sessions[s]}_{n}" for s, n in rows)
+    turns = Persona(key="t", session_ids=ids, created_at=("",) * len(ids),
+                    vectors=np.zeros((len(ids), 0), np.float32), texts=list(ids),
+                    store_path=lambda: Path("/nonexistent"), text_keys=ids,
+                    row_sessions=np.asarray([s for s, _ in rows], dtype=np.int32))
+
+    def turn_rows(vectors: bool = True) -> Persona:
+        return turns
+
+    persona = Persona(key="p", session_ids=sessions, created_at=("",) * len(sessions),
+                      vectors=np.zeros((len(sessions), 0), np.float32),
+                      texts=[""] * len(sessions), store_path=lambda: Path("/nonexistent"),
+                      turn_rows=turn_rows)
+    keys = _TurnKeys(persona)
+    expected = rows_by_id(ids)
+    for turn_id in ids:
+        assert keys.row(turn_id) == expected[turn_id]
+        assert keys.key(turn_id) == turn_id
+    for name in [*strangers, "s0_0", "s0_9", "s9_1", "s0_01", "s0_x"]:
+        if name not in expected:
+            assert keys.row(name) is None
