@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from ..io.checksums import drop_committed, read_committed, write_committed
+from ..io.framed import read_header
 from .pairs import render_session, text_key
 
 __all__ = ["FORMAT", "HANDED_ROWS", "TurnRows", "TurnRowsCache", "block_digest",
@@ -210,15 +211,10 @@ def _older_format(path: Path) -> bool:
     :data:`FORMAT` (its first few hundred bytes read; anything else: False)."""
     try:
         with open(path, "rb") as handle:
-            head = handle.read(len(MAGIC) + 4)
-            if len(head) != len(MAGIC) + 4 or not head.startswith(MAGIC):
-                return False
-            size = int.from_bytes(head[len(MAGIC):], "little")
-            if size > 1 << 16:
-                return False
-            found = json.loads(handle.read(size).decode("utf-8")).get("format")
-    except (OSError, ValueError, UnicodeError, AttributeError):
+            header = read_header(handle, MAGIC, 1 << 16)
+    except (OSError, ValueError):
         return False
+    found = None if header is None else header.get("format")
     return isinstance(found, int) and not isinstance(found, bool) and found < FORMAT
 
 

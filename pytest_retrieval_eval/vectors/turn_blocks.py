@@ -44,6 +44,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..io.checksums import check_committed, commit_file, drop_committed, owner_is_dead, owner_tag
+from ..io.framed import read_header
 
 __all__ = ["BLOCKS_DIR", "FLUSH_BYTES", "TurnBlocks"]
 
@@ -113,11 +114,10 @@ class TurnBlocks:
         this folder's dimension."""
         try:
             with open(path, "rb") as handle:
-                head = handle.read(len(MAGIC) + 4)
-                if len(head) != len(MAGIC) + 4 or not head.startswith(MAGIC):
+                header = read_header(handle, MAGIC)
+                if header is None:
                     return None
-                size = int.from_bytes(head[len(MAGIC):], "little")
-                header = json.loads(handle.read(size).decode("utf-8"))
+                header_end = handle.tell()
                 blocks, rows = int(header["blocks"]), int(header["rows"])
                 if header.get("format") != FORMAT or int(header["dim"]) != self.dim \
                         or blocks < 0 or rows < 0:
@@ -126,7 +126,7 @@ class TurnBlocks:
                 total = os.fstat(handle.fileno()).st_size
         except (OSError, ValueError, KeyError, TypeError, UnicodeError):
             return None
-        data_at = len(MAGIC) + 4 + size + 36 * blocks
+        data_at = header_end + 36 * blocks
         if len(table) != 36 * blocks or total != data_at + rows * self.dim * 4:
             return None
         counts = np.frombuffer(table, "<i4", blocks, 32 * blocks).astype(np.int64)
