@@ -178,10 +178,10 @@ class _TurnKeys:
         if self.turns is None:
             return None
         ids = self.turns.session_ids
-        session, _, number = turn_id.rpartition("_")
-        at = self._sessions.get(session)
-        if at is not None and number.isdigit() and number.isascii():
-            row = self._first[at] + int(number) - 1
+        turn = parse_turn_id(turn_id)  # the one turn-id grammar
+        at = None if turn is None else self._sessions.get(turn.session)
+        if turn is not None and at is not None:
+            row = self._first[at] + turn.number - 1
             if 0 <= row < len(ids) and ids[row] == turn_id:
                 return row
         if self._rows is None:

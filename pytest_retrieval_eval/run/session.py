@@ -399,13 +399,15 @@ class EvalSession:
         return self.vectors is not None
 
     def reads_session_vectors(self, selector: str, custom: Any = None) -> bool:
-        """Whether the retriever reads a persona's session vectors: every one but a
-        built-in that says it does not (a ``+unit:turn`` what-if ranks its turns' own). Its
-        item asks for ``retrieval_eval_vectors`` only then."""
+        """Whether the retriever reads a persona's session vectors: a built-in one that
+        reads vectors (``needs_vectors``) unless it says it does not (a ``+unit:turn``
+        what-if ranks its turns' own); a user's or the custom fixture's store may. Its item
+        asks for ``retrieval_eval_vectors`` only then."""
         built = self._retrievers.get(selector)
         if custom is not None or built is None:
             return True  # the custom fixture's stores, a user's retriever: they may
-        return bool(getattr(built, "reads_session_vectors", True))
+        return bool(getattr(built, "reads_session_vectors",
+                            getattr(built, "needs_vectors", True)))
 
     def _session_vectors(self) -> bool:
         """Whether some retriever of the run reads the session matrix (then each persona

@@ -277,7 +277,7 @@ def ids_note(session_ids: Sequence[str] | None) -> str:
     try:
         joined = '","'.join(ids)
     except TypeError:  # not all strings: json's own text
-        joined = '"'
+        return "ids:" + _sha256_json(ids)
     if _JSON_ESCAPED.search(joined) is None:
         text = f'["{joined}"]' if ids else "[]"
         return "ids:" + hashlib.sha256(text.encode("utf-8")).hexdigest()

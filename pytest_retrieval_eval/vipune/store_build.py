@@ -93,7 +93,7 @@ class StoreColumns(Sequence[StoreRow]):
         return (self.ids[index], self.contents[index], self.vectors[index],
                 self.created_at[index])
 
-    def records(self, project_id: str, reference_only: bool | None
+    def records(self, reference_only: bool | None
                 ) -> tuple[Iterable[tuple[str | bytes, ...]], bool] | None:
         """The records :func:`columns_insert`'s statement binds and the store's kind
         (reference-only or not) when every row passes :func:`build_store`'s checks, else
@@ -302,18 +302,16 @@ def build_store(
             blob = vipune.vector_to_blob(vec, dim=None) if vec.shape[0] else b""
             yield (session_id, project_id, content, blob, None, created_text, created_text)
 
-    insert = vipune.INSERT_SQL
-    checked = None
-    no_vectors = False
-    if isinstance(rows, StoreColumns):
-        no_vectors = rows.vectors.ndim == 2 and rows.vectors.shape[1] == 0
-        short = columns_insert(project_id, not no_vectors)
-        checked = None if short is None else rows.records(project_id, reference_only)
-        if checked is not None and short is not None:
+    # columns that pass every check are written by the short insert; anything else (rows,
+    # a flawed column, a project that is no plain literal) row by row, by vipune's insert
+    insert, checked, no_vectors = vipune.INSERT_SQL, None, False
+    short = columns_insert(project_id, rows.vectors.shape[-1] != 0) \
+        if isinstance(rows, StoreColumns) else None
+    if isinstance(rows, StoreColumns) and short is not None:
+        checked = rows.records(reference_only)
+        if checked is not None:
             kind[:] = [checked[1]]
-            insert = short
-        else:
-            no_vectors = False
+            insert, no_vectors = short, rows.vectors.shape[1] == 0
 
     conn = sqlite3.connect(tmp, isolation_level=None)
     try:

@@ -226,13 +226,20 @@ class _CountingCorpus:
         return self.inner.turns(keys)  # type: ignore[attr-defined]
 
 
-def test_turn_texts_with_kept_rows_decode_each_session_once(tmp_path: Path) -> None:
+def test_turn_texts_with_kept_rows_decode_each_session_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """prep --turns (WithTurnTexts over kept turn rows): every turn text rendered while the
     rows are built is kept, so embedding them decodes no session again; a later prep that
     reads the rows back renders a text it lacks from its own session alone (it once decoded
     every session of the corpus for each chunk of texts asked)."""
-    from pytest_retrieval_eval.data import dataset, ingest
+    from collections import OrderedDict
+
+    from pytest_retrieval_eval.data import dataset, ingest, turn_rows
     from pytest_retrieval_eval.data.turn_texts import WithTurnTexts
+
+    # the process's memo of sessions made into rows starts empty (a run of the sample
+    # earlier in this process would otherwise spare their decoding)
+    monkeypatch.setattr(turn_rows, "_SESSIONS", OrderedDict())
 
     corpus = _CountingCorpus(ingest.load_corpus(dataset.resolve_dataset("sample"),
                                                 tmp_path / "corpus"))

@@ -164,6 +164,10 @@ def test_a_run_whose_vector_readers_are_turn_what_ifs_reads_no_session_matrix(
     assert not alone.reads_session_vectors("semantic+unit:turn")
     assert alone.reads_session_vectors("semantic+unit:turn", custom=object())
     assert mixed.reads_session_vectors("semantic")
+    bm25 = _session(tmp_path / "bm25", model, "bm25", "semantic+unit:turn")
+    assert not bm25.reads_session_vectors("bm25")  # reads no vectors at all
+    assert bm25.corpus is not None
+    assert bm25.persona(bm25.corpus.pairs[0]).vectors.shape[1] == 0
     for pair, other in list(zip(mixed.corpus.pairs, alone.corpus.pairs, strict=True))[:4]:
         full, bare = mixed.persona(pair), alone.persona(other)
         assert full.vectors.shape == (len(pair.session_ids), 8)
