@@ -126,6 +126,50 @@ def _missing_bpe_openai(name: str) -> ModelError:
         "tokenizer.json")
 
 
+def _bpe_bindings() -> Any:
+    """bpe-openai's Rust extension (``bpe_openai._bindings``: its tokenizers, rank tables
+    built in), loaded without running the package's ``__init__``.
+
+    bpe-openai 0.1.x's ``__init__`` builds a model table at import that decodes three rank
+    files in Python (about 450,000 base64 lines: 1.2 s of a cold budget run, the first run of
+    the sample included), only to look up special tokens the plugin never uses. The extension
+    is loaded from the package's folder by the standard machinery instead (0.1 s); where that
+    fails (a layout this does not know), the package is imported as usual."""
+    import importlib.machinery
+    import importlib.util
+    import sys
+
+    loaded = sys.modules.get("bpe_openai._bindings")
+    if loaded is not None:
+        return loaded
+    package = importlib.util.find_spec("bpe_openai")
+    folders = list(package.submodule_search_locations or []) if package else []
+    for folder in folders:
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = Path(folder) / f"_bindings{suffix}"
+            if not path.is_file():
+                continue
+            spec = importlib.util.spec_from_file_location("bpe_openai._bindings", path)
+            if spec is None or spec.loader is None:
+                continue
+            module = importlib.util.module_from_spec(spec)
+            try:
+                spec.loader.exec_module(module)
+            except ImportError:
+                break
+            sys.modules[spec.name] = module  # a later ``import bpe_openai`` reuses it
+            return module
+    import warnings
+
+    with warnings.catch_warnings():
+        # bpe-openai 0.1.x reads its ranks, at import and per encoding, with
+        # importlib.resources.open_binary (deprecated since Python 3.11): a warning about
+        # the library that its users cannot act on, printed in the run.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from bpe_openai import _bindings
+    return _bindings
+
+
 def _bpe_openai(name: str, *, lazy: bool = False) -> TokenCounter:
     from importlib.metadata import PackageNotFoundError, version
     from importlib.util import find_spec
@@ -141,19 +185,11 @@ def _bpe_openai(name: str, *, lazy: bool = False) -> TokenCounter:
         raise _missing_bpe_openai(name)
 
     def build() -> Callable[[str], int]:
-        import warnings
-
-        with warnings.catch_warnings():
-            # bpe-openai 0.1.x reads its ranks, at import and per encoding, with
-            # importlib.resources.open_binary (deprecated since Python 3.11): a warning
-            # about the library that its users cannot act on, printed in the run.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            try:
-                from bpe_openai import _bindings
-            except ImportError:
-                raise _missing_bpe_openai(name) from None
-            encoder = _bindings.tokenizer_for_encoding(name)
-        count: Callable[[str], int] = encoder.count
+        try:
+            bindings = _bpe_bindings()
+        except ImportError:
+            raise _missing_bpe_openai(name) from None
+        count: Callable[[str], int] = bindings.tokenizer_for_encoding(name).count
         return count
 
     return TokenCounter(identity, _BuiltOnFirstCount(build) if lazy else build())

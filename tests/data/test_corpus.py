@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import pickle
 import sqlite3
@@ -30,6 +29,7 @@ from pytest_retrieval_eval.data.ingest import load_corpus
 from pytest_retrieval_eval.data.pairs import QUESTION_TYPES, Rejection, render_session, text_key
 from pytest_retrieval_eval.errors import CacheError, DataError
 from pytest_retrieval_eval.io import checksums
+from tests.support import concurrent_builds
 from tests.support.lme_factory import make_instance, make_turns, write_dataset
 
 
@@ -389,34 +389,14 @@ def test_corpus_file_is_opened_read_only(source: DatasetSource, tmp_path: Path) 
     assert corpus.texts([corpus.pairs[0].question_key])
 
 
-def _build_in_child(source: DatasetSource, cache: str, log: str) -> None:
-    def record(label: str, done: int, total: int | None) -> None:
-        if label.startswith("ingest") and done == 0:
-            with open(log, "a") as f:
-                f.write(f"{os.getpid()}\n")
-
-    corpus = load_corpus(source, Path(cache), record)
-    assert len(corpus.pairs) == 4
-    assert corpus.texts([corpus.pairs[0].question_key]) == [corpus.pairs[0].question]
-
-
 def test_concurrent_builders_finish_with_one_valid_file(
-    source: DatasetSource, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    source: DatasetSource, tmp_path: Path
 ) -> None:
-    if "fork" not in multiprocessing.get_all_start_methods():
-        pytest.skip("needs fork")
-    monkeypatch.setattr(ingest, "iter_instances", CountingIter(delay=0.05))
-    ctx = multiprocessing.get_context("fork")
     log = tmp_path / "builds.log"
     cache = tmp_path / "cache"
-    procs = [
-        ctx.Process(target=_build_in_child, args=(source, str(cache), str(log))) for _ in range(3)
-    ]
-    for proc in procs:
-        proc.start()
-    for proc in procs:
-        proc.join(60)
-    assert [proc.exitcode for proc in procs] == [0, 0, 0]
+    barrier = tmp_path / "go"
+    racers = [(source, str(cache), str(log), 0.05, str(barrier)) for _ in range(3)]
+    assert concurrent_builds.race(concurrent_builds.build_corpus, racers, barrier) == [0, 0, 0]
     assert len(log.read_text().split()) == 1  # built by exactly one process
     files = sorted(p.name for p in (cache / "corpus").iterdir()
                    if not p.name.endswith((".lock", ".verified")))  # lock, checksum stamp

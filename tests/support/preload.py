@@ -19,9 +19,9 @@ from __future__ import annotations
 import contextlib
 import importlib
 import pkgutil
-import warnings
 
 import pytest_retrieval_eval
+from pytest_retrieval_eval.vectors import token_counts
 
 _SKIPPED = tuple(f"pytest_retrieval_eval.{name}"
                  for name in ("cli", "__main__", "mcp", "adapters"))
@@ -35,10 +35,7 @@ LOADED: tuple[str, ...] = tuple(
 for _name in LOADED:
     importlib.import_module(_name)
 
-# The budget's tokenizer library reads its rank files when it is imported (seconds): a run
-# with a budget imported it afresh each time. Its own warning (importlib.resources'
-# open_binary) is the one the plugin silences when it imports it.
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)
-    with contextlib.suppress(ImportError):  # the test extra's; without it, runs fail as before
-        importlib.import_module("bpe_openai._bindings")
+# The budget's tokenizer (bpe-openai's extension, loaded as the plugin loads it): a run with
+# a budget would otherwise load it afresh each time.
+with contextlib.suppress(ImportError):  # the test extra's; without it, runs fail as before
+    token_counts._bpe_bindings()

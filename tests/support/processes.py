@@ -12,11 +12,13 @@ from pathlib import Path
 
 #: What every child pytest of the suite (pytester's runs, in-process or not, and the
 #: subprocesses the tests start) is given in ``PYTEST_ADDOPTS`` (the root conftest sets it):
-#: two third-party plugins that the test extra installs and no test exercises are left out.
+#: third-party plugins that the test extra installs and no test exercises are left out.
 #: Hypothesis's plugin imports all of Hypothesis in its terminal summary (about 0.7 s of CPU
 #: a child process) and LangSmith's (langchain-core's dependency) its client when it loads
-#: (about 0.3 s); the suite starts a few hundred children. A test about plugins names its own.
-CHILD_ADDOPTS = "-p no:hypothesispytest -p no:langsmith_plugin"
+#: (about 0.3 s); anyio's (the MCP SDK's dependency) its asyncio backend (about 0.14 s); the
+#: suite starts a few hundred children. pytest-timeout guards the suite's own tests
+#: (conftest.py), each of which bounds its children. A test about plugins names its own.
+CHILD_ADDOPTS = "-p no:hypothesispytest -p no:langsmith_plugin -p no:anyio -p no:timeout"
 
 
 def child_addopts(extra: str = "") -> str:

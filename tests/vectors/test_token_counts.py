@@ -130,13 +130,49 @@ import sys
 from pathlib import Path
 from pytest_retrieval_eval.data.pairs import text_key
 from pytest_retrieval_eval.vectors.token_counts import run_counts
+def loaded():
+    return any(m.split(".")[0] in ("bpe_openai", "tokenizers") for m in sys.modules)
 counts = run_counts(sys.argv[1], Path(sys.argv[2]))
-before = "bpe_openai" in sys.modules or "tokenizers" in sys.modules
+before = loaded()
 texts = {text_key(t): t for t in sys.argv[3:]}
 got = counts.counts(list(texts), lambda missing: [texts[k] for k in missing])
 counts.flush()
-print(before, "bpe_openai" in sys.modules or "tokenizers" in sys.modules, got)
+print(before, loaded(), got)
 """
+
+
+BINDINGS_PROBE = """
+import sys
+from pytest_retrieval_eval.vectors import token_counts as tc
+count = tc.load_counter("o200k_base").count
+print(count("hello world, how are you?"), "bpe_openai" in sys.modules,
+      "bpe_openai._bindings" in sys.modules, "bpe_openai.compat" in sys.modules)
+"""
+
+
+def test_bpe_openai_is_loaded_without_its_packages_import_time_tables() -> None:
+    """Its ``__init__`` decodes three rank files in Python (1.2 s of every cold budget run);
+    the Rust extension alone is loaded, and counts as the package's own import does."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", BINDINGS_PROBE], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-1500:]
+    assert done.stdout.split() == ["7", "False", "True", "False"]
+
+
+def test_bpe_openai_falls_back_to_the_package_import_where_its_layout_is_unknown(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.machinery
+
+    from bpe_openai import _bindings
+
+    monkeypatch.delitem(sys.modules, "bpe_openai._bindings", raising=False)
+    monkeypatch.setattr(importlib.machinery, "EXTENSION_SUFFIXES", [".no-such-suffix"])
+    assert tc._bpe_bindings() is _bindings  # the package's own, imported as usual
+    text = "a budget of 500 tokens éé <|endoftext|>"
+    assert tc.load_counter("o200k_base").count(text) == _bindings.tokenizer_for_encoding(
+        "o200k_base").count(text)
 
 
 @pytest.mark.parametrize("spec", ["o200k_base", "tokenizer.json"])

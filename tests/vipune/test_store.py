@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing
 import os
 import sqlite3
 import tempfile
@@ -21,6 +20,7 @@ from pytest_retrieval_eval import vipune
 from pytest_retrieval_eval.errors import CacheError, DataError
 from pytest_retrieval_eval.io import checksums
 from pytest_retrieval_eval.vipune import store
+from tests.support import concurrent_builds
 
 DIM = vipune.EMBEDDING_DIM
 WORDS = [
@@ -563,26 +563,13 @@ def test_a_build_names_its_temp_file_after_its_host_and_pid(tmp_path: Path,
     assert any(f".sqlite.tmp-{owner_tag()}-" in name for name in seen), seen
 
 
-def _build_in_child(root: str, key: str, barrier_path: str) -> str:
-    while not os.path.exists(barrier_path):  # start together
-        time.sleep(0.001)
-    cache = store.StoreCache(root)
-    path = cache.get_or_build(key, lambda: sample_rows(30, seed=1))
-    return str(path)
-
-
 def test_concurrent_builds_of_one_key_both_succeed(tmp_path: Path) -> None:
     key = "12" * 32
     barrier = tmp_path / "go"
-    ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
-    with ctx.Pool(3) as pool:
-        pending = [
-            pool.apply_async(_build_in_child, (str(tmp_path / "c"), key, str(barrier)))
-            for _ in range(3)
-        ]
-        time.sleep(0.05)
-        barrier.touch()
-        paths = {p.get(timeout=60) for p in pending}
+    outs = [tmp_path / f"out{i}" for i in range(3)]
+    racers = [(str(tmp_path / "c"), key, str(barrier), str(out)) for out in outs]
+    assert concurrent_builds.race(concurrent_builds.build_store, racers, barrier) == [0, 0, 0]
+    paths = {out.read_text() for out in outs}
     assert len(paths) == 1
     path = Path(paths.pop())
     assert store.is_valid_store(path)
