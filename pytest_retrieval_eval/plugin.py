@@ -108,9 +108,12 @@ def forget_dropped_submodules() -> None:
     ``config.stash`` lookups across the two fail in silence. Called before this module imports
     anything of its package."""
     root = __name__.rpartition(".")[0]
+    prefix = f"{root}."
     for name, module in list(sys.modules.items()):
-        if module is None or not hasattr(module, "__path__") or not (
-                name == root or name.startswith(root + ".")):
+        # The name first: ``hasattr`` on another library's module may run its lazy
+        # ``__getattr__`` (a worker beside big libraries holds thousands of modules).
+        if (name != root and not name.startswith(prefix)) or module is None or not hasattr(
+                module, "__path__"):
             continue
         for attr, value in list(vars(module).items()):
             if (isinstance(value, ModuleType) and value.__name__ == f"{name}.{attr}"

@@ -261,6 +261,6 @@ def test_a_turn_what_if_item_does_not_ask_for_the_session_vectors(
     result.assert_outcomes(passed=len(USABLE))
     assert not report["errors"]
     failing = run(pytester, "--retrieval-eval", "--no-model", "--retrieval-eval-retriever",
-                  "semantic")
+                  "semantic", "--tb=line")  # a line each: the tracebacks are not the point
     failing.assert_outcomes(failed=len(USABLE))
     assert "the session vectors were asked for" in failing.stdout.str()

@@ -350,7 +350,7 @@ def test_any_failing_item_is_listed_as_an_error(pytester: pytest.Pytester) -> No
     pytester.syspathinsert()
     out = pytester.path / "report.json"
     result = run(pytester, "--retrieval-eval", "--no-model", "--retrieval-eval-json", str(out),
-                 "--retrieval-eval-retriever", "badstore:broken")
+                 "--retrieval-eval-retriever", "badstore:broken", "--tb=line")
     result.assert_outcomes(failed=len(SAMPLE_USABLE))
     data = json.loads(out.read_text())
     assert data["skipped"]["not_selected"] == 0  # they ran; they failed
