@@ -305,13 +305,13 @@ def build_store(
     # columns that pass every check are written by the short insert; anything else (rows,
     # a flawed column, a project that is no plain literal) row by row, by vipune's insert
     insert, checked, no_vectors = vipune.INSERT_SQL, None, False
-    short = columns_insert(project_id, rows.vectors.shape[-1] != 0) \
-        if isinstance(rows, StoreColumns) else None
-    if isinstance(rows, StoreColumns) and short is not None:
-        checked = rows.records(reference_only)
-        if checked is not None:
+    if isinstance(rows, StoreColumns):
+        empty = rows.vectors.shape[-1] == 0  # records() refuses any shape but 2-d
+        short = columns_insert(project_id, not empty)
+        checked = None if short is None else rows.records(reference_only)
+        if short is not None and checked is not None:
             kind[:] = [checked[1]]
-            insert, no_vectors = short, rows.vectors.shape[1] == 0
+            insert, no_vectors = short, empty
 
     conn = sqlite3.connect(tmp, isolation_level=None)
     try:

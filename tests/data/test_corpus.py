@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import pickle
 import sqlite3
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -70,17 +69,13 @@ def source(tmp_path: Path) -> DatasetSource:
 class CountingIter:
     """Wraps json_stream.iter_instances and counts how often the JSON is streamed."""
 
-    def __init__(self, delay: float = 0.0) -> None:
+    def __init__(self) -> None:
         self.calls = 0
-        self.delay = delay
         self.real = json_stream.iter_instances
 
     def __call__(self, path: Path) -> Iterator[tuple[int, object]]:
         self.calls += 1
-        for item in self.real(path):
-            if self.delay:
-                time.sleep(self.delay)
-            yield item
+        yield from self.real(path)
 
 
 def test_build_pairs_rejections_and_stats(source: DatasetSource, tmp_path: Path) -> None:
